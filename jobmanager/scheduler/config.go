@@ -1,0 +1,98 @@
+package scheduler
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gofl/gofl/jobmanager/failover"
+)
+
+// Scheduling strategies (jobmanager.scheduler.scheduling-strategy).
+const (
+	StrategyPipelinedRegion              = "pipelined-region"
+	StrategyEager                        = "eager"
+	StrategyLazyFromSources              = "lazy-from-sources"
+	StrategyLazyFromSourcesBatchRequests = "lazy-from-sources-with-batch-slot-request"
+)
+
+// Slot allocators (jobmanager.scheduler.slot-allocator).
+const (
+	AllocatorSlotSharing = "slot-sharing"
+	AllocatorSimple      = "simple"
+)
+
+// Failover strategies (jobmanager.execution.failover-strategy).
+const (
+	FailoverRegion = "region"
+	FailoverFull   = "full"
+)
+
+// ErrInvalidConfig is wrapped by configuration problems.
+var ErrInvalidConfig = errors.New("scheduler: invalid configuration")
+
+// Config selects the scheduler's strategies and timeouts.
+type Config struct {
+	Strategy  string
+	Allocator string
+	Failover  string
+	// EvenlySpreadOut selects the evenly-spread-out slot selection strategy
+	// (cluster.evenly-spread-out-slots) instead of locality-preferring.
+	EvenlySpreadOut bool
+	// LocalRecovery prefers each task's previous slot (previous-allocation).
+	LocalRecovery      bool
+	SlotRequestTimeout time.Duration
+	SlotIdleTimeout    time.Duration
+	Restart            failover.RestartConfig
+	// Jitter feeds exponential-delay restarts; nil means no jitter.
+	Jitter func() float64
+	// OffloadMinSize is the size from which serialized shuffle descriptors
+	// are shipped as a blob instead of inside every TDD (blob.offload.minsize).
+	OffloadMinSize int
+	// ExceptionHistorySize bounds the failures kept for the REST API.
+	ExceptionHistorySize int
+}
+
+// DefaultConfig has Flink's defaults.
+func DefaultConfig() Config {
+	return Config{
+		Strategy:             StrategyPipelinedRegion,
+		Allocator:            AllocatorSlotSharing,
+		Failover:             FailoverRegion,
+		SlotRequestTimeout:   5 * time.Minute,
+		SlotIdleTimeout:      50 * time.Second,
+		Restart:              failover.DefaultRestartConfig(),
+		OffloadMinSize:       1 << 20,
+		ExceptionHistorySize: 16,
+	}
+}
+
+// Validate reports every problem.
+func (c Config) Validate() error {
+	var p []string
+	oneOf := func(key, v string, allowed ...string) {
+		for _, a := range allowed {
+			if v == a {
+				return
+			}
+		}
+		p = append(p, fmt.Sprintf("%s: %q is not one of %s", key, v, strings.Join(allowed, ", ")))
+	}
+	oneOf("jobmanager.scheduler.scheduling-strategy", c.Strategy, StrategyPipelinedRegion, StrategyEager, StrategyLazyFromSources, StrategyLazyFromSourcesBatchRequests)
+	oneOf("jobmanager.scheduler.slot-allocator", c.Allocator, AllocatorSlotSharing, AllocatorSimple)
+	oneOf("jobmanager.execution.failover-strategy", c.Failover, FailoverRegion, FailoverFull)
+	if c.SlotRequestTimeout <= 0 {
+		p = append(p, fmt.Sprintf("slot.request.timeout: %v must be positive", c.SlotRequestTimeout))
+	}
+	if c.SlotIdleTimeout <= 0 {
+		p = append(p, fmt.Sprintf("slot.idle.timeout: %v must be positive", c.SlotIdleTimeout))
+	}
+	if err := c.Restart.Validate(); err != nil {
+		p = append(p, err.Error())
+	}
+	if len(p) > 0 {
+		return fmt.Errorf("%w: %s", ErrInvalidConfig, strings.Join(p, "; "))
+	}
+	return nil
+}
