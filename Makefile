@@ -9,7 +9,7 @@ PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.5.1
 STATICCHECK_VERSION        := 2025.1.1
 
-.PHONY: all build test bench bench-scheduler proto lint run tools-proto
+.PHONY: all build test bench bench-scheduler proto lint run tools-proto docs
 
 all: build
 
@@ -27,6 +27,10 @@ bench-scheduler:
 
 run: build
 	$(BIN)/gofl simulate
+
+# Regenerates the configuration reference in README.md from conf/.
+docs:
+	$(GO) run ./cmd/gofl config docs --update-readme
 
 # protoc comes from Debian's protobuf-compiler; the Go plugins are pinned.
 tools-proto:

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+func main() {
+	os.Exit(run(os.Args, os.Stdout, os.Stderr, os.Environ))
+}
+
+// run executes the CLI and returns the process exit code. Errors, including
+// the full list of configuration problems, go to stderr.
+func run(args []string, stdout, stderr io.Writer, environ func() []string) int {
+	app := newApp()
+	app.Writer, app.ErrWriter = stdout, stderr
+	app.Metadata[environKey] = environ
+	if err := app.Run(normalizeArgs(args)); err != nil {
+		fmt.Fprintf(stderr, "gofl: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// normalizeArgs splits Flink-style "-Dkey=value" into "-D" "key=value", which
+// Go's flag parser would otherwise reject as an unknown flag "-Dkey".
+func normalizeArgs(args []string) []string {
+	out := make([]string, 0, len(args))
+	for i, a := range args {
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		if i > 0 && len(a) > 2 && strings.HasPrefix(a, "-D") {
+			out = append(out, "-D", a[2:])
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}

@@ -1,0 +1,70 @@
+package conf
+
+import "time"
+
+// Logging.
+
+// Log levels accepted by log.level.
+var LogLevels = []string{"trace", "debug", "info", "warn", "error"}
+
+// LogLevel is the minimum level of log events that gofl processes write.
+var LogLevel = EnumOption("log.level", "info", LogLevels,
+	"Minimum level of log events written by gofl processes; --log-level overrides it.")
+
+// Endpoints.
+
+var (
+	// JobManagerRPCAddress is where TaskManagers and clients reach the JobManager's RPC endpoint.
+	JobManagerRPCAddress = StringOption("jobmanager.rpc.address", "localhost",
+		"Host name or IP address of the JobManager's RPC endpoint, used by TaskManagers and clients.").
+		WithCheck(nonEmpty)
+	// JobManagerRPCPort is the JobManager's RPC port.
+	JobManagerRPCPort = IntOption("jobmanager.rpc.port", 6123,
+		"Port of the JobManager's RPC endpoint; 0 picks a free port.").
+		WithCheck(between(0, 65535))
+	// RestAddress is the host name clients use to reach the Dispatcher's REST API.
+	RestAddress = StringOption("rest.address", "localhost",
+		"Host name or IP address clients use to reach the Dispatcher's REST API and web UI.").
+		WithCheck(nonEmpty)
+	// RestPort is the Dispatcher's REST port.
+	RestPort = IntOption("rest.port", 8081,
+		"Port of the Dispatcher's REST API and web UI; 0 picks a free port.").
+		WithCheck(between(0, 65535))
+)
+
+// Cluster resources and liveness.
+
+var (
+	// NumberOfTaskSlots is the number of slots each TaskManager offers.
+	NumberOfTaskSlots = IntOption("taskmanager.numberOfTaskSlots", 1,
+		"Number of task slots each TaskManager offers; each slot runs one parallel pipeline of a job.").
+		WithCheck(atLeast(1))
+	// EvenlySpreadOutSlots makes the ResourceManager spread slots across TaskManagers.
+	EvenlySpreadOutSlots = BoolOption("cluster.evenly-spread-out-slots", false,
+		"Spread slot allocations evenly across all registered TaskManagers instead of filling one TaskManager first.")
+	// HeartbeatInterval is how often JobManager, ResourceManager and TaskManagers heartbeat each other.
+	HeartbeatInterval = DurationOption("heartbeat.interval", 10*time.Second,
+		"Time between heartbeat requests among JobMaster, ResourceManager and TaskManagers.").
+		WithCheck(positive)
+	// HeartbeatTimeout is how long without a heartbeat before a peer is considered lost.
+	HeartbeatTimeout = DurationOption("heartbeat.timeout", 50*time.Second,
+		"Time without a heartbeat response after which a peer is considered lost; must be at least heartbeat.interval.").
+		WithCheck(positive)
+	// ResourceManagerTaskManagerTimeout is how long a TaskManager may stay idle before it is released.
+	ResourceManagerTaskManagerTimeout = DurationOption("resourcemanager.taskmanager-timeout", 30*time.Second,
+		"Time a TaskManager may sit with all slots free before the ResourceManager releases it.").
+		WithCheck(positive)
+)
+
+// Artifacts and staging.
+
+var (
+	// BlobOffloadMinSize is the size above which job artifacts travel through the blob store.
+	BlobOffloadMinSize = MemorySizeOption("blob.offload.minsize", 1*Mebibyte,
+		"Serialized job data larger than this is offloaded to the blob store instead of being sent inline over RPC.")
+	// StagingDir is the root under which clusters stage binaries and configs.
+	// Its default keeps "$HOME" unexpanded; expand with ExpandEnv where used.
+	StagingDir = StringOption("staging.dir", "file://$HOME",
+		"Root URI (file:// or hdfs://) under which clusters stage binaries and configs in .gofl/; $VARS are expanded where used.").
+		WithCheck(nonEmpty)
+)
