@@ -120,7 +120,7 @@ func FromMap(m map[string]string) (*Configuration, error) {
 			if errors.As(err, &ve) {
 				problems = append(problems, ve.Problems...)
 			} else {
-				problems = append(problems, Problem{Key: k, Value: m[k], Source: CodeSource, Msg: err.Error()})
+				problems = append(problems, Problem{Key: k, Value: m[k], Source: CodeSource, Msg: "unknown key" + suggestion(k)})
 			}
 		}
 	}

@@ -104,7 +104,7 @@ func TestFromMap(t *testing.T) {
 	if !errors.As(err, &ve) || len(ve.Problems) != 3 {
 		t.Fatalf("err = %v; want 3 problems", err)
 	}
-	if !strings.Contains(err.Error(), `conf: unknown key "nope"`) {
+	if !strings.Contains(err.Error(), "nope: unknown key [from code]") {
 		t.Errorf("err = %v", err)
 	}
 }

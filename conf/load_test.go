@@ -183,6 +183,13 @@ func TestYAMLEdgeCases(t *testing.T) {
 			t.Errorf("warnings = %v", warnings)
 		}
 	})
+	t.Run("duplicate in one mapping warns, last wins", func(t *testing.T) {
+		cfg, warnings := mustLoad(t, LoadOptions{File: writeFile(t, dir, "dup.yaml",
+			"rest.port: 1\nrest.port: 2\n")})
+		if RestPort.Get(cfg) != 2 || len(warnings) != 1 || !strings.Contains(warnings[0].Message, "(lines 1 and 2)") {
+			t.Errorf("rest.port = %d, warnings = %v", RestPort.Get(cfg), warnings)
+		}
+	})
 	t.Run("list is a problem", func(t *testing.T) {
 		_, _, err := Load(LoadOptions{Env: noEnv, File: writeFile(t, dir, "list.yaml", "rest.port: [1, 2]\n")})
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "rest.port: expected a single value, not a list") {
