@@ -37,6 +37,10 @@ type deployer struct {
 	bulkOf    []*bulk // per vertex while SCHEDULED
 	restarts  []*pendingRestart
 	restartOf []*pendingRestart // the newest restart owning each vertex
+	// complete holds bulks whose slots are all there. They are deployed at
+	// the end of the Step, so a bulk completed halfway through cancelling
+	// many executions never deploys executions about to be cancelled.
+	complete []*bulk
 }
 
 func newDeployer(s *Scheduler) *deployer {
@@ -61,7 +65,7 @@ func (d *deployer) AllocateSlotsAndDeploy(vs []eg.VertexIndex, strict bool) {
 	}
 	s.alloc.allocate(b)
 	if b.waiting == 0 {
-		d.deploy(b)
+		d.complete = append(d.complete, b)
 		return
 	}
 	s.timers.add(s.now+s.cfg.SlotRequestTimeout, timerBulk, b)
@@ -73,8 +77,19 @@ func (d *deployer) slotFulfilled(b *bulk) {
 		return
 	}
 	if b.waiting--; b.waiting == 0 {
-		d.deploy(b)
+		d.complete = append(d.complete, b)
 	}
+}
+
+// deployComplete deploys the bulks completed during this Step, in order.
+func (d *deployer) deployComplete() {
+	for i := 0; i < len(d.complete); i++ {
+		if b := d.complete[i]; !b.done {
+			d.deploy(b)
+		}
+		d.complete[i] = nil
+	}
+	d.complete = d.complete[:0]
 }
 
 func (d *deployer) deploy(b *bulk) {

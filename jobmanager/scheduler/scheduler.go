@@ -129,6 +129,12 @@ func (s *Scheduler) Step(now time.Duration, ev Event) error {
 	if now > s.now {
 		s.now = now
 	}
+	err := s.apply(ev)
+	s.deployer.deployComplete()
+	return err
+}
+
+func (s *Scheduler) apply(ev Event) error {
 	switch e := ev.(type) {
 	case StartScheduling:
 		if s.status != JobCreated {
