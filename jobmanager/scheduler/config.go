@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gofl/gofl/conf"
 	"github.com/gofl/gofl/jobmanager/failover"
 )
 
@@ -95,4 +96,33 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: %s", ErrInvalidConfig, strings.Join(p, "; "))
 	}
 	return nil
+}
+
+// ConfigFromConf reads the scheduler's options from a gofl configuration.
+func ConfigFromConf(c *conf.Configuration) Config {
+	cfg := DefaultConfig()
+	cfg.Strategy = conf.SchedulingStrategy.Get(c)
+	cfg.Allocator = conf.SlotAllocator.Get(c)
+	cfg.Failover = conf.FailoverStrategy.Get(c)
+	cfg.EvenlySpreadOut = conf.EvenlySpreadOutSlots.Get(c)
+	cfg.LocalRecovery = conf.LocalRecovery.Get(c)
+	cfg.SlotRequestTimeout = conf.SlotRequestTimeout.Get(c)
+	cfg.SlotIdleTimeout = conf.SlotIdleTimeout.Get(c)
+	cfg.OffloadMinSize = int(conf.BlobOffloadMinSize.Get(c))
+	cfg.Restart = failover.RestartConfig{
+		Type:                                       conf.RestartStrategyType.Get(c),
+		FixedDelayAttempts:                         conf.FixedDelayAttempts.Get(c),
+		FixedDelay:                                 conf.FixedDelayDelay.Get(c),
+		FailureRateMaxFailuresPerInterval:          conf.FailureRateMaxFailuresPerInterval.Get(c),
+		FailureRateInterval:                        conf.FailureRateInterval.Get(c),
+		FailureRateDelay:                           conf.FailureRateDelay.Get(c),
+		ExponentialDelayInitialBackoff:             conf.ExponentialDelayInitialBackoff.Get(c),
+		ExponentialDelayMaxBackoff:                 conf.ExponentialDelayMaxBackoff.Get(c),
+		ExponentialDelayBackoffMultiplier:          conf.ExponentialDelayBackoffMultiplier.Get(c),
+		ExponentialDelayResetBackoffThreshold:      conf.ExponentialDelayResetBackoffThreshold.Get(c),
+		ExponentialDelayJitterFactor:               conf.ExponentialDelayJitterFactor.Get(c),
+		ExponentialDelayAttemptsBeforeResetBackoff: conf.ExponentialDelayAttemptsBeforeResetBackoff.Get(c),
+		CheckpointingEnabled:                       conf.CheckpointingInterval.Get(c) > 0,
+	}
+	return cfg
 }
