@@ -43,7 +43,8 @@ Examples:
    gofl -D heartbeat.interval=5s config --changed
    gofl --config conf/gofl.yaml --log-level debug config
    GOFL_TASKMANAGER_NUMBEROFTASKSLOTS=4 gofl config
-   gofl config docs`,
+   gofl config docs
+   gofl simulate --kill-at 150ms`,
 		Version:                   version.String(),
 		Flags:                     configFlags(),
 		DisableSliceFlagSeparator: true, // -D values may contain commas
@@ -53,6 +54,7 @@ Examples:
 		OnUsageError:              usageError,
 		Commands: []*cli.Command{
 			configCommand(),
+			simulateCommand(),
 		},
 	}
 	addConfigFlags(app.Commands)

@@ -33,6 +33,8 @@ type Options struct {
 	Limit time.Duration
 	// Observe, if set, sees every Ready the scheduler produced.
 	Observe func(now time.Duration, r *scheduler.Ready)
+	// Log, if set, hears about simulated cluster events (kills, new TaskManagers).
+	Log func(now time.Duration, msg string)
 }
 
 // Result summarizes a run.
@@ -348,6 +350,7 @@ func (m *sim) killOne() {
 	}
 	victim.alive = false
 	m.res.Killed = append(m.res.Killed, victim.id)
+	m.log("TaskManager %s killed with %d tasks", victim.id, len(victim.tasks))
 	for _, id := range victim.slots {
 		if m.slotHolder[id] == "jm" {
 			m.held--
@@ -358,9 +361,16 @@ func (m *sim) killOne() {
 		m.step(scheduler.TaskManagerLost{TaskManagerID: victim.id, Cause: errors.New("heartbeat timeout")})
 	})
 	m.at(m.now+m.opts.ReplaceAfter, func() {
-		m.addTM()
+		tm := m.addTM()
+		m.log("TaskManager %s registered with %d slots", tm.id, len(tm.slots))
 		m.offerSlots()
 	})
+}
+
+func (m *sim) log(format string, args ...any) {
+	if m.opts.Log != nil {
+		m.opts.Log(m.now, fmt.Sprintf(format, args...))
+	}
 }
 
 type simEvent struct {
