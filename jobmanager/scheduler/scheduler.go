@@ -11,8 +11,6 @@ import (
 )
 
 var (
-	// ErrJobTerminated is returned for events that need a live job.
-	ErrJobTerminated = errors.New("scheduler: job has terminated")
 	// ErrNoResourceAvailable is wrapped by slot allocation failures.
 	ErrNoResourceAvailable = errors.New("scheduler: could not acquire the minimum required resources")
 	// ErrTaskManagerLost is wrapped by failures of tasks on a lost TaskManager.
@@ -50,6 +48,8 @@ type Scheduler struct {
 	versions []uint32
 	history  []FailureRecord
 	restarts int
+	// failCause is why the job is FAILING, reported again with FAILED.
+	failCause error
 }
 
 // FailureRecord is one entry of the job's exception history.
@@ -282,7 +282,7 @@ func (s *Scheduler) afterTerminal() {
 			s.endJob(JobCanceled, nil)
 			return
 		case JobFailing:
-			s.endJob(JobFailed, s.history[len(s.history)-1].Cause)
+			s.endJob(JobFailed, s.failCause)
 			return
 		}
 	}
@@ -357,6 +357,7 @@ func (s *Scheduler) scheduleRestart(rec *FailureRecord, vs []eg.VertexIndex, cau
 }
 
 func (s *Scheduler) failJob(cause error) {
+	s.failCause = cause
 	s.setStatus(JobFailing, cause)
 	s.stopAll()
 }
