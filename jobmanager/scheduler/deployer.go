@@ -18,6 +18,7 @@ type bulk struct {
 	// others only when they could not be fulfilled even with every slot of
 	// the pool (Flink's bulk checker and batch slot requests).
 	strict bool
+	queued bool // in deployer.complete
 	done   bool
 }
 
@@ -33,7 +34,7 @@ type pendingRestart struct {
 // the strategy, allocates their slots, and deploys them when complete. It
 // also runs restarts once their backoff has passed.
 type deployer struct {
-	s        *Scheduler
+	s         *Scheduler
 	bulkOf    []*bulk // per vertex while SCHEDULED
 	restarts  []*pendingRestart
 	restartOf []*pendingRestart // the newest restart owning each vertex
@@ -65,7 +66,7 @@ func (d *deployer) AllocateSlotsAndDeploy(vs []eg.VertexIndex, strict bool) {
 	}
 	s.alloc.allocate(b)
 	if b.waiting == 0 {
-		d.complete = append(d.complete, b)
+		d.queue(b)
 		return
 	}
 	s.timers.add(s.now+s.cfg.SlotRequestTimeout, timerBulk, b)
@@ -77,6 +78,13 @@ func (d *deployer) slotFulfilled(b *bulk) {
 		return
 	}
 	if b.waiting--; b.waiting == 0 {
+		d.queue(b)
+	}
+}
+
+func (d *deployer) queue(b *bulk) {
+	if !b.queued {
+		b.queued = true
 		d.complete = append(d.complete, b)
 	}
 }
@@ -140,13 +148,15 @@ func (d *deployer) failBulk(b *bulk, cause error) {
 }
 
 func (d *deployer) failPendingBulks(cause error) {
+	var pending []*bulk
 	seen := map[*bulk]bool{}
 	for _, b := range d.bulkOf {
 		if b != nil && !b.done && !seen[b] {
 			seen[b] = true
+			pending = append(pending, b)
 		}
 	}
-	for b := range seen {
+	for _, b := range pending {
 		if !b.done {
 			d.failBulk(b, cause)
 		}

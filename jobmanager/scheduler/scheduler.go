@@ -151,8 +151,9 @@ func (s *Scheduler) apply(ev Event) error {
 	case SlotsOffered:
 		s.pool.offer(e)
 	case TaskManagerLost:
-		s.pool.taskManagerLost(e.TaskManagerID, e.Cause)
+		// Forget the TaskManager's partitions first, so failover sees them gone.
 		s.tracker.taskManagerLost(e.TaskManagerID)
+		s.pool.taskManagerLost(e.TaskManagerID, e.Cause)
 	case SlotLost:
 		s.pool.slotLost(e.Allocation, e.Cause)
 	case TaskStateChanged:

@@ -134,9 +134,9 @@ func (s *eagerStrategy) StartScheduling() {
 	s.ops.AllocateSlotsAndDeploy(vs, true)
 }
 
-func (s *eagerStrategy) RestartTasks(vs []eg.VertexIndex)                { s.ops.AllocateSlotsAndDeploy(vs, true) }
+func (s *eagerStrategy) RestartTasks(vs []eg.VertexIndex)                         { s.ops.AllocateSlotsAndDeploy(vs, true) }
 func (s *eagerStrategy) OnExecutionStateChange(eg.VertexIndex, eg.ExecutionState) {}
-func (s *eagerStrategy) OnPartitionConsumable(eg.PartitionIndex)          {}
+func (s *eagerStrategy) OnPartitionConsumable(eg.PartitionIndex)                  {}
 
 // lazyFromSourcesStrategy starts the sources and schedules each consumer
 // once all its inputs are consumable: BLOCKING inputs finished, PIPELINED

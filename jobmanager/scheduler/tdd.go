@@ -86,7 +86,10 @@ func (f *tddFactory) descriptors(gi eg.GroupIndex) *groupDescriptors {
 		})
 	}
 	d := &groupDescriptors{inline: list}
-	if min := f.s.cfg.OffloadMinSize; min > 0 && proto.Size(list) >= min {
+	// Offload when the bytes the group would add to all its consumers' TDDs
+	// reach the threshold: inline, an ALL_TO_ALL group is copied into every
+	// consumer's TDD, which is quadratic in the parallelism.
+	if min := f.s.cfg.OffloadMinSize; min > 0 && proto.Size(list)*int(grp.NumConsumers) >= min {
 		data, err := proto.MarshalOptions{Deterministic: true}.Marshal(list)
 		if err == nil {
 			sum := sha256.Sum256(data)
