@@ -7,7 +7,7 @@ LDFLAGS       := -X github.com/gofl/gofl/internal/version.Version=$(VERSION)
 
 PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.5.1
-STATICCHECK_VERSION        := 2025.1.1
+STATICCHECK_VERSION        := v0.6.1
 
 .PHONY: all build test bench bench-scheduler proto lint run tools-proto docs
 
@@ -34,7 +34,7 @@ docs:
 
 # protoc comes from Debian's protobuf-compiler; the Go plugins are pinned.
 tools-proto:
-	@command -v protoc >/dev/null || (apt-get update -qq && apt-get install -y -qq protobuf-compiler)
+	@scripts/install-protoc.sh
 	@test -x $(TOOLS)/protoc-gen-go || GOBIN=$(TOOLS) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 	@test -x $(TOOLS)/protoc-gen-go-grpc || GOBIN=$(TOOLS) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 

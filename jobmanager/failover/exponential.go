@@ -13,7 +13,7 @@ import (
 //     initialBackoff * multiplier^(n-1), plus a jitter drawn uniformly from
 //     [-jitterFactor*b, +jitterFactor*b] where b is that un-jittered backoff,
 //     and the result is clamped to [initialBackoff, maxBackoff].
-//   - Failures that arrive while a restart is still pending (now <= the
+//   - Failures that arrive while a restart is still pending (now before the
 //     scheduled restart time) are merged into the pending attempt:
 //     NotifyFailure returns false and nothing changes. This is how Flink
 //     counts a burst of concurrent task failures as one.
@@ -78,12 +78,14 @@ func NewExponentialDelayStrategy(
 
 // NotifyFailure records a failure at now. It returns false, changing
 // nothing but the reference time of BackoffTime, if a restart is still
-// pending (now <= the scheduled restart time); otherwise it resets the
+// pending (now before the scheduled restart time; the scheduler restarts at
+// that time, so a failure reported then is one of the new attempts);
+// otherwise it resets the
 // backoff if the job ran for resetBackoffThreshold since the last restart,
 // schedules the next restart, counts one attempt and returns true.
 func (s *ExponentialDelayStrategy) NotifyFailure(now time.Duration, _ error) bool {
 	s.lastNow = now
-	if s.failed && now <= s.nextRestartAt {
+	if s.failed && now < s.nextRestartAt {
 		return false
 	}
 	if !s.failed || now-s.nextRestartAt >= s.resetBackoffThreshold {

@@ -220,8 +220,8 @@ func TestExponentialDelay(t *testing.T) {
 				{at: 0, counted: true, canRestart: true, backoff: sec},              // restart scheduled at 1s
 				{at: 250 * ms, counted: false, canRestart: true, backoff: 750 * ms}, // merged: the rest of the pending backoff
 				{at: 250 * ms, counted: false, canRestart: true, backoff: 750 * ms},
-				{at: 1 * sec, counted: false, canRestart: true, backoff: 0}, // the restart instant itself still merges
-				{at: 1*sec + ms, counted: true, canRestart: false, backoff: 2 * sec},
+				{at: 1*sec - ms, counted: false, canRestart: true, backoff: ms},
+				{at: 1 * sec, counted: true, canRestart: false, backoff: 2 * sec}, // at the restart instant the restart has happened
 			},
 		},
 		{

@@ -256,6 +256,25 @@ func (sc *script) setConfig(k, v string) {
 		sc.cfg.Restart.FixedDelayAttempts = n()
 	case "delay":
 		sc.cfg.Restart.FixedDelay = d()
+	case "max-failures":
+		sc.cfg.Restart.FailureRateMaxFailuresPerInterval = n()
+	case "interval":
+		sc.cfg.Restart.FailureRateInterval = d()
+	case "rate-delay":
+		sc.cfg.Restart.FailureRateDelay = d()
+	case "initial-backoff":
+		sc.cfg.Restart.ExponentialDelayInitialBackoff = d()
+	case "max-backoff":
+		sc.cfg.Restart.ExponentialDelayMaxBackoff = d()
+	case "multiplier":
+		x, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			sc.fatalf("%s: %v", k, err)
+		}
+		sc.cfg.Restart.ExponentialDelayBackoffMultiplier = x
+	case "jitter":
+		x, _ := strconv.ParseFloat(v, 64)
+		sc.cfg.Restart.ExponentialDelayJitterFactor = x
 	case "offload":
 		sc.cfg.OffloadMinSize = n()
 	default:

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/gofl/gofl/jobgraph"
+	"github.com/gofl/gofl/jobmanager/simulator"
 )
 
 // Vertex IDs of the fixture jobs.
@@ -64,29 +65,9 @@ func shipStrategy(pattern jobgraph.DistributionPattern) string {
 	return "FORWARD"
 }
 
-// Wordcount is source → tokenize (forward) → count (hash) → sink (forward),
-// every vertex at the given parallelism. Forward edges are POINTWISE, the
-// hash edge ALL_TO_ALL. With batch every edge is BLOCKING and the job BATCH,
-// else every edge is PIPELINED and the job STREAMING.
+// Wordcount is the simulator's wordcount shape: source → tokenize (forward)
+// → count (hash) → sink (forward); BLOCKING and BATCH with batch, else
+// PIPELINED and STREAMING.
 func Wordcount(parallelism int, batch bool) *jobgraph.JobGraph {
-	typ := jobgraph.Pipelined
-	if batch {
-		typ = jobgraph.Blocking
-	}
-	edge := func(src, dst jobgraph.VertexID, pattern jobgraph.DistributionPattern) *jobgraph.Edge {
-		return &jobgraph.Edge{Source: src, Target: dst, Distribution: pattern, PartitionType: typ, ShipStrategy: shipStrategy(pattern)}
-	}
-	return &jobgraph.JobGraph{
-		JobID: fmt.Sprintf("wordcount-%s-%d", typ, parallelism),
-		Name:  "wordcount",
-		Type:  jobType(typ),
-		Vertices: []*jobgraph.Vertex{
-			vertex(Source, parallelism), vertex(Tokenize, parallelism), vertex(Count, parallelism), vertex(Sink, parallelism),
-		},
-		Edges: []*jobgraph.Edge{
-			edge(Source, Tokenize, jobgraph.Pointwise),
-			edge(Tokenize, Count, jobgraph.AllToAll),
-			edge(Count, Sink, jobgraph.Pointwise),
-		},
-	}
+	return simulator.WordcountJob(parallelism, batch)
 }
