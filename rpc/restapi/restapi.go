@@ -1,0 +1,154 @@
+// Package restapi holds the JSON shapes and errors of the Dispatcher's REST
+// API. Paths and field names follow Flink's REST API where the concept is
+// the same, so Flink users and tools feel at home; the server
+// (jobmanager/rest) and the client (client/) share these definitions.
+package restapi
+
+import "errors"
+
+// Sentinel errors; the server maps them to HTTP status codes and the client
+// maps status codes back to them.
+var (
+	ErrJobNotFound         = errors.New("restapi: job not found")                   // 404
+	ErrTaskManagerNotFound = errors.New("restapi: TaskManager not found")           // 404
+	ErrDuplicateJob        = errors.New("restapi: a job with this ID already exists") // 409
+	ErrBadRequest          = errors.New("restapi: bad request")                     // 400
+	ErrJobNotCancellable   = errors.New("restapi: job is not cancellable")          // 409
+)
+
+// ErrorResponse is every error body: {"errors": [...]}.
+type ErrorResponse struct {
+	Errors []string `json:"errors"`
+}
+
+// ClusterOverview is GET /overview.
+type ClusterOverview struct {
+	TaskManagers   int    `json:"taskmanagers"`
+	SlotsTotal     int    `json:"slots-total"`
+	SlotsAvailable int    `json:"slots-available"`
+	JobsRunning    int    `json:"jobs-running"`
+	JobsFinished   int    `json:"jobs-finished"`
+	JobsCancelled  int    `json:"jobs-cancelled"`
+	JobsFailed     int    `json:"jobs-failed"`
+	Version        string `json:"flink-version"`
+	Commit         string `json:"flink-commit"`
+}
+
+// JobIDStatus is one entry of GET /jobs.
+type JobIDStatus struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+}
+
+// JobIDsWithStatus is GET /jobs.
+type JobIDsWithStatus struct {
+	Jobs []JobIDStatus `json:"jobs"`
+}
+
+// TaskCounts counts tasks per execution state, with Flink's lower-case keys
+// as used by /jobs/overview.
+type TaskCounts struct {
+	Total        int `json:"total"`
+	Created      int `json:"created"`
+	Scheduled    int `json:"scheduled"`
+	Deploying    int `json:"deploying"`
+	Initializing int `json:"initializing"`
+	Running      int `json:"running"`
+	Finished     int `json:"finished"`
+	Canceling    int `json:"canceling"`
+	Canceled     int `json:"canceled"`
+	Failed       int `json:"failed"`
+	Reconciling  int `json:"reconciling"`
+}
+
+// JobOverview is one entry of GET /jobs/overview.
+type JobOverview struct {
+	ID               string     `json:"jid"`
+	Name             string     `json:"name"`
+	State            string     `json:"state"`
+	StartTime        int64      `json:"start-time"`
+	EndTime          int64      `json:"end-time"` // -1 while running
+	Duration         int64      `json:"duration"`
+	LastModification int64      `json:"last-modification"`
+	Tasks            TaskCounts `json:"tasks"`
+}
+
+// MultipleJobsDetails is GET /jobs/overview.
+type MultipleJobsDetails struct {
+	Jobs []JobOverview `json:"jobs"`
+}
+
+// JobVertexDetails is one vertex of GET /jobs/{jobid}. Tasks counts
+// subtasks per execution state with upper-case state names, as Flink does.
+type JobVertexDetails struct {
+	ID             string         `json:"id"`
+	Name           string         `json:"name"`
+	Parallelism    int            `json:"parallelism"`
+	MaxParallelism int            `json:"maxParallelism"`
+	Status         string         `json:"status"`
+	StartTime      int64          `json:"start-time"`
+	EndTime        int64          `json:"end-time"`
+	Duration       int64          `json:"duration"`
+	Tasks          map[string]int `json:"tasks"`
+}
+
+// JobDetails is GET /jobs/{jobid}.
+type JobDetails struct {
+	ID           string             `json:"jid"`
+	Name         string             `json:"name"`
+	IsStoppable  bool               `json:"isStoppable"`
+	State        string             `json:"state"`
+	JobType      string             `json:"job-type"`
+	StartTime    int64              `json:"start-time"`
+	EndTime      int64              `json:"end-time"`
+	Duration     int64              `json:"duration"`
+	Now          int64              `json:"now"`
+	Timestamps   map[string]int64   `json:"timestamps"`
+	Vertices     []JobVertexDetails `json:"vertices"`
+	StatusCounts map[string]int     `json:"status-counts"`
+}
+
+// ExceptionEntry is one failure in a job's exception history.
+type ExceptionEntry struct {
+	ExceptionName string `json:"exceptionName"`
+	Stacktrace    string `json:"stacktrace"`
+	Timestamp     int64  `json:"timestamp"`
+	TaskName      string `json:"taskName,omitempty"`
+	Location      string `json:"location,omitempty"`
+	FailureType   string `json:"failureType"`
+}
+
+// ExceptionHistory holds the entries, newest first.
+type ExceptionHistory struct {
+	Entries   []ExceptionEntry `json:"entries"`
+	Truncated bool             `json:"truncated"`
+}
+
+// JobExceptions is GET /jobs/{jobid}/exceptions.
+type JobExceptions struct {
+	ExceptionHistory ExceptionHistory `json:"exceptionHistory"`
+	RootException    string           `json:"root-exception,omitempty"`
+	Timestamp        int64            `json:"timestamp,omitempty"`
+}
+
+// TaskManagerInfo is one entry of GET /taskmanagers and the body of
+// GET /taskmanagers/{tmid}.
+type TaskManagerInfo struct {
+	ID                     string `json:"id"`
+	Path                   string `json:"path"` // its RPC address
+	DataPort               int    `json:"dataPort"`
+	TimeSinceLastHeartbeat int64  `json:"timeSinceLastHeartbeat"` // epoch millis of the last heartbeat, as Flink reports
+	SlotsNumber            int    `json:"slotsNumber"`
+	FreeSlots              int    `json:"freeSlots"`
+}
+
+// TaskManagersInfo is GET /taskmanagers.
+type TaskManagersInfo struct {
+	TaskManagers []TaskManagerInfo `json:"taskmanagers"`
+}
+
+// JobSubmitResponse is the body of a successful POST /jobs.
+type JobSubmitResponse struct {
+	JobURL string `json:"jobUrl"`
+	JobID  string `json:"jobid"`
+}
