@@ -1,0 +1,31 @@
+package rest
+
+import (
+	"context"
+
+	"github.com/gofl/gofl/jobgraph"
+	"github.com/gofl/gofl/rpc/restapi"
+)
+
+// Dispatcher is what the REST API serves. The JobManager's Dispatcher
+// implements it. Every method blocks until the Dispatcher's mailbox answered
+// or ctx ends, and is safe to call from any goroutine. Errors wrap the
+// restapi sentinels (ErrJobNotFound, ErrDuplicateJob, ...) or
+// jobgraph.ErrInvalid, which the handlers map to HTTP status codes.
+type Dispatcher interface {
+	// SubmitJob validates and starts a job; it returns once the job is
+	// accepted (not finished). Not idempotent: a second submission of the
+	// same job ID fails with ErrDuplicateJob.
+	SubmitJob(ctx context.Context, jg *jobgraph.JobGraph) (jobID string, err error)
+	// ListJobs lists running and finished jobs (the bounded history).
+	ListJobs(ctx context.Context) (restapi.JobIDsWithStatus, error)
+	JobsOverview(ctx context.Context) (restapi.MultipleJobsDetails, error)
+	JobDetails(ctx context.Context, jobID string) (restapi.JobDetails, error)
+	JobExceptions(ctx context.Context, jobID string) (restapi.JobExceptions, error)
+	// CancelJob starts cancelling; it does not wait for CANCELED.
+	// Idempotent while the job is cancelling.
+	CancelJob(ctx context.Context, jobID string) error
+	Overview(ctx context.Context) (restapi.ClusterOverview, error)
+	TaskManagers(ctx context.Context) (restapi.TaskManagersInfo, error)
+	TaskManager(ctx context.Context, id string) (restapi.TaskManagerInfo, error)
+}
