@@ -55,6 +55,7 @@ Examples:
 		Commands: []*cli.Command{
 			configCommand(),
 			simulateCommand(),
+			listCommand(), infoCommand(), cancelCommand(),
 		},
 	}
 	addConfigFlags(app.Commands)

@@ -1,0 +1,320 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/gofl/gofl/jobgraph"
+	"github.com/gofl/gofl/rpc/restapi"
+)
+
+// Defaults of the Client's options.
+const (
+	DefaultTimeout      = 30 * time.Second
+	DefaultPollInterval = 100 * time.Millisecond
+)
+
+// maxResponseBytes bounds what a response may make the client buffer.
+const maxResponseBytes = 64 << 20
+
+// ErrUnexpectedState is wrapped by WaitForJobStatus when the job ended in a
+// globally terminal state that was not asked for.
+var ErrUnexpectedState = errors.New("client: job ended in an unexpected state")
+
+// Client talks to one JobManager's REST API. It is safe for concurrent use.
+type Client struct {
+	base    *url.URL // scheme, host and optional path prefix
+	hc      *http.Client
+	timeout time.Duration
+	poll    time.Duration
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithTimeout bounds every request (default DefaultTimeout); 0 or less
+// leaves only the caller's context.
+func WithTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = d } }
+
+// WithHTTPClient replaces http.DefaultClient, e.g. for TLS settings.
+func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
+
+// WithPollInterval sets how often WaitForJobStatus asks (default
+// DefaultPollInterval).
+func WithPollInterval(d time.Duration) Option { return func(c *Client) { c.poll = d } }
+
+// New returns a Client for address, which is HOST:PORT (plain HTTP) or an
+// http(s) URL, possibly with a path prefix, e.g. https://proxy/flink.
+func New(address string, opts ...Option) (*Client, error) {
+	base, err := parseAddress(address)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{base: base, hc: http.DefaultClient, timeout: DefaultTimeout, poll: DefaultPollInterval}
+	for _, o := range opts {
+		o(c)
+	}
+	if c.poll <= 0 {
+		c.poll = DefaultPollInterval
+	}
+	return c, nil
+}
+
+func parseAddress(address string) (*url.URL, error) {
+	address = strings.TrimSpace(address)
+	if address == "" {
+		return nil, errors.New("client: empty JobManager address; want HOST:PORT or an http(s) URL")
+	}
+	if !strings.Contains(address, "://") {
+		if _, port, err := net.SplitHostPort(address); err != nil || port == "" {
+			return nil, fmt.Errorf("client: JobManager address %q is not HOST:PORT or an http(s) URL", address)
+		}
+		address = "http://" + address
+	}
+	u, err := url.Parse(address)
+	if err != nil {
+		return nil, fmt.Errorf("client: JobManager address: %w", err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("client: JobManager address %q: want an http or https URL with a host", address)
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("client: JobManager address %q must not have a query or fragment", address)
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	u.RawPath = ""
+	return u, nil
+}
+
+// Address is the base URL requests go to, e.g. "http://localhost:8081".
+func (c *Client) Address() string { return c.base.String() }
+
+// Error is a non-2xx answer from the REST API. It unwraps to the restapi
+// sentinel matching the status and path, if any.
+type Error struct {
+	Method     string
+	Path       string
+	StatusCode int
+	// Messages are the server's {"errors": [...]}, or the raw body when it
+	// was not such an object (a proxy's error page, say).
+	Messages []string
+	kind     error
+}
+
+func (e *Error) Error() string {
+	s := fmt.Sprintf("%s %s: %d %s", e.Method, e.Path, e.StatusCode, http.StatusText(e.StatusCode))
+	if len(e.Messages) > 0 {
+		s += ": " + strings.Join(e.Messages, "; ")
+	}
+	return s
+}
+
+func (e *Error) Unwrap() error { return e.kind }
+
+// sentinel maps a status to the restapi error for the request.
+func sentinel(method, path string, status int) error {
+	switch status {
+	case http.StatusBadRequest, http.StatusMethodNotAllowed, http.StatusRequestEntityTooLarge:
+		return restapi.ErrBadRequest
+	case http.StatusNotFound:
+		switch {
+		case path == "/jobs" || strings.HasPrefix(path, "/jobs/"):
+			return restapi.ErrJobNotFound
+		case strings.HasPrefix(path, "/taskmanagers/"):
+			return restapi.ErrTaskManagerNotFound
+		}
+	case http.StatusConflict:
+		if method == http.MethodPatch {
+			return restapi.ErrJobNotCancellable
+		}
+		return restapi.ErrDuplicateJob
+	}
+	return nil
+}
+
+// do sends one request and decodes a 2xx JSON answer into out (if non-nil).
+// path is the API path ("/jobs/..."); query is appended as is.
+func (c *Client) do(ctx context.Context, method, path, query string, body []byte, out any) error {
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+	u := *c.base
+	u.Path += path
+	u.RawQuery = query
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
+	if err != nil {
+		return fmt.Errorf("client: %s %s: %w", method, path, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			return fmt.Errorf("client: cannot reach the JobManager at %s: %w", c.base.Host, err)
+		}
+		return fmt.Errorf("client: %s %s at %s: %w", method, path, c.base.Host, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+	if err != nil {
+		return fmt.Errorf("client: %s %s at %s: reading the response: %w", method, path, c.base.Host, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		e := &Error{Method: method, Path: path, StatusCode: resp.StatusCode, kind: sentinel(method, path, resp.StatusCode)}
+		var er restapi.ErrorResponse
+		if json.Unmarshal(b, &er) == nil && len(er.Errors) > 0 {
+			e.Messages = er.Errors
+		} else if s := strings.TrimSpace(string(b)); s != "" {
+			e.Messages = []string{truncate(s, 512)}
+		}
+		return e
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("client: %s %s: decoding the response: %w", method, path, err)
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+func jobPath(jobID string) string { return "/jobs/" + url.PathEscape(jobID) }
+
+// Overview is GET /overview: TaskManagers, slots and job counts.
+func (c *Client) Overview(ctx context.Context) (restapi.ClusterOverview, error) {
+	var o restapi.ClusterOverview
+	return o, c.do(ctx, http.MethodGet, "/overview", "", nil, &o)
+}
+
+// ListJobs is GET /jobs: every job's ID and status.
+func (c *Client) ListJobs(ctx context.Context) (restapi.JobIDsWithStatus, error) {
+	var j restapi.JobIDsWithStatus
+	return j, c.do(ctx, http.MethodGet, "/jobs", "", nil, &j)
+}
+
+// JobsOverview is GET /jobs/overview: a summary of every job.
+func (c *Client) JobsOverview(ctx context.Context) (restapi.MultipleJobsDetails, error) {
+	var j restapi.MultipleJobsDetails
+	return j, c.do(ctx, http.MethodGet, "/jobs/overview", "", nil, &j)
+}
+
+// JobDetails is GET /jobs/{jobid}.
+func (c *Client) JobDetails(ctx context.Context, jobID string) (restapi.JobDetails, error) {
+	var j restapi.JobDetails
+	return j, c.do(ctx, http.MethodGet, jobPath(jobID), "", nil, &j)
+}
+
+// JobExceptions is GET /jobs/{jobid}/exceptions, newest first.
+func (c *Client) JobExceptions(ctx context.Context, jobID string) (restapi.JobExceptions, error) {
+	var j restapi.JobExceptions
+	return j, c.do(ctx, http.MethodGet, jobPath(jobID)+"/exceptions", "", nil, &j)
+}
+
+// CancelJob is PATCH /jobs/{jobid}?mode=cancel. It returns once cancelling
+// started; use WaitForJobStatus to wait for CANCELED.
+func (c *Client) CancelJob(ctx context.Context, jobID string) error {
+	return c.do(ctx, http.MethodPatch, jobPath(jobID), "mode=cancel", nil, nil)
+}
+
+// TaskManagers is GET /taskmanagers.
+func (c *Client) TaskManagers(ctx context.Context) (restapi.TaskManagersInfo, error) {
+	var t restapi.TaskManagersInfo
+	return t, c.do(ctx, http.MethodGet, "/taskmanagers", "", nil, &t)
+}
+
+// TaskManager is GET /taskmanagers/{tmid}.
+func (c *Client) TaskManager(ctx context.Context, id string) (restapi.TaskManagerInfo, error) {
+	var t restapi.TaskManagerInfo
+	return t, c.do(ctx, http.MethodGet, "/taskmanagers/"+url.PathEscape(id), "", nil, &t)
+}
+
+// SubmitJob is POST /jobs with g as protobuf JSON. It returns the job ID the
+// Dispatcher accepted, once the job is accepted (not finished). Invalid
+// graphs fail with every problem in the error and wrap ErrBadRequest.
+func (c *Client) SubmitJob(ctx context.Context, g *jobgraph.JobGraph) (string, error) {
+	if g == nil {
+		return "", errors.New("client: SubmitJob of a nil JobGraph")
+	}
+	body, err := protojson.Marshal(jobgraph.ToProto(g))
+	if err != nil {
+		return "", fmt.Errorf("client: encoding the JobGraph: %w", err)
+	}
+	var r restapi.JobSubmitResponse
+	if err := c.do(ctx, http.MethodPost, "/jobs", "", body, &r); err != nil {
+		return "", err
+	}
+	return r.JobID, nil
+}
+
+// IsGloballyTerminal reports whether a job in state will never change
+// state again: FINISHED, FAILED or CANCELED.
+func IsGloballyTerminal(state string) bool {
+	return state == "FINISHED" || state == "FAILED" || state == "CANCELED"
+}
+
+// WaitForJobStatus polls the job's details until its state is one of want,
+// or globally terminal; with no want it waits for a globally terminal state.
+// A terminal state not in want returns the details and an error wrapping
+// ErrUnexpectedState. Request errors (including an unknown job) end the
+// wait at once; so does ctx, returning the last details seen.
+func (c *Client) WaitForJobStatus(ctx context.Context, jobID string, want ...string) (restapi.JobDetails, error) {
+	t := time.NewTicker(c.poll)
+	defer t.Stop()
+	var last restapi.JobDetails
+	for {
+		d, err := c.JobDetails(ctx, jobID)
+		if err != nil {
+			if ctx.Err() != nil {
+				return last, fmt.Errorf("client: waiting for job %s to reach %s (last state %q): %w", jobID, wanted(want), last.State, ctx.Err())
+			}
+			return last, err
+		}
+		last = d
+		if slices.Contains(want, d.State) || (len(want) == 0 && IsGloballyTerminal(d.State)) {
+			return d, nil
+		}
+		if IsGloballyTerminal(d.State) {
+			return d, fmt.Errorf("client: job %s is %s, not %s: %w", jobID, d.State, wanted(want), ErrUnexpectedState)
+		}
+		select {
+		case <-ctx.Done():
+			return last, fmt.Errorf("client: waiting for job %s to reach %s (last state %q): %w", jobID, wanted(want), last.State, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+func wanted(want []string) string {
+	if len(want) == 0 {
+		return "a terminal state"
+	}
+	return strings.Join(want, " or ")
+}

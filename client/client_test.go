@@ -1,0 +1,272 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/gofl/gofl/client"
+	"github.com/gofl/gofl/jobgraph"
+	"github.com/gofl/gofl/jobmanager/rest"
+	"github.com/gofl/gofl/jobmanager/rest/resttest"
+	"github.com/gofl/gofl/rpc/restapi"
+)
+
+func newClient(t *testing.T, opts ...client.Option) (*client.Client, *resttest.Dispatcher) {
+	t.Helper()
+	d := resttest.NewDispatcher()
+	srv := resttest.NewServer(t, d, rest.Options{})
+	c, err := client.New(strings.TrimPrefix(srv.URL, "http://"), append([]client.Option{client.WithPollInterval(5 * time.Millisecond)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, d
+}
+
+func TestNewAddress(t *testing.T) {
+	for addr, want := range map[string]string{
+		"localhost:8081":               "http://localhost:8081",
+		"[::1]:8081":                   "http://[::1]:8081",
+		"http://jm:8081/":              "http://jm:8081",
+		"https://proxy.example/flink/": "https://proxy.example/flink",
+	} {
+		c, err := client.New(addr)
+		if err != nil || c.Address() != want {
+			t.Errorf("New(%q) = %v, %v; want %s", addr, c, err, want)
+		}
+	}
+	for _, addr := range []string{"", "localhost", "ftp://jm:21", "http://", "http://jm:8081/?x=1", "jm:"} {
+		if _, err := client.New(addr); err == nil {
+			t.Errorf("New(%q) succeeded", addr)
+		}
+	}
+}
+
+func TestSubmitAndRead(t *testing.T) {
+	c, d := newClient(t)
+	ctx := context.Background()
+	d.AddTaskManager(restapi.TaskManagerInfo{ID: "tm-1", SlotsNumber: 4, FreeSlots: 4})
+
+	id, err := c.SubmitJob(ctx, resttest.Wordcount("job-1"))
+	if err != nil || id != "job-1" {
+		t.Fatalf("SubmitJob = %q, %v", id, err)
+	}
+	if g := d.Graph(id); g == nil || len(g.Vertices) != 3 || g.Edges[1].ShipStrategy != "rebalance" || g.Config["k"] != "v" {
+		t.Errorf("the Dispatcher got %+v", g)
+	}
+	d.AddException(id, restapi.ExceptionEntry{ExceptionName: "E", Stacktrace: "trace"})
+
+	ov, err := c.Overview(ctx)
+	if err != nil || ov.TaskManagers != 1 || ov.SlotsTotal != 4 || ov.JobsRunning != 1 {
+		t.Errorf("Overview = %+v, %v", ov, err)
+	}
+	jobs, err := c.ListJobs(ctx)
+	if err != nil || len(jobs.Jobs) != 1 || jobs.Jobs[0].ID != id || jobs.Jobs[0].Status != "RUNNING" {
+		t.Errorf("ListJobs = %+v, %v", jobs, err)
+	}
+	jo, err := c.JobsOverview(ctx)
+	if err != nil || len(jo.Jobs) != 1 || jo.Jobs[0].Name != "wordcount" || jo.Jobs[0].Tasks.Total != 7 {
+		t.Errorf("JobsOverview = %+v, %v", jo, err)
+	}
+	jd, err := c.JobDetails(ctx, id)
+	if err != nil || jd.ID != id || len(jd.Vertices) != 3 || jd.Vertices[1].Parallelism != 4 {
+		t.Errorf("JobDetails = %+v, %v", jd, err)
+	}
+	ex, err := c.JobExceptions(ctx, id)
+	if err != nil || len(ex.ExceptionHistory.Entries) != 1 || ex.RootException != "trace" {
+		t.Errorf("JobExceptions = %+v, %v", ex, err)
+	}
+	tms, err := c.TaskManagers(ctx)
+	if err != nil || len(tms.TaskManagers) != 1 {
+		t.Errorf("TaskManagers = %+v, %v", tms, err)
+	}
+	tm, err := c.TaskManager(ctx, "tm-1")
+	if err != nil || tm.SlotsNumber != 4 {
+		t.Errorf("TaskManager = %+v, %v", tm, err)
+	}
+}
+
+func TestErrorsWrapSentinels(t *testing.T) {
+	c, d := newClient(t)
+	ctx := context.Background()
+	id, err := c.SubmitJob(ctx, resttest.Wordcount("job-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	_, err = c.SubmitJob(ctx, resttest.Wordcount("job-1"))
+	var apiErr *client.Error
+	if !errors.Is(err, restapi.ErrDuplicateJob) || !errors.As(err, &apiErr) || apiErr.StatusCode != 409 {
+		t.Errorf("duplicate: %v", err)
+	}
+
+	_, err = c.JobDetails(ctx, "nope")
+	if !errors.Is(err, restapi.ErrJobNotFound) || !strings.Contains(err.Error(), "job nope") || !strings.Contains(err.Error(), "404") {
+		t.Errorf("unknown job: %v", err)
+	}
+	if _, err = c.JobExceptions(ctx, "nope"); !errors.Is(err, restapi.ErrJobNotFound) {
+		t.Errorf("unknown job exceptions: %v", err)
+	}
+	if err = c.CancelJob(ctx, "nope"); !errors.Is(err, restapi.ErrJobNotFound) {
+		t.Errorf("cancel unknown job: %v", err)
+	}
+	if _, err = c.TaskManager(ctx, "tm-x"); !errors.Is(err, restapi.ErrTaskManagerNotFound) || errors.Is(err, restapi.ErrJobNotFound) {
+		t.Errorf("unknown TaskManager: %v", err)
+	}
+
+	bad := resttest.Wordcount("job-2")
+	bad.Vertices[0].Parallelism = 0
+	bad.Vertices[2].Invokable = ""
+	_, err = c.SubmitJob(ctx, bad)
+	if !errors.Is(err, restapi.ErrBadRequest) || !errors.As(err, &apiErr) || len(apiErr.Messages) != 2 ||
+		!strings.Contains(err.Error(), `vertex "source" has parallelism 0`) || !strings.Contains(err.Error(), `vertex "sink" has no invokable`) {
+		t.Errorf("invalid graph: %v", err)
+	}
+
+	d.SetState(id, "FINISHED")
+	if err = c.CancelJob(ctx, id); !errors.Is(err, restapi.ErrJobNotCancellable) {
+		t.Errorf("cancel finished job: %v", err)
+	}
+
+	d.FailWith(errors.New("mailbox closed"))
+	_, err = c.Overview(ctx)
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 500 || !strings.Contains(err.Error(), "mailbox closed") {
+		t.Errorf("500: %v", err)
+	}
+}
+
+func TestNonJSONErrorBody(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "<html>bad gateway</html>", http.StatusBadGateway)
+	}))
+	defer srv.Close()
+	c, err := client.New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Overview(context.Background())
+	var apiErr *client.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 502 || !strings.Contains(err.Error(), "bad gateway") || errors.Unwrap(err) != nil {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func TestPathPrefix(t *testing.T) {
+	d := resttest.NewDispatcher()
+	mux := http.NewServeMux()
+	mux.Handle("/flink/", http.StripPrefix("/flink", rest.NewHandler(d, zerolog.Nop(), rest.Options{})))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	c, err := client.New(srv.URL + "/flink/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SubmitJob(context.Background(), resttest.Wordcount("j")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.JobDetails(context.Background(), "j"); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestUnreachableNamesAddress(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	c, err := client.New(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.ListJobs(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "cannot reach the JobManager at "+addr) || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func TestTimeout(t *testing.T) {
+	c, d := newClient(t, client.WithTimeout(50*time.Millisecond))
+	d.Block()
+	defer d.Unblock()
+	start := time.Now()
+	_, err := c.Overview(context.Background())
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 5*time.Second {
+		t.Errorf("err = %v after %v", err, time.Since(start))
+	}
+}
+
+func TestWaitForJobStatus(t *testing.T) {
+	c, d := newClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	id, err := c.SubmitJob(ctx, resttest.Wordcount(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	jd, err := c.WaitForJobStatus(ctx, id, "RUNNING")
+	if err != nil || jd.State != "RUNNING" {
+		t.Fatalf("wait RUNNING = %q, %v", jd.State, err)
+	}
+
+	go func() {
+		time.Sleep(30 * time.Millisecond)
+		d.SetState(id, "FINISHED")
+	}()
+	jd, err = c.WaitForJobStatus(ctx, id) // any terminal state
+	if err != nil || jd.State != "FINISHED" {
+		t.Fatalf("wait terminal = %q, %v", jd.State, err)
+	}
+
+	// Terminal but not wanted: stop and say so.
+	jd, err = c.WaitForJobStatus(ctx, id, "CANCELED")
+	if !errors.Is(err, client.ErrUnexpectedState) || jd.State != "FINISHED" || !strings.Contains(err.Error(), "is FINISHED, not CANCELED") {
+		t.Errorf("wait CANCELED = %q, %v", jd.State, err)
+	}
+
+	// Cancellation through the client, then wait for CANCELED.
+	id2, err := c.SubmitJob(ctx, resttest.Wordcount(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CancelJob(ctx, id2); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(30 * time.Millisecond)
+		d.SetState(id2, "CANCELED")
+	}()
+	if jd, err = c.WaitForJobStatus(ctx, id2, "CANCELED"); err != nil || jd.State != "CANCELED" {
+		t.Errorf("wait after cancel = %q, %v", jd.State, err)
+	}
+
+	// The context bounds the wait.
+	id3, _ := c.SubmitJob(ctx, resttest.Wordcount(""))
+	short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancelShort()
+	jd, err = c.WaitForJobStatus(short, id3, "FINISHED")
+	if !errors.Is(err, context.DeadlineExceeded) || jd.State != "RUNNING" || !strings.Contains(err.Error(), `last state "RUNNING"`) {
+		t.Errorf("wait with deadline = %q, %v", jd.State, err)
+	}
+
+	if _, err = c.WaitForJobStatus(ctx, "nope", "RUNNING"); !errors.Is(err, restapi.ErrJobNotFound) {
+		t.Errorf("wait unknown job: %v", err)
+	}
+}
+
+func TestSubmitNil(t *testing.T) {
+	c, _ := newClient(t)
+	var g *jobgraph.JobGraph
+	if _, err := c.SubmitJob(context.Background(), g); err == nil {
+		t.Error("nil graph accepted")
+	}
+}
