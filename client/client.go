@@ -238,6 +238,13 @@ func (c *Client) JobExceptions(ctx context.Context, jobID string) (restapi.JobEx
 	return j, c.do(ctx, http.MethodGet, jobPath(jobID)+"/exceptions", "", nil, &j)
 }
 
+// JobVertex is GET /jobs/{jobid}/vertices/{vertexid}: the vertex's
+// subtasks with their current attempt numbers and TaskManagers.
+func (c *Client) JobVertex(ctx context.Context, jobID, vertexID string) (restapi.JobVertexInfo, error) {
+	var v restapi.JobVertexInfo
+	return v, c.do(ctx, http.MethodGet, jobPath(jobID)+"/vertices/"+url.PathEscape(vertexID), "", nil, &v)
+}
+
 // CancelJob is PATCH /jobs/{jobid}?mode=cancel. It returns once cancelling
 // started; use WaitForJobStatus to wait for CANCELED.
 func (c *Client) CancelJob(ctx context.Context, jobID string) error {

@@ -22,6 +22,8 @@ type Dispatcher interface {
 	JobsOverview(ctx context.Context) (restapi.MultipleJobsDetails, error)
 	JobDetails(ctx context.Context, jobID string) (restapi.JobDetails, error)
 	JobExceptions(ctx context.Context, jobID string) (restapi.JobExceptions, error)
+	// JobVertex lists one vertex's subtasks with their current attempts.
+	JobVertex(ctx context.Context, jobID, vertexID string) (restapi.JobVertexInfo, error)
 	// CancelJob starts cancelling; it does not wait for CANCELED.
 	// Idempotent while the job is cancelling.
 	CancelJob(ctx context.Context, jobID string) error

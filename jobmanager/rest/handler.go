@@ -77,6 +77,7 @@ func (h *handler) buildRoutes() []route {
 		{"/jobs/overview", map[string]endpoint{http.MethodGet: h.jobsOverview}},
 		{"/jobs/{jobid}", map[string]endpoint{http.MethodGet: h.jobDetails, http.MethodPatch: h.cancelJob}},
 		{"/jobs/{jobid}/exceptions", map[string]endpoint{http.MethodGet: h.jobExceptions}},
+		{"/jobs/{jobid}/vertices/{vertexid}", map[string]endpoint{http.MethodGet: h.jobVertex}},
 		{"/taskmanagers", map[string]endpoint{http.MethodGet: h.taskManagers}},
 		{"/taskmanagers/{tmid}", map[string]endpoint{http.MethodGet: h.taskManager}},
 	}
@@ -191,6 +192,14 @@ func (h *handler) jobExceptions(ctx context.Context, _ http.ResponseWriter, _ *h
 		e.ExceptionHistory.Entries = []restapi.ExceptionEntry{}
 	}
 	return http.StatusOK, e, err
+}
+
+func (h *handler) jobVertex(ctx context.Context, _ http.ResponseWriter, _ *http.Request, p []string) (int, any, error) {
+	v, err := h.d.JobVertex(ctx, p[0], p[1])
+	if v.Subtasks == nil {
+		v.Subtasks = []restapi.SubtaskInfo{}
+	}
+	return http.StatusOK, v, err
 }
 
 func (h *handler) taskManagers(ctx context.Context, _ http.ResponseWriter, _ *http.Request, _ []string) (int, any, error) {

@@ -420,3 +420,22 @@ func TestRequestLog(t *testing.T) {
 		t.Errorf("log event = %+v from %s", ev, line)
 	}
 }
+
+func TestJobVertex(t *testing.T) {
+	e := newEnv(t, rest.Options{})
+	id := e.submit(t, wordcountJSON).JobID
+	r := e.do(t, http.MethodGet, "/jobs/"+id+"/vertices/source", "")
+	if r.status != http.StatusOK {
+		t.Fatalf("status %d: %s", r.status, r.body)
+	}
+	wantKeys(t, "vertex", r.body, "id", "name", "parallelism", "maxParallelism", "now", "subtasks")
+	var v restapi.JobVertexInfo
+	if err := json.Unmarshal(r.body, &v); err != nil {
+		t.Fatal(err)
+	}
+	if v.ID != "source" || len(v.Subtasks) != v.Parallelism || v.Parallelism == 0 {
+		t.Fatalf("vertex %+v", v)
+	}
+	errorsOf(t, e.do(t, http.MethodGet, "/jobs/"+id+"/vertices/nope", ""), http.StatusNotFound)
+	errorsOf(t, e.do(t, http.MethodGet, "/jobs/unknown/vertices/source", ""), http.StatusNotFound)
+}

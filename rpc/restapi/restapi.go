@@ -9,11 +9,11 @@ import "errors"
 // Sentinel errors; the server maps them to HTTP status codes and the client
 // maps status codes back to them.
 var (
-	ErrJobNotFound         = errors.New("restapi: job not found")                   // 404
-	ErrTaskManagerNotFound = errors.New("restapi: TaskManager not found")           // 404
+	ErrJobNotFound         = errors.New("restapi: job not found")                     // 404
+	ErrTaskManagerNotFound = errors.New("restapi: TaskManager not found")             // 404
 	ErrDuplicateJob        = errors.New("restapi: a job with this ID already exists") // 409
-	ErrBadRequest          = errors.New("restapi: bad request")                     // 400
-	ErrJobNotCancellable   = errors.New("restapi: job is not cancellable")          // 409
+	ErrBadRequest          = errors.New("restapi: bad request")                       // 400
+	ErrJobNotCancellable   = errors.New("restapi: job is not cancellable")            // 409
 )
 
 // ErrorResponse is every error body: {"errors": [...]}.
@@ -151,4 +151,23 @@ type TaskManagersInfo struct {
 type JobSubmitResponse struct {
 	JobURL string `json:"jobUrl"`
 	JobID  string `json:"jobid"`
+}
+
+// SubtaskInfo is one subtask of GET /jobs/{jobid}/vertices/{vertexid}.
+type SubtaskInfo struct {
+	Subtask       int    `json:"subtask"`
+	Status        string `json:"status"`
+	Attempt       int    `json:"attempt"`
+	Host          string `json:"host"`
+	TaskManagerID string `json:"taskmanager-id"`
+}
+
+// JobVertexInfo is GET /jobs/{jobid}/vertices/{vertexid}.
+type JobVertexInfo struct {
+	ID             string        `json:"id"`
+	Name           string        `json:"name"`
+	Parallelism    int           `json:"parallelism"`
+	MaxParallelism int           `json:"maxParallelism"`
+	Now            int64         `json:"now"`
+	Subtasks       []SubtaskInfo `json:"subtasks"`
 }

@@ -410,3 +410,25 @@ func Wordcount(jobID string) *jobgraph.JobGraph {
 		Config: map[string]string{"k": "v"},
 	}
 }
+
+// JobVertex lists the vertex's subtasks, all in the job's state at attempt 0.
+func (d *Dispatcher) JobVertex(ctx context.Context, jobID, vertexID string) (restapi.JobVertexInfo, error) {
+	if err := d.enter(ctx); err != nil {
+		return restapi.JobVertexInfo{}, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	j, err := d.get(jobID)
+	if err != nil {
+		return restapi.JobVertexInfo{}, err
+	}
+	v := j.graph.Vertex(jobgraph.VertexID(vertexID))
+	if v == nil {
+		return restapi.JobVertexInfo{}, fmt.Errorf("%w: job %s has no vertex %s", restapi.ErrJobNotFound, jobID, vertexID)
+	}
+	info := restapi.JobVertexInfo{ID: string(v.ID), Name: v.Name, Parallelism: v.Parallelism, MaxParallelism: v.EffectiveMaxParallelism(), Now: d.now().UnixMilli()}
+	for i := 0; i < v.Parallelism; i++ {
+		info.Subtasks = append(info.Subtasks, restapi.SubtaskInfo{Subtask: i, Status: j.state})
+	}
+	return info, nil
+}
