@@ -1,0 +1,403 @@
+package dispatcher
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/rs/zerolog"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/gofl/gofl/conf"
+	"github.com/gofl/gofl/internal/mailbox"
+	"github.com/gofl/gofl/jobgraph"
+	"github.com/gofl/gofl/jobmanager/jobmaster"
+	"github.com/gofl/gofl/jobmanager/rest"
+	"github.com/gofl/gofl/jobmanager/scheduler"
+	"github.com/gofl/gofl/rpc/pb"
+	"github.com/gofl/gofl/rpc/restapi"
+)
+
+// ResourceManager is what the Dispatcher and its JobMasters need from the
+// ResourceManager.
+type ResourceManager interface {
+	jobmaster.ResourceManager
+	TaskManagers(ctx context.Context) ([]restapi.TaskManagerInfo, error)
+	TaskManager(ctx context.Context, id string) (restapi.TaskManagerInfo, error)
+	Overview(ctx context.Context) (taskManagers, slotsTotal, slotsFree int, err error)
+}
+
+// Config of the Dispatcher.
+type Config struct {
+	// Cluster is the JobManager's configuration; a job's JobGraph config
+	// may override the scheduling and restart options for that job.
+	Cluster *conf.Configuration
+	// Address is the JobManager's RPC address handed to TaskManagers.
+	Address string
+	// MaxArchivedJobs bounds the history of ended jobs.
+	MaxArchivedJobs int
+	Version         string
+}
+
+// Dispatcher runs jobs.
+type Dispatcher struct {
+	cfg  Config
+	rm   ResourceManager
+	log  zerolog.Logger
+	mb   *mailbox.Mailbox
+	jobs map[string]*jobmaster.JobMaster
+	// archived holds ended jobs, oldest first.
+	archived []archivedJob
+	runCtx   context.Context
+	wg       sync.WaitGroup
+}
+
+type archivedJob struct {
+	id       string
+	snapshot jobmaster.Snapshot
+}
+
+var _ rest.Dispatcher = (*Dispatcher)(nil)
+
+// New returns a Dispatcher; call Run.
+func New(cfg Config, rm ResourceManager, log zerolog.Logger) *Dispatcher {
+	if cfg.MaxArchivedJobs <= 0 {
+		cfg.MaxArchivedJobs = 1000
+	}
+	if cfg.Cluster == nil {
+		cfg.Cluster = conf.NewConfiguration()
+	}
+	return &Dispatcher{cfg: cfg, rm: rm, log: log, mb: mailbox.New(), jobs: map[string]*jobmaster.JobMaster{}}
+}
+
+// Run serves until ctx ends, then stops every JobMaster and waits for them.
+func (d *Dispatcher) Run(ctx context.Context) {
+	jobsCtx, cancel := context.WithCancel(context.Background())
+	d.runCtx = jobsCtx
+	d.mb.Run(ctx)
+	cancel()
+	d.wg.Wait()
+}
+
+func randomJobID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// jobConfig overlays the job's own configuration on the cluster's, for the
+// options that are per job in Flink (scheduling, restart, failover).
+func (d *Dispatcher) jobConfig(jg *jobgraph.JobGraph) (*conf.Configuration, error) {
+	c := d.cfg.Cluster.Clone()
+	var problems []string
+	for k, v := range jg.Config {
+		if _, known := conf.Lookup(k); !known {
+			continue // user configuration for the job's own code
+		}
+		if err := c.Set(k, v, conf.DynamicSource); err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
+	if len(problems) > 0 {
+		return nil, &jobgraph.ValidationError{Problems: problems}
+	}
+	return c, nil
+}
+
+func (d *Dispatcher) jobMasterConfig(c *conf.Configuration) jobmaster.Config {
+	return jobmaster.Config{
+		Scheduler:         scheduler.ConfigFromConf(c),
+		HeartbeatInterval: conf.HeartbeatInterval.Get(c),
+		HeartbeatTimeout:  conf.HeartbeatTimeout.Get(c),
+		Address:           d.cfg.Address,
+	}
+}
+
+// SubmitJob implements rest.Dispatcher.
+func (d *Dispatcher) SubmitJob(ctx context.Context, jg *jobgraph.JobGraph) (string, error) {
+	if err := jg.Validate(); err != nil {
+		return "", err
+	}
+	c, err := d.jobConfig(jg)
+	if err != nil {
+		return "", err
+	}
+	jmCfg := d.jobMasterConfig(c)
+	return mailbox.Call(ctx, d.mb, func() (string, error) {
+		if jg.JobID == "" {
+			jg.JobID = randomJobID()
+		}
+		if d.jobs[jg.JobID] != nil || d.archivedIndex(jg.JobID) >= 0 {
+			return "", fmt.Errorf("%w: %s", restapi.ErrDuplicateJob, jg.JobID)
+		}
+		jm, err := jobmaster.New(jmCfg, jg, d.rm, d.log)
+		if err != nil {
+			var ve *jobgraph.ValidationError
+			if errors.As(err, &ve) || errors.Is(err, scheduler.ErrInvalidConfig) {
+				return "", fmt.Errorf("%w: %w", restapi.ErrBadRequest, err)
+			}
+			return "", err
+		}
+		d.jobs[jg.JobID] = jm
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			jm.Run(d.runCtx)
+			d.mb.Post(func() { d.archive(jm) })
+		}()
+		d.log.Info().Str("job_id", jg.JobID).Str("job", jg.Name).Int("vertices", len(jg.Vertices)).Msg("job submitted")
+		return jg.JobID, nil
+	})
+}
+
+func (d *Dispatcher) archive(jm *jobmaster.JobMaster) {
+	snap, _ := jm.Snapshot(context.Background()) // returns the final views once Done
+	delete(d.jobs, jm.JobID())
+	d.archived = append(d.archived, archivedJob{id: jm.JobID(), snapshot: snap})
+	if over := len(d.archived) - d.cfg.MaxArchivedJobs; over > 0 {
+		d.archived = append(d.archived[:0], d.archived[over:]...)
+	}
+	r := jm.Result()
+	ev := d.log.Info()
+	if r.Cause != nil {
+		ev = d.log.Warn().Err(r.Cause)
+	}
+	ev.Str("job_id", jm.JobID()).Str("status", r.Status.String()).Msg("job ended")
+}
+
+func (d *Dispatcher) archivedIndex(id string) int {
+	for i, a := range d.archived {
+		if a.id == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// view is a job as the Dispatcher knows it: running (jm set) or archived.
+type view struct {
+	jm       *jobmaster.JobMaster
+	archived *jobmaster.Snapshot
+}
+
+func (d *Dispatcher) lookup(ctx context.Context, id string) (view, error) {
+	return mailbox.Call(ctx, d.mb, func() (view, error) {
+		if jm := d.jobs[id]; jm != nil {
+			return view{jm: jm}, nil
+		}
+		if i := d.archivedIndex(id); i >= 0 {
+			s := d.archived[i].snapshot
+			return view{archived: &s}, nil
+		}
+		return view{}, fmt.Errorf("%w: %s", restapi.ErrJobNotFound, id)
+	})
+}
+
+func (v view) snapshot(ctx context.Context) (jobmaster.Snapshot, error) {
+	if v.archived != nil {
+		return *v.archived, nil
+	}
+	return v.jm.Snapshot(ctx)
+}
+
+// all lists every job's snapshot, running ones first in submission order.
+func (d *Dispatcher) all(ctx context.Context) ([]jobmaster.Snapshot, error) {
+	type lists struct {
+		running  []*jobmaster.JobMaster
+		archived []jobmaster.Snapshot
+	}
+	l, err := mailbox.Call(ctx, d.mb, func() (lists, error) {
+		var out lists
+		for _, jm := range d.jobs {
+			out.running = append(out.running, jm)
+		}
+		for _, a := range d.archived {
+			out.archived = append(out.archived, a.snapshot)
+		}
+		return out, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []jobmaster.Snapshot
+	for _, jm := range l.running {
+		s, err := jm.Snapshot(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return append(out, l.archived...), nil
+}
+
+// ListJobs implements rest.Dispatcher.
+func (d *Dispatcher) ListJobs(ctx context.Context) (restapi.JobIDsWithStatus, error) {
+	snaps, err := d.all(ctx)
+	out := restapi.JobIDsWithStatus{Jobs: []restapi.JobIDStatus{}}
+	for _, s := range snaps {
+		out.Jobs = append(out.Jobs, restapi.JobIDStatus{ID: s.Overview.ID, Status: s.Overview.State})
+	}
+	return out, err
+}
+
+// JobsOverview implements rest.Dispatcher.
+func (d *Dispatcher) JobsOverview(ctx context.Context) (restapi.MultipleJobsDetails, error) {
+	snaps, err := d.all(ctx)
+	out := restapi.MultipleJobsDetails{Jobs: []restapi.JobOverview{}}
+	for _, s := range snaps {
+		out.Jobs = append(out.Jobs, s.Overview)
+	}
+	return out, err
+}
+
+// JobDetails implements rest.Dispatcher.
+func (d *Dispatcher) JobDetails(ctx context.Context, id string) (restapi.JobDetails, error) {
+	v, err := d.lookup(ctx, id)
+	if err != nil {
+		return restapi.JobDetails{}, err
+	}
+	s, err := v.snapshot(ctx)
+	return s.Details, err
+}
+
+// JobExceptions implements rest.Dispatcher.
+func (d *Dispatcher) JobExceptions(ctx context.Context, id string) (restapi.JobExceptions, error) {
+	v, err := d.lookup(ctx, id)
+	if err != nil {
+		return restapi.JobExceptions{}, err
+	}
+	s, err := v.snapshot(ctx)
+	return s.Exceptions, err
+}
+
+// CancelJob implements rest.Dispatcher.
+func (d *Dispatcher) CancelJob(ctx context.Context, id string) error {
+	v, err := d.lookup(ctx, id)
+	if err != nil {
+		return err
+	}
+	if v.archived != nil {
+		return fmt.Errorf("%w: job %s already ended %s", restapi.ErrJobNotCancellable, id, v.archived.Overview.State)
+	}
+	return v.jm.Cancel(ctx)
+}
+
+// Overview implements rest.Dispatcher.
+func (d *Dispatcher) Overview(ctx context.Context) (restapi.ClusterOverview, error) {
+	tms, total, free, err := d.rm.Overview(ctx)
+	if err != nil {
+		return restapi.ClusterOverview{}, err
+	}
+	snaps, err := d.all(ctx)
+	if err != nil {
+		return restapi.ClusterOverview{}, err
+	}
+	out := restapi.ClusterOverview{TaskManagers: tms, SlotsTotal: total, SlotsAvailable: free, Version: d.cfg.Version}
+	for _, s := range snaps {
+		switch s.Overview.State {
+		case scheduler.JobFinished.String():
+			out.JobsFinished++
+		case scheduler.JobCanceled.String():
+			out.JobsCancelled++
+		case scheduler.JobFailed.String():
+			out.JobsFailed++
+		default:
+			out.JobsRunning++
+		}
+	}
+	return out, nil
+}
+
+// TaskManagers implements rest.Dispatcher.
+func (d *Dispatcher) TaskManagers(ctx context.Context) (restapi.TaskManagersInfo, error) {
+	tms, err := d.rm.TaskManagers(ctx)
+	if tms == nil {
+		tms = []restapi.TaskManagerInfo{}
+	}
+	return restapi.TaskManagersInfo{TaskManagers: tms}, err
+}
+
+// TaskManager implements rest.Dispatcher.
+func (d *Dispatcher) TaskManager(ctx context.Context, id string) (restapi.TaskManagerInfo, error) {
+	return d.rm.TaskManager(ctx, id)
+}
+
+// JobMasterService routes the TaskManagers' calls to the job's JobMaster.
+func (d *Dispatcher) JobMasterService() pb.JobMasterServiceServer { return jobMasterRouter{d: d} }
+
+type jobMasterRouter struct {
+	pb.UnimplementedJobMasterServiceServer
+	d *Dispatcher
+}
+
+func (r jobMasterRouter) jobMaster(ctx context.Context, jobID string) (*jobmaster.JobMaster, error) {
+	v, err := r.d.lookup(ctx, jobID)
+	if err != nil {
+		return nil, status.Error(codes.NotFound, err.Error())
+	}
+	if v.jm == nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "dispatcher: job %s has ended", jobID)
+	}
+	return v.jm, nil
+}
+
+func (r jobMasterRouter) RegisterTaskManager(ctx context.Context, req *pb.RegisterTaskManagerRequest) (*pb.RegisterTaskManagerResponse, error) {
+	jm, err := r.jobMaster(ctx, req.JobId)
+	if err != nil {
+		return nil, err
+	}
+	return jm.RegisterTaskManager(ctx, req)
+}
+
+func (r jobMasterRouter) OfferSlots(ctx context.Context, req *pb.OfferSlotsRequest) (*pb.OfferSlotsResponse, error) {
+	jm, err := r.jobMaster(ctx, req.JobId)
+	if err != nil {
+		return nil, err
+	}
+	return jm.OfferSlots(ctx, req)
+}
+
+func (r jobMasterRouter) UpdateTaskExecutionState(ctx context.Context, req *pb.UpdateTaskExecutionStateRequest) (*pb.Ack, error) {
+	jm, err := r.jobMaster(ctx, req.JobId)
+	if err != nil {
+		return nil, err
+	}
+	return jm.UpdateTaskExecutionState(ctx, req)
+}
+
+func (r jobMasterRouter) DisconnectTaskManager(ctx context.Context, req *pb.DisconnectTaskManagerRequest) (*pb.Ack, error) {
+	jm, err := r.jobMaster(ctx, req.JobId)
+	if err != nil {
+		return nil, err
+	}
+	return jm.DisconnectTaskManager(ctx, req)
+}
+
+func (r jobMasterRouter) GetBlob(ctx context.Context, req *pb.GetBlobRequest) (*pb.GetBlobResponse, error) {
+	jm, err := r.jobMaster(ctx, req.JobId)
+	if err != nil {
+		return nil, err
+	}
+	return jm.GetBlob(ctx, req)
+}
+
+// JobVertex returns one vertex's subtasks with their attempts and locations.
+func (d *Dispatcher) JobVertex(ctx context.Context, jobID, vertexID string) (restapi.JobVertexInfo, error) {
+	v, err := d.lookup(ctx, jobID)
+	if err != nil {
+		return restapi.JobVertexInfo{}, err
+	}
+	s, err := v.snapshot(ctx)
+	if err != nil {
+		return restapi.JobVertexInfo{}, err
+	}
+	info, ok := s.Vertices[vertexID]
+	if !ok {
+		return restapi.JobVertexInfo{}, fmt.Errorf("%w: job %s has no vertex %s", restapi.ErrJobNotFound, jobID, vertexID)
+	}
+	return info, nil
+}

@@ -1,0 +1,125 @@
+package jobmanager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"google.golang.org/grpc"
+
+	"github.com/gofl/gofl/conf"
+	"github.com/gofl/gofl/internal/version"
+	"github.com/gofl/gofl/jobmanager/dispatcher"
+	"github.com/gofl/gofl/jobmanager/rest"
+	"github.com/gofl/gofl/resourcemanager"
+	"github.com/gofl/gofl/rpc/pb"
+)
+
+// JobManager is a running JobManager process's parts.
+type JobManager struct {
+	// RPCAddress is where TaskManagers reach the ResourceManager and the
+	// JobMasters; RESTAddress serves the REST API.
+	RPCAddress  string
+	RESTAddress string
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	errMu  sync.Mutex
+	err    error
+}
+
+// Start binds the RPC and REST ports and starts serving. The JobManager
+// runs until ctx ends or Stop is called.
+func Start(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*JobManager, error) {
+	rpcLis, err := net.Listen("tcp", net.JoinHostPort(conf.JobManagerRPCAddress.Get(c), strconv.Itoa(conf.JobManagerRPCPort.Get(c))))
+	if err != nil {
+		return nil, fmt.Errorf("jobmanager: RPC port (jobmanager.rpc.address/jobmanager.rpc.port): %w", err)
+	}
+	restLis, err := net.Listen("tcp", net.JoinHostPort(conf.RestAddress.Get(c), strconv.Itoa(conf.RestPort.Get(c))))
+	if err != nil {
+		rpcLis.Close()
+		return nil, fmt.Errorf("jobmanager: REST port (rest.address/rest.port): %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	j := &JobManager{RPCAddress: rpcLis.Addr().String(), RESTAddress: restLis.Addr().String(), cancel: cancel}
+
+	rm := resourcemanager.New(resourcemanager.Config{
+		HeartbeatInterval:  conf.HeartbeatInterval.Get(c),
+		HeartbeatTimeout:   conf.HeartbeatTimeout.Get(c),
+		SlotRequestTimeout: conf.SlotRequestTimeout.Get(c),
+		EvenlySpreadOut:    conf.EvenlySpreadOutSlots.Get(c),
+	}, log.With().Str("component", "resourcemanager").Logger())
+	disp := dispatcher.New(dispatcher.Config{Cluster: c, Address: j.RPCAddress, Version: version.Version},
+		rm, log.With().Str("component", "dispatcher").Logger())
+
+	grpcServer := grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20))
+	pb.RegisterResourceManagerServiceServer(grpcServer, rm.Service())
+	pb.RegisterJobMasterServiceServer(grpcServer, disp.JobMasterService())
+	httpServer := &http.Server{
+		Handler:           rest.NewHandler(disp, log.With().Str("component", "rest").Logger(), rest.Options{}),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+
+	j.run(func() { rm.Run(ctx) })
+	j.run(func() { disp.Run(ctx) })
+	j.run(func() {
+		if err := grpcServer.Serve(rpcLis); err != nil {
+			j.fail(fmt.Errorf("jobmanager: RPC server: %w", err))
+		}
+	})
+	j.run(func() {
+		if err := httpServer.Serve(restLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			j.fail(fmt.Errorf("jobmanager: REST server: %w", err))
+		}
+	})
+	j.run(func() {
+		<-ctx.Done()
+		shutdown, done := context.WithTimeout(context.Background(), 5*time.Second)
+		defer done()
+		_ = httpServer.Shutdown(shutdown)
+		stopped := make(chan struct{})
+		go func() { grpcServer.GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-shutdown.Done():
+			grpcServer.Stop()
+			<-stopped
+		}
+	})
+	log.Info().Str("rpc", j.RPCAddress).Str("rest", j.RESTAddress).Str("version", version.Version).Msg("JobManager started")
+	return j, nil
+}
+
+func (j *JobManager) run(f func()) {
+	j.wg.Add(1)
+	go func() { defer j.wg.Done(); f() }()
+}
+
+func (j *JobManager) fail(err error) {
+	j.errMu.Lock()
+	if j.err == nil {
+		j.err = err
+	}
+	j.errMu.Unlock()
+	j.cancel()
+}
+
+// Stop shuts the JobManager down and waits for it.
+func (j *JobManager) Stop() error {
+	j.cancel()
+	return j.Wait()
+}
+
+// Wait blocks until the JobManager stopped and returns why, if it failed.
+func (j *JobManager) Wait() error {
+	j.wg.Wait()
+	j.errMu.Lock()
+	defer j.errMu.Unlock()
+	return j.err
+}

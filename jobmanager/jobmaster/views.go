@@ -1,0 +1,202 @@
+package jobmaster
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/gofl/gofl/internal/mailbox"
+	eg "github.com/gofl/gofl/jobmanager/executiongraph"
+	"github.com/gofl/gofl/jobmanager/scheduler"
+	"github.com/gofl/gofl/rpc/restapi"
+)
+
+// Snapshot is the REST view of a job at one moment.
+type Snapshot struct {
+	Overview   restapi.JobOverview
+	Details    restapi.JobDetails
+	Exceptions restapi.JobExceptions
+	Vertices   map[string]restapi.JobVertexInfo
+}
+
+// Snapshot returns the job's current views; after Done it returns the views
+// as the job ended.
+func (jm *JobMaster) Snapshot(ctx context.Context) (Snapshot, error) {
+	select {
+	case <-jm.done:
+		return jm.final, nil
+	default:
+	}
+	s, err := mailbox.Call(ctx, jm.mb, func() (Snapshot, error) { return jm.snapshot(), nil })
+	if errors.Is(err, mailbox.ErrClosed) {
+		<-jm.done
+		return jm.final, nil
+	}
+	return s, err
+}
+
+// Status is a cheap status query.
+func (jm *JobMaster) Status(ctx context.Context) (scheduler.JobStatus, error) {
+	s, err := jm.Snapshot(ctx)
+	if err != nil {
+		return 0, err
+	}
+	st, _ := parseJobStatus(s.Overview.State)
+	return st, nil
+}
+
+func parseJobStatus(name string) (scheduler.JobStatus, bool) {
+	for s := scheduler.JobCreated; s <= scheduler.JobRestarting; s++ {
+		if s.String() == name {
+			return s, true
+		}
+	}
+	return 0, false
+}
+
+func millis(t time.Time) int64 {
+	if t.IsZero() {
+		return -1
+	}
+	return t.UnixMilli()
+}
+
+// snapshot runs on the mailbox.
+func (jm *JobMaster) snapshot() Snapshot {
+	g := jm.sched.Graph()
+	st := jm.sched.Status()
+	now := time.Now()
+	start := jm.statusAt[scheduler.JobCreated]
+	end := time.Time{}
+	if st.IsGloballyTerminal() {
+		end = jm.statusAt[st]
+	}
+	duration := now.Sub(start)
+	if !end.IsZero() {
+		duration = end.Sub(start)
+	}
+	var lastMod time.Time
+	timestamps := map[string]int64{}
+	for s, t := range jm.statusAt {
+		timestamps[s.String()] = t.UnixMilli()
+		if t.After(lastMod) {
+			lastMod = t
+		}
+	}
+	counts := restapi.TaskCounts{}
+	statusCounts := map[string]int{}
+	for _, s := range eg.AllStates() {
+		statusCounts[s.String()] = 0
+	}
+	var vertices []restapi.JobVertexDetails
+	infos := map[string]restapi.JobVertexInfo{}
+	for _, jv := range g.JobVertices {
+		info := restapi.JobVertexInfo{ID: string(jv.ID()), Name: jv.Vertex.Name, Parallelism: jv.Parallelism, MaxParallelism: jv.MaxParallelism, Now: now.UnixMilli()}
+		for i := 0; i < jv.Parallelism; i++ {
+			ex := g.Vertices[jv.VertexAt(i)].Current
+			info.Subtasks = append(info.Subtasks, restapi.SubtaskInfo{Subtask: i, Status: ex.State.String(), Attempt: int(ex.Attempt),
+				Host: ex.Location.Host, TaskManagerID: ex.Location.ID})
+		}
+		infos[info.ID] = info
+		tasks := map[string]int{}
+		for _, s := range eg.AllStates() {
+			tasks[s.String()] = 0
+		}
+		for i := 0; i < jv.Parallelism; i++ {
+			state := g.Vertices[jv.VertexAt(i)].Current.State
+			tasks[state.String()]++
+			addCount(&counts, state)
+		}
+		vs := vertexStatus(tasks, jv.Parallelism)
+		statusCounts[vs]++
+		vertices = append(vertices, restapi.JobVertexDetails{
+			ID: string(jv.ID()), Name: jv.Vertex.Name, Parallelism: jv.Parallelism, MaxParallelism: jv.MaxParallelism,
+			Status: vs, StartTime: millis(start), EndTime: millis(end), Duration: duration.Milliseconds(), Tasks: tasks,
+		})
+	}
+	counts.Total = len(g.Vertices)
+	ov := restapi.JobOverview{ID: jm.jobID, Name: jm.jg.Name, State: st.String(), StartTime: millis(start), EndTime: millis(end),
+		Duration: duration.Milliseconds(), LastModification: millis(lastMod), Tasks: counts}
+	det := restapi.JobDetails{ID: jm.jobID, Name: jm.jg.Name, State: st.String(), JobType: jm.jg.Type.String(),
+		StartTime: millis(start), EndTime: millis(end), Duration: duration.Milliseconds(), Now: now.UnixMilli(),
+		Timestamps: timestamps, Vertices: vertices, StatusCounts: statusCounts}
+	return Snapshot{Overview: ov, Details: det, Exceptions: jm.exceptions(), Vertices: infos}
+}
+
+// vertexStatus aggregates subtask states the way Flink's ExecutionJobVertex
+// does: failures and cancellation dominate, then the least advanced state.
+func vertexStatus(tasks map[string]int, parallelism int) string {
+	for _, s := range []eg.ExecutionState{eg.Failed, eg.Canceling, eg.Canceled} {
+		if tasks[s.String()] > 0 {
+			return s.String()
+		}
+	}
+	if tasks[eg.Finished.String()] == parallelism {
+		return eg.Finished.String()
+	}
+	for _, s := range []eg.ExecutionState{eg.Running, eg.Initializing, eg.Deploying, eg.Scheduled} {
+		if tasks[s.String()] > 0 {
+			return s.String()
+		}
+	}
+	return eg.Created.String()
+}
+
+func addCount(c *restapi.TaskCounts, s eg.ExecutionState) {
+	switch s {
+	case eg.Created:
+		c.Created++
+	case eg.Scheduled:
+		c.Scheduled++
+	case eg.Deploying:
+		c.Deploying++
+	case eg.Initializing:
+		c.Initializing++
+	case eg.Running:
+		c.Running++
+	case eg.Finished:
+		c.Finished++
+	case eg.Canceling:
+		c.Canceling++
+	case eg.Canceled:
+		c.Canceled++
+	case eg.Failed:
+		c.Failed++
+	}
+}
+
+func (jm *JobMaster) exceptions() restapi.JobExceptions {
+	h := jm.sched.ExceptionHistory()
+	out := restapi.JobExceptions{ExceptionHistory: restapi.ExceptionHistory{Entries: []restapi.ExceptionEntry{}}}
+	for i := len(h) - 1; i >= 0; i-- {
+		f := h[i]
+		entry := restapi.ExceptionEntry{
+			ExceptionName: errorName(f.Cause), Stacktrace: f.Cause.Error(),
+			Timestamp: jm.start.Add(f.Time).UnixMilli(), TaskName: f.TaskName, Location: f.Location, FailureType: f.Type.String(),
+		}
+		var re *RemoteError
+		if errors.As(f.Cause, &re) && re.Stack != "" {
+			entry.Stacktrace = f.Cause.Error() + "\n" + re.Stack
+		}
+		out.ExceptionHistory.Entries = append(out.ExceptionHistory.Entries, entry)
+	}
+	if len(out.ExceptionHistory.Entries) > 0 {
+		out.RootException = out.ExceptionHistory.Entries[0].Stacktrace
+		out.Timestamp = out.ExceptionHistory.Entries[0].Timestamp
+	}
+	return out
+}
+
+func errorName(err error) string {
+	var re *RemoteError
+	if errors.As(err, &re) {
+		return "TaskFailure"
+	}
+	switch {
+	case errors.Is(err, scheduler.ErrNoResourceAvailable):
+		return "NoResourceAvailableException"
+	case errors.Is(err, scheduler.ErrTaskManagerLost), errors.Is(err, scheduler.ErrSlotLost):
+		return "TaskManagerLostException"
+	}
+	return "JobFailure"
+}
