@@ -68,3 +68,22 @@ var (
 		"Root URI (file:// or hdfs://) under which clusters stage binaries and configs in .gofl/; $VARS are expanded where used.").
 		WithCheck(nonEmpty)
 )
+
+// TaskManager endpoint.
+
+var (
+	// TaskManagerHost is the host name a TaskManager binds to and advertises.
+	TaskManagerHost = StringOption("taskmanager.host", "",
+		"Host name or IP address the TaskManager binds its RPC endpoint to and advertises to the JobManager; empty means 127.0.0.1.")
+	// TaskManagerRPCPort is the TaskManager's RPC port.
+	TaskManagerRPCPort = IntOption("taskmanager.rpc.port", 0,
+		"Port of the TaskManager's RPC endpoint; 0 picks a free port.").
+		WithCheck(between(0, 65535))
+	// TaskManagerResourceID identifies a TaskManager to the ResourceManager.
+	TaskManagerResourceID = StringOption("taskmanager.resource-id", "",
+		"Unique ID of the TaskManager in the cluster; empty generates host:port plus a random suffix.")
+	// TaskManagerSlotTimeout is how long an allocated slot waits for its JobMaster to accept it.
+	TaskManagerSlotTimeout = DurationOption("taskmanager.slot.timeout", 10*time.Second,
+		"Time an allocated slot may wait for its job's JobMaster to accept it before the TaskManager frees it again.").
+		WithCheck(positive)
+)

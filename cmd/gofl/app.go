@@ -55,6 +55,7 @@ Examples:
 		Commands: []*cli.Command{
 			configCommand(),
 			simulateCommand(),
+			taskManagerCommand(),
 			listCommand(), infoCommand(), cancelCommand(),
 		},
 	}

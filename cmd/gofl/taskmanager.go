@@ -1,0 +1,53 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/gofl/gofl/taskmanager"
+)
+
+func taskManagerCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "taskmanager",
+		Usage: "run a TaskManager that registers at the JobManager and runs tasks",
+		Description: `Starts a TaskManager process: a TaskExecutor serving gRPC on
+taskmanager.host:taskmanager.rpc.port (a free port by default) with
+taskmanager.numberOfTaskSlots slots. It registers at the ResourceManager at
+jobmanager.rpc.address:jobmanager.rpc.port, retrying with backoff until the
+JobManager is up, and runs the tasks the JobMasters deploy to its slots. It
+logs its address and resource ID (taskmanager.resource-id, generated when
+empty) and runs until SIGINT or SIGTERM, then cancels its tasks, disconnects
+and exits 0. A protocol version mismatch or a resource ID held by another
+live TaskManager makes it exit 1.
+
+Examples:
+   gofl taskmanager
+   gofl taskmanager -D jobmanager.rpc.address=jm.example.com -D taskmanager.numberOfTaskSlots=4
+   gofl taskmanager -D taskmanager.host=10.0.0.7 -D taskmanager.rpc.port=6122 -D taskmanager.resource-id=tm-7
+   GOFL_JOBMANAGER_RPC_PORT=7123 gofl taskmanager --log-level debug`,
+		Action: runTaskManager,
+	}
+}
+
+func runTaskManager(c *cli.Context) error {
+	if c.Args().Present() {
+		return fmt.Errorf("taskmanager: unexpected argument %q", c.Args().First())
+	}
+	cfg, log, err := setup(c)
+	if err != nil {
+		return err
+	}
+	te, err := taskmanager.New(taskmanager.ConfigFromConf(cfg), log)
+	if err != nil {
+		return err
+	}
+	log.Info().Str("address", te.Address()).Str("resource_id", te.ResourceID()).Msg("TaskManager listening")
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return te.Run(ctx)
+}

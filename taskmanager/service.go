@@ -1,0 +1,107 @@
+package taskmanager
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/gofl/gofl/internal/mailbox"
+	"github.com/gofl/gofl/rpc/pb"
+)
+
+// service is the gRPC face of the TaskExecutor: every handler hands its
+// work to the mailbox and waits for the answer.
+type service struct {
+	pb.UnimplementedTaskExecutorServiceServer
+	te *TaskExecutor
+}
+
+func onMailbox[T any](ctx context.Context, te *TaskExecutor, fn func() (T, error)) (T, error) {
+	v, err := mailbox.Call(ctx, te.mb, fn)
+	switch {
+	case err == nil:
+		return v, nil
+	case errors.Is(err, mailbox.ErrClosed):
+		return v, status.Error(codes.Unavailable, "TaskManager is shutting down")
+	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		return v, status.FromContextError(err).Err()
+	}
+	return v, err
+}
+
+func ack(ctx context.Context, te *TaskExecutor, fn func() error) (*pb.Ack, error) {
+	return onMailbox(ctx, te, func() (*pb.Ack, error) {
+		if err := fn(); err != nil {
+			return nil, err
+		}
+		return &pb.Ack{}, nil
+	})
+}
+
+func (s *service) RequestSlot(ctx context.Context, req *pb.RequestSlotRequest) (*pb.Ack, error) {
+	return ack(ctx, s.te, func() error { return s.te.requestSlot(req) })
+}
+
+func (s *service) SubmitTask(ctx context.Context, req *pb.SubmitTaskRequest) (*pb.Ack, error) {
+	return ack(ctx, s.te, func() error { return s.te.submitTask(req) })
+}
+
+func (s *service) CancelTask(ctx context.Context, req *pb.CancelTaskRequest) (*pb.Ack, error) {
+	return ack(ctx, s.te, func() error { return s.te.cancelTaskRPC(req) })
+}
+
+func (s *service) FreeSlot(ctx context.Context, req *pb.FreeSlotRequest) (*pb.Ack, error) {
+	return ack(ctx, s.te, func() error { return s.te.freeSlotRPC(req) })
+}
+
+func (s *service) ReleasePartitions(ctx context.Context, req *pb.ReleasePartitionsRequest) (*pb.Ack, error) {
+	return ack(ctx, s.te, func() error { return s.te.releasePartitions(req) })
+}
+
+func (s *service) DisconnectJobManager(ctx context.Context, req *pb.DisconnectJobManagerRequest) (*pb.Ack, error) {
+	return ack(ctx, s.te, func() error { return s.te.disconnectJobManager(req) })
+}
+
+// HeartbeatFromResourceManager answers with the slot report. Only the
+// ResourceManager this TaskManager is registered at keeps it alive.
+func (s *service) HeartbeatFromResourceManager(ctx context.Context, req *pb.HeartbeatRequest) (*pb.TaskManagerHeartbeatResponse, error) {
+	te := s.te
+	return onMailbox(ctx, te, func() (*pb.TaskManagerHeartbeatResponse, error) {
+		if rm := te.rm; rm != nil && rm.registered && (req.SenderId == "" || req.SenderId == rm.id) {
+			rm.monitor.Seen(rm.id, time.Now())
+		}
+		return &pb.TaskManagerHeartbeatResponse{SlotReport: te.slotReport()}, nil
+	})
+}
+
+// HeartbeatFromJobManager answers with the slot report and the job's
+// running attempts. It fails with NOT_FOUND if the TaskManager has no
+// connection to the job's JobMaster and FAILED_PRECONDITION if another
+// JobMaster leads the job here. While the registration reply is still on
+// its way it answers without counting the heartbeat.
+func (s *service) HeartbeatFromJobManager(ctx context.Context, req *pb.HeartbeatRequest) (*pb.TaskManagerHeartbeatResponse, error) {
+	te := s.te
+	return onMailbox(ctx, te, func() (*pb.TaskManagerHeartbeatResponse, error) {
+		jc := te.jobs[req.JobId]
+		if jc == nil {
+			return nil, status.Errorf(codes.NotFound, "no connection to the JobMaster of job %s", req.JobId)
+		}
+		if !jc.connected { // its RegisterTaskManager reply is still on the way
+			return &pb.TaskManagerHeartbeatResponse{SlotReport: te.slotReport()}, nil
+		}
+		if req.SenderId != "" && req.SenderId != jc.jobMasterID {
+			return nil, status.Errorf(codes.FailedPrecondition, "heartbeat from JobMaster %s, but job %s is connected to JobMaster %s", req.SenderId, req.JobId, jc.jobMasterID)
+		}
+		jc.monitor.Seen(jc.jobMasterID, time.Now())
+		resp := &pb.TaskManagerHeartbeatResponse{SlotReport: te.slotReport()}
+		for _, t := range te.sortedTasks() {
+			if t.jobID == req.JobId {
+				resp.Running = append(resp.Running, t.attempt)
+			}
+		}
+		return resp, nil
+	})
+}

@@ -1,0 +1,533 @@
+package taskmanager
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/gofl/gofl/internal/version"
+	"github.com/gofl/gofl/rpc/pb"
+)
+
+func TestRegistrationRetriesUntilResourceManagerAppears(t *testing.T) {
+	addr := freeAddr(t)
+	te, _, _, _ := startTE(t, Config{ResourceManagerAddress: addr, NumberOfSlots: 3, ResourceID: "tm-a"})
+	time.Sleep(200 * time.Millisecond) // several failed attempts
+	if s, err := te.Snapshot(context.Background()); err != nil || s.Registered {
+		t.Fatalf("registered without a ResourceManager: %+v, %v", s, err)
+	}
+	rm := newFakeRM()
+	serve(t, addr, func(s *grpc.Server) { pb.RegisterResourceManagerServiceServer(s, rm) })
+	req := recv(t, rm.registers, "registration")
+	if req.ProtocolVersion != version.ProtocolVersion || req.NumberOfSlots != 3 || req.InstanceId == "" {
+		t.Errorf("registration = %v", req)
+	}
+	loc := req.Location
+	if loc.ResourceId != "tm-a" || loc.RpcAddress != te.Address() || loc.Host != "127.0.0.1" || loc.DataAddress != "" {
+		t.Errorf("location = %v; address %s", loc, te.Address())
+	}
+	rep := recv(t, rm.reports, "slot report")
+	if rep.ResourceId != "tm-a" || rep.InstanceId != req.InstanceId || len(rep.SlotReport.Slots) != 3 {
+		t.Errorf("slot report = %v", rep)
+	}
+	for i, s := range rep.SlotReport.Slots {
+		if int(s.SlotIndex) != i || s.AllocationId != "" {
+			t.Errorf("slot %d = %v; want free", i, s)
+		}
+	}
+	s, _ := te.Snapshot(context.Background())
+	if !s.Registered || s.ResourceManagerID != "rm-1" {
+		t.Errorf("snapshot = %+v", s)
+	}
+}
+
+func TestDefaultResourceID(t *testing.T) {
+	te, _, _, _ := startTE(t, Config{ResourceManagerAddress: freeAddr(t)})
+	if !strings.HasPrefix(te.ResourceID(), te.Address()+"-") || len(te.ResourceID()) != len(te.Address())+7 {
+		t.Errorf("resource ID %q for address %s", te.ResourceID(), te.Address())
+	}
+	if _, err := New(Config{NumberOfSlots: 0, ResourceManagerAddress: "nohost"}, testLogger(t)); err == nil ||
+		!strings.Contains(err.Error(), "NumberOfSlots") || !strings.Contains(err.Error(), "host:port") {
+		t.Errorf("New with a bad config = %v", err)
+	}
+}
+
+func TestRegistrationRejectionsAreFatal(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want []string
+	}{
+		{"protocol mismatch", status.Error(codes.FailedPrecondition, "protocol version 1 is not 2"),
+			[]string{"rejected the registration", "protocol version 1", "protocol version 1 is not 2"}},
+		{"duplicate", status.Error(codes.AlreadyExists, "tm-a is registered by instance abc"),
+			[]string{`resource ID "tm-a" is held by another live TaskManager`, "registered by instance abc"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rm := newFakeRM()
+			rm.registerErr = func(n int) error {
+				if n == 1 {
+					return status.Error(codes.Unavailable, "starting")
+				}
+				return tc.err
+			}
+			addr, _ := serve(t, "127.0.0.1:0", func(s *grpc.Server) { pb.RegisterResourceManagerServiceServer(s, rm) })
+			_, _, _, r := startTE(t, Config{ResourceManagerAddress: addr, ResourceID: "tm-a"})
+			err := r.wait(t)
+			if err == nil {
+				t.Fatal("Run returned nil")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			if n := len(rm.registers); n != 2 {
+				t.Errorf("%d registration attempts; want 2 (a retry, then the fatal one)", n)
+			}
+		})
+	}
+}
+
+func TestRequestSlotConnectsAndOffers(t *testing.T) {
+	c := newCluster(t, nil, nil, Config{ResourceID: "tm-a"})
+	if err := c.requestSlot("a1", 0, "job1"); err != nil {
+		t.Fatal(err)
+	}
+	reg := recv(t, c.jm.registers, "RegisterTaskManager")
+	if reg.JobId != "job1" || reg.ProtocolVersion != version.ProtocolVersion || reg.Location.ResourceId != "tm-a" || reg.Location.RpcAddress != c.te.Address() {
+		t.Errorf("RegisterTaskManager = %v", reg)
+	}
+	offer := recv(t, c.jm.offers, "OfferSlots")
+	if offer.JobId != "job1" || offer.ResourceId != "tm-a" || len(offer.Slots) != 1 || offer.Slots[0].AllocationId != "a1" || offer.Slots[0].SlotIndex != 0 {
+		t.Errorf("OfferSlots = %v", offer)
+	}
+	eventually(t, "slot active", func() bool { return c.snapshot().Slots[0].Active })
+	s := c.snapshot()
+	if len(s.Jobs) != 1 || !s.Jobs[0].Connected || s.Jobs[0].JobMasterID != "jm-1" {
+		t.Errorf("jobs = %+v", s.Jobs)
+	}
+
+	// Idempotent for the same allocation; no second registration or offer.
+	if err := c.requestSlot("a1", 0, "job1"); err != nil {
+		t.Errorf("repeated RequestSlot = %v", err)
+	}
+	// A second slot for the connected job is offered on the same connection.
+	c.activeSlot("a2", 1, "job1")
+	if o := recv(t, c.jm.offers, "second offer"); len(o.Slots) != 1 || o.Slots[0].AllocationId != "a2" {
+		t.Errorf("second offer = %v", o)
+	}
+	none(t, c.jm.registers, 50*time.Millisecond, "second RegisterTaskManager")
+
+	for _, tc := range []struct {
+		alloc string
+		index int
+		code  codes.Code
+		msg   string
+	}{
+		{"b1", 0, codes.ResourceExhausted, "slot 0 is allocated to allocation a1 of job job1"},
+		{"b1", 7, codes.InvalidArgument, "slot index 7 out of range"},
+		{"a1", 1, codes.FailedPrecondition, "allocation a1 already holds slot 0"},
+	} {
+		err := c.requestSlot(tc.alloc, tc.index, "job1")
+		if status.Code(err) != tc.code || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("RequestSlot(%s, %d) = %v; want %v %q", tc.alloc, tc.index, err, tc.code, tc.msg)
+		}
+	}
+	_, err := c.client.RequestSlot(context.Background(), &pb.RequestSlotRequest{AllocationId: "x", SlotIndex: 1, JobId: "j", JobMasterAddress: c.jmAddr, ResourceManagerId: "rm-old"})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "registered at rm-1") {
+		t.Errorf("RequestSlot from another ResourceManager = %v", err)
+	}
+}
+
+func TestRejectedOffersAreFreedAndReported(t *testing.T) {
+	jm := newFakeJM()
+	jm.accept = func(o *pb.SlotOffer) bool { return o.AllocationId == "a1" }
+	c := newCluster(t, nil, jm, Config{})
+	if err := c.requestSlot("a1", 0, "job1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.requestSlot("a2", 1, "job1"); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		rep := recv(t, c.rm.reports, "slot report after the rejection")
+		sl := rep.SlotReport.Slots
+		if sl[1].AllocationId == "" && sl[0].AllocationId == "a1" {
+			break
+		}
+	}
+	s := c.snapshot()
+	if !s.Slots[0].Active || s.Slots[1].AllocationID != "" {
+		t.Errorf("slots = %+v", s.Slots)
+	}
+	if len(s.Jobs) != 1 {
+		t.Errorf("job connection closed though slot a1 is held: %+v", s.Jobs)
+	}
+
+	// When every offered slot is rejected the connection is closed again.
+	jm.accept = func(*pb.SlotOffer) bool { return false }
+	if err := c.requestSlot("z1", 1, "job2"); err != nil {
+		t.Fatal(err)
+	}
+	d := recv(t, jm.disconnects, "DisconnectTaskManager for job2")
+	if d.JobId != "job2" {
+		t.Errorf("disconnect = %v", d)
+	}
+	eventually(t, "job2 forgotten", func() bool { return len(c.snapshot().Jobs) == 1 })
+}
+
+func TestUnacceptedSlotTimesOut(t *testing.T) {
+	jm := newFakeJM()
+	jm.offerGate = make(chan struct{})
+	c := newCluster(t, nil, jm, Config{SlotTimeout: 100 * time.Millisecond})
+	if err := c.requestSlot("a1", 0, "job1"); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, jm.offers, "offer")
+	eventually(t, "slot freed after the slot timeout", func() bool { return c.snapshot().Slots[0].AllocationID == "" })
+	close(jm.offerGate)
+	eventually(t, "job forgotten", func() bool { return len(c.snapshot().Jobs) == 0 })
+}
+
+func TestSubmitTaskNeedsActiveSlotOfTheJob(t *testing.T) {
+	jm := newFakeJM()
+	gate := make(chan struct{})
+	defer close(gate)
+	c := newCluster(t, nil, jm, Config{})
+	c.activeSlot("a1", 0, "job1")
+	a := attempt("v", 0, 0)
+
+	err := c.submit("job0", tdd("job0", "a1", "noop", "", a))
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "not connected to the JobMaster of job job0") {
+		t.Errorf("submit for an unknown job = %v", err)
+	}
+	err = c.submit("job1", tdd("job1", "nope", "noop", "", a))
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), `no slot is allocated to allocation "nope"`) {
+		t.Errorf("submit to an unknown allocation = %v", err)
+	}
+	_, err = c.client.SubmitTask(context.Background(), &pb.SubmitTaskRequest{JobId: "job1", JobMasterId: "jm-old", Tdd: tdd("job1", "a1", "noop", "", a)})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "JobMaster jm-old") {
+		t.Errorf("submit from another JobMaster = %v", err)
+	}
+
+	// job2's slot stays inactive while its offer hangs.
+	jm.offerGate = gate
+	if err := c.requestSlot("a2", 1, "job2"); err != nil {
+		t.Fatal(err)
+	}
+	for o := recv(t, jm.offers, "offer"); o.JobId != "job2"; o = recv(t, jm.offers, "offer") {
+	}
+	err = c.submit("job1", tdd("job1", "a2", "noop", "", a))
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "slot 1 (allocation a2) belongs to job job2, not job1") {
+		t.Errorf("submit to another job's slot = %v", err)
+	}
+	err = c.submit("job2", tdd("job2", "a2", "noop", "", a))
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "slot 1 (allocation a2) is not active") {
+		t.Errorf("submit to an inactive slot = %v", err)
+	}
+	none(t, jm.updates, 50*time.Millisecond, "task state update")
+}
+
+func TestNoopTaskReportsInOrderAndKeepsBlockingPartitions(t *testing.T) {
+	c := newCluster(t, nil, nil, Config{})
+	c.activeSlot("a1", 0, "job1")
+	a := attempt("src", 0, 0)
+	d := tdd("job1", "a1", "noop", "", a)
+	d.ProducedPartitions = []*pb.ResultPartitionDeploymentDescriptor{
+		{ResultId: "r-blocking", PartitionIndex: 0, PartitionType: pb.ResultPartitionType_RESULT_PARTITION_TYPE_BLOCKING, NumberOfSubpartitions: 2},
+		{ResultId: "r-pipelined", PartitionIndex: 0, PartitionType: pb.ResultPartitionType_RESULT_PARTITION_TYPE_PIPELINED, NumberOfSubpartitions: 2},
+	}
+	if err := c.submit("job1", d); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.submit("job1", d); status.Code(err) != codes.AlreadyExists && err != nil {
+		t.Errorf("duplicate submit = %v", err)
+	}
+	us := c.states(a, 3)
+	if got := stateNames(us); !slices.Equal(got, []string{StateInitializing, StateRunning, StateFinished}) {
+		t.Fatalf("states = %v", got)
+	}
+	for _, u := range us {
+		if u.JobId != "job1" || u.Failure != nil {
+			t.Errorf("update = %v", u)
+		}
+	}
+	s := c.snapshot()
+	if len(s.Tasks) != 0 || len(s.Partitions) != 1 || s.Partitions[0].ResultID != "r-blocking" || s.Partitions[0].Producer != attemptKey(a) {
+		t.Fatalf("tasks %+v, partitions %+v", s.Tasks, s.Partitions)
+	}
+
+	// Freeing the slot keeps the connection while a partition is held.
+	if _, err := c.client.FreeSlot(context.Background(), &pb.FreeSlotRequest{AllocationId: "a1", Cause: "idle"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "slot free", func() bool { return c.snapshot().Slots[0].AllocationID == "" })
+	if s := c.snapshot(); len(s.Jobs) != 1 {
+		t.Errorf("connection closed while a partition is kept: %+v", s.Jobs)
+	}
+	_, err := c.client.ReleasePartitions(context.Background(), &pb.ReleasePartitionsRequest{JobId: "job1", Partitions: []*pb.ResultPartitionIDProto{
+		{ResultId: "r-blocking", PartitionIndex: 0, Producer: a},
+		{ResultId: "unknown", PartitionIndex: 3, Producer: a},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = c.snapshot()
+	if len(s.Partitions) != 0 || len(s.Jobs) != 0 {
+		t.Errorf("after release: partitions %+v, jobs %+v", s.Partitions, s.Jobs)
+	}
+	recv(t, c.jm.disconnects, "DisconnectTaskManager once the job holds nothing")
+}
+
+func TestCancelSleepingTask(t *testing.T) {
+	c := newCluster(t, nil, nil, Config{})
+	c.activeSlot("a1", 0, "job1")
+	a := attempt("sleeper", 0, 0)
+	if err := c.submit("job1", tdd("job1", "a1", "sleep", `{"duration":"1 min"}`, a)); err != nil {
+		t.Fatal(err)
+	}
+	if got := stateNames(c.states(a, 2)); !slices.Equal(got, []string{StateInitializing, StateRunning}) {
+		t.Fatalf("states = %v", got)
+	}
+	hb, err := c.client.HeartbeatFromJobManager(context.Background(), &pb.HeartbeatRequest{SenderId: "jm-1", JobId: "job1"})
+	if err != nil || len(hb.Running) != 1 || attemptKey(hb.Running[0]) != attemptKey(a) || hb.SlotReport.Slots[0].AllocationId != "a1" {
+		t.Fatalf("heartbeat = %v, %v", hb, err)
+	}
+	for i := 0; i < 2; i++ { // idempotent
+		if _, err := c.client.CancelTask(context.Background(), &pb.CancelTaskRequest{JobId: "job1", Attempt: a}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := c.states(a, 1)[0].State; got != StateCanceled {
+		t.Fatalf("state = %s; want CANCELED", got)
+	}
+	if _, err := c.client.CancelTask(context.Background(), &pb.CancelTaskRequest{JobId: "job1", Attempt: attempt("nope", 0, 0)}); err != nil {
+		t.Errorf("cancel of an unknown task = %v", err)
+	}
+	eventually(t, "task gone", func() bool { return len(c.snapshot().Tasks) == 0 })
+	if s := c.snapshot(); !s.Slots[0].Active {
+		t.Errorf("cancelling a task must keep its slot: %+v", s.Slots[0])
+	}
+}
+
+func TestFailAfterNFailsThenPasses(t *testing.T) {
+	c := newCluster(t, nil, nil, Config{})
+	c.activeSlot("a1", 0, "job1")
+	cfg := `{"duration":"10ms","failAttempts":1}`
+	a0 := attempt("flaky", 0, 0)
+	if err := c.submit("job1", tdd("job1", "a1", "fail-after-n", cfg, a0)); err != nil {
+		t.Fatal(err)
+	}
+	us := c.states(a0, 3)
+	if got := stateNames(us); !slices.Equal(got, []string{StateInitializing, StateRunning, StateFailed}) {
+		t.Fatalf("attempt 0 states = %v", got)
+	}
+	if f := us[2].Failure; f == nil || f.Type != "recoverable" || !strings.Contains(f.Message, "attempt 0 fails") || f.Stack != "" {
+		t.Errorf("failure = %v", f)
+	}
+	a1 := attempt("flaky", 0, 1)
+	if err := c.submit("job1", tdd("job1", "a1", "fail-after-n", cfg, a1)); err != nil {
+		t.Fatal(err)
+	}
+	if got := stateNames(c.states(a1, 3)); !slices.Equal(got, []string{StateInitializing, StateRunning, StateFinished}) {
+		t.Fatalf("attempt 1 states = %v", got)
+	}
+}
+
+func TestFailuresAreClassified(t *testing.T) {
+	c := newCluster(t, nil, nil, Config{})
+	c.activeSlot("a1", 0, "job1")
+
+	p := attempt("panicky", 0, 0)
+	if err := c.submit("job1", tdd("job1", "a1", "test-panic", "", p)); err != nil {
+		t.Fatal(err)
+	}
+	us := c.states(p, 3)
+	if got := stateNames(us); !slices.Equal(got, []string{StateInitializing, StateRunning, StateFailed}) {
+		t.Fatalf("panic states = %v", got)
+	}
+	if f := us[2].Failure; f == nil || f.Type != "recoverable" || !strings.Contains(f.Message, "task panicked: boom") ||
+		!strings.Contains(f.Stack, "goroutine") || !strings.Contains(f.Stack, "TestMain") {
+		t.Errorf("panic failure = %v", f)
+	}
+
+	u := attempt("unknown", 0, 0)
+	if err := c.submit("job1", tdd("job1", "a1", "no-such-invokable", "", u)); err != nil {
+		t.Fatal(err)
+	}
+	us = c.states(u, 1) // fails while deploying: no INITIALIZING
+	if f := us[0].Failure; us[0].State != StateFailed || f == nil || f.Type != "non-recoverable" || !strings.Contains(f.Message, `unknown invokable "no-such-invokable"`) {
+		t.Errorf("unknown invokable update = %v", us[0])
+	}
+
+	b := attempt("badconfig", 0, 0)
+	if err := c.submit("job1", tdd("job1", "a1", "sleep", `{"duration":"soon"}`, b)); err != nil {
+		t.Fatal(err)
+	}
+	us = c.states(b, 1)
+	if f := us[0].Failure; us[0].State != StateFailed || f == nil || f.Type != "non-recoverable" || !strings.Contains(f.Message, "duration") {
+		t.Errorf("bad config update = %v", us[0])
+	}
+}
+
+func TestJobMasterHeartbeatTimeout(t *testing.T) {
+	jm := newFakeJM()
+	jm.heartbeatTimeoutMs = 100
+	c := newCluster(t, nil, jm, Config{})
+	c.activeSlot("a1", 0, "job1")
+	a := attempt("sleeper", 0, 0)
+	if err := c.submit("job1", tdd("job1", "a1", "sleep", `{"duration":"1 min"}`, a)); err != nil {
+		t.Fatal(err)
+	}
+	c.states(a, 2)
+	// Heartbeats keep the JobMaster alive well past the timeout.
+	for i := 0; i < 10; i++ {
+		if _, err := c.client.HeartbeatFromJobManager(context.Background(), &pb.HeartbeatRequest{SenderId: "jm-1", JobId: "job1"}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(30 * time.Millisecond)
+	}
+	if s := c.snapshot(); len(s.Tasks) != 1 || len(s.Jobs) != 1 {
+		t.Fatalf("lost the JobMaster despite heartbeats: %+v", s)
+	}
+	start := time.Now()
+	d := recv(t, jm.disconnects, "DisconnectTaskManager after the heartbeat timeout")
+	if d.JobId != "job1" || !strings.Contains(d.Cause, "heartbeat") {
+		t.Errorf("disconnect = %v", d)
+	}
+	if el := time.Since(start); el > time.Second {
+		t.Errorf("heartbeat loss took %v", el)
+	}
+	eventually(t, "task cancelled and slot freed", func() bool {
+		s := c.snapshot()
+		return len(s.Tasks) == 0 && s.Slots[0].AllocationID == "" && len(s.Jobs) == 0
+	})
+	for {
+		rep := recv(t, c.rm.reports, "slot report with the slot free")
+		if rep.SlotReport.Slots[0].AllocationId == "" {
+			break
+		}
+	}
+	_, err := c.client.HeartbeatFromJobManager(context.Background(), &pb.HeartbeatRequest{SenderId: "jm-1", JobId: "job1"})
+	if status.Code(err) != codes.NotFound {
+		t.Errorf("heartbeat of a forgotten job = %v", err)
+	}
+
+	// The JobMaster is back: the next slot request registers again.
+	jm.heartbeatTimeoutMs = 60_000
+	c.activeSlot("a2", 0, "job1")
+	if r := recv(t, jm.registers, "second RegisterTaskManager"); r.JobId != "job1" {
+		t.Errorf("register = %v", r)
+	}
+}
+
+func TestDisconnectJobManagerFreesTheJob(t *testing.T) {
+	c := newCluster(t, nil, nil, Config{})
+	c.activeSlot("a1", 0, "job1")
+	c.activeSlot("a2", 1, "job2")
+	a := attempt("sleeper", 0, 0)
+	if err := c.submit("job1", tdd("job1", "a1", "sleep", `{"duration":"1 min"}`, a)); err != nil {
+		t.Fatal(err)
+	}
+	c.states(a, 2)
+	if _, err := c.client.DisconnectJobManager(context.Background(), &pb.DisconnectJobManagerRequest{JobId: "job1", Cause: "job finished"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "job1 freed", func() bool {
+		s := c.snapshot()
+		return len(s.Tasks) == 0 && s.Slots[0].AllocationID == "" && len(s.Jobs) == 1 && s.Slots[1].Active
+	})
+}
+
+func TestResourceManagerHeartbeatLossReregisters(t *testing.T) {
+	rm := newFakeRM()
+	rm.heartbeatTimeoutMs = 100
+	c := newCluster(t, rm, nil, Config{})
+	c.activeSlot("a1", 0, "job1")
+	for i := 0; i < 10; i++ {
+		hb, err := c.client.HeartbeatFromResourceManager(context.Background(), &pb.HeartbeatRequest{SenderId: "rm-1"})
+		if err != nil || hb.SlotReport.Slots[0].AllocationId != "a1" {
+			t.Fatalf("heartbeat = %v, %v", hb, err)
+		}
+		time.Sleep(30 * time.Millisecond)
+	}
+	none(t, rm.registers, 0, "re-registration despite heartbeats")
+	rm.heartbeatTimeoutMs = 60_000
+	recv(t, rm.registers, "re-registration after the heartbeat timeout")
+	for {
+		rep := recv(t, rm.reports, "slot report after re-registration")
+		if rep.SlotReport.Slots[0].AllocationId == "a1" && rep.SlotReport.Slots[0].JobId == "job1" {
+			break
+		}
+	}
+	if s := c.snapshot(); !s.Registered || !s.Slots[0].Active {
+		t.Errorf("after re-registration: %+v", s)
+	}
+}
+
+func TestShutdownCancelsTasksAndDisconnects(t *testing.T) {
+	c := newCluster(t, nil, nil, Config{})
+	c.activeSlot("a1", 0, "job1")
+	a := attempt("sleeper", 0, 0)
+	if err := c.submit("job1", tdd("job1", "a1", "sleep", `{"duration":"1 min"}`, a)); err != nil {
+		t.Fatal(err)
+	}
+	c.states(a, 2)
+	c.cancel()
+	if err := c.run.wait(t); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if got := c.states(a, 1)[0].State; got != StateCanceled {
+		t.Errorf("state on shutdown = %s", got)
+	}
+	recv(t, c.jm.disconnects, "DisconnectTaskManager on shutdown")
+	if d := recv(t, c.rm.disconnects, "DisconnectTaskExecutor on shutdown"); d.ResourceId != c.te.ResourceID() {
+		t.Errorf("disconnect = %v", d)
+	}
+	if _, err := c.te.Snapshot(context.Background()); err == nil {
+		t.Error("Snapshot after Run returned")
+	}
+}
+
+func TestFailingStateUpdatesLoseTheJobMaster(t *testing.T) {
+	c := newCluster(t, nil, nil, Config{})
+	c.activeSlot("a1", 0, "job1")
+	c.jm.updateErr.Store(status.Error(codes.Unavailable, "JobMaster overloaded"))
+	a := attempt("sleeper", 0, 0)
+	if err := c.submit("job1", tdd("job1", "a1", "sleep", `{"duration":"1 min"}`, a)); err != nil {
+		t.Fatal(err)
+	}
+	// INITIALIZING is tried maxReportAttempts times, RUNNING never overtakes it.
+	if got := stateNames(c.states(a, maxReportAttempts)); !slices.Equal(got, []string{StateInitializing, StateInitializing, StateInitializing}) {
+		t.Fatalf("updates = %v", got)
+	}
+	d := recv(t, c.jm.disconnects, "DisconnectTaskManager")
+	if !strings.Contains(d.Cause, "updating task state failed 3 times") {
+		t.Errorf("disconnect cause = %q", d.Cause)
+	}
+	eventually(t, "task cancelled and slot freed", func() bool {
+		s := c.snapshot()
+		return len(s.Tasks) == 0 && s.Slots[0].AllocationID == "" && len(s.Jobs) == 0
+	})
+
+	// NOT_FOUND means the JobMaster forgot the attempt: dropped, not fatal.
+	c.jm.updateErr.Store(status.Error(codes.NotFound, "unknown attempt"))
+	c.activeSlot("a2", 0, "job1")
+	b := attempt("noop", 0, 0)
+	if err := c.submit("job1", tdd("job1", "a2", "noop", "", b)); err != nil {
+		t.Fatal(err)
+	}
+	if got := stateNames(c.states(b, 3)); !slices.Equal(got, []string{StateInitializing, StateRunning, StateFinished}) {
+		t.Fatalf("updates = %v", got)
+	}
+	if s := c.snapshot(); len(s.Jobs) != 1 || !s.Slots[0].Active {
+		t.Errorf("NOT_FOUND lost the JobMaster: %+v", s)
+	}
+}
