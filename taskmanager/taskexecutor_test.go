@@ -228,11 +228,11 @@ func TestSubmitTaskNeedsActiveSlotOfTheJob(t *testing.T) {
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "slot 1 (allocation a2) belongs to job job2, not job1") {
 		t.Errorf("submit to another job's slot = %v", err)
 	}
-	err = c.submit("job2", tdd("job2", "a2", "noop", "", a))
-	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "slot 1 (allocation a2) is not active") {
-		t.Errorf("submit to an inactive slot = %v", err)
+	// Deploying into the offered slot proves the JobMaster accepted it, even
+	// before its OfferSlots reply arrives (Flink's tryMarkSlotActive).
+	if err := c.submit("job2", tdd("job2", "a2", "noop", "", a)); err != nil {
+		t.Errorf("submit to an offered slot whose reply is pending = %v", err)
 	}
-	none(t, jm.updates, 50*time.Millisecond, "task state update")
 }
 
 func TestNoopTaskReportsInOrderAndKeepsBlockingPartitions(t *testing.T) {

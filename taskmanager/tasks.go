@@ -85,9 +85,10 @@ func (te *TaskExecutor) submitTask(req *pb.SubmitTaskRequest) error {
 		return status.Errorf(codes.FailedPrecondition, "cannot run task %s: slot %d (allocation %s) belongs to job %s, not %s", key, s.index, s.allocationID, s.jobID, req.JobId)
 	case s.releasing:
 		return status.Errorf(codes.FailedPrecondition, "cannot run task %s: slot %d (allocation %s) is being freed", key, s.index, s.allocationID)
-	case !s.active:
-		return status.Errorf(codes.FailedPrecondition, "cannot run task %s: slot %d (allocation %s) is not active; the JobMaster has not accepted it", key, s.index, s.allocationID)
 	}
+	// A JobMaster deploying into a slot it was offered has accepted it, even
+	// if its OfferSlots reply has not arrived yet (Flink's tryMarkSlotActive).
+	s.active = true
 	if _, dup := te.tasks[key]; dup {
 		return status.Errorf(codes.AlreadyExists, "task %s is already running", key)
 	}

@@ -55,6 +55,7 @@ Examples:
 		Commands: []*cli.Command{
 			configCommand(),
 			simulateCommand(),
+			jobmanagerCommand(),
 			taskManagerCommand(),
 			listCommand(), infoCommand(), cancelCommand(),
 		},

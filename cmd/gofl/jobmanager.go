@@ -1,0 +1,50 @@
+package main
+
+import (
+	"fmt"
+	"os/signal"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/gofl/gofl/jobmanager"
+)
+
+func jobmanagerCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "jobmanager",
+		Usage: "run a standalone session JobManager (Dispatcher, ResourceManager, JobMasters)",
+		Description: `Starts a JobManager process: the Dispatcher with its REST API at
+rest.address:rest.port, the ResourceManager TaskManagers register with at
+jobmanager.rpc.address:jobmanager.rpc.port, and one JobMaster per submitted
+job. It runs until interrupted (SIGINT or SIGTERM), then stops its jobs.
+Standalone: it never starts TaskManagers itself; start them with
+'gofl taskmanager' or scripts/start-cluster.sh.
+
+Examples:
+   gofl jobmanager
+   gofl jobmanager -D rest.port=9081 -D jobmanager.rpc.port=7123
+   gofl jobmanager -D heartbeat.interval=1s -D heartbeat.timeout=5s`,
+		Action: runJobManager,
+	}
+}
+
+func runJobManager(c *cli.Context) error {
+	if c.Args().Present() {
+		return fmt.Errorf("jobmanager: unexpected argument %q", c.Args().First())
+	}
+	cfg, log, err := setup(c)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	jm, err := jobmanager.Start(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "JobManager RPC at %s, REST at http://%s\n", jm.RPCAddress, jm.RESTAddress)
+	<-ctx.Done()
+	return jm.Wait()
+}
+

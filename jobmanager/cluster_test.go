@@ -1,0 +1,524 @@
+package jobmanager_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/gofl/gofl/client"
+	"github.com/gofl/gofl/conf"
+	"github.com/gofl/gofl/internal/version"
+	"github.com/gofl/gofl/jobgraph"
+	"github.com/gofl/gofl/jobmanager"
+	"github.com/gofl/gofl/rpc/pb"
+	"github.com/gofl/gofl/rpc/restapi"
+	"github.com/gofl/gofl/taskmanager"
+)
+
+var goflBinary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "gofl-cluster-test")
+	if err != nil {
+		panic(err)
+	}
+	goflBinary = filepath.Join(dir, "gofl")
+	build := exec.Command("go", "build", "-o", goflBinary, "../cmd/gofl")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building gofl:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(goleak.IgnoreTopFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run")); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// cluster is a JobManager in this process plus TaskManagers, in this
+// process or as real child processes, all on loopback.
+type cluster struct {
+	t      *testing.T
+	cfg    *conf.Configuration
+	jm     *jobmanager.JobManager
+	client *client.Client
+	ctx    context.Context
+	mu     sync.Mutex
+	tms    map[string]*tmHandle
+}
+
+type tmHandle struct {
+	cancel context.CancelFunc
+	done   chan error
+	cmd    *exec.Cmd
+}
+
+func testLogger(t *testing.T) zerolog.Logger {
+	if os.Getenv("GOFL_TEST_LOG") != "" {
+		return zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr}).With().Timestamp().Logger()
+	}
+	return zerolog.Nop()
+}
+
+func newCluster(t *testing.T, settings map[string]string) *cluster {
+	t.Helper()
+	base := map[string]string{
+		"jobmanager.rpc.address": "127.0.0.1", "jobmanager.rpc.port": "0",
+		"rest.address": "127.0.0.1", "rest.port": "0",
+		"heartbeat.interval": "100 ms", "heartbeat.timeout": "1 s",
+		"slot.idle.timeout": "1 s",
+	}
+	for k, v := range settings {
+		base[k] = v
+	}
+	cfg, err := conf.FromMap(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	jm, err := jobmanager.Start(ctx, cfg, testLogger(t))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	c, err := client.New(jm.RESTAddress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := &cluster{t: t, cfg: cfg, jm: jm, client: c, ctx: ctx, tms: map[string]*tmHandle{}}
+	t.Cleanup(func() {
+		cl.mu.Lock()
+		tms := cl.tms
+		cl.tms = map[string]*tmHandle{}
+		cl.mu.Unlock()
+		for _, h := range tms {
+			h.stop()
+		}
+		cancel()
+		if err := jm.Wait(); err != nil {
+			t.Errorf("JobManager: %v", err)
+		}
+	})
+	return cl
+}
+
+func (h *tmHandle) stop() {
+	if h.cmd != nil {
+		_ = h.cmd.Process.Kill()
+		<-h.done
+		return
+	}
+	h.cancel()
+	<-h.done
+}
+
+// startTaskManager runs a TaskExecutor in this process.
+func (c *cluster) startTaskManager(id string, slots int) {
+	c.t.Helper()
+	te, err := taskmanager.New(taskmanager.Config{ResourceID: id, Host: "127.0.0.1", RPCBindAddress: "127.0.0.1:0",
+		NumberOfSlots: slots, ResourceManagerAddress: c.jm.RPCAddress}, testLogger(c.t))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &tmHandle{cancel: cancel, done: make(chan error, 1)}
+	go func() { h.done <- te.Run(ctx) }()
+	c.mu.Lock()
+	c.tms[id] = h
+	c.mu.Unlock()
+}
+
+// startTaskManagerProcess runs `gofl taskmanager` as a child process.
+func (c *cluster) startTaskManagerProcess(id string, slots int) {
+	c.t.Helper()
+	host, port, _ := strings.Cut(c.jm.RPCAddress, ":")
+	cmd := exec.Command(goflBinary, "taskmanager",
+		"-D", "jobmanager.rpc.address="+host, "-D", "jobmanager.rpc.port="+port,
+		"-D", fmt.Sprintf("taskmanager.numberOfTaskSlots=%d", slots), "-D", "taskmanager.rpc.port=0",
+		"-D", "taskmanager.resource-id="+id, "-D", "taskmanager.host=127.0.0.1")
+	logFile, err := os.Create(filepath.Join(c.t.TempDir(), id+".log"))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	h := &tmHandle{cmd: cmd, done: make(chan error, 1)}
+	go func() { h.done <- cmd.Wait(); logFile.Close() }()
+	c.mu.Lock()
+	c.tms[id] = h
+	c.mu.Unlock()
+}
+
+// kill9 kills a TaskManager process with SIGKILL.
+func (c *cluster) kill9(id string) {
+	c.mu.Lock()
+	h := c.tms[id]
+	delete(c.tms, id)
+	c.mu.Unlock()
+	if h == nil || h.cmd == nil {
+		c.t.Fatalf("no TaskManager process %s", id)
+	}
+	_ = h.cmd.Process.Kill()
+	<-h.done
+}
+
+func (c *cluster) waitForTaskManagers(n int) {
+	c.t.Helper()
+	c.eventually(10*time.Second, func() error {
+		ov, err := c.client.Overview(c.ctx)
+		if err != nil {
+			return err
+		}
+		if ov.TaskManagers != n {
+			return fmt.Errorf("%d TaskManagers registered, want %d", ov.TaskManagers, n)
+		}
+		return nil
+	})
+}
+
+func (c *cluster) eventually(timeout time.Duration, f func() error) {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("after %v: %v", timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (c *cluster) submit(jg *jobgraph.JobGraph) string {
+	c.t.Helper()
+	id, err := c.client.SubmitJob(c.ctx, jg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return id
+}
+
+func (c *cluster) waitFor(id string, timeout time.Duration, states ...string) restapi.JobDetails {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(c.ctx, timeout)
+	defer cancel()
+	d, err := c.client.WaitForJobStatus(ctx, id, states...)
+	if err != nil {
+		ex, _ := c.client.JobExceptions(c.ctx, id)
+		c.t.Fatalf("job %s: %v (state %s); exceptions: %+v", id, err, d.State, ex.ExceptionHistory.Entries)
+	}
+	return d
+}
+
+// twoVertexJob is source → sink with test invokables.
+func twoVertexJob(p int, pattern jobgraph.DistributionPattern, typ jobgraph.ResultPartitionType, invokable, taskConfig string, jobConfig map[string]string) *jobgraph.JobGraph {
+	jt := jobgraph.Streaming
+	if typ == jobgraph.Blocking {
+		jt = jobgraph.Batch
+	}
+	v := func(id string) *jobgraph.Vertex {
+		return &jobgraph.Vertex{ID: jobgraph.VertexID(id), Name: id, Parallelism: p, Invokable: invokable, Config: []byte(taskConfig), SlotSharingGroup: "default"}
+	}
+	return &jobgraph.JobGraph{Name: "two-vertex", Type: jt, Config: jobConfig,
+		Vertices: []*jobgraph.Vertex{v("source"), v("sink")},
+		Edges:    []*jobgraph.Edge{{Source: "source", Target: "sink", Distribution: pattern, PartitionType: typ}}}
+}
+
+func TestTwoVertexJobRunsAndFinishes(t *testing.T) {
+	c := newCluster(t, nil)
+	c.startTaskManager("tm-1", 2)
+	c.startTaskManager("tm-2", 2)
+	c.waitForTaskManagers(2)
+	id := c.submit(twoVertexJob(4, jobgraph.AllToAll, jobgraph.Pipelined, "sleep", `{"duration":"1s"}`, nil))
+	d := c.waitFor(id, 10*time.Second, "RUNNING")
+	c.eventually(5*time.Second, func() error {
+		d, err := c.client.JobDetails(c.ctx, id)
+		if err != nil {
+			return err
+		}
+		for _, v := range d.Vertices {
+			if v.Tasks["RUNNING"] != 4 {
+				return fmt.Errorf("vertex %s tasks %v, want 4 RUNNING", v.ID, v.Tasks)
+			}
+		}
+		return nil
+	})
+	d = c.waitFor(id, 10*time.Second, "FINISHED")
+	for _, v := range d.Vertices {
+		if v.Parallelism != 4 || v.Tasks["FINISHED"] != 4 || v.Status != "FINISHED" {
+			t.Errorf("vertex %+v", v)
+		}
+	}
+	c.eventually(5*time.Second, func() error {
+		ov, err := c.client.Overview(c.ctx)
+		if err != nil {
+			return err
+		}
+		if ov.SlotsAvailable != 4 || ov.JobsFinished != 1 || ov.JobsRunning != 0 {
+			return fmt.Errorf("overview %+v: want 4 free slots and 1 finished job", ov)
+		}
+		return nil
+	})
+}
+
+func TestEagerFailsFastWithoutEnoughSlots(t *testing.T) {
+	c := newCluster(t, map[string]string{"slot.request.timeout": "1 min"})
+	c.startTaskManager("tm-1", 2)
+	c.waitForTaskManagers(1)
+	start := time.Now()
+	id := c.submit(twoVertexJob(4, jobgraph.AllToAll, jobgraph.Pipelined, "sleep", `{"duration":"1s"}`,
+		map[string]string{"jobmanager.scheduler.scheduling-strategy": "eager"}))
+	c.waitFor(id, 10*time.Second, "FAILED")
+	if el := time.Since(start); el > 10*time.Second {
+		t.Fatalf("eager took %v to fail; it must not wait for slot.request.timeout", el)
+	}
+	ex, err := c.client.JobExceptions(c.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(ex.RootException, "could not acquire the minimum required resources") || !strings.Contains(ex.RootException, "eager") {
+		t.Fatalf("root exception %q does not explain the missing slots", ex.RootException)
+	}
+}
+
+func TestPipelinedRegionTimesOutWithoutEnoughSlots(t *testing.T) {
+	c := newCluster(t, map[string]string{"slot.request.timeout": "2 s"})
+	c.startTaskManager("tm-1", 2)
+	c.waitForTaskManagers(1)
+	start := time.Now()
+	id := c.submit(twoVertexJob(4, jobgraph.AllToAll, jobgraph.Pipelined, "sleep", `{"duration":"1s"}`, nil))
+	c.waitFor(id, 15*time.Second, "FAILED")
+	if el := time.Since(start); el < 2*time.Second {
+		t.Fatalf("failed after %v, before slot.request.timeout", el)
+	}
+	ex, _ := c.client.JobExceptions(c.ctx, id)
+	if !strings.Contains(ex.RootException, "slot.request.timeout") || !strings.Contains(ex.RootException, "4 slots requested") {
+		t.Fatalf("root exception %q", ex.RootException)
+	}
+}
+
+func TestBatchJobReusesSlots(t *testing.T) {
+	c := newCluster(t, nil)
+	c.startTaskManager("tm-1", 2)
+	c.waitForTaskManagers(1)
+	id := c.submit(twoVertexJob(4, jobgraph.AllToAll, jobgraph.Blocking, "sleep", `{"duration":"200ms"}`, nil))
+	d := c.waitFor(id, 20*time.Second, "FINISHED")
+	for _, v := range d.Vertices {
+		if v.Tasks["FINISHED"] != 4 {
+			t.Errorf("vertex %+v", v)
+		}
+	}
+}
+
+// A TaskManager process killed with SIGKILL is noticed through heartbeats;
+// with region failover only the regions that ran there restart, and the job
+// finishes on the remaining TaskManagers.
+func TestKilledTaskManagerRestartsOnlyItsRegions(t *testing.T) {
+	c := newCluster(t, map[string]string{"heartbeat.timeout": "1 s"})
+	c.startTaskManager("tm-a", 2)
+	c.startTaskManagerProcess("tm-victim", 2)
+	c.waitForTaskManagers(2)
+	// POINTWISE PIPELINED: 4 independent regions {source#i, sink#i}.
+	id := c.submit(twoVertexJob(4, jobgraph.Pointwise, jobgraph.Pipelined, "sleep", `{"duration":"4s"}`,
+		map[string]string{"restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": "3",
+			"restart-strategy.fixed-delay.delay": "100 ms"}))
+	var onVictim map[int]bool
+	c.eventually(10*time.Second, func() error {
+		v, err := c.client.JobVertex(c.ctx, id, "source")
+		if err != nil {
+			return err
+		}
+		onVictim = map[int]bool{}
+		for _, s := range v.Subtasks {
+			if s.Status != "RUNNING" {
+				return fmt.Errorf("subtask %d is %s", s.Subtask, s.Status)
+			}
+			if s.TaskManagerID == "tm-victim" {
+				onVictim[s.Subtask] = true
+			}
+		}
+		if len(onVictim) == 0 {
+			return errors.New("nothing runs on the victim yet")
+		}
+		return nil
+	})
+	if len(onVictim) != 2 {
+		t.Fatalf("regions on the victim: %v, want 2 of 4", onVictim)
+	}
+	c.startTaskManager("tm-b", 2) // room for the restarted regions
+	c.waitForTaskManagers(3)
+	killed := time.Now()
+	c.kill9("tm-victim")
+	c.eventually(5*time.Second, func() error {
+		ex, err := c.client.JobExceptions(c.ctx, id)
+		if err != nil {
+			return err
+		}
+		if len(ex.ExceptionHistory.Entries) == 0 {
+			return errors.New("no failure recorded yet")
+		}
+		if el := time.Since(killed); el > 3*time.Second {
+			return fmt.Errorf("noticed only after %v", el)
+		}
+		return nil
+	})
+	d := c.waitFor(id, 20*time.Second, "FINISHED")
+	if d.State != "FINISHED" {
+		t.Fatalf("job %s", d.State)
+	}
+	for _, vid := range []string{"source", "sink"} {
+		v, err := c.client.JobVertex(c.ctx, id, vid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range v.Subtasks {
+			want := 0
+			if onVictim[s.Subtask] {
+				want = 1
+			}
+			if s.Attempt != want || s.Status != "FINISHED" {
+				t.Errorf("%s#%d: attempt %d %s, want attempt %d FINISHED (restarted: %v)", vid, s.Subtask, s.Attempt, s.Status, want, onVictim)
+			}
+			if s.TaskManagerID == "tm-victim" {
+				t.Errorf("%s#%d finished on the killed TaskManager", vid, s.Subtask)
+			}
+		}
+	}
+}
+
+func TestCancelRunningJob(t *testing.T) {
+	c := newCluster(t, nil)
+	c.startTaskManager("tm-1", 2)
+	c.startTaskManager("tm-2", 2)
+	c.waitForTaskManagers(2)
+	id := c.submit(twoVertexJob(4, jobgraph.AllToAll, jobgraph.Pipelined, "sleep", `{"duration":"1h"}`, nil))
+	c.waitFor(id, 10*time.Second, "RUNNING")
+	c.eventually(5*time.Second, func() error {
+		d, err := c.client.JobDetails(c.ctx, id)
+		if err != nil {
+			return err
+		}
+		if n := d.Vertices[0].Tasks["RUNNING"] + d.Vertices[1].Tasks["RUNNING"]; n != 8 {
+			return fmt.Errorf("%d tasks running", n)
+		}
+		return nil
+	})
+	if err := c.client.CancelJob(c.ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	d := c.waitFor(id, 10*time.Second, "CANCELED")
+	for _, v := range d.Vertices {
+		if v.Tasks["CANCELED"] != 4 {
+			t.Errorf("vertex %s tasks %v, want 4 CANCELED", v.ID, v.Tasks)
+		}
+	}
+	c.eventually(5*time.Second, func() error {
+		ov, err := c.client.Overview(c.ctx)
+		if err != nil {
+			return err
+		}
+		if ov.SlotsAvailable != 4 || ov.JobsCancelled != 1 {
+			return fmt.Errorf("overview %+v: want every slot free and 1 cancelled job", ov)
+		}
+		return nil
+	})
+	if err := c.client.CancelJob(c.ctx, id); !errors.Is(err, restapi.ErrJobNotCancellable) {
+		t.Fatalf("cancelling a cancelled job: %v", err)
+	}
+}
+
+// Bad input gets a clear error while the cluster keeps serving a running job.
+func TestBadInputWhileServing(t *testing.T) {
+	c := newCluster(t, nil)
+	c.startTaskManager("tm-1", 2)
+	c.waitForTaskManagers(1)
+	id := c.submit(twoVertexJob(2, jobgraph.AllToAll, jobgraph.Pipelined, "sleep", `{"duration":"3s"}`, nil))
+	c.waitFor(id, 10*time.Second, "RUNNING")
+
+	post := func(body string) (int, string) {
+		resp, err := http.Post("http://"+c.jm.RESTAddress+"/jobs", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var er restapi.ErrorResponse
+		if err := json.Unmarshal(b, &er); err != nil || len(er.Errors) == 0 {
+			t.Fatalf("error body %s is not {\"errors\": [...]}", b)
+		}
+		return resp.StatusCode, strings.Join(er.Errors, "\n")
+	}
+	if code, body := post(`{"name": "x", `); code != 400 || !strings.Contains(body, "JSON") {
+		t.Errorf("malformed JSON: %d %s", code, body)
+	}
+	code, body := post(`{"name":"bad","type":"JOB_TYPE_STREAMING","vertices":[{"id":"a","parallelism":0,"invokable":"noop"},{"id":"a","parallelism":1}],"edges":[{"source":"a","target":"zz","distribution":"DISTRIBUTION_PATTERN_ALL_TO_ALL","partitionType":"RESULT_PARTITION_TYPE_PIPELINED"}]}`)
+	for _, want := range []string{"parallelism 0", `"a" is used more than once`, "has no invokable", `"zz" does not exist`} {
+		if code != 400 || !strings.Contains(body, want) {
+			t.Errorf("invalid JobGraph: %d %s; want 400 mentioning %q", code, body, want)
+		}
+	}
+	if _, err := c.client.JobDetails(c.ctx, "00000000000000000000000000000bad"); !errors.Is(err, restapi.ErrJobNotFound) {
+		t.Errorf("unknown job: %v", err)
+	}
+
+	conn, err := grpc.NewClient(c.jm.RPCAddress, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rm := pb.NewResourceManagerServiceClient(conn)
+	loc := &pb.TaskManagerLocation{ResourceId: "tm-old", RpcAddress: "127.0.0.1:1", Host: "127.0.0.1"}
+	_, err = rm.RegisterTaskExecutor(c.ctx, &pb.RegisterTaskExecutorRequest{ProtocolVersion: version.ProtocolVersion + 41, Location: loc, NumberOfSlots: 1, InstanceId: "x"})
+	if status.Code(err) != codes.FailedPrecondition || !regexp.MustCompile(`protocol`).MatchString(err.Error()) {
+		t.Errorf("wrong protocol version: %v", err)
+	}
+	dup := &pb.TaskManagerLocation{ResourceId: "tm-1", RpcAddress: "127.0.0.1:2", Host: "127.0.0.1"}
+	_, err = rm.RegisterTaskExecutor(c.ctx, &pb.RegisterTaskExecutorRequest{ProtocolVersion: version.ProtocolVersion, Location: dup, NumberOfSlots: 1, InstanceId: "impostor"})
+	if status.Code(err) != codes.AlreadyExists || !strings.Contains(err.Error(), "tm-1") {
+		t.Errorf("duplicate registration: %v", err)
+	}
+	jms := pb.NewJobMasterServiceClient(conn)
+	_, err = jms.UpdateTaskExecutionState(c.ctx, &pb.UpdateTaskExecutionStateRequest{JobId: id, State: "RUNNING",
+		Attempt: &pb.ExecutionAttemptID{JobVertexId: "source", SubtaskIndex: 0, AttemptNumber: 7}})
+	if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "unknown execution attempt") {
+		t.Errorf("unknown attempt: %v", err)
+	}
+	_, err = jms.UpdateTaskExecutionState(c.ctx, &pb.UpdateTaskExecutionStateRequest{JobId: "nope", State: "RUNNING",
+		Attempt: &pb.ExecutionAttemptID{JobVertexId: "source"}})
+	if status.Code(err) != codes.NotFound {
+		t.Errorf("unknown job: %v", err)
+	}
+
+	d := c.waitFor(id, 15*time.Second, "FINISHED")
+	if d.State != "FINISHED" {
+		t.Fatalf("the running job ended %s", d.State)
+	}
+}
+
