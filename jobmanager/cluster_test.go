@@ -521,4 +521,3 @@ func TestBadInputWhileServing(t *testing.T) {
 		t.Fatalf("the running job ended %s", d.State)
 	}
 }
-

@@ -47,4 +47,3 @@ func runJobManager(c *cli.Context) error {
 	<-ctx.Done()
 	return jm.Wait()
 }
-
