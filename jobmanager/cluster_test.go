@@ -85,6 +85,14 @@ func testLogger(t *testing.T) zerolog.Logger {
 
 func newCluster(t *testing.T, settings map[string]string) *cluster {
 	t.Helper()
+	c, stop := startCluster(t, settings)
+	t.Cleanup(stop)
+	return c
+}
+
+// startCluster starts a JobManager; stop stops it and its TaskManagers.
+func startCluster(t *testing.T, settings map[string]string) (*cluster, func()) {
+	t.Helper()
 	base := map[string]string{
 		"jobmanager.rpc.address": "127.0.0.1", "jobmanager.rpc.port": "0",
 		"rest.address": "127.0.0.1", "rest.port": "0",
@@ -109,7 +117,7 @@ func newCluster(t *testing.T, settings map[string]string) *cluster {
 		t.Fatal(err)
 	}
 	cl := &cluster{t: t, cfg: cfg, jm: jm, client: c, ctx: ctx, tms: map[string]*tmHandle{}}
-	t.Cleanup(func() {
+	return cl, func() {
 		cl.mu.Lock()
 		tms := cl.tms
 		cl.tms = map[string]*tmHandle{}
@@ -121,8 +129,7 @@ func newCluster(t *testing.T, settings map[string]string) *cluster {
 		if err := jm.Wait(); err != nil {
 			t.Errorf("JobManager: %v", err)
 		}
-	})
-	return cl
+	}
 }
 
 func (h *tmHandle) stop() {
@@ -389,6 +396,8 @@ func TestKilledTaskManagerRestartsOnlyItsRegions(t *testing.T) {
 		}
 		return nil
 	})
+	// The ResourceManager unregisters the dead TaskManager and its slots.
+	c.waitForTaskManagers(2)
 	d := c.waitFor(id, 20*time.Second, "FINISHED")
 	if d.State != "FINISHED" {
 		t.Fatalf("job %s", d.State)
@@ -520,4 +529,41 @@ func TestBadInputWhileServing(t *testing.T) {
 	if d.State != "FINISHED" {
 		t.Fatalf("the running job ended %s", d.State)
 	}
+}
+
+// A TaskManager whose JobManager goes away frees the job's slots and
+// registers again once a JobManager is back at the same address.
+func TestTaskManagerReRegistersWhenJobManagerReturns(t *testing.T) {
+	first, stopFirst := startCluster(t, nil)
+	first.startTaskManager("tm-1", 2)
+	first.waitForTaskManagers(1)
+	id := first.submit(twoVertexJob(2, jobgraph.AllToAll, jobgraph.Pipelined, "sleep", `{"duration":"1h"}`, nil))
+	first.waitFor(id, 10*time.Second, "RUNNING")
+	rpcPort := first.jm.RPCAddress[strings.LastIndex(first.jm.RPCAddress, ":")+1:]
+	// Keep the TaskManager running: stop only the JobManager.
+	first.mu.Lock()
+	tm := first.tms["tm-1"]
+	delete(first.tms, "tm-1")
+	first.mu.Unlock()
+	stopFirst()
+
+	second, stopSecond := startCluster(t, map[string]string{"jobmanager.rpc.port": rpcPort})
+	defer stopSecond()
+	second.mu.Lock()
+	second.tms["tm-1"] = tm
+	second.mu.Unlock()
+	second.waitForTaskManagers(1)
+	second.eventually(10*time.Second, func() error {
+		ov, err := second.client.Overview(second.ctx)
+		if err != nil {
+			return err
+		}
+		if ov.SlotsAvailable != 2 {
+			return fmt.Errorf("%d of 2 slots free; the old job's slots must be freed", ov.SlotsAvailable)
+		}
+		return nil
+	})
+	// And the new JobManager can use them.
+	id2 := second.submit(twoVertexJob(2, jobgraph.AllToAll, jobgraph.Pipelined, "noop", "", nil))
+	second.waitFor(id2, 10*time.Second, "FINISHED")
 }
