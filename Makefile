@@ -26,7 +26,7 @@ bench-scheduler:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 5x ./jobmanager/...
 
 run: build
-	$(BIN)/gofl simulate --kill-at 150ms -D restart-strategy.type=fixed-delay -D restart-strategy.fixed-delay.attempts=3
+	scripts/demo.sh
 
 # Regenerates the configuration reference in README.md from conf/.
 docs:

@@ -57,7 +57,7 @@ Examples:
 			simulateCommand(),
 			jobmanagerCommand(),
 			taskManagerCommand(),
-			listCommand(), infoCommand(), cancelCommand(),
+			submitCommand(), listCommand(), infoCommand(), cancelCommand(),
 		},
 	}
 	addConfigFlags(app.Commands)

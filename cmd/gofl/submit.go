@@ -1,0 +1,115 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/gofl/gofl/client"
+	"github.com/gofl/gofl/jobgraph"
+	"github.com/gofl/gofl/rpc/pb"
+)
+
+func submitCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "submit",
+		Usage:     "submit a JobGraph file (protobuf JSON) to a running cluster",
+		ArgsUsage: "JOBGRAPH.json",
+		Description: `Submits a prepared JobGraph, written as protobuf JSON (the body POST /jobs
+takes), to the cluster's Dispatcher, and with --wait follows the job until it
+ends, printing each state change; the exit code is non-zero unless the job
+FINISHED. Job binaries written with the SDK are run with 'gofl run' instead.
+
+Examples:
+   gofl submit -m localhost:8081 scripts/jobs/wordcount-shape.json
+   gofl submit --wait scripts/jobs/wordcount-shape.json`,
+		Flags: []cli.Flag{
+			jobManagerFlag(),
+			&cli.BoolFlag{Name: "wait", Usage: "follow the job until it ends"},
+			&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "with --wait, give up after `DURATION`"},
+		},
+		Action: runSubmit,
+	}
+}
+
+func runSubmit(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return errors.New("submit: expected exactly one JOBGRAPH.json argument")
+	}
+	path := c.Args().First()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("submit: %w", err)
+	}
+	var m pb.JobGraph
+	if err := protojson.Unmarshal(data, &m); err != nil {
+		return fmt.Errorf("submit: %s is not a JobGraph in protobuf JSON: %w", path, err)
+	}
+	jg := jobgraph.FromProto(&m)
+	if err := jg.Validate(); err != nil {
+		return fmt.Errorf("submit: %s: %w", path, err)
+	}
+	cl, err := restClient(c)
+	if err != nil {
+		return err
+	}
+	id, err := cl.SubmitJob(c.Context, jg)
+	if err != nil {
+		return fmt.Errorf("submit: %w", err)
+	}
+	fmt.Fprintf(c.App.Writer, "Job %s (%s) submitted\n", id, jg.Name)
+	if !c.Bool("wait") {
+		return nil
+	}
+	return followJob(c, cl, id)
+}
+
+// followJob prints the job's state and task counts whenever they change,
+// until the job ends.
+func followJob(c *cli.Context, cl *client.Client, id string) error {
+	deadline := time.Now().Add(c.Duration("timeout"))
+	last := ""
+	for {
+		d, err := cl.JobDetails(c.Context, id)
+		if err != nil {
+			return jobError(id, err)
+		}
+		var parts []string
+		for _, v := range d.Vertices {
+			var states []string
+			for _, s := range []string{"CREATED", "SCHEDULED", "DEPLOYING", "INITIALIZING", "RUNNING", "FINISHED", "CANCELING", "CANCELED", "FAILED"} {
+				if n := v.Tasks[s]; n > 0 {
+					states = append(states, fmt.Sprintf("%d %s", n, s))
+				}
+			}
+			parts = append(parts, fmt.Sprintf("%s: %s", v.Name, strings.Join(states, ", ")))
+		}
+		line := fmt.Sprintf("%s | %s", d.State, strings.Join(parts, " | "))
+		if line != last {
+			fmt.Fprintf(c.App.Writer, "[%s] %s\n", time.Now().Format("15:04:05.000"), line)
+			last = line
+		}
+		if client.IsGloballyTerminal(d.State) {
+			if d.State != "FINISHED" {
+				if ex, err := cl.JobExceptions(c.Context, id); err == nil && ex.RootException != "" {
+					fmt.Fprintf(c.App.ErrWriter, "root cause: %s\n", ex.RootException)
+				}
+				return fmt.Errorf("submit: job %s ended %s", id, d.State)
+			}
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("submit: job %s still %s after %v", id, d.State, c.Duration("timeout"))
+		}
+		select {
+		case <-c.Context.Done():
+			return c.Context.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

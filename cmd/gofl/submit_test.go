@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSubmitJobGraphFile(t *testing.T) {
+	c := newCluster(t)
+	r := gofl(t, nil, "submit", "--jobmanager", c.addr, "../../scripts/jobs/wordcount-shape.json")
+	if r.code != 0 || !strings.Contains(r.stdout, "submitted") {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	jobs := gofl(t, nil, "list", "--jobmanager", c.addr)
+	if !strings.Contains(jobs.stdout, "wordcount (built-in tasks)") {
+		t.Fatalf("submitted job not listed:\n%s", jobs.stdout)
+	}
+}
+
+func TestSubmitWaitFollowsToTheEnd(t *testing.T) {
+	c := newCluster(t)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() { // finish the job once it shows up, a little later
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(300 * time.Millisecond):
+			}
+			if l, err := c.d.ListJobs(context.Background()); err == nil && len(l.Jobs) == 1 {
+				c.d.SetState(l.Jobs[0].ID, "FINISHED")
+			}
+		}
+	}()
+	r := gofl(t, nil, "submit", "--wait", "--jobmanager", c.addr, "../../scripts/jobs/wordcount-shape.json")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "RUNNING") || !strings.Contains(r.stdout, "FINISHED") {
+		t.Fatalf("progress not printed:\n%s", r.stdout)
+	}
+}
+
+func TestSubmitRejectsBadFiles(t *testing.T) {
+	c := newCluster(t)
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct{ file, want string }{
+		{filepath.Join(dir, "missing.json"), "no such file"},
+		{write("broken.json", `{"name": `), "is not a JobGraph in protobuf JSON"},
+		{write("invalid.json", `{"name": "x", "type": "JOB_TYPE_BATCH"}`), "no vertices"},
+	} {
+		r := gofl(t, nil, "submit", "--jobmanager", c.addr, tc.file)
+		if r.code == 0 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%s: exit %d, stderr %q; want failure mentioning %q", tc.file, r.code, r.stderr, tc.want)
+		}
+	}
+}
