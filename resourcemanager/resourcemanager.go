@@ -347,6 +347,12 @@ func (rm *ResourceManager) registerTaskExecutor(req *pb.RegisterTaskExecutorRequ
 	loc := req.GetLocation()
 	// Registrations not heard from within the timeout are gone: replace them.
 	rm.expireTaskExecutors(now)
+	if te, ok := rm.tes[loc.GetResourceId()]; ok && te.instanceID != req.GetInstanceId() && te.rpcAddress == loc.GetRpcAddress() {
+		// A new process on the old one's address: the old one is gone (it
+		// cannot hold the port any more), though the new one may have been
+		// answering the old registration's heartbeats. Replace it.
+		rm.removeTaskExecutor(te.resourceID, fmt.Sprintf("restarted as instance %s", req.GetInstanceId()))
+	}
 	if te, ok := rm.tes[loc.GetResourceId()]; ok {
 		if te.instanceID != req.GetInstanceId() {
 			return nil, status.Errorf(codes.AlreadyExists, "resource ID %s is already registered by a live TaskManager at %s (instance %s); registration of instance %s from %s rejected",

@@ -92,6 +92,23 @@ func TestRegisterTaskExecutor(t *testing.T) {
 			t.Fatalf("TaskManager = %+v, %v; want the first registration kept", tm, err)
 		}
 	})
+	t.Run("a new instance on the same address replaces the old one", func(t *testing.T) {
+		c := startRM(t, fastConfig())
+		old := startTE(t, "tm1", 1)
+		old.register(t, c)
+		req := old.registration()
+		req.InstanceId = "restarted"
+		req.NumberOfSlots = 1
+		if _, err := c.client.RegisterTaskExecutor(ctxT(t), req); err != nil {
+			t.Fatalf("re-registration of a restarted process on the same address: %v", err)
+		}
+		if ids := c.taskManagerIDs(); !slices.Equal(ids, []string{"tm1"}) {
+			t.Fatalf("TaskManagers = %v", ids)
+		}
+		if !strings.Contains(c.logs.String(), "restarted as instance restarted") {
+			t.Error("the log does not say why the old registration was replaced")
+		}
+	})
 	t.Run("same instance is idempotent", func(t *testing.T) {
 		c := startRM(t, fastConfig())
 		te := startTE(t, "tm1", 2)
