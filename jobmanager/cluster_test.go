@@ -493,6 +493,16 @@ func TestBadInputWhileServing(t *testing.T) {
 			t.Errorf("invalid JobGraph: %d %s; want 400 mentioning %q", code, body, want)
 		}
 	}
+	if _, err := c.client.SubmitJob(c.ctx, &jobgraph.JobGraph{JobID: id, Name: "again", Type: jobgraph.Batch,
+		Vertices: []*jobgraph.Vertex{{ID: "a", Parallelism: 1, Invokable: "noop"}}}); !errors.Is(err, restapi.ErrDuplicateJob) {
+		t.Errorf("duplicate job ID: %v", err)
+	}
+	bad := twoVertexJob(1, jobgraph.AllToAll, jobgraph.Pipelined, "noop", "",
+		map[string]string{"restart-strategy.type": "sometimes", "slot.request.timeout": "soon", "user.setting": "kept"})
+	if _, err := c.client.SubmitJob(c.ctx, bad); !errors.Is(err, restapi.ErrBadRequest) ||
+		!strings.Contains(err.Error(), "restart-strategy.type") || !strings.Contains(err.Error(), "slot.request.timeout") {
+		t.Errorf("job with bad configuration: %v; want 400 naming both keys", err)
+	}
 	if _, err := c.client.JobDetails(c.ctx, "00000000000000000000000000000bad"); !errors.Is(err, restapi.ErrJobNotFound) {
 		t.Errorf("unknown job: %v", err)
 	}
