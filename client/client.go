@@ -3,6 +3,8 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -134,6 +137,8 @@ func sentinel(method, path string, status int) error {
 			return restapi.ErrJobNotFound
 		case strings.HasPrefix(path, "/taskmanagers/"):
 			return restapi.ErrTaskManagerNotFound
+		case strings.HasPrefix(path, "/blobs/"):
+			return restapi.ErrBlobNotFound
 		}
 	case http.StatusConflict:
 		if method == http.MethodPatch {
@@ -147,6 +152,25 @@ func sentinel(method, path string, status int) error {
 // do sends one request and decodes a 2xx JSON answer into out (if non-nil).
 // path is the API path ("/jobs/..."); query is appended as is.
 func (c *Client) do(ctx context.Context, method, path, query string, body []byte, out any) error {
+	var rd io.Reader
+	var headers map[string]string
+	if body != nil {
+		rd = bytes.NewReader(body)
+		headers = map[string]string{"Content-Type": "application/json"}
+	}
+	return c.send(ctx, method, path, query, rd, headers, out)
+}
+
+// doStream sends a streamed request body, such as a blob upload.
+func (c *Client) doStream(ctx context.Context, method, path string, body io.Reader, headers map[string]string, out any) error {
+	h := map[string]string{"Content-Type": "application/octet-stream"}
+	for k, v := range headers {
+		h[k] = v
+	}
+	return c.send(ctx, method, path, "", body, h, out)
+}
+
+func (c *Client) send(ctx context.Context, method, path, query string, rd io.Reader, headers map[string]string, out any) error {
 	if c.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
@@ -155,17 +179,13 @@ func (c *Client) do(ctx context.Context, method, path, query string, body []byte
 	u := *c.base
 	u.Path += path
 	u.RawQuery = query
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
 	if err != nil {
 		return fmt.Errorf("client: %s %s: %w", method, path, err)
 	}
 	req.Header.Set("Accept", "application/json")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+	for k, v := range headers {
+		req.Header.Set(k, v)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
@@ -243,6 +263,41 @@ func (c *Client) JobExceptions(ctx context.Context, jobID string) (restapi.JobEx
 func (c *Client) JobVertex(ctx context.Context, jobID, vertexID string) (restapi.JobVertexInfo, error) {
 	var v restapi.JobVertexInfo
 	return v, c.do(ctx, http.MethodGet, jobPath(jobID)+"/vertices/"+url.PathEscape(vertexID), "", nil, &v)
+}
+
+// UploadBlob uploads the file at path to the JobManager's blob store unless
+// a blob with the same content is already there (HEAD /blobs/{key}), so an
+// unchanged job binary is never uploaded twice. It returns the blob's key
+// and whether bytes were sent.
+func (c *Client) UploadBlob(ctx context.Context, path string) (key string, uploaded bool, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", false, fmt.Errorf("client: %w", err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", false, fmt.Errorf("client: hashing %s: %w", path, err)
+	}
+	key = "sha256:" + hex.EncodeToString(h.Sum(nil))
+	err = c.do(ctx, http.MethodHead, "/blobs/"+key, "", nil, nil)
+	if err == nil {
+		return key, false, nil
+	}
+	if !errors.Is(err, restapi.ErrBlobNotFound) {
+		return "", false, err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return "", false, fmt.Errorf("client: %w", err)
+	}
+	var info restapi.BlobInfo
+	if err := c.doStream(ctx, http.MethodPost, "/blobs", f, map[string]string{restapi.BlobKeyHeader: key}, &info); err != nil {
+		return "", false, err
+	}
+	if info.Key != key {
+		return "", false, fmt.Errorf("client: the JobManager stored %s as %s", key, info.Key)
+	}
+	return key, true, nil
 }
 
 // CancelJob is PATCH /jobs/{jobid}?mode=cancel. It returns once cancelling

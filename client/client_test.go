@@ -1,11 +1,14 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gofl/gofl/client"
+	"github.com/gofl/gofl/internal/blob"
 	"github.com/gofl/gofl/jobgraph"
 	"github.com/gofl/gofl/jobmanager/rest"
 	"github.com/gofl/gofl/jobmanager/rest/resttest"
@@ -268,5 +272,48 @@ func TestSubmitNil(t *testing.T) {
 	var g *jobgraph.JobGraph
 	if _, err := c.SubmitJob(context.Background(), g); err == nil {
 		t.Error("nil graph accepted")
+	}
+}
+
+func TestUploadBlobOnlyOnce(t *testing.T) {
+	store, err := blob.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := resttest.NewServer(t, resttest.NewDispatcher(), rest.Options{Blobs: store})
+	c, err := client.New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "job-binary")
+	if err := os.WriteFile(path, bytes.Repeat([]byte("\x7fELF"), 100_000), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	key, uploaded, err := c.UploadBlob(context.Background(), path)
+	if err != nil || !uploaded || !store.Has(key) {
+		t.Fatalf("first upload: %s %v %v", key, uploaded, err)
+	}
+	p, _ := store.Path(key)
+	before, _ := os.Stat(p)
+	key2, uploaded2, err := c.UploadBlob(context.Background(), path)
+	if err != nil || uploaded2 || key2 != key {
+		t.Fatalf("second upload: %s %v %v; want nothing sent", key2, uploaded2, err)
+	}
+	if after, _ := os.Stat(p); !after.ModTime().Equal(before.ModTime()) {
+		t.Fatal("the blob was rewritten")
+	}
+	// A body that does not match the announced key is refused.
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/blobs", strings.NewReader("something else"))
+	req.Header.Set(restapi.BlobKeyHeader, key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("mismatching upload: status %d, want 400", resp.StatusCode)
+	}
+	if _, _, err := c.UploadBlob(context.Background(), filepath.Join(t.TempDir(), "missing")); err == nil {
+		t.Fatal("uploading a missing file succeeded")
 	}
 }

@@ -62,6 +62,9 @@ var (
 	// BlobOffloadMinSize is the size above which job artifacts travel through the blob store.
 	BlobOffloadMinSize = MemorySizeOption("blob.offload.minsize", 1*Mebibyte,
 		"Serialized job data larger than this is offloaded to the blob store instead of being sent inline over RPC.")
+	// BlobStorageDirectory is where the JobManager keeps uploaded blobs.
+	BlobStorageDirectory = StringOption("blob.storage.directory", "",
+		"Directory the JobManager stores uploaded blobs (job binaries) in, by content digest; empty means a fresh temporary directory removed at shutdown.")
 	// StagingDir is the root under which clusters stage binaries and configs.
 	// Its default keeps "$HOME" unexpanded; expand with ExpandEnv where used.
 	StagingDir = StringOption("staging.dir", "file://$HOME",

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/gofl/gofl/conf"
+	"github.com/gofl/gofl/internal/blob"
 	"github.com/gofl/gofl/internal/version"
 	"github.com/gofl/gofl/jobmanager/dispatcher"
 	"github.com/gofl/gofl/jobmanager/rest"
@@ -46,6 +48,21 @@ func Start(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*Job
 		rpcLis.Close()
 		return nil, fmt.Errorf("jobmanager: REST port (rest.address/rest.port): %w", err)
 	}
+	blobDir, tempBlobs := conf.BlobStorageDirectory.Get(c), false
+	if blobDir == "" {
+		if blobDir, err = os.MkdirTemp("", "gofl-blobs-"); err != nil {
+			rpcLis.Close()
+			restLis.Close()
+			return nil, fmt.Errorf("jobmanager: blob store: %w", err)
+		}
+		tempBlobs = true
+	}
+	blobs, err := blob.Open(blobDir)
+	if err != nil {
+		rpcLis.Close()
+		restLis.Close()
+		return nil, fmt.Errorf("jobmanager: blob store (blob.storage.directory): %w", err)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	j := &JobManager{RPCAddress: rpcLis.Addr().String(), RESTAddress: restLis.Addr().String(), cancel: cancel}
 
@@ -61,8 +78,9 @@ func Start(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*Job
 	grpcServer := grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20))
 	pb.RegisterResourceManagerServiceServer(grpcServer, rm.Service())
 	pb.RegisterJobMasterServiceServer(grpcServer, disp.JobMasterService())
+	pb.RegisterBlobServiceServer(grpcServer, blob.NewService(blobs))
 	httpServer := &http.Server{
-		Handler:           rest.NewHandler(disp, log.With().Str("component", "rest").Logger(), rest.Options{}),
+		Handler:           rest.NewHandler(disp, log.With().Str("component", "rest").Logger(), rest.Options{Blobs: blobs}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 
@@ -90,6 +108,9 @@ func Start(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*Job
 		case <-shutdown.Done():
 			grpcServer.Stop()
 			<-stopped
+		}
+		if tempBlobs {
+			_ = os.RemoveAll(blobDir)
 		}
 	})
 	log.Info().Str("rpc", j.RPCAddress).Str("rest", j.RESTAddress).Str("version", version.Version).Msg("JobManager started")

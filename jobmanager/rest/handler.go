@@ -9,12 +9,14 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/gofl/gofl/internal/blob"
 	"github.com/gofl/gofl/jobgraph"
 	"github.com/gofl/gofl/rpc/pb"
 	"github.com/gofl/gofl/rpc/restapi"
@@ -32,6 +34,11 @@ type Options struct {
 	MaxBodyBytes int64
 	// RequestTimeout bounds each call into the Dispatcher.
 	RequestTimeout time.Duration
+	// Blobs, if set, serves POST /blobs and HEAD /blobs/{key}: uploads of
+	// job binaries into the JobManager's content-addressed blob store.
+	Blobs *blob.Store
+	// MaxBlobBytes bounds one blob upload (default 1 GiB).
+	MaxBlobBytes int64
 }
 
 // NewHandler returns the REST API handler serving d. Requests are logged at
@@ -39,6 +46,9 @@ type Options struct {
 func NewHandler(d Dispatcher, log zerolog.Logger, opts Options) http.Handler {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.MaxBlobBytes <= 0 {
+		opts.MaxBlobBytes = 1 << 30
 	}
 	if opts.RequestTimeout <= 0 {
 		opts.RequestTimeout = DefaultRequestTimeout
@@ -78,6 +88,8 @@ func (h *handler) buildRoutes() []route {
 		{"/jobs/{jobid}", map[string]endpoint{http.MethodGet: h.jobDetails, http.MethodPatch: h.cancelJob}},
 		{"/jobs/{jobid}/exceptions", map[string]endpoint{http.MethodGet: h.jobExceptions}},
 		{"/jobs/{jobid}/vertices/{vertexid}", map[string]endpoint{http.MethodGet: h.jobVertex}},
+		{"/blobs", map[string]endpoint{http.MethodPost: h.uploadBlob}},
+		{"/blobs/{key}", map[string]endpoint{http.MethodHead: h.blobInfo}},
 		{"/taskmanagers", map[string]endpoint{http.MethodGet: h.taskManagers}},
 		{"/taskmanagers/{tmid}", map[string]endpoint{http.MethodGet: h.taskManager}},
 	}
@@ -227,6 +239,47 @@ func (h *handler) cancelJob(ctx context.Context, _ http.ResponseWriter, r *http.
 	return http.StatusAccepted, struct{}{}, nil
 }
 
+func (h *handler) uploadBlob(_ context.Context, w http.ResponseWriter, r *http.Request, _ []string) (int, any, error) {
+	if h.opts.Blobs == nil {
+		return 0, nil, fmt.Errorf("%w: this JobManager does not store blobs", restapi.ErrBadRequest)
+	}
+	key, stored, err := h.opts.Blobs.Put(http.MaxBytesReader(w, r.Body, h.opts.MaxBlobBytes), r.Header.Get(restapi.BlobKeyHeader), 0)
+	if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+		return 0, nil, &tooLargeError{limit: mbe.Limit}
+	}
+	if errors.Is(err, blob.ErrDigestMismatch) || errors.Is(err, blob.ErrInvalidKey) {
+		return 0, nil, fmt.Errorf("%w: %w", restapi.ErrBadRequest, err)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	info := restapi.BlobInfo{Key: key, Stored: stored}
+	if p, err := h.opts.Blobs.Path(key); err == nil {
+		if st, err := os.Stat(p); err == nil {
+			info.Size = st.Size()
+		}
+	}
+	return http.StatusCreated, info, nil
+}
+
+func (h *handler) blobInfo(_ context.Context, _ http.ResponseWriter, _ *http.Request, p []string) (int, any, error) {
+	if h.opts.Blobs == nil {
+		return 0, nil, fmt.Errorf("%w: blob %s", restapi.ErrBlobNotFound, p[0])
+	}
+	path, err := h.opts.Blobs.Path(p[0])
+	if errors.Is(err, blob.ErrInvalidKey) {
+		return 0, nil, fmt.Errorf("%w: %w", restapi.ErrBadRequest, err)
+	}
+	if err != nil {
+		return 0, nil, fmt.Errorf("%w: %s", restapi.ErrBlobNotFound, p[0])
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%w: %s", restapi.ErrBlobNotFound, p[0])
+	}
+	return http.StatusOK, restapi.BlobInfo{Key: p[0], Size: st.Size()}, nil
+}
+
 func (h *handler) submitJob(ctx context.Context, w http.ResponseWriter, r *http.Request, _ []string) (int, any, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
 	if err != nil {
@@ -306,7 +359,7 @@ func (h *handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 		msgs = append([]string(nil), ve.Problems...)
 	case errors.Is(err, jobgraph.ErrInvalid), errors.Is(err, restapi.ErrBadRequest):
 		status = http.StatusBadRequest
-	case errors.Is(err, restapi.ErrJobNotFound), errors.Is(err, restapi.ErrTaskManagerNotFound):
+	case errors.Is(err, restapi.ErrJobNotFound), errors.Is(err, restapi.ErrTaskManagerNotFound), errors.Is(err, restapi.ErrBlobNotFound):
 		status = http.StatusNotFound
 	case errors.Is(err, restapi.ErrDuplicateJob), errors.Is(err, restapi.ErrJobNotCancellable):
 		status = http.StatusConflict

@@ -1563,6 +1563,95 @@ func (x *DisconnectJobManagerRequest) GetCause() string {
 	return ""
 }
 
+type BlobChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BlobChunk) Reset() {
+	*x = BlobChunk{}
+	mi := &file_cluster_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BlobChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BlobChunk) ProtoMessage() {}
+
+func (x *BlobChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BlobChunk.ProtoReflect.Descriptor instead.
+func (*BlobChunk) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *BlobChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type GetBlobByKeyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "sha256:" plus the hex digest.
+	Key           string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBlobByKeyRequest) Reset() {
+	*x = GetBlobByKeyRequest{}
+	mi := &file_cluster_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBlobByKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBlobByKeyRequest) ProtoMessage() {}
+
+func (x *GetBlobByKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBlobByKeyRequest.ProtoReflect.Descriptor instead.
+func (*GetBlobByKeyRequest) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *GetBlobByKeyRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
 var File_cluster_proto protoreflect.FileDescriptor
 
 const file_cluster_proto_rawDesc = "" +
@@ -1680,7 +1769,11 @@ const file_cluster_proto_rawDesc = "" +
 	"\arunning\x18\x02 \x03(\v2\x1b.gofl.v1.ExecutionAttemptIDR\arunning\"J\n" +
 	"\x1bDisconnectJobManagerRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
-	"\x05cause\x18\x02 \x01(\tR\x05cause2\x8d\x02\n" +
+	"\x05cause\x18\x02 \x01(\tR\x05cause\"\x1f\n" +
+	"\tBlobChunk\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"'\n" +
+	"\x13GetBlobByKeyRequest\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key2\x8d\x02\n" +
 	"\x16ResourceManagerService\x12c\n" +
 	"\x14RegisterTaskExecutor\x12$.gofl.v1.RegisterTaskExecutorRequest\x1a%.gofl.v1.RegisterTaskExecutorResponse\x12>\n" +
 	"\x0eSendSlotReport\x12\x1e.gofl.v1.SendSlotReportRequest\x1a\f.gofl.v1.Ack\x12N\n" +
@@ -1702,7 +1795,9 @@ const file_cluster_proto_rawDesc = "" +
 	"\x11ReleasePartitions\x12!.gofl.v1.ReleasePartitionsRequest\x1a\f.gofl.v1.Ack\x12`\n" +
 	"\x1cHeartbeatFromResourceManager\x12\x19.gofl.v1.HeartbeatRequest\x1a%.gofl.v1.TaskManagerHeartbeatResponse\x12[\n" +
 	"\x17HeartbeatFromJobManager\x12\x19.gofl.v1.HeartbeatRequest\x1a%.gofl.v1.TaskManagerHeartbeatResponse\x12J\n" +
-	"\x14DisconnectJobManager\x12$.gofl.v1.DisconnectJobManagerRequest\x1a\f.gofl.v1.AckB\x1dZ\x1bgithub.com/gofl/gofl/rpc/pbb\x06proto3"
+	"\x14DisconnectJobManager\x12$.gofl.v1.DisconnectJobManagerRequest\x1a\f.gofl.v1.Ack2Q\n" +
+	"\vBlobService\x12B\n" +
+	"\fGetBlobByKey\x12\x1c.gofl.v1.GetBlobByKeyRequest\x1a\x12.gofl.v1.BlobChunk0\x01B\x1dZ\x1bgithub.com/gofl/gofl/rpc/pbb\x06proto3"
 
 var (
 	file_cluster_proto_rawDescOnce sync.Once
@@ -1716,7 +1811,7 @@ func file_cluster_proto_rawDescGZIP() []byte {
 	return file_cluster_proto_rawDescData
 }
 
-var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_cluster_proto_goTypes = []any{
 	(*Ack)(nil),                             // 0: gofl.v1.Ack
 	(*TaskManagerLocation)(nil),             // 1: gofl.v1.TaskManagerLocation
@@ -1745,8 +1840,10 @@ var file_cluster_proto_goTypes = []any{
 	(*HeartbeatRequest)(nil),                // 24: gofl.v1.HeartbeatRequest
 	(*TaskManagerHeartbeatResponse)(nil),    // 25: gofl.v1.TaskManagerHeartbeatResponse
 	(*DisconnectJobManagerRequest)(nil),     // 26: gofl.v1.DisconnectJobManagerRequest
-	(*ExecutionAttemptID)(nil),              // 27: gofl.v1.ExecutionAttemptID
-	(*TaskDeploymentDescriptor)(nil),        // 28: gofl.v1.TaskDeploymentDescriptor
+	(*BlobChunk)(nil),                       // 27: gofl.v1.BlobChunk
+	(*GetBlobByKeyRequest)(nil),             // 28: gofl.v1.GetBlobByKeyRequest
+	(*ExecutionAttemptID)(nil),              // 29: gofl.v1.ExecutionAttemptID
+	(*TaskDeploymentDescriptor)(nil),        // 30: gofl.v1.TaskDeploymentDescriptor
 }
 var file_cluster_proto_depIdxs = []int32{
 	2,  // 0: gofl.v1.SlotReport.slots:type_name -> gofl.v1.SlotStatus
@@ -1754,14 +1851,14 @@ var file_cluster_proto_depIdxs = []int32{
 	3,  // 2: gofl.v1.SendSlotReportRequest.slot_report:type_name -> gofl.v1.SlotReport
 	1,  // 3: gofl.v1.RegisterTaskManagerRequest.location:type_name -> gofl.v1.TaskManagerLocation
 	10, // 4: gofl.v1.OfferSlotsRequest.slots:type_name -> gofl.v1.SlotOffer
-	27, // 5: gofl.v1.UpdateTaskExecutionStateRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	29, // 5: gofl.v1.UpdateTaskExecutionStateRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
 	13, // 6: gofl.v1.UpdateTaskExecutionStateRequest.failure:type_name -> gofl.v1.FailureInfo
-	28, // 7: gofl.v1.SubmitTaskRequest.tdd:type_name -> gofl.v1.TaskDeploymentDescriptor
-	27, // 8: gofl.v1.CancelTaskRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	27, // 9: gofl.v1.ResultPartitionIDProto.producer:type_name -> gofl.v1.ExecutionAttemptID
+	30, // 7: gofl.v1.SubmitTaskRequest.tdd:type_name -> gofl.v1.TaskDeploymentDescriptor
+	29, // 8: gofl.v1.CancelTaskRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	29, // 9: gofl.v1.ResultPartitionIDProto.producer:type_name -> gofl.v1.ExecutionAttemptID
 	22, // 10: gofl.v1.ReleasePartitionsRequest.partitions:type_name -> gofl.v1.ResultPartitionIDProto
 	3,  // 11: gofl.v1.TaskManagerHeartbeatResponse.slot_report:type_name -> gofl.v1.SlotReport
-	27, // 12: gofl.v1.TaskManagerHeartbeatResponse.running:type_name -> gofl.v1.ExecutionAttemptID
+	29, // 12: gofl.v1.TaskManagerHeartbeatResponse.running:type_name -> gofl.v1.ExecutionAttemptID
 	4,  // 13: gofl.v1.ResourceManagerService.RegisterTaskExecutor:input_type -> gofl.v1.RegisterTaskExecutorRequest
 	6,  // 14: gofl.v1.ResourceManagerService.SendSlotReport:input_type -> gofl.v1.SendSlotReportRequest
 	7,  // 15: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:input_type -> gofl.v1.DisconnectTaskExecutorRequest
@@ -1778,24 +1875,26 @@ var file_cluster_proto_depIdxs = []int32{
 	24, // 26: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:input_type -> gofl.v1.HeartbeatRequest
 	24, // 27: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:input_type -> gofl.v1.HeartbeatRequest
 	26, // 28: gofl.v1.TaskExecutorService.DisconnectJobManager:input_type -> gofl.v1.DisconnectJobManagerRequest
-	5,  // 29: gofl.v1.ResourceManagerService.RegisterTaskExecutor:output_type -> gofl.v1.RegisterTaskExecutorResponse
-	0,  // 30: gofl.v1.ResourceManagerService.SendSlotReport:output_type -> gofl.v1.Ack
-	0,  // 31: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:output_type -> gofl.v1.Ack
-	9,  // 32: gofl.v1.JobMasterService.RegisterTaskManager:output_type -> gofl.v1.RegisterTaskManagerResponse
-	12, // 33: gofl.v1.JobMasterService.OfferSlots:output_type -> gofl.v1.OfferSlotsResponse
-	0,  // 34: gofl.v1.JobMasterService.UpdateTaskExecutionState:output_type -> gofl.v1.Ack
-	0,  // 35: gofl.v1.JobMasterService.DisconnectTaskManager:output_type -> gofl.v1.Ack
-	17, // 36: gofl.v1.JobMasterService.GetBlob:output_type -> gofl.v1.GetBlobResponse
-	0,  // 37: gofl.v1.TaskExecutorService.RequestSlot:output_type -> gofl.v1.Ack
-	0,  // 38: gofl.v1.TaskExecutorService.SubmitTask:output_type -> gofl.v1.Ack
-	0,  // 39: gofl.v1.TaskExecutorService.CancelTask:output_type -> gofl.v1.Ack
-	0,  // 40: gofl.v1.TaskExecutorService.FreeSlot:output_type -> gofl.v1.Ack
-	0,  // 41: gofl.v1.TaskExecutorService.ReleasePartitions:output_type -> gofl.v1.Ack
-	25, // 42: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
-	25, // 43: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
-	0,  // 44: gofl.v1.TaskExecutorService.DisconnectJobManager:output_type -> gofl.v1.Ack
-	29, // [29:45] is the sub-list for method output_type
-	13, // [13:29] is the sub-list for method input_type
+	28, // 29: gofl.v1.BlobService.GetBlobByKey:input_type -> gofl.v1.GetBlobByKeyRequest
+	5,  // 30: gofl.v1.ResourceManagerService.RegisterTaskExecutor:output_type -> gofl.v1.RegisterTaskExecutorResponse
+	0,  // 31: gofl.v1.ResourceManagerService.SendSlotReport:output_type -> gofl.v1.Ack
+	0,  // 32: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:output_type -> gofl.v1.Ack
+	9,  // 33: gofl.v1.JobMasterService.RegisterTaskManager:output_type -> gofl.v1.RegisterTaskManagerResponse
+	12, // 34: gofl.v1.JobMasterService.OfferSlots:output_type -> gofl.v1.OfferSlotsResponse
+	0,  // 35: gofl.v1.JobMasterService.UpdateTaskExecutionState:output_type -> gofl.v1.Ack
+	0,  // 36: gofl.v1.JobMasterService.DisconnectTaskManager:output_type -> gofl.v1.Ack
+	17, // 37: gofl.v1.JobMasterService.GetBlob:output_type -> gofl.v1.GetBlobResponse
+	0,  // 38: gofl.v1.TaskExecutorService.RequestSlot:output_type -> gofl.v1.Ack
+	0,  // 39: gofl.v1.TaskExecutorService.SubmitTask:output_type -> gofl.v1.Ack
+	0,  // 40: gofl.v1.TaskExecutorService.CancelTask:output_type -> gofl.v1.Ack
+	0,  // 41: gofl.v1.TaskExecutorService.FreeSlot:output_type -> gofl.v1.Ack
+	0,  // 42: gofl.v1.TaskExecutorService.ReleasePartitions:output_type -> gofl.v1.Ack
+	25, // 43: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
+	25, // 44: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
+	0,  // 45: gofl.v1.TaskExecutorService.DisconnectJobManager:output_type -> gofl.v1.Ack
+	27, // 46: gofl.v1.BlobService.GetBlobByKey:output_type -> gofl.v1.BlobChunk
+	30, // [30:47] is the sub-list for method output_type
+	13, // [13:30] is the sub-list for method input_type
 	13, // [13:13] is the sub-list for extension type_name
 	13, // [13:13] is the sub-list for extension extendee
 	0,  // [0:13] is the sub-list for field type_name
@@ -1813,9 +1912,9 @@ func file_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cluster_proto_rawDesc), len(file_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   27,
+			NumMessages:   29,
 			NumExtensions: 0,
-			NumServices:   3,
+			NumServices:   4,
 		},
 		GoTypes:           file_cluster_proto_goTypes,
 		DependencyIndexes: file_cluster_proto_depIdxs,

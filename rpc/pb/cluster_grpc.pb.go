@@ -841,3 +841,114 @@ var TaskExecutorService_ServiceDesc = grpc.ServiceDesc{
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "cluster.proto",
 }
+
+const (
+	BlobService_GetBlobByKey_FullMethodName = "/gofl.v1.BlobService/GetBlobByKey"
+)
+
+// BlobServiceClient is the client API for BlobService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+type BlobServiceClient interface {
+	// Streams a stored blob (a job binary, offloaded data) in chunks of at
+	// most 1 MiB. NOT_FOUND for an unknown key, INVALID_ARGUMENT for a
+	// malformed one. The receiver verifies the bytes against the key.
+	GetBlobByKey(ctx context.Context, in *GetBlobByKeyRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BlobChunk], error)
+}
+
+type blobServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewBlobServiceClient(cc grpc.ClientConnInterface) BlobServiceClient {
+	return &blobServiceClient{cc}
+}
+
+func (c *blobServiceClient) GetBlobByKey(ctx context.Context, in *GetBlobByKeyRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BlobChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &BlobService_ServiceDesc.Streams[0], BlobService_GetBlobByKey_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[GetBlobByKeyRequest, BlobChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type BlobService_GetBlobByKeyClient = grpc.ServerStreamingClient[BlobChunk]
+
+// BlobServiceServer is the server API for BlobService service.
+// All implementations must embed UnimplementedBlobServiceServer
+// for forward compatibility.
+type BlobServiceServer interface {
+	// Streams a stored blob (a job binary, offloaded data) in chunks of at
+	// most 1 MiB. NOT_FOUND for an unknown key, INVALID_ARGUMENT for a
+	// malformed one. The receiver verifies the bytes against the key.
+	GetBlobByKey(*GetBlobByKeyRequest, grpc.ServerStreamingServer[BlobChunk]) error
+	mustEmbedUnimplementedBlobServiceServer()
+}
+
+// UnimplementedBlobServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedBlobServiceServer struct{}
+
+func (UnimplementedBlobServiceServer) GetBlobByKey(*GetBlobByKeyRequest, grpc.ServerStreamingServer[BlobChunk]) error {
+	return status.Errorf(codes.Unimplemented, "method GetBlobByKey not implemented")
+}
+func (UnimplementedBlobServiceServer) mustEmbedUnimplementedBlobServiceServer() {}
+func (UnimplementedBlobServiceServer) testEmbeddedByValue()                     {}
+
+// UnsafeBlobServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to BlobServiceServer will
+// result in compilation errors.
+type UnsafeBlobServiceServer interface {
+	mustEmbedUnimplementedBlobServiceServer()
+}
+
+func RegisterBlobServiceServer(s grpc.ServiceRegistrar, srv BlobServiceServer) {
+	// If the following call pancis, it indicates UnimplementedBlobServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&BlobService_ServiceDesc, srv)
+}
+
+func _BlobService_GetBlobByKey_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(GetBlobByKeyRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(BlobServiceServer).GetBlobByKey(m, &grpc.GenericServerStream[GetBlobByKeyRequest, BlobChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type BlobService_GetBlobByKeyServer = grpc.ServerStreamingServer[BlobChunk]
+
+// BlobService_ServiceDesc is the grpc.ServiceDesc for BlobService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var BlobService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "gofl.v1.BlobService",
+	HandlerType: (*BlobServiceServer)(nil),
+	Methods:     []grpc.MethodDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "GetBlobByKey",
+			Handler:       _BlobService_GetBlobByKey_Handler,
+			ServerStreams: true,
+		},
+	},
+	Metadata: "cluster.proto",
+}

@@ -14,6 +14,7 @@ var (
 	ErrDuplicateJob        = errors.New("restapi: a job with this ID already exists") // 409
 	ErrBadRequest          = errors.New("restapi: bad request")                       // 400
 	ErrJobNotCancellable   = errors.New("restapi: job is not cancellable")            // 409
+	ErrBlobNotFound        = errors.New("restapi: blob not found")                    // 404
 )
 
 // ErrorResponse is every error body: {"errors": [...]}.
@@ -171,3 +172,14 @@ type JobVertexInfo struct {
 	Now            int64         `json:"now"`
 	Subtasks       []SubtaskInfo `json:"subtasks"`
 }
+
+// BlobInfo is the answer to POST /blobs (upload) and HEAD /blobs/{key}:
+// a content-addressed artifact such as a job binary.
+type BlobInfo struct {
+	Key    string `json:"key"`
+	Size   int64  `json:"size"`
+	Stored bool   `json:"stored"` // the upload wrote it; false if it was already there
+}
+
+// BlobKeyHeader carries the key a client expects its upload to hash to.
+const BlobKeyHeader = "X-Gofl-Blob-Key"
