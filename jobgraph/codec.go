@@ -29,11 +29,13 @@ func Unmarshal(b []byte) (*JobGraph, error) {
 // ToProto converts g to its wire message.
 func ToProto(g *JobGraph) *pb.JobGraph {
 	m := &pb.JobGraph{
-		JobId:       g.JobID,
-		Name:        g.Name,
-		Type:        pb.JobType(g.Type),
-		Fingerprint: g.Fingerprint,
-		Config:      g.Config,
+		JobId:        g.JobID,
+		Name:         g.Name,
+		Type:         pb.JobType(g.Type),
+		Fingerprint:  g.Fingerprint,
+		Config:       g.Config,
+		JobBinaryKey: g.BinaryKey,
+		ProgramArgs:  g.ProgramArgs,
 	}
 	for _, v := range g.Vertices {
 		m.Vertices = append(m.Vertices, VertexToProto(v))
@@ -84,6 +86,8 @@ func FromProto(m *pb.JobGraph) *JobGraph {
 		Type:        JobType(m.GetType()),
 		Fingerprint: m.GetFingerprint(),
 		Config:      m.GetConfig(),
+		BinaryKey:   m.GetJobBinaryKey(),
+		ProgramArgs: m.GetProgramArgs(),
 	}
 	for _, v := range m.GetVertices() {
 		if v == nil {

@@ -59,6 +59,11 @@ type JobGraph struct {
 	Fingerprint string
 	// Config is job-level configuration shipped to every task.
 	Config map[string]string
+	// BinaryKey is the blob key ("sha256:<hex>") of the job binary whose
+	// runner role runs the tasks; empty for jobs of built-in tasks only.
+	BinaryKey string
+	// ProgramArgs are the arguments the job's builder ran with.
+	ProgramArgs []string
 }
 
 // Vertex is one task: a chain of operators run at some parallelism.

@@ -83,6 +83,7 @@ func TestDefaultMaxParallelism(t *testing.T) {
 
 func TestMarshalRoundTrip(t *testing.T) {
 	g := &JobGraph{JobID: "j1", Name: "wc", Type: Batch, Fingerprint: "fp", Config: map[string]string{"k": "v"},
+		BinaryKey: "sha256:" + strings.Repeat("ab", 32), ProgramArgs: []string{"--input", "x"},
 		Vertices: []*Vertex{
 			{ID: "src", Name: "Source", Parallelism: 2, MaxParallelism: 64, SlotSharingGroup: "default", CoLocationGroup: "c",
 				Invokable: "stream", Operators: []Operator{{ID: "o1", Name: "read", Kind: "text-source", Config: []byte{1}}}, Config: []byte("x")},

@@ -35,7 +35,7 @@ func newTDDFactory(s *Scheduler) *tddFactory {
 	return &tddFactory{
 		s: s,
 		jobInfo: &pb.JobInformation{JobId: jg.JobID, JobName: jg.Name, JobType: pb.JobType(jg.Type),
-			Fingerprint: jg.Fingerprint, Config: jg.Config},
+			Fingerprint: jg.Fingerprint, Config: jg.Config, JobBinaryKey: jg.BinaryKey, ProgramArgs: jg.ProgramArgs},
 		taskInfo: make([]*pb.TaskInformation, len(s.g.JobVertices)),
 		groups:   make([]*groupDescriptors, len(s.g.Groups)),
 		emitted:  map[string]bool{},

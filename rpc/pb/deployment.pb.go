@@ -95,12 +95,18 @@ func (x *ExecutionAttemptID) GetAttemptNumber() int32 {
 
 // Job-wide facts, identical in every TDD of a job.
 type JobInformation struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	JobName       string                 `protobuf:"bytes,2,opt,name=job_name,json=jobName,proto3" json:"job_name,omitempty"`
-	JobType       JobType                `protobuf:"varint,3,opt,name=job_type,json=jobType,proto3,enum=gofl.v1.JobType" json:"job_type,omitempty"`
-	Fingerprint   string                 `protobuf:"bytes,4,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
-	Config        map[string]string      `protobuf:"bytes,5,rep,name=config,proto3" json:"config,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	JobId       string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	JobName     string                 `protobuf:"bytes,2,opt,name=job_name,json=jobName,proto3" json:"job_name,omitempty"`
+	JobType     JobType                `protobuf:"varint,3,opt,name=job_type,json=jobType,proto3,enum=gofl.v1.JobType" json:"job_type,omitempty"`
+	Fingerprint string                 `protobuf:"bytes,4,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	Config      map[string]string      `protobuf:"bytes,5,rep,name=config,proto3" json:"config,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The job binary TaskManagers run as the job runner ("sha256:<hex>",
+	// fetched from the JobManager's BlobService); empty for jobs made only of
+	// built-in tasks, which the TaskManager runs itself.
+	JobBinaryKey string `protobuf:"bytes,6,opt,name=job_binary_key,json=jobBinaryKey,proto3" json:"job_binary_key,omitempty"`
+	// Arguments the job's builder ran with; the runner re-runs it with them.
+	ProgramArgs   []string `protobuf:"bytes,7,rep,name=program_args,json=programArgs,proto3" json:"program_args,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -166,6 +172,20 @@ func (x *JobInformation) GetFingerprint() string {
 func (x *JobInformation) GetConfig() map[string]string {
 	if x != nil {
 		return x.Config
+	}
+	return nil
+}
+
+func (x *JobInformation) GetJobBinaryKey() string {
+	if x != nil {
+		return x.JobBinaryKey
+	}
+	return ""
+}
+
+func (x *JobInformation) GetProgramArgs() []string {
+	if x != nil {
+		return x.ProgramArgs
 	}
 	return nil
 }
@@ -666,13 +686,15 @@ const file_deployment_proto_rawDesc = "" +
 	"\x05graph\x18\x01 \x01(\x06R\x05graph\x12\"\n" +
 	"\rjob_vertex_id\x18\x02 \x01(\tR\vjobVertexId\x12#\n" +
 	"\rsubtask_index\x18\x03 \x01(\x05R\fsubtaskIndex\x12%\n" +
-	"\x0eattempt_number\x18\x04 \x01(\x05R\rattemptNumber\"\x89\x02\n" +
+	"\x0eattempt_number\x18\x04 \x01(\x05R\rattemptNumber\"\xd2\x02\n" +
 	"\x0eJobInformation\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x19\n" +
 	"\bjob_name\x18\x02 \x01(\tR\ajobName\x12+\n" +
 	"\bjob_type\x18\x03 \x01(\x0e2\x10.gofl.v1.JobTypeR\ajobType\x12 \n" +
 	"\vfingerprint\x18\x04 \x01(\tR\vfingerprint\x12;\n" +
-	"\x06config\x18\x05 \x03(\v2#.gofl.v1.JobInformation.ConfigEntryR\x06config\x1a9\n" +
+	"\x06config\x18\x05 \x03(\v2#.gofl.v1.JobInformation.ConfigEntryR\x06config\x12$\n" +
+	"\x0ejob_binary_key\x18\x06 \x01(\tR\fjobBinaryKey\x12!\n" +
+	"\fprogram_args\x18\a \x03(\tR\vprogramArgs\x1a9\n" +
 	"\vConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9a\x02\n" +

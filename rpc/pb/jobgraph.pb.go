@@ -443,8 +443,12 @@ type JobGraph struct {
 	Vertices []*JobVertex           `protobuf:"bytes,4,rep,name=vertices,proto3" json:"vertices,omitempty"`
 	Edges    []*JobEdge             `protobuf:"bytes,5,rep,name=edges,proto3" json:"edges,omitempty"`
 	// Fingerprint of the builder's output, checked again at deployment.
-	Fingerprint   string            `protobuf:"bytes,6,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
-	Config        map[string]string `protobuf:"bytes,7,rep,name=config,proto3" json:"config,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Fingerprint string            `protobuf:"bytes,6,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	Config      map[string]string `protobuf:"bytes,7,rep,name=config,proto3" json:"config,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Blob key ("sha256:<hex>") of the job binary that runs the job's tasks.
+	JobBinaryKey string `protobuf:"bytes,8,opt,name=job_binary_key,json=jobBinaryKey,proto3" json:"job_binary_key,omitempty"`
+	// Arguments the job's builder ran with.
+	ProgramArgs   []string `protobuf:"bytes,9,rep,name=program_args,json=programArgs,proto3" json:"program_args,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -528,6 +532,20 @@ func (x *JobGraph) GetConfig() map[string]string {
 	return nil
 }
 
+func (x *JobGraph) GetJobBinaryKey() string {
+	if x != nil {
+		return x.JobBinaryKey
+	}
+	return ""
+}
+
+func (x *JobGraph) GetProgramArgs() []string {
+	if x != nil {
+		return x.ProgramArgs
+	}
+	return nil
+}
+
 var File_jobgraph_proto protoreflect.FileDescriptor
 
 const file_jobgraph_proto_rawDesc = "" +
@@ -554,7 +572,7 @@ const file_jobgraph_proto_rawDesc = "" +
 	"\x06target\x18\x03 \x01(\tR\x06target\x12@\n" +
 	"\fdistribution\x18\x04 \x01(\x0e2\x1c.gofl.v1.DistributionPatternR\fdistribution\x12C\n" +
 	"\x0epartition_type\x18\x05 \x01(\x0e2\x1c.gofl.v1.ResultPartitionTypeR\rpartitionType\x12#\n" +
-	"\rship_strategy\x18\x06 \x01(\tR\fshipStrategy\"\xc7\x02\n" +
+	"\rship_strategy\x18\x06 \x01(\tR\fshipStrategy\"\x90\x03\n" +
 	"\bJobGraph\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12$\n" +
@@ -562,7 +580,9 @@ const file_jobgraph_proto_rawDesc = "" +
 	"\bvertices\x18\x04 \x03(\v2\x12.gofl.v1.JobVertexR\bvertices\x12&\n" +
 	"\x05edges\x18\x05 \x03(\v2\x10.gofl.v1.JobEdgeR\x05edges\x12 \n" +
 	"\vfingerprint\x18\x06 \x01(\tR\vfingerprint\x125\n" +
-	"\x06config\x18\a \x03(\v2\x1d.gofl.v1.JobGraph.ConfigEntryR\x06config\x1a9\n" +
+	"\x06config\x18\a \x03(\v2\x1d.gofl.v1.JobGraph.ConfigEntryR\x06config\x12$\n" +
+	"\x0ejob_binary_key\x18\b \x01(\tR\fjobBinaryKey\x12!\n" +
+	"\fprogram_args\x18\t \x03(\tR\vprogramArgs\x1a9\n" +
 	"\vConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*O\n" +
