@@ -2,9 +2,7 @@ package taskmanager
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"runtime/debug"
 
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc/codes"
@@ -50,12 +48,7 @@ func attemptKey(a *pb.ExecutionAttemptID) string {
 }
 
 // PanicError is the failure of a task whose invokable panicked.
-type PanicError struct {
-	Value any
-	Stack []byte
-}
-
-func (e *PanicError) Error() string { return fmt.Sprintf("task panicked: %v", e.Value) }
+type PanicError = invokable.PanicError
 
 // submitTask is SubmitTask on the mailbox.
 func (te *TaskExecutor) submitTask(req *pb.SubmitTaskRequest) error {
@@ -119,36 +112,9 @@ func (te *TaskExecutor) startTask(ctx context.Context, t *task, env invokable.En
 		})
 	}
 	run := func(context.Context) (struct{}, error) {
-		factory, ok := invokable.Lookup(t.invokable)
-		if !ok {
-			return struct{}{}, failover.NonRecoverable(fmt.Errorf("unknown invokable %q (known: %v)", t.invokable, invokable.Names()))
-		}
-		inv, err := protect(func() (invokable.Task, error) { return factory(env) })
-		if err != nil {
-			return struct{}{}, err
-		}
-		if inv == nil {
-			return struct{}{}, failover.NonRecoverable(fmt.Errorf("invokable %q returned no task", t.invokable))
-		}
-		if ctx.Err() != nil {
-			return struct{}{}, ctx.Err()
-		}
-		report(StateInitializing)
-		report(StateRunning)
-		_, err = protect(func() (struct{}, error) { return struct{}{}, inv.Invoke(ctx) })
-		return struct{}{}, err
+		return struct{}{}, invokable.Run(ctx, t.invokable, env, report)
 	}
 	mailbox.Go(te.mb, run, func(_ struct{}, err error) { te.taskEnded(t, err) })
-}
-
-// protect runs fn and turns a panic into a *PanicError with the stack.
-func protect[T any](fn func() (T, error)) (v T, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = &PanicError{Value: r, Stack: debug.Stack()}
-		}
-	}()
-	return fn()
 }
 
 // taskEnded runs on the mailbox when the task's goroutine returned.
@@ -179,18 +145,7 @@ func (te *TaskExecutor) taskEnded(t *task, err error) {
 	te.maybeFinishShutdown()
 }
 
-func failureInfo(err error) *pb.FailureInfo {
-	fi := &pb.FailureInfo{Type: failover.Classify(err).String(), Message: err.Error()}
-	var p *PanicError
-	if errors.As(err, &p) {
-		fi.Stack = string(p.Stack)
-	}
-	var pnf *failover.PartitionNotFoundError
-	if errors.As(err, &pnf) {
-		fi.MissingPartition = pnf.ResultPartitionID
-	}
-	return fi
-}
+func failureInfo(err error) *pb.FailureInfo { return failover.Encode(err) }
 
 func (te *TaskExecutor) slotHasTasks(s *slot) bool {
 	for _, t := range te.tasks {

@@ -424,7 +424,7 @@ func (jm *JobMaster) UpdateTaskExecutionState(ctx context.Context, req *pb.Updat
 	if req.Attempt == nil {
 		return nil, status.Error(codes.InvalidArgument, "jobmaster: task state update without an attempt")
 	}
-	cause := remoteFailure(req.Failure)
+	cause := failover.Decode(req.Failure)
 	return mailbox.Call(ctx, jm.mb, func() (*pb.Ack, error) {
 		if _, err := jm.step(scheduler.TaskStateChanged{Attempt: attemptID(req.Attempt), State: state, Cause: cause}); err != nil {
 			if errors.Is(err, eg.ErrUnknownAttempt) {
@@ -461,30 +461,6 @@ func (jm *JobMaster) Cancel(ctx context.Context) error {
 		_, err := jm.step(scheduler.CancelJob{})
 		return struct{}{}, err
 	})
-	return err
-}
-
-// RemoteError is a task failure reported by a TaskManager.
-type RemoteError struct {
-	Message string
-	Stack   string
-}
-
-func (e *RemoteError) Error() string { return e.Message }
-
-func remoteFailure(f *pb.FailureInfo) error {
-	if f == nil {
-		return nil
-	}
-	err := error(&RemoteError{Message: f.Message, Stack: f.Stack})
-	switch f.Type {
-	case failover.FailureNonRecoverable.String():
-		return failover.NonRecoverable(err)
-	case failover.FailureEnvironment.String():
-		return failover.EnvironmentError(err)
-	case failover.FailurePartitionDataMissing.String():
-		return &failover.PartitionNotFoundError{ResultPartitionID: f.MissingPartition, Detail: f.Message, Cause: err}
-	}
 	return err
 }
 

@@ -1,42 +1,10 @@
 package jobmaster
 
 import (
-	"errors"
 	"testing"
 
 	eg "github.com/gofl/gofl/jobmanager/executiongraph"
-	"github.com/gofl/gofl/jobmanager/failover"
-	"github.com/gofl/gofl/rpc/pb"
 )
-
-func TestRemoteFailureKeepsClassification(t *testing.T) {
-	for _, tc := range []struct {
-		info *pb.FailureInfo
-		want failover.FailureType
-	}{
-		{&pb.FailureInfo{Type: "recoverable", Message: "boom"}, failover.FailureRecoverable},
-		{&pb.FailureInfo{Type: "", Message: "boom"}, failover.FailureRecoverable},
-		{&pb.FailureInfo{Type: "non-recoverable", Message: "bad input"}, failover.FailureNonRecoverable},
-		{&pb.FailureInfo{Type: "environment", Message: "disk"}, failover.FailureEnvironment},
-		{&pb.FailureInfo{Type: "partition-data-missing", Message: "gone", MissingPartition: "r[0]@x"}, failover.FailurePartitionDataMissing},
-	} {
-		err := remoteFailure(tc.info)
-		if got := failover.Classify(err); got != tc.want {
-			t.Errorf("%+v classified %s, want %s", tc.info, got, tc.want)
-		}
-		var re *RemoteError
-		if !errors.As(err, &re) || re.Message != tc.info.Message {
-			t.Errorf("%+v: %v does not carry the remote message", tc.info, err)
-		}
-	}
-	var pnf *failover.PartitionNotFoundError
-	if err := remoteFailure(&pb.FailureInfo{Type: "partition-data-missing", MissingPartition: "r[3]@a"}); !errors.As(err, &pnf) || pnf.ResultPartitionID != "r[3]@a" {
-		t.Fatalf("missing partition lost: %v", err)
-	}
-	if remoteFailure(nil) != nil {
-		t.Fatal("no failure info must mean no cause")
-	}
-}
 
 func TestVertexStatus(t *testing.T) {
 	counts := func(kv ...any) map[string]int {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gofl/gofl/internal/mailbox"
 	eg "github.com/gofl/gofl/jobmanager/executiongraph"
+	"github.com/gofl/gofl/jobmanager/failover"
 	"github.com/gofl/gofl/jobmanager/scheduler"
 	"github.com/gofl/gofl/rpc/restapi"
 )
@@ -174,7 +175,7 @@ func (jm *JobMaster) exceptions() restapi.JobExceptions {
 			ExceptionName: errorName(f.Cause), Stacktrace: f.Cause.Error(),
 			Timestamp: jm.start.Add(f.Time).UnixMilli(), TaskName: f.TaskName, Location: f.Location, FailureType: f.Type.String(),
 		}
-		var re *RemoteError
+		var re *failover.RemoteError
 		if errors.As(f.Cause, &re) && re.Stack != "" {
 			entry.Stacktrace = f.Cause.Error() + "\n" + re.Stack
 		}
@@ -188,7 +189,7 @@ func (jm *JobMaster) exceptions() restapi.JobExceptions {
 }
 
 func errorName(err error) string {
-	var re *RemoteError
+	var re *failover.RemoteError
 	if errors.As(err, &re) {
 		return "TaskFailure"
 	}

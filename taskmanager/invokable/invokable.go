@@ -16,6 +16,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -184,4 +185,52 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// PanicError is the failure of a task whose invokable panicked.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("task panicked: %v", e.Value) }
+
+// StackTrace is where the panic happened.
+func (e *PanicError) StackTrace() string { return string(e.Stack) }
+
+// protect runs fn and turns a panic into a *PanicError with the stack.
+func protect[T any](fn func() (T, error)) (v T, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &PanicError{Value: r, Stack: debug.Stack()}
+		}
+	}()
+	return fn()
+}
+
+// Run runs the named invokable as one task attempt, as a TaskExecutor or a
+// job runner does: it builds the task (failures here are reported without
+// INITIALIZING, as in Flink's DEPLOYING phase), reports INITIALIZING and
+// RUNNING through report, and returns the task's outcome. Panics become
+// *PanicError. It blocks until the task ends or ctx is cancelled and the
+// task honours it.
+func Run(ctx context.Context, name string, env Env, report func(state string)) error {
+	factory, ok := Lookup(name)
+	if !ok {
+		return failover.NonRecoverable(fmt.Errorf("unknown invokable %q (known: %v)", name, Names()))
+	}
+	task, err := protect(func() (Task, error) { return factory(env) })
+	if err != nil {
+		return err
+	}
+	if task == nil {
+		return failover.NonRecoverable(fmt.Errorf("invokable %q returned no task", name))
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	report("INITIALIZING")
+	report("RUNNING")
+	_, err = protect(func() (struct{}, error) { return struct{}{}, task.Invoke(ctx) })
+	return err
 }
