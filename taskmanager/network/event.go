@@ -43,12 +43,12 @@ type CustomEvent struct {
 	Payload   []byte
 }
 
-func (EndOfPartition) Kind() EventKind                { return KindEndOfPartition }
-func (CheckpointBarrier) Kind() EventKind             { return KindCheckpointBarrier }
-func (CancelCheckpointMarker) Kind() EventKind        { return KindCancelCheckpoint }
-func (e CustomEvent) Kind() EventKind                 { return e.EventKind }
-func (EndOfPartition) appendPayload(b []byte) []byte  { return b }
-func (e CustomEvent) appendPayload(b []byte) []byte   { return append(b, e.Payload...) }
+func (EndOfPartition) Kind() EventKind               { return KindEndOfPartition }
+func (CheckpointBarrier) Kind() EventKind            { return KindCheckpointBarrier }
+func (CancelCheckpointMarker) Kind() EventKind       { return KindCancelCheckpoint }
+func (e CustomEvent) Kind() EventKind                { return e.EventKind }
+func (EndOfPartition) appendPayload(b []byte) []byte { return b }
+func (e CustomEvent) appendPayload(b []byte) []byte  { return append(b, e.Payload...) }
 func (e CancelCheckpointMarker) appendPayload(b []byte) []byte {
 	return binary.BigEndian.AppendUint64(b, uint64(e.CheckpointID))
 }
