@@ -1,0 +1,264 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/gofl/gofl/internal/version"
+	"github.com/gofl/gofl/rpc/pb"
+)
+
+// ErrRunnerExited is wrapped by failures caused by the runner process ending.
+var ErrRunnerExited = errors.New("runner: job runner exited")
+
+// Spec says how to start one job's runner.
+type Spec struct {
+	JobID       string
+	Binary      string
+	Args        []string
+	Fingerprint string
+	// Dir holds the runner's socket and log file.
+	Dir string
+	// StartTimeout bounds start-up until the handshake (default 30 s).
+	StartTimeout time.Duration
+}
+
+// Process is a running job runner as seen from the TaskManager. It is safe
+// for concurrent use.
+type Process struct {
+	spec    Spec
+	log     zerolog.Logger
+	cmd     *exec.Cmd
+	logPath string
+	conn    *grpc.ClientConn
+	client  pb.JobRunnerServiceClient
+	pid     int
+
+	exited  chan struct{}
+	exitErr error
+
+	mu       sync.Mutex
+	watchers map[string]chan *pb.RunnerTaskState
+	stopOnce sync.Once
+	watchWG  sync.WaitGroup
+	cancel   context.CancelFunc
+}
+
+// Start launches the runner and returns once it answered the handshake. On
+// any failure nothing is left running.
+func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error) {
+	if spec.StartTimeout <= 0 {
+		spec.StartTimeout = 30 * time.Second
+	}
+	if err := os.MkdirAll(spec.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
+	socket := filepath.Join(spec.Dir, "runner.sock")
+	_ = os.Remove(socket)
+	logPath := filepath.Join(spec.Dir, "runner.log")
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
+	cmd := exec.Command(spec.Binary, spec.Args...)
+	cmd.Env = append(os.Environ(), EnvRole+"="+RoleRunner, EnvSocket+"="+socket, EnvJobID+"="+spec.JobID)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Dir = spec.Dir
+	// Its own process group, so a signal to the TaskManager's group does not
+	// reach it and Stop can take down anything it started.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("runner: starting %s: %w", spec.Binary, err)
+	}
+	wctx, cancel := context.WithCancel(context.Background())
+	p := &Process{spec: spec, log: log.With().Str("job_id", spec.JobID).Int("pid", cmd.Process.Pid).Logger(),
+		cmd: cmd, logPath: logPath, pid: cmd.Process.Pid, exited: make(chan struct{}), watchers: map[string]chan *pb.RunnerTaskState{}, cancel: cancel}
+	go func() {
+		err := cmd.Wait()
+		logFile.Close()
+		if err == nil {
+			err = errors.New("exit status 0")
+		}
+		p.exitErr = fmt.Errorf("%w: %v (log: %s)", ErrRunnerExited, err, logPath)
+		close(p.exited)
+	}()
+	if err := p.connect(ctx, socket); err != nil {
+		cancel()
+		p.kill()
+		return nil, err
+	}
+	p.watchWG.Add(1)
+	go p.watch(wctx)
+	p.log.Info().Str("binary", spec.Binary).Str("log", logPath).Msg("job runner started")
+	return p, nil
+}
+
+func (p *Process) connect(ctx context.Context, socket string) error {
+	ctx, cancel := context.WithTimeout(ctx, p.spec.StartTimeout)
+	defer cancel()
+	for {
+		if _, err := os.Stat(socket); err == nil {
+			break
+		}
+		select {
+		case <-p.exited:
+			return fmt.Errorf("runner: the job binary exited before serving: %w%s", p.exitErr, p.logTail())
+		case <-ctx.Done():
+			return fmt.Errorf("runner: the job binary did not open its socket within %v%s", p.spec.StartTimeout, p.logTail())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return fmt.Errorf("runner: %w", err)
+	}
+	p.conn, p.client = conn, pb.NewJobRunnerServiceClient(conn)
+	resp, err := p.client.Handshake(ctx, &pb.RunnerHandshakeRequest{ProtocolVersion: version.ProtocolVersion, JobId: p.spec.JobID, Fingerprint: p.spec.Fingerprint})
+	if err != nil {
+		conn.Close()
+		return fmt.Errorf("runner: handshake with the job binary failed: %w", err)
+	}
+	if resp.ProtocolVersion != version.ProtocolVersion {
+		conn.Close()
+		return fmt.Errorf("runner: the job binary speaks runner protocol %d, this TaskManager speaks %d", resp.ProtocolVersion, version.ProtocolVersion)
+	}
+	return nil
+}
+
+// logTail is the end of the runner's log, to explain a failed start.
+func (p *Process) logTail() string {
+	b, err := os.ReadFile(p.logPath)
+	if err != nil || len(b) == 0 {
+		return ""
+	}
+	if len(b) > 2048 {
+		b = b[len(b)-2048:]
+	}
+	return "; its log ends with:\n" + string(bytes.TrimSpace(b))
+}
+
+// watch keeps the state stream open and routes each state to its watcher.
+func (p *Process) watch(ctx context.Context) {
+	defer p.watchWG.Done()
+	stream, err := p.client.WatchTaskStates(ctx, &pb.WatchTaskStatesRequest{})
+	if err != nil {
+		return
+	}
+	for {
+		st, err := stream.Recv()
+		if err != nil {
+			if !errors.Is(err, io.EOF) && ctx.Err() == nil {
+				p.log.Debug().Err(err).Msg("task state stream ended")
+			}
+			return
+		}
+		p.mu.Lock()
+		ch := p.watchers[attemptKey(st.Attempt)]
+		p.mu.Unlock()
+		if ch != nil {
+			ch <- st
+		}
+	}
+}
+
+func attemptKey(a *pb.ExecutionAttemptID) string {
+	return fmt.Sprintf("%016x/%s/%d/%d", a.GetGraph(), a.GetJobVertexId(), a.GetSubtaskIndex(), a.GetAttemptNumber())
+}
+
+// Watch returns the channel that receives the attempt's states; call it
+// before SubmitTask so no state is missed, and Unwatch when done.
+func (p *Process) Watch(attempt *pb.ExecutionAttemptID) <-chan *pb.RunnerTaskState {
+	ch := make(chan *pb.RunnerTaskState, 8)
+	p.mu.Lock()
+	p.watchers[attemptKey(attempt)] = ch
+	p.mu.Unlock()
+	return ch
+}
+
+// Unwatch stops delivering the attempt's states.
+func (p *Process) Unwatch(attempt *pb.ExecutionAttemptID) {
+	p.mu.Lock()
+	delete(p.watchers, attemptKey(attempt))
+	p.mu.Unlock()
+}
+
+// Submit forwards a deployment.
+func (p *Process) Submit(ctx context.Context, req *pb.SubmitTaskRequest) error {
+	_, err := p.client.SubmitTask(ctx, req)
+	return p.wrap(err)
+}
+
+// Cancel forwards a cancellation; idempotent.
+func (p *Process) Cancel(ctx context.Context, jobID string, attempt *pb.ExecutionAttemptID) error {
+	_, err := p.client.CancelTask(ctx, &pb.CancelTaskRequest{JobId: jobID, Attempt: attempt})
+	return p.wrap(err)
+}
+
+// ReleasePartitions forwards a partition release.
+func (p *Process) ReleasePartitions(ctx context.Context, req *pb.ReleasePartitionsRequest) error {
+	_, err := p.client.ReleasePartitions(ctx, req)
+	return p.wrap(err)
+}
+
+func (p *Process) wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	select {
+	case <-p.exited:
+		return p.exitErr
+	default:
+		return fmt.Errorf("runner: %w", err)
+	}
+}
+
+// Exited is closed when the process ended; Err says why.
+func (p *Process) Exited() <-chan struct{} { return p.exited }
+
+// Err is why the process exited; valid after Exited is closed.
+func (p *Process) Err() error { return p.exitErr }
+
+// Pid is the runner's process ID.
+func (p *Process) Pid() int { return p.pid }
+
+// Stop asks the runner to shut down, then terminates it: SIGTERM to its
+// process group, SIGKILL after grace. It blocks until the process is gone.
+func (p *Process) Stop(grace time.Duration) {
+	p.stopOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), grace)
+		_, _ = p.client.Shutdown(ctx, &pb.RunnerShutdownRequest{Cause: "the TaskManager no longer runs this job"})
+		select {
+		case <-p.exited:
+		case <-ctx.Done():
+			_ = syscall.Kill(-p.pid, syscall.SIGTERM)
+			select {
+			case <-p.exited:
+			case <-time.After(grace):
+				p.kill()
+			}
+		}
+		cancel()
+		p.cancel()
+		p.conn.Close()
+		p.watchWG.Wait()
+	})
+}
+
+func (p *Process) kill() {
+	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+	<-p.exited
+}
