@@ -1,0 +1,260 @@
+package stream
+
+import (
+	"fmt"
+
+	"github.com/gofl/gofl/stream/runtime"
+)
+
+type chainingStrategy int
+
+const (
+	chainAlways chainingStrategy = iota // chains with its input and its outputs
+	chainHead                           // starts a new chain; outputs may chain
+	chainNever                          // never chains
+)
+
+// partitioning is how records travel from one operator to the next.
+type partitioning struct {
+	kind  string // "" (forward if parallelism matches, else rebalance), forward, hash, rebalance, broadcast
+	keyOf func(any) any
+}
+
+type streamEdge struct {
+	from  *node
+	input int // logical input of the target (0, or 1 for the second input)
+	part  partitioning
+}
+
+// node is one operator of the stream graph.
+type node struct {
+	id             int
+	kind           string
+	name           string
+	uid            string
+	parallelism    int // 0: the environment's
+	maxParallelism int // 0: the environment's, else derived
+	slotSharing    string
+	chaining       chainingStrategy
+	inputs         []streamEdge
+	params         map[string]any
+	newOperator    func() runtime.Operator
+	newSource      func() runtime.Source
+	bounded        bool
+	source         bool
+}
+
+// DataStream is a stream of T produced by one operator. Its setters
+// (Name, SetParallelism, ...) configure that operator and return the stream.
+type DataStream[T any] struct {
+	env  *Environment
+	n    *node
+	part partitioning
+}
+
+// Env is the stream's environment.
+func (s DataStream[T]) Env() *Environment { return s.env }
+
+// Name names the operator (shown in the JobGraph, used in errors).
+func (s DataStream[T]) Name(name string) DataStream[T] { s.n.name = name; return s }
+
+// Uid fixes the operator's ID independently of its position in the graph.
+func (s DataStream[T]) Uid(uid string) DataStream[T] { s.n.uid = uid; return s }
+
+// SetParallelism sets the operator's parallelism.
+func (s DataStream[T]) SetParallelism(n int) DataStream[T] {
+	if n < 1 {
+		s.env.fail(fmt.Errorf("operator %q: parallelism %d must be at least 1", s.n.name, n))
+		return s
+	}
+	s.n.parallelism = n
+	return s
+}
+
+// SetMaxParallelism sets the operator's max parallelism (its number of key
+// groups when keyed).
+func (s DataStream[T]) SetMaxParallelism(n int) DataStream[T] { s.n.maxParallelism = n; return s }
+
+// SlotSharingGroup puts the operator into a slot sharing group. Operators
+// that set none inherit their inputs' group when all inputs agree, else
+// "default", as in Flink.
+func (s DataStream[T]) SlotSharingGroup(g string) DataStream[T] { s.n.slotSharing = g; return s }
+
+// DisableChaining keeps the operator out of any chain.
+func (s DataStream[T]) DisableChaining() DataStream[T] { s.n.chaining = chainNever; return s }
+
+// StartNewChain starts a new chain at the operator.
+func (s DataStream[T]) StartNewChain() DataStream[T] { s.n.chaining = chainHead; return s }
+
+// Rebalance distributes records round-robin to the next operator.
+func (s DataStream[T]) Rebalance() DataStream[T] { s.part = partitioning{kind: "rebalance"}; return s }
+
+// Broadcast sends every record to every subtask of the next operator.
+func (s DataStream[T]) Broadcast() DataStream[T] { s.part = partitioning{kind: "broadcast"}; return s }
+
+// Forward sends subtask i's records to subtask i of the next operator,
+// which must have the same parallelism.
+func (s DataStream[T]) Forward() DataStream[T] { s.part = partitioning{kind: "forward"}; return s }
+
+// Collector receives the results of a function that emits any number.
+type Collector[T any] interface {
+	Collect(v T)
+}
+
+type collector[T any] struct {
+	out   runtime.Output
+	ts    int64
+	hasTs bool
+}
+
+func (c *collector[T]) Collect(v T) {
+	c.out.Collect(runtime.Record{Value: v, Timestamp: c.ts, HasTimestamp: c.hasTs})
+}
+
+// as converts a record value back to T (a nil interface value becomes T's
+// zero value).
+func as[T any](v any) T {
+	t, _ := v.(T)
+	return t
+}
+
+func edgeOf[T any](s DataStream[T], input int) streamEdge {
+	return streamEdge{from: s.n, input: input, part: s.part}
+}
+
+func oneInput[T, U any](s DataStream[T], kind, name string, newOp func() runtime.Operator) DataStream[U] {
+	n := s.env.newNode(kind, name)
+	n.newOperator = newOp
+	n.inputs = []streamEdge{edgeOf(s, 0)}
+	return DataStream[U]{env: s.env, n: n}
+}
+
+// Map applies fn to every record.
+func Map[T, U any](s DataStream[T], fn func(T) U) DataStream[U] {
+	return oneInput[T, U](s, "map", "Map", func() runtime.Operator { return &mapOp[T, U]{fn: fn} })
+}
+
+// FlatMap calls fn for every record; fn emits any number of results.
+func FlatMap[T, U any](s DataStream[T], fn func(T, Collector[U]) error) DataStream[U] {
+	return oneInput[T, U](s, "flatmap", "FlatMap", func() runtime.Operator { return &flatMapOp[T, U]{fn: fn} })
+}
+
+// Filter keeps the records for which fn is true.
+func Filter[T any](s DataStream[T], fn func(T) bool) DataStream[T] {
+	return oneInput[T, T](s, "filter", "Filter", func() runtime.Operator { return &filterOp[T]{fn: fn} })
+}
+
+// Process calls fn for every record with its timestamp (if any); fn emits
+// any number of results.
+func Process[T, U any](s DataStream[T], fn func(v T, ts int64, hasTs bool, out Collector[U]) error) DataStream[U] {
+	return oneInput[T, U](s, "process", "Process", func() runtime.Operator { return &processOp[T, U]{fn: fn} })
+}
+
+// Union merges streams of the same type. Records of one input keep their
+// order; inputs interleave arbitrarily.
+func Union[T any](streams ...DataStream[T]) DataStream[T] {
+	if len(streams) == 0 {
+		panic("stream.Union needs at least one stream")
+	}
+	env := streams[0].env
+	n := env.newNode("union", "Union")
+	n.newOperator = func() runtime.Operator { return &unionOp{} }
+	for _, s := range streams {
+		if s.env != env {
+			env.fail(fmt.Errorf("Union of streams from different environments"))
+		}
+		n.inputs = append(n.inputs, edgeOf(s, 0))
+	}
+	return DataStream[T]{env: env, n: n}
+}
+
+// KeyedStream is a stream partitioned by key: records with equal keys go to
+// the same subtask of the next operator, whose state and timers are scoped
+// to the key.
+type KeyedStream[T any, K comparable] struct {
+	DataStream[T]
+	key func(T) K
+}
+
+// KeyBy partitions s by key. The key's key group is HashKey(key) mod the
+// next operator's max parallelism; keys must hash the same in every process
+// (strings, numbers, booleans, and arrays and structs of them).
+func KeyBy[T any, K comparable](s DataStream[T], key func(T) K) KeyedStream[T, K] {
+	s.part = partitioning{kind: "hash", keyOf: func(v any) any { return key(as[T](v)) }}
+	return KeyedStream[T, K]{DataStream: s, key: key}
+}
+
+// Reduce keeps a running reduction per key and emits it after every record
+// (in Batch mode only the final value per key).
+func (k KeyedStream[T, K]) Reduce(fn func(a, b T) T) DataStream[T] {
+	batch := k.env.mode == Batch
+	key := k.key
+	return oneInput[T, T](k.DataStream, "keyed-reduce", "Reduce", func() runtime.Operator {
+		return &keyedReduceOp[T, K]{key: key, fn: fn, final: batch}
+	})
+}
+
+// AggregateFunction folds values into an accumulator, as Flink's.
+type AggregateFunction[T, ACC, OUT any] interface {
+	CreateAccumulator() ACC
+	Add(v T, acc ACC) ACC
+	GetResult(acc ACC) OUT
+}
+
+// Aggregator is an AggregateFunction made of functions.
+type Aggregator[T, ACC, OUT any] struct {
+	Create func() ACC
+	Add_   func(v T, acc ACC) ACC
+	Result func(acc ACC) OUT
+}
+
+// NewAggregator returns an AggregateFunction from three functions.
+func NewAggregator[T, ACC, OUT any](create func() ACC, add func(T, ACC) ACC, result func(ACC) OUT) Aggregator[T, ACC, OUT] {
+	return Aggregator[T, ACC, OUT]{Create: create, Add_: add, Result: result}
+}
+
+// CreateAccumulator implements AggregateFunction.
+func (a Aggregator[T, ACC, OUT]) CreateAccumulator() ACC { return a.Create() }
+
+// Add implements AggregateFunction.
+func (a Aggregator[T, ACC, OUT]) Add(v T, acc ACC) ACC { return a.Add_(v, acc) }
+
+// GetResult implements AggregateFunction.
+func (a Aggregator[T, ACC, OUT]) GetResult(acc ACC) OUT { return a.Result(acc) }
+
+// Aggregate keeps a running aggregate per key and emits its result after
+// every record (in Batch mode only the final result per key).
+func Aggregate[T any, K comparable, ACC, OUT any](k KeyedStream[T, K], agg AggregateFunction[T, ACC, OUT]) DataStream[OUT] {
+	batch := k.env.mode == Batch
+	key := k.key
+	return oneInput[T, OUT](k.DataStream, "keyed-aggregate", "Aggregate", func() runtime.Operator {
+		return &keyedAggregateOp[T, K, ACC, OUT]{key: key, agg: agg, final: batch}
+	})
+}
+
+// KeyedProcessFunction handles the records of a keyed stream with keyed
+// state and timers. OnTimer may be nil when no timers are registered.
+type KeyedProcessFunction[K comparable, T, O any] struct {
+	ProcessElement func(ctx *KeyedContext[K], v T, out Collector[O]) error
+	OnTimer        func(ctx *KeyedContext[K], ts int64, out Collector[O]) error
+}
+
+// KeyedProcess runs fn on a keyed stream.
+func KeyedProcess[T any, K comparable, O any](k KeyedStream[T, K], fn KeyedProcessFunction[K, T, O]) DataStream[O] {
+	key := k.key
+	return oneInput[T, O](k.DataStream, "keyed-process", "KeyedProcess", func() runtime.Operator {
+		return &keyedProcessOp[T, K, O]{key: key, fn: fn}
+	})
+}
+
+// AssignTimestampsAndWatermarks sets each record's event timestamp and
+// generates watermarks with strategy.
+func (s DataStream[T]) AssignTimestampsAndWatermarks(strategy WatermarkStrategy[T]) DataStream[T] {
+	batch := s.env.mode == Batch
+	out := oneInput[T, T](s, "timestamps-watermarks", "Timestamps/Watermarks", func() runtime.Operator {
+		return &watermarkOp[T]{s: strategy, batch: batch}
+	})
+	out.n.params["outOfOrderness_ms"] = strategy.bound.Milliseconds()
+	out.n.params["interval_ms"] = strategy.interval.Milliseconds()
+	return out
+}

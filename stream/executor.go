@@ -1,0 +1,167 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/gofl/gofl/jobgraph"
+	"github.com/gofl/gofl/stream/runtime"
+)
+
+const (
+	localBatchSize    = 256 // events per batch handed to a local gate
+	localGateCapacity = 8   // batches a gate buffers before producers block
+)
+
+// JobResult describes a finished local execution.
+type JobResult struct {
+	Name        string
+	Fingerprint string
+	Duration    time.Duration
+}
+
+// Execute translates the job and runs it in this process, like Flink's
+// MiniCluster: every subtask is a goroutine running its chain (see package
+// runtime); PIPELINED exchanges are bounded Go channels, BLOCKING ones are
+// kept in memory until all producers finished. It returns when every task
+// finished, the first task failed (the error names the operator), or ctx
+// was cancelled; no goroutine outlives it.
+func (e *Environment) Execute(ctx context.Context) (*JobResult, error) {
+	p, err := e.Plan()
+	if err != nil {
+		return nil, err
+	}
+	return p.ExecuteLocal(ctx)
+}
+
+// ExecuteLocal runs the plan in this process (see Environment.Execute).
+func (p *Plan) ExecuteLocal(ctx context.Context) (*JobResult, error) {
+	start := time.Now()
+	for _, c := range p.env.collects {
+		c.reset()
+	}
+	g := p.Graph
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	type sub struct {
+		gates   []*runtime.LocalGate
+		writers []runtime.ResultWriter
+	}
+	subs := map[jobgraph.VertexID][]*sub{}
+	for _, v := range g.Vertices {
+		spec := p.Tasks[v.ID]
+		counts := make([]int, spec.NumInputs)
+		for _, in := range p.Inputs[v.ID] {
+			e := g.Edges[in.Edge]
+			if e.Distribution == jobgraph.Pointwise {
+				counts[in.Input]++
+			} else {
+				counts[in.Input] += g.Vertex(e.Source).Parallelism
+			}
+		}
+		ss := make([]*sub, v.Parallelism)
+		for i := range ss {
+			s := &sub{}
+			for _, n := range counts {
+				s.gates = append(s.gates, runtime.NewLocalGate(n, localGateCapacity))
+			}
+			ss[i] = s
+		}
+		subs[v.ID] = ss
+	}
+
+	var pumps sync.WaitGroup
+	defer pumps.Wait()
+	// Wire edges in order, so each producer's writers line up with its
+	// TaskSpec.Outputs and each gate's channels are numbered per edge.
+	base := map[jobgraph.VertexID][]int{}
+	for ei, e := range g.Edges {
+		src, dst := g.Vertex(e.Source), g.Vertex(e.Target)
+		input := -1
+		for _, in := range p.Inputs[dst.ID] {
+			if in.Edge == ei {
+				input = in.Input
+			}
+		}
+		if base[dst.ID] == nil {
+			base[dst.ID] = make([]int, p.Tasks[dst.ID].NumInputs)
+		}
+		b := base[dst.ID][input]
+		pointwise := e.Distribution == jobgraph.Pointwise
+		if pointwise {
+			base[dst.ID][input]++
+		} else {
+			base[dst.ID][input] += src.Parallelism
+		}
+		consumers := subs[dst.ID]
+		for ps, producer := range subs[src.ID] {
+			switch {
+			case e.PartitionType == jobgraph.Pipelined && pointwise:
+				producer.writers = append(producer.writers, runtime.NewLocalWriter(ctx,
+					[]runtime.LocalTarget{{Gate: consumers[ps].gates[input], Channel: b}}, localBatchSize))
+			case e.PartitionType == jobgraph.Pipelined:
+				targets := make([]runtime.LocalTarget, len(consumers))
+				for cs, c := range consumers {
+					targets[cs] = runtime.LocalTarget{Gate: c.gates[input], Channel: b + ps}
+				}
+				producer.writers = append(producer.writers, runtime.NewLocalWriter(ctx, targets, localBatchSize))
+			case pointwise:
+				r := runtime.NewBlockingResult(1, 1)
+				producer.writers = append(producer.writers, r.Writer(0))
+				gate := consumers[ps].gates[input]
+				pumps.Go(func() { _ = r.Serve(ctx, 0, gate, b, localBatchSize) })
+			}
+		}
+		if e.PartitionType == jobgraph.Blocking && !pointwise {
+			r := runtime.NewBlockingResult(src.Parallelism, dst.Parallelism)
+			for ps, producer := range subs[src.ID] {
+				producer.writers = append(producer.writers, r.Writer(ps))
+			}
+			for cs, c := range consumers {
+				gate := c.gates[input]
+				pumps.Go(func() { _ = r.Serve(ctx, cs, gate, b, localBatchSize) })
+			}
+		}
+	}
+
+	var (
+		mu       sync.Mutex
+		firstErr error
+		tasks    sync.WaitGroup
+	)
+	for _, v := range g.Vertices {
+		spec := p.Tasks[v.ID]
+		for i, s := range subs[v.ID] {
+			env := runtime.TaskEnv{SubtaskIndex: i, Parallelism: v.Parallelism, MaxParallelism: v.EffectiveMaxParallelism(), Writers: s.writers}
+			for _, gt := range s.gates {
+				env.Gates = append(env.Gates, gt)
+			}
+			tasks.Go(func() {
+				if err := runtime.RunTask(ctx, spec, env); err != nil {
+					mu.Lock()
+					if firstErr == nil || (isCancel(firstErr) && !isCancel(err)) {
+						firstErr = err
+					}
+					mu.Unlock()
+					cancel()
+				}
+			})
+		}
+	}
+	tasks.Wait()
+	cancel()
+	pumps.Wait()
+	res := &JobResult{Name: g.Name, Fingerprint: g.Fingerprint, Duration: time.Since(start)}
+	if firstErr != nil {
+		return res, fmt.Errorf("job %q failed: %w", g.Name, firstErr)
+	}
+	return res, nil
+}
+
+func isCancel(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}

@@ -1,0 +1,35 @@
+// Package runtime runs operator chains: the part of gofl's streaming runtime
+// that a task executes, independent of where its input comes from and where
+// its output goes.
+//
+// A task (one subtask of a JobGraph vertex) is a TaskSpec — operators in
+// chain order, the head fed by the task's InputGates (or a Source polled by
+// the task), each other operator called directly by the one before it — run
+// by RunTask on one goroutine, like Flink's StreamTask with its mailbox:
+// records, watermarks, processing-time timers and end of input are all
+// handled on that goroutine, so operators need no locks.
+//
+// In-band events (Event) flow through exchanges: records, watermarks and
+// end-of-partition. The task combines watermarks as Flink's
+// StatusWatermarkValve does: per channel the maximum seen, across all
+// channels of all inputs the minimum, ended channels excluded; the head sees
+// the combined watermark whenever it increases. At the end of input pending
+// processing-time timers fire, the watermark goes to MaxWatermark (all
+// event-time timers fire), operators finish head first, and every writer
+// ends its subpartitions with end-of-partition.
+//
+// The exchange is behind two small interfaces: InputGate (batches of events
+// per channel through a Go channel) and ResultWriter (emit, flush, finish
+// per subpartition). LocalGate, LocalWriter and BlockingResult implement
+// them in-process; the network data plane implements them with serialized
+// buffers and credit-based flow control. Partitioners decide the
+// subpartition of a record: Forward, Rebalance, Broadcast and
+// KeyGroupPartitioner (Flink's key groups: keyGroup = hash(key) mod
+// maxParallelism, subtask = keyGroup × parallelism / maxParallelism, with a
+// hash that is the same in every process).
+//
+// Failures: an error returned by an operator, or a panic in it, unwinds the
+// task and RunTask returns an *OperatorError naming the operator (with the
+// stack for a panic). Keyed operators keep state in a KeyedStateBackend (a
+// map per key group) and timers in a TimerService.
+package runtime

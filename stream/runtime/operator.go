@@ -1,0 +1,101 @@
+package runtime
+
+import "time"
+
+// Output receives an operator's results: the next operator of the chain (a
+// direct call) or the task's result writers. Collect and EmitWatermark do
+// not return errors: a failure downstream unwinds the task with a panic that
+// RunTask recovers and reports as an *OperatorError, so user code between
+// operators never has to check anything.
+type Output interface {
+	Collect(r Record)
+	EmitWatermark(wm int64)
+}
+
+// Operator is one stream operator of a chain. All methods are called from
+// the task's goroutine, never concurrently.
+//
+// Lifecycle: Open once; then ProcessElement and ProcessWatermark in input
+// order (and processing-time callbacks the operator registered); Finish once
+// when all input has ended (after the final MaxWatermark); Close always, also
+// after a failure, to release resources.
+type Operator interface {
+	Open(ctx *Context) error
+	// ProcessElement handles one record of the given logical input (0 or 1;
+	// chained operators always see input 0).
+	ProcessElement(input int, r Record) error
+	// ProcessWatermark handles the combined watermark of all inputs, which
+	// only increases. The operator must forward it (ctx.Output) after firing
+	// what it makes due.
+	ProcessWatermark(wm int64) error
+	// Finish flushes buffered results at the end of input.
+	Finish() error
+	Close() error
+}
+
+// PollStatus is a Source's answer to Poll.
+type PollStatus int
+
+const (
+	// MoreAvailable asks for another Poll right away.
+	MoreAvailable PollStatus = iota
+	// NothingAvailable asks to poll again no earlier than the returned time.
+	NothingAvailable
+	// EndOfInput ends a bounded source.
+	EndOfInput
+)
+
+// Source is the head of a source task: a split reader polled by the task's
+// goroutine (like Flink's FLIP-27 SourceReader), so processing-time timers
+// of chained operators run on the same goroutine without locks.
+type Source interface {
+	Open(ctx *Context) error
+	// Poll emits zero or more records to out. With NothingAvailable, the
+	// returned time is when to poll next.
+	Poll(out Output) (PollStatus, time.Time, error)
+	Close() error
+}
+
+// Base is an Operator with no behaviour of its own: it keeps the Context and
+// forwards watermarks. Embed it and override what you need.
+type Base struct {
+	Ctx *Context
+}
+
+// Open keeps the context.
+func (b *Base) Open(ctx *Context) error { b.Ctx = ctx; return nil }
+
+// ProcessWatermark forwards the watermark.
+func (b *Base) ProcessWatermark(wm int64) error { b.Ctx.Output.EmitWatermark(wm); return nil }
+
+// Finish does nothing.
+func (b *Base) Finish() error { return nil }
+
+// Close does nothing.
+func (b *Base) Close() error { return nil }
+
+// Context is an operator's view of its task.
+type Context struct {
+	TaskName       string
+	OperatorID     string
+	OperatorName   string
+	SubtaskIndex   int
+	Parallelism    int
+	MaxParallelism int
+	// Output receives the operator's results.
+	Output Output
+
+	task  *task
+	index int
+}
+
+// ProcessingTime is the task's clock in milliseconds since the epoch.
+func (c *Context) ProcessingTime() int64 { return c.task.now().UnixMilli() }
+
+// RegisterProcessingTimer calls fn on the task's goroutine once the clock
+// reaches ts (milliseconds). Timers still pending when the input ends fire
+// then, in timestamp order (as Flink does in BATCH mode and on a drain);
+// timers registered while that happens are dropped.
+func (c *Context) RegisterProcessingTimer(ts int64, fn func(ts int64) error) {
+	c.task.timers.push(procTimer{ts: ts, op: c.index, fn: fn})
+}

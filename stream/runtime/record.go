@@ -1,0 +1,47 @@
+package runtime
+
+import "math"
+
+// Watermark bounds. A watermark of MaxWatermark means "no more records will
+// ever arrive": every event-time timer fires.
+const (
+	MinWatermark int64 = math.MinInt64
+	MaxWatermark int64 = math.MaxInt64
+)
+
+// Record is one stream element with its optional event timestamp
+// (milliseconds since the epoch, as in Flink). Values are shared between
+// chained operators and must be treated as immutable.
+type Record struct {
+	Value        any
+	Timestamp    int64
+	HasTimestamp bool
+}
+
+// EventKind tells the kinds of in-band events apart.
+type EventKind uint8
+
+const (
+	// EventRecord carries a Record.
+	EventRecord EventKind = iota
+	// EventWatermark carries a watermark: the producer promises no record
+	// with a timestamp at or below it follows on this channel.
+	EventWatermark
+	// EventEndOfPartition is the last event of a channel.
+	EventEndOfPartition
+)
+
+// Event is what flows through an exchange: records and control events in
+// one ordered stream per channel.
+type Event struct {
+	Kind      EventKind
+	Record    Record
+	Watermark int64
+}
+
+// ChannelBatch is a run of events from one input channel, in order. The
+// receiver owns Events.
+type ChannelBatch struct {
+	Channel int
+	Events  []Event
+}

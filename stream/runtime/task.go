@@ -1,0 +1,593 @@
+package runtime
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sort"
+	"time"
+)
+
+// InputGate delivers the events of every channel of one logical input of a
+// task (all producer subtasks of all edges into that input), in FIFO order
+// per channel. A local gate is a Go channel; a network gate decodes buffers
+// into batches. The task stops reading once every channel has delivered
+// EventEndOfPartition, so Batches is never closed.
+type InputGate interface {
+	NumChannels() int
+	Batches() <-chan ChannelBatch
+}
+
+// ResultWriter writes one produced result: a subpartition per consumer
+// subtask. Emit may buffer; Flush hands buffered events on and may block
+// under backpressure; Finish flushes and ends every subpartition with
+// EventEndOfPartition. Errors (the job was cancelled, the network failed)
+// abort the task. A ResultWriter is used by one goroutine.
+type ResultWriter interface {
+	NumSubpartitions() int
+	Emit(subpartition int, ev Event) error
+	Flush() error
+	Finish() error
+}
+
+// OperatorSpec is one operator of a chain.
+type OperatorSpec struct {
+	ID   string
+	Name string
+	Kind string
+	// NewOperator creates the operator of one subtask; NewSource instead for
+	// a source head.
+	NewOperator func() Operator
+	NewSource   func() Source
+	// Input is the chain index of the operator feeding this one, or -1 for
+	// the head (fed by the task's input gates).
+	Input int
+}
+
+// OutputSpec is one produced result of a chain.
+type OutputSpec struct {
+	// From is the chain index of the operator whose output this is.
+	From int
+	// NewPartitioner creates the partitioner of one producer subtask.
+	NewPartitioner func(subtask int) Partitioner
+}
+
+// TaskSpec is the chain a vertex runs: operators in chain order (the head
+// first; each other operator fed by an earlier one), the number of logical
+// inputs of the head (0 for a source, at most 2), and the results.
+type TaskSpec struct {
+	Name      string
+	Operators []OperatorSpec
+	NumInputs int
+	Outputs   []OutputSpec
+}
+
+// TaskEnv is what one subtask is given to run: its position, its input
+// gates (one per logical input), its writers (aligned with
+// TaskSpec.Outputs) and a clock (time.Now when nil).
+type TaskEnv struct {
+	SubtaskIndex   int
+	Parallelism    int
+	MaxParallelism int
+	Gates          []InputGate
+	Writers        []ResultWriter
+	Now            func() time.Time
+}
+
+// OperatorError is a failure of one operator: an error it returned or a
+// panic in it (then Stack holds the goroutine's stack).
+type OperatorError struct {
+	Task       string
+	Subtask    int
+	Operator   string
+	OperatorID string
+	Err        error
+	Stack      string
+}
+
+func (e *OperatorError) Error() string {
+	s := fmt.Sprintf("operator %q (task %q, subtask %d) failed: %v", e.Operator, e.Task, e.Subtask, e.Err)
+	if e.Stack != "" {
+		s += "\n" + e.Stack
+	}
+	return s
+}
+
+func (e *OperatorError) Unwrap() error { return e.Err }
+
+// abort unwinds a task for a reason outside the operators (cancellation, a
+// writer failing).
+type abort struct{ err error }
+
+type opNode struct {
+	t      *task
+	index  int
+	spec   *OperatorSpec
+	op     Operator
+	src    Source
+	ctx    *Context
+	outs   []Output
+	opened bool
+}
+
+type task struct {
+	ctx     context.Context
+	spec    *TaskSpec
+	env     TaskEnv
+	nodes   []*opNode
+	timers  procQueue
+	writers []ResultWriter
+	now     func() time.Time
+	wm      int64
+}
+
+// RunTask runs one subtask of a chain until its input ends, it fails, or
+// ctx is cancelled: open the operators (last first), process input, and at
+// the end of input fire pending processing-time timers, emit the final
+// MaxWatermark, finish the operators (head first), finish the writers, and
+// close the operators. The returned error is an *OperatorError when an
+// operator failed, ctx.Err() when cancelled.
+func RunTask(ctx context.Context, spec *TaskSpec, env TaskEnv) (err error) {
+	t, err := newTask(ctx, spec, env)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for i := len(t.nodes) - 1; i >= 0; i-- {
+			n := t.nodes[i]
+			if !n.opened {
+				continue
+			}
+			cerr := t.protect(func() error {
+				n.call(func() error {
+					if n.src != nil {
+						return n.src.Close()
+					}
+					return n.op.Close()
+				})
+				return nil
+			})
+			if err == nil {
+				err = cerr
+			}
+		}
+	}()
+	return t.protect(t.run)
+}
+
+func newTask(ctx context.Context, spec *TaskSpec, env TaskEnv) (*task, error) {
+	if len(spec.Operators) == 0 {
+		return nil, fmt.Errorf("task %q has no operators", spec.Name)
+	}
+	if spec.NumInputs > 2 || len(env.Gates) != spec.NumInputs {
+		return nil, fmt.Errorf("task %q has %d logical inputs and %d gates (at most 2)", spec.Name, spec.NumInputs, len(env.Gates))
+	}
+	if len(env.Writers) != len(spec.Outputs) {
+		return nil, fmt.Errorf("task %q has %d outputs and %d writers", spec.Name, len(spec.Outputs), len(env.Writers))
+	}
+	t := &task{ctx: ctx, spec: spec, env: env, writers: env.Writers, now: env.Now, wm: MinWatermark}
+	if t.now == nil {
+		t.now = time.Now
+	}
+	for i := range spec.Operators {
+		os := &spec.Operators[i]
+		n := &opNode{t: t, index: i, spec: os}
+		if i == 0 && spec.NumInputs == 0 {
+			if os.NewSource == nil {
+				return nil, fmt.Errorf("task %q has no inputs and its head %q is no source", spec.Name, os.Name)
+			}
+			n.src = os.NewSource()
+		} else {
+			if os.NewOperator == nil {
+				return nil, fmt.Errorf("task %q: operator %q has no factory", spec.Name, os.Name)
+			}
+			n.op = os.NewOperator()
+		}
+		if i > 0 {
+			if os.Input < 0 || os.Input >= i {
+				return nil, fmt.Errorf("task %q: operator %q has chain input %d", spec.Name, os.Name, os.Input)
+			}
+			up := t.nodes[os.Input]
+			up.outs = append(up.outs, n)
+		}
+		n.ctx = &Context{
+			TaskName: spec.Name, OperatorID: os.ID, OperatorName: os.Name,
+			SubtaskIndex: env.SubtaskIndex, Parallelism: env.Parallelism, MaxParallelism: env.MaxParallelism,
+			task: t, index: i,
+		}
+		t.nodes = append(t.nodes, n)
+	}
+	for i, o := range spec.Outputs {
+		if o.From < 0 || o.From >= len(t.nodes) {
+			return nil, fmt.Errorf("task %q: output %d comes from operator %d", spec.Name, i, o.From)
+		}
+		w := env.Writers[i]
+		t.nodes[o.From].outs = append(t.nodes[o.From].outs, &writerOutput{w: w, p: o.NewPartitioner(env.SubtaskIndex), n: w.NumSubpartitions()})
+	}
+	for _, n := range t.nodes {
+		switch len(n.outs) {
+		case 0:
+			n.ctx.Output = discard{}
+		case 1:
+			n.ctx.Output = n.outs[0]
+		default:
+			n.ctx.Output = fanout(n.outs)
+		}
+	}
+	return t, nil
+}
+
+func (t *task) protect(f func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			switch e := p.(type) {
+			case *OperatorError:
+				err = e
+			case abort:
+				err = e.err
+			default:
+				err = fmt.Errorf("task %q (subtask %d): panic: %v\n%s", t.spec.Name, t.env.SubtaskIndex, p, debug.Stack())
+			}
+		}
+	}()
+	return f()
+}
+
+func (t *task) run() error {
+	for i := len(t.nodes) - 1; i >= 0; i-- {
+		n := t.nodes[i]
+		n.opened = true
+		n.call(func() error {
+			if n.src != nil {
+				return n.src.Open(n.ctx)
+			}
+			return n.op.Open(n.ctx)
+		})
+	}
+	var err error
+	if t.spec.NumInputs == 0 {
+		err = t.runSource()
+	} else {
+		err = t.runInputs()
+	}
+	if err != nil {
+		return err
+	}
+	// End of input.
+	for i := range t.nodes {
+		t.drainTimers(i)
+	}
+	t.advance(MaxWatermark)
+	for _, n := range t.nodes {
+		if n.op != nil {
+			n.call(n.op.Finish)
+		}
+	}
+	for _, w := range t.writers {
+		if err := w.Finish(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *task) advance(wm int64) {
+	if wm <= t.wm {
+		return
+	}
+	t.wm = wm
+	head := t.nodes[0]
+	if head.src != nil {
+		head.ctx.Output.EmitWatermark(wm)
+	} else {
+		head.EmitWatermark(wm)
+	}
+}
+
+func (t *task) flush() error {
+	for _, w := range t.writers {
+		if err := w.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// wait blocks until until (or the next processing timer) or ctx is done,
+// after flushing the writers.
+func (t *task) wait(until time.Time, c0, c1 <-chan ChannelBatch) (ChannelBatch, int, error) {
+	if err := t.flush(); err != nil {
+		return ChannelBatch{}, -1, err
+	}
+	if len(t.timers.items) > 0 {
+		if nt := time.UnixMilli(t.timers.items[0].ts); until.IsZero() || nt.Before(until) {
+			until = nt
+		}
+	}
+	var timerC <-chan time.Time
+	if !until.IsZero() {
+		d := until.Sub(t.now())
+		if d <= 0 {
+			return ChannelBatch{}, -1, nil
+		}
+		tm := time.NewTimer(d)
+		defer tm.Stop()
+		timerC = tm.C
+	}
+	select {
+	case b := <-c0:
+		return b, 0, nil
+	case b := <-c1:
+		return b, 1, nil
+	case <-timerC:
+		return ChannelBatch{}, -1, nil
+	case <-t.ctx.Done():
+		return ChannelBatch{}, -1, t.ctx.Err()
+	}
+}
+
+func (t *task) fireDueTimers() {
+	if len(t.timers.items) == 0 {
+		return
+	}
+	now := t.now().UnixMilli()
+	for len(t.timers.items) > 0 && t.timers.items[0].ts <= now {
+		pt := heap.Pop(&t.timers).(procTimer)
+		n := t.nodes[pt.op]
+		n.call(func() error { return pt.fn(pt.ts) })
+	}
+}
+
+// drainTimers fires the pending processing-time timers of operator i in
+// timestamp order; timers it registers meanwhile are dropped.
+func (t *task) drainTimers(i int) {
+	var mine, rest []procTimer
+	for _, pt := range t.timers.items {
+		if pt.op == i {
+			mine = append(mine, pt)
+		} else {
+			rest = append(rest, pt)
+		}
+	}
+	if len(mine) == 0 {
+		return
+	}
+	t.timers.items = rest
+	heap.Init(&t.timers)
+	sort.Slice(mine, func(a, b int) bool {
+		if mine[a].ts != mine[b].ts {
+			return mine[a].ts < mine[b].ts
+		}
+		return mine[a].seq < mine[b].seq
+	})
+	n := t.nodes[i]
+	for _, pt := range mine {
+		n.call(func() error { return pt.fn(pt.ts) })
+	}
+	rest = t.timers.items[:0]
+	for _, pt := range t.timers.items {
+		if pt.op != i {
+			rest = append(rest, pt)
+		}
+	}
+	t.timers.items = rest
+	heap.Init(&t.timers)
+}
+
+func (t *task) runSource() error {
+	src := t.nodes[0]
+	for {
+		if err := t.ctx.Err(); err != nil {
+			return err
+		}
+		t.fireDueTimers()
+		var st PollStatus
+		var at time.Time
+		src.call(func() error {
+			var err error
+			st, at, err = src.src.Poll(src.ctx.Output)
+			return err
+		})
+		switch st {
+		case MoreAvailable:
+		case NothingAvailable:
+			if at.IsZero() {
+				at = t.now().Add(time.Millisecond)
+			}
+			if _, _, err := t.wait(at, nil, nil); err != nil {
+				return err
+			}
+		case EndOfInput:
+			return nil
+		default:
+			return fmt.Errorf("source %q returned poll status %d", src.spec.Name, st)
+		}
+	}
+}
+
+func (t *task) runInputs() error {
+	type gateState struct {
+		wm    []int64
+		ended []bool
+		open  int
+	}
+	gates := make([]gateState, len(t.env.Gates))
+	remaining := 0
+	for i, g := range t.env.Gates {
+		n := g.NumChannels()
+		gates[i] = gateState{wm: make([]int64, n), ended: make([]bool, n), open: n}
+		for c := range gates[i].wm {
+			gates[i].wm[c] = MinWatermark
+		}
+		remaining += n
+	}
+	var c0, c1 <-chan ChannelBatch
+	c0 = t.env.Gates[0].Batches()
+	if len(t.env.Gates) > 1 {
+		c1 = t.env.Gates[1].Batches()
+	}
+	combined := func() int64 {
+		m := MaxWatermark
+		for _, g := range gates {
+			for c, w := range g.wm {
+				if !g.ended[c] && w < m {
+					m = w
+				}
+			}
+		}
+		return m
+	}
+	head := t.nodes[0]
+	for remaining > 0 {
+		t.fireDueTimers()
+		var b ChannelBatch
+		gi := -1
+		select {
+		case b = <-c0:
+			gi = 0
+		case b = <-c1:
+			gi = 1
+		default:
+			var err error
+			if b, gi, err = t.wait(time.Time{}, c0, c1); err != nil {
+				return err
+			}
+			if gi < 0 {
+				continue
+			}
+		}
+		g := &gates[gi]
+		if b.Channel < 0 || b.Channel >= len(g.wm) {
+			return fmt.Errorf("task %q: input %d has no channel %d", t.spec.Name, gi, b.Channel)
+		}
+		for i := range b.Events {
+			ev := &b.Events[i]
+			switch ev.Kind {
+			case EventRecord:
+				head.processInput(gi, ev.Record)
+			case EventWatermark:
+				if ev.Watermark > g.wm[b.Channel] {
+					g.wm[b.Channel] = ev.Watermark
+					t.advance(combined())
+				}
+			case EventEndOfPartition:
+				if g.ended[b.Channel] {
+					return fmt.Errorf("task %q: input %d channel %d ended twice", t.spec.Name, gi, b.Channel)
+				}
+				g.ended[b.Channel] = true
+				g.open--
+				remaining--
+				if remaining > 0 {
+					t.advance(combined())
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// call runs f as operator n, turning an error or panic into an
+// *OperatorError that unwinds the task.
+func (n *opNode) call(f func() error) {
+	defer n.guard()
+	if err := f(); err != nil {
+		panic(n.fail(err))
+	}
+}
+
+func (n *opNode) processInput(input int, r Record) {
+	defer n.guard()
+	if err := n.op.ProcessElement(input, r); err != nil {
+		panic(n.fail(err))
+	}
+}
+
+// Collect feeds a record from the upstream operator of the chain.
+func (n *opNode) Collect(r Record) {
+	defer n.guard()
+	if err := n.op.ProcessElement(0, r); err != nil {
+		panic(n.fail(err))
+	}
+}
+
+// EmitWatermark feeds a watermark from the upstream operator of the chain.
+func (n *opNode) EmitWatermark(wm int64) {
+	defer n.guard()
+	if err := n.op.ProcessWatermark(wm); err != nil {
+		panic(n.fail(err))
+	}
+}
+
+func (n *opNode) guard() {
+	if p := recover(); p != nil {
+		switch p.(type) {
+		case *OperatorError, abort:
+			panic(p)
+		}
+		panic(&OperatorError{
+			Task: n.t.spec.Name, Subtask: n.t.env.SubtaskIndex, Operator: n.spec.Name, OperatorID: n.spec.ID,
+			Err: fmt.Errorf("panic: %v", p), Stack: string(debug.Stack()),
+		})
+	}
+}
+
+func (n *opNode) fail(err error) any {
+	var oe *OperatorError
+	if errors.As(err, &oe) {
+		return oe
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return abort{err}
+	}
+	return &OperatorError{Task: n.t.spec.Name, Subtask: n.t.env.SubtaskIndex, Operator: n.spec.Name, OperatorID: n.spec.ID, Err: err}
+}
+
+type discard struct{}
+
+func (discard) Collect(Record)      {}
+func (discard) EmitWatermark(int64) {}
+
+type fanout []Output
+
+func (f fanout) Collect(r Record) {
+	for _, o := range f {
+		o.Collect(r)
+	}
+}
+
+func (f fanout) EmitWatermark(wm int64) {
+	for _, o := range f {
+		o.EmitWatermark(wm)
+	}
+}
+
+type writerOutput struct {
+	w ResultWriter
+	p Partitioner
+	n int
+}
+
+func (o *writerOutput) emit(s int, ev Event) {
+	if err := o.w.Emit(s, ev); err != nil {
+		panic(abort{err})
+	}
+}
+
+func (o *writerOutput) Collect(r Record) {
+	s := o.p.Select(r, o.n)
+	if s >= 0 {
+		o.emit(s, Event{Kind: EventRecord, Record: r})
+		return
+	}
+	for i := 0; i < o.n; i++ {
+		o.emit(i, Event{Kind: EventRecord, Record: r})
+	}
+}
+
+func (o *writerOutput) EmitWatermark(wm int64) {
+	for i := 0; i < o.n; i++ {
+		o.emit(i, Event{Kind: EventWatermark, Watermark: wm})
+	}
+}

@@ -1,0 +1,194 @@
+package stream
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/gofl/gofl/stream/runtime"
+)
+
+// Sink is the end of a stream; its setters configure the sink operator.
+type Sink struct {
+	env *Environment
+	n   *node
+}
+
+// Name names the sink.
+func (s Sink) Name(name string) Sink { s.n.name = name; return s }
+
+// Uid fixes the sink's operator ID.
+func (s Sink) Uid(uid string) Sink { s.n.uid = uid; return s }
+
+// SetParallelism sets the sink's parallelism.
+func (s Sink) SetParallelism(n int) Sink {
+	if n < 1 {
+		s.env.fail(fmt.Errorf("sink %q: parallelism %d must be at least 1", s.n.name, n))
+		return s
+	}
+	s.n.parallelism = n
+	return s
+}
+
+// SlotSharingGroup puts the sink into a slot sharing group.
+func (s Sink) SlotSharingGroup(g string) Sink { s.n.slotSharing = g; return s }
+
+// DisableChaining keeps the sink out of any chain.
+func (s Sink) DisableChaining() Sink { s.n.chaining = chainNever; return s }
+
+func addSink[T any](s DataStream[T], kind, name string, newOp func() runtime.Operator) Sink {
+	n := s.env.newNode(kind, name)
+	n.newOperator = newOp
+	n.inputs = []streamEdge{edgeOf(s, 0)}
+	return Sink{env: s.env, n: n}
+}
+
+// Print writes every record with fmt.Sprint to the environment's stdout,
+// prefixed with "<subtask>> " when the sink runs in parallel, as Flink's
+// print().
+func (s DataStream[T]) Print() Sink {
+	env := s.env
+	return addSink(s, "sink-print", "Print to Std. Out", func() runtime.Operator {
+		return &printOp{w: env.stdout, mu: env.stdoutMu}
+	})
+}
+
+type printOp struct {
+	runtime.Base
+	w      io.Writer
+	mu     *sync.Mutex
+	prefix string
+}
+
+func (o *printOp) Open(ctx *runtime.Context) error {
+	o.Ctx = ctx
+	if ctx.Parallelism > 1 {
+		o.prefix = fmt.Sprintf("%d> ", ctx.SubtaskIndex+1)
+	}
+	return nil
+}
+
+func (o *printOp) ProcessElement(_ int, r runtime.Record) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, err := fmt.Fprintf(o.w, "%s%v\n", o.prefix, r.Value)
+	return err
+}
+
+func (o *printOp) ProcessWatermark(int64) error { return nil }
+
+// WriteAsText writes every record with fmt.Sprint, one per line, into the
+// directory dir (a plain path or a file:// URL): one part file
+// "part-<subtask>" per sink subtask.
+func (s DataStream[T]) WriteAsText(dir string) Sink {
+	sink := addSink(s, "sink-textfile", "TextFile Sink", func() runtime.Operator {
+		return &textSinkOp{dir: dir}
+	})
+	sink.n.params["path"] = dir
+	return sink
+}
+
+type textSinkOp struct {
+	runtime.Base
+	dir string
+	f   *os.File
+	w   *bufio.Writer
+}
+
+func (o *textSinkOp) Open(ctx *runtime.Context) error {
+	o.Ctx = ctx
+	dir, err := localPath(o.dir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	o.f, err = os.Create(filepath.Join(dir, fmt.Sprintf("part-%d", ctx.SubtaskIndex)))
+	if err != nil {
+		return err
+	}
+	o.w = bufio.NewWriterSize(o.f, 64<<10)
+	return nil
+}
+
+func (o *textSinkOp) ProcessElement(_ int, r runtime.Record) error {
+	_, err := fmt.Fprintln(o.w, r.Value)
+	return err
+}
+
+func (o *textSinkOp) ProcessWatermark(int64) error { return nil }
+
+func (o *textSinkOp) Finish() error {
+	if err := o.w.Flush(); err != nil {
+		return err
+	}
+	return o.f.Sync()
+}
+
+func (o *textSinkOp) Close() error {
+	if o.f == nil {
+		return nil
+	}
+	err := o.f.Close()
+	o.f = nil
+	return err
+}
+
+// Collected holds the records a Collect sink received during the last
+// local Execute.
+type Collected[T any] struct {
+	Sink
+	mu     sync.Mutex
+	values []T
+}
+
+// Values returns the collected records, subtask results in arbitrary
+// interleaving (one subtask's records in order).
+func (c *Collected[T]) Values() []T {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]T(nil), c.values...)
+}
+
+func (c *Collected[T]) reset() {
+	c.mu.Lock()
+	c.values = nil
+	c.mu.Unlock()
+}
+
+// Collect gathers the stream's records in the client process; read them
+// with Values after Execute returns. For tests and small results: the
+// local executor collects in memory.
+func (s DataStream[T]) Collect() *Collected[T] {
+	c := &Collected[T]{}
+	c.Sink = addSink(s, "sink-collect", "Collect Sink", func() runtime.Operator {
+		return &collectOp[T]{c: c}
+	})
+	s.env.collects = append(s.env.collects, c)
+	return c
+}
+
+type collectOp[T any] struct {
+	runtime.Base
+	c   *Collected[T]
+	buf []T
+}
+
+func (o *collectOp[T]) ProcessElement(_ int, r runtime.Record) error {
+	o.buf = append(o.buf, as[T](r.Value))
+	return nil
+}
+
+func (o *collectOp[T]) ProcessWatermark(int64) error { return nil }
+
+func (o *collectOp[T]) Close() error {
+	o.c.mu.Lock()
+	o.c.values = append(o.c.values, o.buf...)
+	o.c.mu.Unlock()
+	o.buf = nil
+	return nil
+}
