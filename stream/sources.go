@@ -37,7 +37,9 @@ func FromCollection[T any](env *Environment, items []T) DataStream[T] {
 }
 
 // FromElements is FromCollection of its arguments.
-func FromElements[T any](env *Environment, items ...T) DataStream[T] { return FromCollection(env, items) }
+func FromElements[T any](env *Environment, items ...T) DataStream[T] {
+	return FromCollection(env, items)
+}
 
 type sliceSource[T any] struct {
 	items     []T
