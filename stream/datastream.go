@@ -144,11 +144,30 @@ func Filter[T any](s DataStream[T], fn func(T) bool) DataStream[T] {
 	return oneInput[T, T](s, "filter", "Filter", func() runtime.Operator { return &filterOp[T]{fn: fn} })
 }
 
-// Process calls fn for every record with its timestamp (if any); fn emits
-// any number of results.
-func Process[T, U any](s DataStream[T], fn func(v T, ts int64, hasTs bool, out Collector[U]) error) DataStream[U] {
+// Process calls fn for every record with a ProcessContext (its timestamp,
+// the subtask); fn emits any number of results.
+func Process[T, U any](s DataStream[T], fn func(ctx *ProcessContext, v T, out Collector[U]) error) DataStream[U] {
 	return oneInput[T, U](s, "process", "Process", func() runtime.Operator { return &processOp[T, U]{fn: fn} })
 }
+
+// ProcessContext is what Process sees of the current record and subtask.
+type ProcessContext struct {
+	ts    int64
+	hasTs bool
+	rctx  *runtime.Context
+}
+
+// Timestamp is the record's event timestamp, if it has one.
+func (c *ProcessContext) Timestamp() (int64, bool) { return c.ts, c.hasTs }
+
+// SubtaskIndex is the index of the running subtask.
+func (c *ProcessContext) SubtaskIndex() int { return c.rctx.SubtaskIndex }
+
+// Parallelism is the operator's parallelism.
+func (c *ProcessContext) Parallelism() int { return c.rctx.Parallelism }
+
+// ProcessingTime is the clock in milliseconds.
+func (c *ProcessContext) ProcessingTime() int64 { return c.rctx.ProcessingTime() }
 
 // Union merges streams of the same type. Records of one input keep their
 // order; inputs interleave arbitrarily.

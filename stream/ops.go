@@ -40,13 +40,15 @@ func (o *filterOp[T]) ProcessElement(_ int, r runtime.Record) error {
 
 type processOp[T, U any] struct {
 	runtime.Base
-	fn  func(T, int64, bool, Collector[U]) error
-	out collector[U]
+	fn   func(*ProcessContext, T, Collector[U]) error
+	pctx ProcessContext
+	out  collector[U]
 }
 
 func (o *processOp[T, U]) ProcessElement(_ int, r runtime.Record) error {
 	o.out = collector[U]{out: o.Ctx.Output, ts: r.Timestamp, hasTs: r.HasTimestamp}
-	return o.fn(as[T](r.Value), r.Timestamp, r.HasTimestamp, &o.out)
+	o.pctx = ProcessContext{ts: r.Timestamp, hasTs: r.HasTimestamp, rctx: o.Ctx}
+	return o.fn(&o.pctx, as[T](r.Value), &o.out)
 }
 
 type unionOp struct{ runtime.Base }
