@@ -28,6 +28,13 @@ bench-scheduler:
 run: build
 	scripts/demo.sh
 
+# Hadoop's MiniDFSCluster in the foreground for the hdfs:// storage tests:
+# NameNode at hdfs://127.0.0.1:9000, WebHDFS at 127.0.0.1:9870. Needs Java 17
+# and Maven; the first run downloads Hadoop into ~/.m2.
+.PHONY: minihdfs
+minihdfs:
+	scripts/minihdfs/run.sh
+
 # Regenerates the configuration reference in README.md from conf/.
 docs:
 	$(GO) run ./cmd/gofl config docs --update-readme

@@ -36,6 +36,10 @@ type Config struct {
 	// HeartbeatTimeout applies when a registration response carries no
 	// heartbeat timeout (heartbeat.timeout); default 50 s.
 	HeartbeatTimeout time.Duration
+	// WorkDir holds the library cache of job binaries and each job
+	// runner's socket and log (taskmanager.tmp-dirs); default a fresh
+	// temporary directory removed when Run returns.
+	WorkDir string
 }
 
 // Defaults.

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/gofl/gofl/internal/heartbeat"
+	"github.com/gofl/gofl/internal/mailbox"
 	"github.com/gofl/gofl/internal/version"
 	"github.com/gofl/gofl/rpc/pb"
 )
@@ -290,6 +291,8 @@ func (te *TaskExecutor) closeJobConnection(jc *jobConnection, cause string, noti
 	if te.jobs[jc.jobID] == jc {
 		delete(te.jobs, jc.jobID)
 	}
+	jobID := jc.jobID
+	mailbox.Go(te.mb, func(context.Context) (struct{}, error) { te.runners.stop(jobID); return struct{}{}, nil }, func(struct{}, error) {})
 	jc.log.Info().Str("cause", cause).Msg("closing the JobMaster connection")
 	if !notify || !jc.connected {
 		jc.cc.Close()

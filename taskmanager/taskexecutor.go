@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -39,6 +40,8 @@ type TaskExecutor struct {
 	tasks      map[string]*task
 	partitions map[string]map[string]*pb.ResultPartitionIDProto // job ID -> partition key -> ID
 	seq        uint64
+	runners    *runnerPool // safe for concurrent use; not mailbox state
+	tempDir    bool
 	stopping   bool
 	draining   bool // tasks and reports done; disconnects sent
 	fatal      error
@@ -74,6 +77,18 @@ func New(cfg Config, log zerolog.Logger) (*TaskExecutor, error) {
 	}
 	for i := range cfg.NumberOfSlots {
 		te.slots = append(te.slots, &slot{index: i})
+	}
+	if cfg.WorkDir == "" {
+		if cfg.WorkDir, err = os.MkdirTemp("", "gofl-tm-"); err != nil {
+			lis.Close()
+			return nil, fmt.Errorf("taskmanager: work directory: %w", err)
+		}
+		te.tempDir = true
+		te.cfg.WorkDir = cfg.WorkDir
+	}
+	if te.runners, err = newRunnerPool(cfg.WorkDir, te.dial, 5*time.Second, te.log); err != nil {
+		lis.Close()
+		return nil, fmt.Errorf("taskmanager: work directory %s: %w", cfg.WorkDir, err)
 	}
 	te.srv = grpc.NewServer()
 	pb.RegisterTaskExecutorServiceServer(te.srv, &service{te: te})
@@ -113,6 +128,10 @@ func (te *TaskExecutor) Run(ctx context.Context) error {
 	<-watchDone
 	te.srv.Stop()
 	<-serveDone
+	te.runners.stopAll()
+	if te.tempDir {
+		_ = os.RemoveAll(te.cfg.WorkDir)
+	}
 	// Past the mailbox's end nothing else touches its state.
 	for _, jc := range te.jobs {
 		jc.cc.Close()

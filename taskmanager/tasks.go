@@ -100,7 +100,11 @@ func (te *TaskExecutor) submitTask(req *pb.SubmitTaskRequest) error {
 		AttemptNumber: int(tdd.Attempt.AttemptNumber), Config: ti.Config,
 	}
 	t.log.Info().Str("invokable", ti.Invokable).Int("slot", s.index).Msg("task submitted")
-	te.startTask(ctx, t, env)
+	if req.Tdd.GetJobInformation().GetJobBinaryKey() != "" {
+		te.startRemoteTask(ctx, t, req, jc.address)
+	} else {
+		te.startTask(ctx, t, env)
+	}
 	return nil
 }
 

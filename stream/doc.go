@@ -1,0 +1,65 @@
+// Package stream is gofl's DataStream SDK: users write jobs in Go with
+// typed streams, and gofl translates them into a JobGraph and runs them.
+//
+// # Building a job
+//
+// An Environment collects transformations. Sources (FromCollection,
+// Generate, TextFile) return a DataStream[T]; functions transform it (Map,
+// FlatMap, Filter, Process, Union, KeyBy, Window, Join, Aggregate,
+// KeyedProcess; package-level because Go methods cannot add type
+// parameters); sinks end it (Print, WriteAsText, Collect). Setters on a
+// stream configure the operator that produced it: Name, Uid,
+// SetParallelism, SetMaxParallelism, SlotSharingGroup, DisableChaining,
+// StartNewChain. Rebalance, Broadcast, Forward and KeyBy choose how records
+// reach the next operator; with none, records go forward when both sides
+// have the same parallelism and round-robin otherwise, as in Flink.
+//
+// Record values are shared by chained operators and must not be mutated
+// after they are emitted.
+//
+// # Keys, state and time
+//
+// KeyBy hashes a key into one of maxParallelism key groups (Flink's rule:
+// keyGroup = hash(key) mod maxParallelism, subtask = keyGroup × parallelism
+// / maxParallelism) with a hash that is the same in every process. Keyed
+// operators keep state per key group in memory: running Reduce and
+// Aggregate (one result per update in Streaming mode, only the final one
+// per key in Batch mode), KeyedProcess with ValueState and event- or
+// processing-time timers, and windows.
+//
+// Event time comes from AssignTimestampsAndWatermarks. Watermarks flow
+// in-band through operators and exchanges; an operator's watermark is the
+// minimum over its input channels; at the end of a bounded input it becomes
+// +inf, so every event-time window and timer fires. Windows (tumbling and
+// sliding, on event or processing time) fire when the watermark or the clock
+// passes their end; a record whose windows have all fired already (it is
+// behind the watermark) is dropped, there is no allowed lateness yet.
+// Pending processing-time timers fire at the end of input.
+//
+// # Translation
+//
+// Plan turns the stream graph into a JobGraph with Flink's operator
+// chaining: an operator joins its input's chain when that input is its only
+// one, the edge is forward, parallelism, max parallelism and slot sharing
+// group are equal and neither side disables chaining. A chain is one vertex
+// with invokable "stream" whose Operators list the chain in order (Kind is
+// the operator kind, Config its parameters as JSON) and whose Config
+// describes the chain's wiring. Edges are POINTWISE for forward and
+// ALL_TO_ALL otherwise, PIPELINED in Streaming mode and BLOCKING in Batch
+// mode. Operator IDs hash the uid, or the operator's position, kind, name
+// and inputs; vertex IDs hash their operators' IDs; Fingerprint hashes the
+// canonical graph. So re-running a deterministic builder yields the same
+// graph, and the runner, which re-runs a builder registered with
+// RegisterJob to get the closures back (PlanJob keeps one Plan per job and
+// arguments per process), detects a non-deterministic one with
+// CheckFingerprint.
+//
+// # Execution
+//
+// Execute runs the job in-process (like Flink's MiniCluster): every subtask
+// of every vertex is a goroutine running its chain with package runtime;
+// exchanges are bounded Go channels (BLOCKING ones are held in memory until
+// their producers finished). A failing user function (an error or a panic)
+// fails Execute with an error naming the operator; cancelling the context
+// stops every goroutine.
+package stream
