@@ -1,0 +1,208 @@
+package taskmanager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/gofl/gofl/internal/blob"
+	"github.com/gofl/gofl/internal/mailbox"
+	"github.com/gofl/gofl/jobmanager/failover"
+	"github.com/gofl/gofl/rpc/pb"
+	"github.com/gofl/gofl/taskmanager/runner"
+)
+
+// runnerPool keeps one job runner process per job: the job binary, fetched
+// from the JobManager's BlobService into a local verified cache (Flink's
+// library cache), started on first use. It is safe for concurrent use; task
+// goroutines call get, the mailbox asks for stop.
+type runnerPool struct {
+	dir   string
+	cache *blob.Cache
+	dial  func(addr string) (*grpc.ClientConn, error)
+	log   zerolog.Logger
+	grace time.Duration
+
+	mu    sync.Mutex
+	procs map[string]*runnerEntry
+}
+
+type runnerEntry struct {
+	ready chan struct{}
+	proc  *runner.Process
+	err   error
+}
+
+func newRunnerPool(dir string, dial func(string) (*grpc.ClientConn, error), grace time.Duration, log zerolog.Logger) (*runnerPool, error) {
+	store, err := blob.Open(filepath.Join(dir, "blobs"))
+	if err != nil {
+		return nil, err
+	}
+	return &runnerPool{dir: dir, cache: blob.NewCache(store), dial: dial, grace: grace, log: log, procs: map[string]*runnerEntry{}}, nil
+}
+
+// get returns the job's runner, starting it if needed. It blocks while the
+// binary is fetched and the runner starts; concurrent callers share one start.
+func (p *runnerPool) get(ctx context.Context, jobID, jobMasterAddress string, info *pb.JobInformation) (*runner.Process, error) {
+	for attempt := 0; ; attempt++ {
+		p.mu.Lock()
+		e := p.procs[jobID]
+		if e == nil {
+			e = &runnerEntry{ready: make(chan struct{})}
+			p.procs[jobID] = e
+			p.mu.Unlock()
+			e.proc, e.err = p.start(ctx, jobID, jobMasterAddress, info)
+			close(e.ready)
+		} else {
+			p.mu.Unlock()
+			select {
+			case <-e.ready:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		alive := e.err == nil
+		if alive {
+			select {
+			case <-e.proc.Exited():
+				alive = false
+			default:
+			}
+		}
+		if alive {
+			return e.proc, nil
+		}
+		p.mu.Lock()
+		if p.procs[jobID] == e {
+			delete(p.procs, jobID) // a failed or dead runner is started afresh
+		}
+		p.mu.Unlock()
+		if e.err != nil || attempt > 0 {
+			if e.err != nil {
+				return nil, e.err
+			}
+			return nil, e.proc.Err()
+		}
+	}
+}
+
+func (p *runnerPool) start(ctx context.Context, jobID, jobMasterAddress string, info *pb.JobInformation) (*runner.Process, error) {
+	key := info.JobBinaryKey
+	cc, err := p.dial(jobMasterAddress)
+	if err != nil {
+		return nil, failover.EnvironmentError(fmt.Errorf("job binary %s: %w", key, err))
+	}
+	defer cc.Close()
+	fetchCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	path, err := p.cache.Get(fetchCtx, key, blob.Fetcher(pb.NewBlobServiceClient(cc), key))
+	switch {
+	case errors.Is(err, blob.ErrDigestMismatch), errors.Is(err, blob.ErrInvalidKey), status.Code(errors.Unwrap(err)) == codes.NotFound:
+		return nil, failover.NonRecoverable(fmt.Errorf("job binary %s: %w", key, err))
+	case err != nil:
+		return nil, failover.EnvironmentError(fmt.Errorf("job binary %s: %w", key, err))
+	}
+	if err := os.Chmod(path, 0o755); err != nil {
+		return nil, failover.EnvironmentError(fmt.Errorf("job binary %s: %w", key, err))
+	}
+	proc, err := runner.Start(ctx, runner.Spec{JobID: jobID, Binary: path, Args: info.ProgramArgs, Fingerprint: info.Fingerprint,
+		Dir: filepath.Join(p.dir, "jobs", jobID)}, p.log)
+	if err != nil {
+		if status.Code(errors.Unwrap(err)) == codes.FailedPrecondition || errors.Is(err, runner.ErrFingerprintMismatch) {
+			// A protocol or graph mismatch does not go away by retrying.
+			return nil, failover.NonRecoverable(err)
+		}
+		return nil, failover.EnvironmentError(err)
+	}
+	return proc, nil
+}
+
+// stop ends the job's runner, if any. It blocks until the process is gone.
+func (p *runnerPool) stop(jobID string) {
+	p.mu.Lock()
+	e := p.procs[jobID]
+	delete(p.procs, jobID)
+	p.mu.Unlock()
+	if e == nil {
+		return
+	}
+	<-e.ready
+	if e.proc != nil {
+		e.proc.Stop(p.grace)
+	}
+}
+
+func (p *runnerPool) stopAll() {
+	p.mu.Lock()
+	var jobs []string
+	for j := range p.procs {
+		jobs = append(jobs, j)
+	}
+	p.mu.Unlock()
+	for _, j := range jobs {
+		p.stop(j)
+	}
+}
+
+// startRemoteTask runs a task in the job's runner: the task goroutine
+// forwards the deployment, relays the runner's state reports and forwards a
+// cancellation, so the TaskExecutor's bookkeeping is the same as for
+// built-in tasks.
+func (te *TaskExecutor) startRemoteTask(ctx context.Context, t *task, req *pb.SubmitTaskRequest, jobMasterAddress string) {
+	report := func(state string) {
+		te.mb.Post(func() {
+			te.enqueueReport(&pb.UpdateTaskExecutionStateRequest{JobId: t.jobID, Attempt: t.attempt, State: state})
+		})
+	}
+	run := func(context.Context) (struct{}, error) {
+		proc, err := te.runners.get(ctx, t.jobID, jobMasterAddress, req.Tdd.JobInformation)
+		if err != nil {
+			return struct{}{}, err
+		}
+		states := proc.Watch(t.attempt)
+		defer proc.Unwatch(t.attempt)
+		submitCtx, cancel := context.WithTimeout(ctx, te.cfg.RPCTimeout)
+		err = proc.Submit(submitCtx, req)
+		cancel()
+		if err != nil {
+			return struct{}{}, failover.EnvironmentError(fmt.Errorf("submitting to the job runner: %w", err))
+		}
+		done := ctx.Done()
+		var confirm <-chan time.Time
+		for {
+			select {
+			case st := <-states:
+				switch st.State {
+				case StateInitializing, StateRunning:
+					report(st.State)
+				case StateFinished:
+					return struct{}{}, nil
+				case StateCanceled:
+					return struct{}{}, context.Canceled
+				case StateFailed:
+					return struct{}{}, failover.Decode(st.Failure)
+				}
+			case <-done:
+				done = nil
+				cctx, cancel := context.WithTimeout(context.Background(), te.cfg.RPCTimeout)
+				_ = proc.Cancel(cctx, t.jobID, t.attempt)
+				cancel()
+				confirm = time.After(te.cfg.RPCTimeout)
+			case <-confirm:
+				return struct{}{}, fmt.Errorf("the job runner did not confirm the cancellation within %v", te.cfg.RPCTimeout)
+			case <-proc.Exited():
+				return struct{}{}, failover.EnvironmentError(proc.Err())
+			}
+		}
+	}
+	mailbox.Go(te.mb, run, func(_ struct{}, err error) { te.taskEnded(t, err) })
+}
