@@ -379,7 +379,8 @@ func TestFailuresAreClassified(t *testing.T) {
 
 func TestJobMasterHeartbeatTimeout(t *testing.T) {
 	jm := newFakeJM()
-	jm.heartbeatTimeoutMs = 100
+	// 300 ms with a heartbeat every 30 ms leaves room for a loaded machine.
+	jm.heartbeatTimeoutMs = 300
 	c := newCluster(t, nil, jm, Config{})
 	c.activeSlot("a1", 0, "job1")
 	a := attempt("sleeper", 0, 0)
@@ -388,7 +389,7 @@ func TestJobMasterHeartbeatTimeout(t *testing.T) {
 	}
 	c.states(a, 2)
 	// Heartbeats keep the JobMaster alive well past the timeout.
-	for i := 0; i < 10; i++ {
+	for i := 0; i < 20; i++ {
 		if _, err := c.client.HeartbeatFromJobManager(context.Background(), &pb.HeartbeatRequest{SenderId: "jm-1", JobId: "job1"}); err != nil {
 			t.Fatal(err)
 		}
