@@ -18,7 +18,8 @@ type Config struct {
 	BuffersPerChannel int
 	// FloatingBuffersPerGate is the number of floating buffers an input gate
 	// shares among its remote channels, handed out by sender backlog
-	// (taskmanager.network.memory.floating-buffers-per-gate). Default 8.
+	// (taskmanager.network.memory.floating-buffers-per-gate). Default 8;
+	// negative means none.
 	FloatingBuffersPerGate int
 	// BuffersPerPartition bounds the buffer pool of a result partition. 0
 	// derives it like Flink's output pool: 2 per subpartition + 8 floating
@@ -102,8 +103,6 @@ func (c Config) validate() error {
 		return fmt.Errorf("network: BufferSize %d < 64", c.BufferSize)
 	case c.BuffersPerChannel < 1:
 		return fmt.Errorf("network: BuffersPerChannel %d < 1", c.BuffersPerChannel)
-	case c.FloatingBuffersPerGate < 0:
-		return fmt.Errorf("network: FloatingBuffersPerGate %d < 0", c.FloatingBuffersPerGate)
 	case c.MaxFrameSize < c.BufferSize+frameHeaderSize+bufferResponseHeaderSize:
 		return fmt.Errorf("network: MaxFrameSize %d smaller than a buffer frame (%d)", c.MaxFrameSize, c.BufferSize+frameHeaderSize+bufferResponseHeaderSize)
 	}
@@ -115,10 +114,12 @@ func (c Config) validate() error {
 func (c Config) partitionPoolSize(n int) int {
 	size := c.BuffersPerPartition
 	if size == 0 {
-		size = c.BuffersPerChannel*n + c.FloatingBuffersPerGate
+		size = c.BuffersPerChannel*n + c.floating()
 	}
 	if size < n+1 {
 		size = n + 1
 	}
 	return size
 }
+
+func (c Config) floating() int { return max(c.FloatingBuffersPerGate, 0) }

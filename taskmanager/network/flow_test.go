@@ -252,12 +252,17 @@ func TestMultiplexing(t *testing.T) {
 			specs = append(specs, InputChannelSpec{Partition: p.ID(), Subpartition: s, Address: prod.Addr()})
 		}
 	}
-	// two gates, 50 channels each to the same peer
-	g1, err := cons.CreateInputGate("g1", specs)
+	// two gates, 25 channels each to the same peer
+	g1, err := cons.CreateInputGate("g1", specs[:len(specs)/2])
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer g1.Close()
+	g2, err := cons.CreateInputGate("g2", specs[len(specs)/2:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g2.Close()
 	for _, p := range ps {
 		for s := range subs {
 			if err := p.Emit(s, []byte{byte(s)}); err != nil {
@@ -268,6 +273,7 @@ func TestMultiplexing(t *testing.T) {
 	}
 	got := 0
 	drain(ctx, t, g1, func(ch int, rec []byte) { got++ }, nil)
+	drain(ctx, t, g2, func(ch int, rec []byte) { got++ }, nil)
 	if got != parts*subs {
 		t.Errorf("got %d", got)
 	}
@@ -421,4 +427,74 @@ func TestCloseMidExchange(t *testing.T) {
 		t.Fatal("EOF after producer shut down")
 	}
 	t.Log(err2)
+}
+
+// TestFlushTimeout: a record in a partially filled buffer is shipped by the
+// environment's flusher, without Flush.
+func TestFlushTimeout(t *testing.T) {
+	prod, cons := newEnv(t, Config{FlushTimeout: 20 * time.Millisecond}), newEnv(t, Config{})
+	ctx := testCtx(t)
+	p, _ := prod.CreateResultPartition(ctx, "f", Pipelined, 1)
+	g, err := cons.CreateInputGate("g", []InputChannelSpec{{Partition: "f", Address: prod.Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	for i := range 3 {
+		start := time.Now()
+		p.Emit(0, []byte{byte(i)})
+		r, err := g.NextRecord(ctx)
+		if err != nil || len(r.Record) != 1 || r.Record[0] != byte(i) {
+			t.Fatalf("got %v %v", r, err)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("record took %v", d)
+		}
+	}
+	// Without a timeout nothing is shipped until Flush.
+	p2, _ := cons.CreateResultPartition(ctx, "f2", Pipelined, 1)
+	p2.Emit(0, []byte("x"))
+	g2, _ := cons.CreateInputGate("g2", []InputChannelSpec{{Partition: "f2"}})
+	defer g2.Close()
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if r, err := g2.NextRecord(short); err != context.DeadlineExceeded {
+		// the cons env flushes every 100 ms by default: that is fine too
+		if err != nil || string(r.Record) != "x" {
+			t.Fatalf("got %v %v", r, err)
+		}
+	}
+}
+
+// TestNoFloatingBuffers: a gate without floating buffers still works on
+// exclusive credit alone.
+func TestNoFloatingBuffers(t *testing.T) {
+	cfg := Config{FloatingBuffersPerGate: -1, BuffersPerChannel: 1, BufferSize: 512}
+	prod, cons := newEnv(t, cfg), newEnv(t, cfg)
+	ctx := testCtx(t)
+	p, _ := prod.CreateResultPartition(ctx, "nf", Pipelined, 1)
+	g, err := cons.CreateInputGate("g", []InputChannelSpec{{Partition: "nf", Address: prod.Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	go func() {
+		for i := range 10000 {
+			p.Emit(0, record(nil, 0, i, 30))
+		}
+		p.Finish()
+	}()
+	next := 0
+	drain(ctx, t, g, func(_ int, r []byte) {
+		if string(r) != string(record(nil, 0, next, 30)) {
+			t.Fatalf("record %d wrong", next)
+		}
+		next++
+	}, nil)
+	if next != 10000 {
+		t.Errorf("got %d", next)
+	}
+	if m := g.Metrics(); m.Exclusive.Allocated != 1 || m.Floating.Allocated != 0 {
+		t.Errorf("%+v", m)
+	}
 }

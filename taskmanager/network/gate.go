@@ -107,7 +107,7 @@ func newInputGate(name string, cfg Config, log zerolog.Logger, specs []InputChan
 	return &InputGate{
 		name: name, cfg: cfg, log: log.With().Str("gate", name).Logger(), specs: specs,
 		exclusivePool: newBufferPool(numRemote*cfg.BuffersPerChannel, cfg.BufferSize),
-		floatingPool:  newBufferPool(cfg.FloatingBuffersPerGate, cfg.BufferSize),
+		floatingPool:  newBufferPool(cfg.floating(), cfg.BufferSize),
 		queued:        make([]bool, n), blocked: make([]bool, n), pending: make([]bool, n),
 		finished: make([]bool, n), spans: make([]span, n), channels: make([]inputChannel, n),
 		wake: make(chan struct{}, 1),
