@@ -9,7 +9,7 @@ PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.5.1
 STATICCHECK_VERSION        := v0.6.1
 
-.PHONY: all build test bench bench-scheduler proto lint run tools-proto docs
+.PHONY: all build test bench bench-scheduler proto lint run tools-proto docs nomad-testagent
 
 all: build
 
@@ -56,3 +56,8 @@ lint:
 	$(GO) vet ./...
 	@if [ -x $(TOOLS)/staticcheck ] || GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION); then \
 		$(TOOLS)/staticcheck ./...; else echo "staticcheck unavailable; skipped"; fi
+
+# Runs gofl's Nomad test agent (a stand-in for `nomad agent -dev`) in the
+# foreground at 127.0.0.1:4646; see providers/nomad/testagent/README.md.
+nomad-testagent:
+	$(GO) run ./cmd/nomad-testagent -addr 127.0.0.1:4646
