@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,7 +34,7 @@ import (
 	"github.com/gofl/gofl/taskmanager"
 )
 
-var goflBinary string
+var goflBinary, testRunnerBinary string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "gofl-cluster-test")
@@ -41,11 +42,14 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	goflBinary = filepath.Join(dir, "gofl")
-	build := exec.Command("go", "build", "-o", goflBinary, "../cmd/gofl")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building gofl:", err)
-		os.Exit(1)
+	testRunnerBinary = filepath.Join(dir, "testrunner")
+	for out, pkg := range map[string]string{goflBinary: "../cmd/gofl", testRunnerBinary: "../taskmanager/runner/internal/testrunner"} {
+		build := exec.Command("go", "build", "-o", out, pkg)
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "building", pkg, err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -576,4 +580,110 @@ func TestTaskManagerReRegistersWhenJobManagerReturns(t *testing.T) {
 	// And the new JobManager can use them.
 	id2 := second.submit(twoVertexJob(2, jobgraph.AllToAll, jobgraph.Pipelined, "noop", "", nil))
 	second.waitFor(id2, 10*time.Second, "FINISHED")
+}
+
+// runnerPid finds the job runner process of a job: runners work in a
+// directory named after their job.
+func runnerPid(t *testing.T, jobID string) int {
+	t.Helper()
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd"))
+		if err != nil || filepath.Base(cwd) != jobID {
+			continue
+		}
+		var pid int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err == nil {
+			return pid
+		}
+	}
+	return 0
+}
+
+// Tasks of a job with a job binary run in a runner child process per job.
+// Killing one job's runner fails and restarts only that job; another job on
+// the same TaskManager keeps running, and the TaskManager stays up.
+func TestRunnerCrashRestartsOnlyThatJob(t *testing.T) {
+	c := newCluster(t, nil)
+	c.startTaskManager("tm-1", 4)
+	c.waitForTaskManagers(1)
+	key, uploaded, err := c.client.UploadBlob(c.ctx, goflBinary)
+	if err != nil || !uploaded {
+		t.Fatalf("upload: %v %v", uploaded, err)
+	}
+	if _, again, err := c.client.UploadBlob(c.ctx, goflBinary); err != nil || again {
+		t.Fatalf("second upload of the same binary sent bytes: %v %v", again, err)
+	}
+	restart := map[string]string{"restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": "3",
+		"restart-strategy.fixed-delay.delay": "100 ms"}
+	victim := twoVertexJob(1, jobgraph.AllToAll, jobgraph.Pipelined, "sleep", `{"duration":"2s"}`, restart)
+	victim.BinaryKey = key
+	bystander := twoVertexJob(1, jobgraph.AllToAll, jobgraph.Pipelined, "sleep", `{"duration":"3s"}`, nil)
+	bystander.BinaryKey = key
+	victimID, bystanderID := c.submit(victim), c.submit(bystander)
+	c.waitFor(victimID, 10*time.Second, "RUNNING")
+	c.waitFor(bystanderID, 10*time.Second, "RUNNING")
+	var pid, otherPid int
+	c.eventually(10*time.Second, func() error {
+		if pid, otherPid = runnerPid(t, victimID), runnerPid(t, bystanderID); pid == 0 || otherPid == 0 {
+			return fmt.Errorf("runner processes: victim %d, bystander %d", pid, otherPid)
+		}
+		return nil
+	})
+	if pid == otherPid {
+		t.Fatal("two jobs share one runner process")
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	c.eventually(10*time.Second, func() error {
+		ex, err := c.client.JobExceptions(c.ctx, victimID)
+		if err != nil {
+			return err
+		}
+		if len(ex.ExceptionHistory.Entries) == 0 || !strings.Contains(ex.RootException, "job runner exited") {
+			return fmt.Errorf("no runner failure recorded yet: %+v", ex.ExceptionHistory.Entries)
+		}
+		return nil
+	})
+	if d := c.waitFor(victimID, 20*time.Second, "FINISHED"); d.State != "FINISHED" {
+		t.Fatalf("victim ended %s", d.State)
+	}
+	if d := c.waitFor(bystanderID, 20*time.Second, "FINISHED"); d.State != "FINISHED" {
+		t.Fatalf("bystander ended %s", d.State)
+	}
+	for _, vid := range []string{"source", "sink"} {
+		v, _ := c.client.JobVertex(c.ctx, bystanderID, vid)
+		if v.Subtasks[0].Attempt != 0 {
+			t.Errorf("bystander %s restarted (attempt %d)", vid, v.Subtasks[0].Attempt)
+		}
+		v, _ = c.client.JobVertex(c.ctx, victimID, vid)
+		if v.Subtasks[0].Attempt != 1 {
+			t.Errorf("victim %s attempt %d, want 1", vid, v.Subtasks[0].Attempt)
+		}
+	}
+	if ex, _ := c.client.JobExceptions(c.ctx, bystanderID); len(ex.ExceptionHistory.Entries) != 0 {
+		t.Errorf("the bystander saw failures: %+v", ex.ExceptionHistory.Entries)
+	}
+}
+
+// A job binary built against another runner protocol version is rejected
+// with a clear error, and the job fails without restarting in vain.
+func TestJobBinaryWithOtherProtocolIsRejected(t *testing.T) {
+	c := newCluster(t, nil)
+	c.startTaskManager("tm-1", 2)
+	c.waitForTaskManagers(1)
+	key, _, err := c.client.UploadBlob(c.ctx, testRunnerBinary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jg := twoVertexJob(1, jobgraph.AllToAll, jobgraph.Pipelined, "noop", "",
+		map[string]string{"restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": "5", "restart-strategy.fixed-delay.delay": "100 ms"})
+	jg.BinaryKey, jg.ProgramArgs = key, []string{"-protocol", "99"}
+	id := c.submit(jg)
+	c.waitFor(id, 20*time.Second, "FAILED")
+	ex, _ := c.client.JobExceptions(c.ctx, id)
+	if !strings.Contains(ex.RootException, "this job binary speaks 99") || ex.ExceptionHistory.Entries[0].FailureType != "non-recoverable" {
+		t.Fatalf("root exception %q (%+v)", ex.RootException, ex.ExceptionHistory.Entries)
+	}
 }

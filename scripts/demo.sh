@@ -22,5 +22,5 @@ trap 'scripts/stop-cluster.sh --dir "$dir" >/dev/null || true; rm -rf "$dir"' EX
 scripts/start-cluster.sh -n 2 --dir "$dir" -- \
   -D "rest.port=$rest_port" -D "jobmanager.rpc.port=$rpc_port" \
   -D taskmanager.numberOfTaskSlots=2 -D heartbeat.interval=1s -D heartbeat.timeout=5s
-bin/gofl submit --wait -m "127.0.0.1:$rest_port" scripts/jobs/wordcount-shape.json
+bin/gofl submit --wait --binary bin/gofl -m "127.0.0.1:$rest_port" scripts/jobs/wordcount-shape.json
 bin/gofl info -m "127.0.0.1:$rest_port" "$(bin/gofl list -m "127.0.0.1:$rest_port" | awk 'NR==2 {print $1}')"

@@ -1,14 +1,38 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
+
+	"github.com/rs/zerolog"
+
+	"github.com/gofl/gofl/internal/version"
+	"github.com/gofl/gofl/taskmanager/runner"
 )
 
 func main() {
+	if runner.IsRunner() {
+		// Started by a TaskManager as a job runner: gofl is its own job
+		// binary for jobs made of built-in tasks.
+		os.Exit(serveRunner())
+	}
 	os.Exit(run(os.Args, os.Stdout, os.Stderr, os.Environ))
+}
+
+func serveRunner() int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	log := zerolog.New(os.Stderr).With().Timestamp().Str("role", "runner").Logger()
+	if err := runner.ServeFromEnv(ctx, runner.Info{SDKVersion: version.Version}, runner.NewBuiltinExecutor(), log); err != nil {
+		log.Error().Err(err).Msg("runner failed")
+		return 1
+	}
+	return 0
 }
 
 // run executes the CLI and returns the process exit code. Errors, including

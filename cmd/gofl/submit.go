@@ -27,10 +27,12 @@ FINISHED. Job binaries written with the SDK are run with 'gofl run' instead.
 
 Examples:
    gofl submit -m localhost:8081 scripts/jobs/wordcount-shape.json
-   gofl submit --wait scripts/jobs/wordcount-shape.json`,
+   gofl submit --wait scripts/jobs/wordcount-shape.json
+   gofl submit --wait --binary bin/gofl scripts/jobs/wordcount-shape.json`,
 		Flags: []cli.Flag{
 			jobManagerFlag(),
 			&cli.BoolFlag{Name: "wait", Usage: "follow the job until it ends"},
+			&cli.StringFlag{Name: "binary", TakesFile: true, Usage: "job binary whose runner role runs the tasks, uploaded to the JobManager's blob store unless already there (`PATH`; bin/gofl runs the built-in tasks)"},
 			&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "with --wait, give up after `DURATION`"},
 		},
 		Action: runSubmit,
@@ -57,6 +59,18 @@ func runSubmit(c *cli.Context) error {
 	cl, err := restClient(c)
 	if err != nil {
 		return err
+	}
+	if bin := c.String("binary"); bin != "" {
+		key, uploaded, err := cl.UploadBlob(c.Context, bin)
+		if err != nil {
+			return fmt.Errorf("submit: uploading the job binary: %w", err)
+		}
+		jg.BinaryKey = key
+		what := "already on the JobManager"
+		if uploaded {
+			what = "uploaded"
+		}
+		fmt.Fprintf(c.App.Writer, "Job binary %s %s (%s)\n", bin, what, key)
 	}
 	id, err := cl.SubmitJob(c.Context, jg)
 	if err != nil {
