@@ -219,7 +219,7 @@ func newServerConn(cm *ConnectionManager, c net.Conn) *serverConn {
 	return &serverConn{cm: cm, conn: c, peer: peer,
 		log:     cm.log.With().Str("peer", peer).Str("side", "server").Logger(),
 		br:      bufio.NewReaderSize(c, 16*1024),
-		bw:      bufio.NewWriterSize(c, 64*1024),
+		bw:      bufio.NewWriterSize(c, 256*1024),
 		readers: map[uint32]*viewReader{},
 		wake:    make(chan struct{}, 1), done: make(chan struct{})}
 }
@@ -589,7 +589,7 @@ func (cc *clientConn) dial(ctx context.Context) {
 		return
 	}
 	cc.conn = c
-	cc.br = bufio.NewReaderSize(c, 32*1024)
+	cc.br = bufio.NewReaderSize(c, 256*1024)
 	cc.bw = bufio.NewWriterSize(c, 4*1024)
 	cc.cm.dials++
 	cc.cm.wg.Add(2)
