@@ -849,3 +849,20 @@ func TestCloseKillsProcesses(t *testing.T) {
 var _ = bufio.NewReader
 var _ = io.EOF
 var _ = fmt.Sprint
+
+// A service task that exits 0 is restarted per policy (only batch tasks
+// complete on exit 0), and fails once the attempts are used up.
+func TestServiceExitZeroRestarts(t *testing.T) {
+	e := startAgent(t, testagent.Config{})
+	c := e.client(nil)
+	j := shJob("svc0", "service", "exit 0")
+	j.TaskGroups[0].RestartPolicy = &api.RestartPolicy{Attempts: new(2), Interval: new(time.Hour),
+		Delay: new(20 * time.Millisecond), Mode: new("fail")}
+	if _, _, err := c.Jobs().Register(j, nil); err != nil {
+		t.Fatal(err)
+	}
+	al := waitAllocs(t, c, "", "svc0", oneWith("failed"))[0]
+	if ts := al.TaskStates["t"]; ts.Restarts != 2 || !ts.Failed {
+		t.Fatalf("task state %+v", ts)
+	}
+}
