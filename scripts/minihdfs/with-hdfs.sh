@@ -4,9 +4,9 @@
 # nothing listens there yet, and stopping the one it started when CMD ends
 # (whatever way it ends). CMD's exit status is returned.
 #
-# If java or mvn is missing, CMD runs without HDFS (the HDFS tests then skip,
-# or fail under CI=true). Under CI=true a cluster that does not come up is an
-# error; elsewhere it is a warning.
+# If java or mvn is missing, CI=true installs them with apt-get (as root);
+# elsewhere CMD runs without HDFS and the HDFS tests skip. Under CI=true a
+# cluster that does not come up is an error; elsewhere it is a warning.
 #
 # Environment: MINIHDFS_PORT, MINIHDFS_START_TIMEOUT (seconds, default 300:
 # covers a first Maven download), MINIHDFS_LOG (default a temporary file).
@@ -41,9 +41,18 @@ stop() {
   pid=""
 }
 
+have_tools() { command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1; }
+
+# CI (root on a Debian machine) installs what is missing; a developer is told.
+if [[ "$ci" == "true" ]] && ! have_tools && ! listening && command -v apt-get >/dev/null 2>&1 && [[ $(id -u) == 0 ]]; then
+  echo "minihdfs: installing Java 17 and Maven with apt-get" >&2
+  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q openjdk-17-jdk-headless maven; } >&2 ||
+    echo "minihdfs: apt-get install failed" >&2
+fi
+
 if listening; then
   echo "minihdfs: something already listens on 127.0.0.1:$port; using it" >&2
-elif ! command -v java >/dev/null 2>&1 || ! command -v mvn >/dev/null 2>&1; then
+elif ! have_tools; then
   fail_or_warn "java and mvn are needed to start MiniDFSCluster"
 else
   log="${MINIHDFS_LOG:-$(mktemp -t gofl-minihdfs.XXXXXX.log)}"
