@@ -34,7 +34,7 @@ import (
 	"github.com/gofl/gofl/taskmanager"
 )
 
-var goflBinary, testRunnerBinary string
+var goflBinary, testRunnerBinary, wordcountBinary, testJobBinary string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "gofl-cluster-test")
@@ -43,7 +43,10 @@ func TestMain(m *testing.M) {
 	}
 	goflBinary = filepath.Join(dir, "gofl")
 	testRunnerBinary = filepath.Join(dir, "testrunner")
-	for out, pkg := range map[string]string{goflBinary: "../cmd/gofl", testRunnerBinary: "../taskmanager/runner/internal/testrunner"} {
+	wordcountBinary = filepath.Join(dir, "wordcount")
+	testJobBinary = filepath.Join(dir, "testjob")
+	for out, pkg := range map[string]string{goflBinary: "../cmd/gofl", testRunnerBinary: "../taskmanager/runner/internal/testrunner",
+		wordcountBinary: "../examples/wordcount", testJobBinary: "../stream/internal/testjob"} {
 		build := exec.Command("go", "build", "-o", out, pkg)
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {

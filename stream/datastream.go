@@ -42,6 +42,10 @@ type node struct {
 	newSource      func() runtime.Source
 	bounded        bool
 	source         bool
+	// codec serializes the node's output records (see setCodec).
+	codec    runtime.Codec
+	codecErr error
+	typeName string
 }
 
 // DataStream is a stream of T produced by one operator. Its setters
@@ -126,6 +130,7 @@ func oneInput[T, U any](s DataStream[T], kind, name string, newOp func() runtime
 	n := s.env.newNode(kind, name)
 	n.newOperator = newOp
 	n.inputs = []streamEdge{edgeOf(s, 0)}
+	setCodec[U](n)
 	return DataStream[U]{env: s.env, n: n}
 }
 
@@ -184,6 +189,7 @@ func Union[T any](streams ...DataStream[T]) DataStream[T] {
 		}
 		n.inputs = append(n.inputs, edgeOf(s, 0))
 	}
+	setCodec[T](n)
 	return DataStream[T]{env: env, n: n}
 }
 

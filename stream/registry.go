@@ -3,7 +3,9 @@ package stream
 import (
 	"context"
 	"fmt"
+	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -43,6 +45,8 @@ func Jobs() []string {
 }
 
 // BuildJob runs the named builder in a new environment named after the job.
+// The environment variable GOFL_PARALLELISM (EnvParallelism), if set, is
+// the default parallelism before the builder and opts apply theirs.
 func BuildJob(name string, args []string, opts ...Option) (*Environment, error) {
 	registryMu.Lock()
 	b, ok := builders[name]
@@ -50,7 +54,15 @@ func BuildJob(name string, args []string, opts ...Option) (*Environment, error) 
 	if !ok {
 		return nil, fmt.Errorf("stream: no job %q is registered (have %s)", name, strings.Join(Jobs(), ", "))
 	}
-	env := NewEnvironment(append([]Option{WithJobName(name)}, opts...)...)
+	base := []Option{WithJobName(name)}
+	if v := os.Getenv(EnvParallelism); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("stream: %s=%q is not a parallelism (a positive integer)", EnvParallelism, v)
+		}
+		base = append(base, WithParallelism(n))
+	}
+	env := NewEnvironment(append(base, opts...)...)
 	if err := b(env, args); err != nil {
 		return nil, fmt.Errorf("job %q: builder: %w", name, err)
 	}

@@ -21,6 +21,7 @@ func addSource[T any](env *Environment, kind, name string, bounded bool, newSrc 
 	n.source = true
 	n.bounded = bounded
 	n.newSource = newSrc
+	setCodec[T](n)
 	return DataStream[T]{env: env, n: n}
 }
 

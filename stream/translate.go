@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/gofl/gofl/jobgraph"
@@ -14,6 +15,10 @@ import (
 
 // Invokable is the JobGraph invokable of every stream vertex.
 const Invokable = "stream"
+
+// ConfigParallelism is the JobGraph config key holding the environment's
+// default parallelism (Flink's parallelism.default).
+const ConfigParallelism = "parallelism.default"
 
 // DefaultSlotSharingGroup is the group of operators that name none and whose
 // inputs disagree (or that have no inputs), as in Flink.
@@ -181,7 +186,12 @@ func (e *Environment) Plan() (*Plan, error) {
 		operators: map[string]*runtime.OperatorSpec{},
 		env:       e,
 	}
-	g := &jobgraph.JobGraph{Name: e.name, Type: jobgraph.Streaming, Config: map[string]string{"execution.runtime-mode": e.mode.String()}}
+	g := &jobgraph.JobGraph{Name: e.name, Type: jobgraph.Streaming, Config: map[string]string{
+		"execution.runtime-mode": e.mode.String(),
+		// The default parallelism travels with the job, so a runner that
+		// re-runs the builder starts from the same default (see Main).
+		ConfigParallelism: strconv.Itoa(e.parallelism),
+	}}
 	if e.mode == Batch {
 		g.Type = jobgraph.Batch
 	}
@@ -253,8 +263,17 @@ func (e *Environment) Plan() (*Plan, error) {
 			p.Inputs[v.ID] = append(p.Inputs[v.ID], TaskInput{Edge: idx, Input: in.input})
 			p.Outputs[src.ID] = append(p.Outputs[src.ID], idx)
 			outs[up.head] = append(outs[up.head], vertexOutput{Edge: idx, From: up.chainIndex, Partitioner: k, MaxParallelism: res[h.id].maxPar})
+			c, err := exchangeCodec(in.from, h)
+			if err != nil {
+				return nil, err
+			}
 			spec := p.Tasks[src.ID]
-			spec.Outputs = append(spec.Outputs, runtime.OutputSpec{From: up.chainIndex, NewPartitioner: newPartitioner(k, in.part.keyOf, res[h.id].maxPar)})
+			spec.Outputs = append(spec.Outputs, runtime.OutputSpec{From: up.chainIndex, NewPartitioner: newPartitioner(k, in.part.keyOf, res[h.id].maxPar), Codec: c})
+			tspec := p.Tasks[v.ID]
+			for len(tspec.InputCodecs) <= in.input {
+				tspec.InputCodecs = append(tspec.InputCodecs, nil)
+			}
+			tspec.InputCodecs[in.input] = c
 		}
 	}
 	for _, h := range heads {

@@ -297,6 +297,7 @@ func Join[A, B any, K comparable, O any](a KeyedStream[A, K], b KeyedStream[B, K
 	for k, v := range w.params() {
 		n.params[k] = v
 	}
+	setCodec[O](n)
 	return DataStream[O]{env: env, n: n}
 }
 

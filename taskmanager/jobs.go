@@ -3,6 +3,7 @@ package taskmanager
 import (
 	"context"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -32,6 +33,14 @@ type jobConnection struct {
 	cc      *grpc.ClientConn
 	client  pb.JobMasterServiceClient
 	log     zerolog.Logger
+
+	// dataLis is the job's data port here: the job's runner inherits it and
+	// serves its network data plane on it; dataAddr, its advertised
+	// address, goes to the JobMaster in the registration (and from there
+	// into the shuffle descriptors of what this TaskManager produces). It
+	// is closed with the connection; nil if it could not be opened.
+	dataLis  *net.TCPListener
+	dataAddr string
 
 	connected   bool
 	jobMasterID string
@@ -66,6 +75,14 @@ func (te *TaskExecutor) connectJob(jobID, address string) error {
 		log:     te.log.With().Str("job_id", jobID).Logger(),
 		backoff: te.cfg.RegistrationBackoff,
 	}
+	// The data port is opened now, as its address must be in the
+	// registration; a job of built-in tasks never uses it.
+	if lis, err := te.listenData(); err != nil {
+		jc.log.Warn().Err(err).Msg("cannot open a data port for the job; its runner will have none")
+	} else {
+		_, port, _ := net.SplitHostPort(lis.Addr().String())
+		jc.dataLis, jc.dataAddr = lis, net.JoinHostPort(te.cfg.Host, port)
+	}
 	te.jobs[jobID] = jc
 	te.registerAtJobMaster(jc, 1)
 	return nil
@@ -77,7 +94,9 @@ func (te *TaskExecutor) registerAtJobMaster(jc *jobConnection, attempt int) {
 	if te.stopping || te.jobs[jc.jobID] != jc {
 		return
 	}
-	req := &pb.RegisterTaskManagerRequest{ProtocolVersion: version.ProtocolVersion, JobId: jc.jobID, Location: te.location()}
+	loc := te.location()
+	loc.DataAddress = jc.dataAddr
+	req := &pb.RegisterTaskManagerRequest{ProtocolVersion: version.ProtocolVersion, JobId: jc.jobID, Location: loc}
 	callRPC(te, func(ctx context.Context) (*pb.RegisterTaskManagerResponse, error) {
 		return jc.client.RegisterTaskManager(ctx, req)
 	}, func(resp *pb.RegisterTaskManagerResponse, err error) {
@@ -291,8 +310,15 @@ func (te *TaskExecutor) closeJobConnection(jc *jobConnection, cause string, noti
 	if te.jobs[jc.jobID] == jc {
 		delete(te.jobs, jc.jobID)
 	}
-	jobID := jc.jobID
-	mailbox.Go(te.mb, func(context.Context) (struct{}, error) { te.runners.stop(jobID); return struct{}{}, nil }, func(struct{}, error) {})
+	jobID, lis := jc.jobID, jc.dataLis
+	jc.dataLis = nil
+	mailbox.Go(te.mb, func(context.Context) (struct{}, error) {
+		te.runners.stop(jobID)
+		if lis != nil {
+			lis.Close() // after the runner: a new runner of the job may not get it
+		}
+		return struct{}{}, nil
+	}, func(struct{}, error) {})
 	jc.log.Info().Str("cause", cause).Msg("closing the JobMaster connection")
 	if !notify || !jc.connected {
 		jc.cc.Close()

@@ -1,8 +1,10 @@
 package taskmanager
 
 import (
+	"context"
 	"fmt"
 
+	"github.com/gofl/gofl/internal/mailbox"
 	"github.com/gofl/gofl/rpc/pb"
 )
 
@@ -14,7 +16,7 @@ func partitionKey(resultID string, index int32, producer *pb.ExecutionAttemptID)
 
 // recordPartitions tracks the BLOCKING partitions a finished task produced
 // until the JobMaster releases them (or the job's connection is lost).
-// There is no data plane yet: the table only records what would be kept.
+// The data itself lives in the job's runner, which gets the releases too.
 func (te *TaskExecutor) recordPartitions(t *task) {
 	for _, p := range t.produced {
 		if p.PartitionType != pb.ResultPartitionType_RESULT_PARTITION_TYPE_BLOCKING {
@@ -46,6 +48,18 @@ func (te *TaskExecutor) releasePartitions(req *pb.ReleasePartitionsRequest) erro
 		delete(te.partitions, req.JobId)
 	}
 	te.log.Debug().Str("job_id", req.JobId).Int("released", n).Int("requested", len(req.Partitions)).Msg("partitions released")
+	if proc := te.runners.running(req.JobId); proc != nil {
+		// The runner holds the data; forward off the mailbox.
+		mailbox.Go(te.mb, func(context.Context) (struct{}, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), te.cfg.RPCTimeout)
+			defer cancel()
+			return struct{}{}, proc.ReleasePartitions(ctx, req)
+		}, func(_ struct{}, err error) {
+			if err != nil {
+				te.log.Debug().Err(err).Str("job_id", req.JobId).Msg("forwarding the partition release to the job runner failed")
+			}
+		})
+	}
 	te.closeJobIfIdle(req.JobId)
 	return nil
 }

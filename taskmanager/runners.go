@@ -2,8 +2,11 @@ package taskmanager
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -13,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/gofl/gofl/internal/blob"
 	"github.com/gofl/gofl/internal/mailbox"
@@ -34,6 +38,7 @@ type runnerPool struct {
 
 	mu    sync.Mutex
 	procs map[string]*runnerEntry
+	blobs map[string][]byte // offloaded shuffle descriptors by key
 }
 
 type runnerEntry struct {
@@ -47,12 +52,12 @@ func newRunnerPool(dir string, dial func(string) (*grpc.ClientConn, error), grac
 	if err != nil {
 		return nil, err
 	}
-	return &runnerPool{dir: dir, cache: blob.NewCache(store), dial: dial, grace: grace, log: log, procs: map[string]*runnerEntry{}}, nil
+	return &runnerPool{dir: dir, cache: blob.NewCache(store), dial: dial, grace: grace, log: log, procs: map[string]*runnerEntry{}, blobs: map[string][]byte{}}, nil
 }
 
 // get returns the job's runner, starting it if needed. It blocks while the
 // binary is fetched and the runner starts; concurrent callers share one start.
-func (p *runnerPool) get(ctx context.Context, jobID, jobMasterAddress string, info *pb.JobInformation) (*runner.Process, error) {
+func (p *runnerPool) get(ctx context.Context, jobID, jobMasterAddress string, info *pb.JobInformation, data *net.TCPListener, dataAddr string) (*runner.Process, error) {
 	for attempt := 0; ; attempt++ {
 		p.mu.Lock()
 		e := p.procs[jobID]
@@ -60,7 +65,7 @@ func (p *runnerPool) get(ctx context.Context, jobID, jobMasterAddress string, in
 			e = &runnerEntry{ready: make(chan struct{})}
 			p.procs[jobID] = e
 			p.mu.Unlock()
-			e.proc, e.err = p.start(ctx, jobID, jobMasterAddress, info)
+			e.proc, e.err = p.start(ctx, jobID, jobMasterAddress, info, data, dataAddr)
 			close(e.ready)
 		} else {
 			p.mu.Unlock()
@@ -95,7 +100,7 @@ func (p *runnerPool) get(ctx context.Context, jobID, jobMasterAddress string, in
 	}
 }
 
-func (p *runnerPool) start(ctx context.Context, jobID, jobMasterAddress string, info *pb.JobInformation) (*runner.Process, error) {
+func (p *runnerPool) start(ctx context.Context, jobID, jobMasterAddress string, info *pb.JobInformation, data *net.TCPListener, dataAddr string) (*runner.Process, error) {
 	key := info.JobBinaryKey
 	cc, err := p.dial(jobMasterAddress)
 	if err != nil {
@@ -114,8 +119,12 @@ func (p *runnerPool) start(ctx context.Context, jobID, jobMasterAddress string, 
 	if err := os.Chmod(path, 0o755); err != nil {
 		return nil, failover.EnvironmentError(fmt.Errorf("job binary %s: %w", key, err))
 	}
+	var env []string
+	if par := info.Config["parallelism.default"]; par != "" {
+		env = append(env, runner.EnvParallelism+"="+par)
+	}
 	proc, err := runner.Start(ctx, runner.Spec{JobID: jobID, Binary: path, Args: info.ProgramArgs, Fingerprint: info.Fingerprint,
-		Dir: filepath.Join(p.dir, "jobs", jobID)}, p.log)
+		Dir: filepath.Join(p.dir, "jobs", jobID), DataListener: data, DataAddress: dataAddr, Env: env}, p.log)
 	if err != nil {
 		if status.Code(errors.Unwrap(err)) == codes.FailedPrecondition || errors.Is(err, runner.ErrFingerprintMismatch) {
 			// A protocol or graph mismatch does not go away by retrying.
@@ -124,6 +133,56 @@ func (p *runnerPool) start(ctx context.Context, jobID, jobMasterAddress string, 
 		return nil, failover.EnvironmentError(err)
 	}
 	return proc, nil
+}
+
+// running returns the job's runner if it is up, without starting one.
+func (p *runnerPool) running(jobID string) *runner.Process {
+	p.mu.Lock()
+	e := p.procs[jobID]
+	p.mu.Unlock()
+	if e == nil {
+		return nil
+	}
+	select {
+	case <-e.ready:
+	default:
+		return nil
+	}
+	if e.err != nil {
+		return nil
+	}
+	select {
+	case <-e.proc.Exited():
+		return nil
+	default:
+	}
+	return e.proc
+}
+
+// blob returns an offloaded blob of the job's JobMaster (shuffle
+// descriptors), fetched once per key and verified against its digest.
+func (p *runnerPool) blob(ctx context.Context, client pb.JobMasterServiceClient, jobID, key string) ([]byte, error) {
+	p.mu.Lock()
+	data, ok := p.blobs[key]
+	p.mu.Unlock()
+	if ok {
+		return data, nil
+	}
+	resp, err := client.GetBlob(ctx, &pb.GetBlobRequest{JobId: jobID, Key: key})
+	if err != nil {
+		return nil, fmt.Errorf("fetching offloaded blob %s: %w", key, err)
+	}
+	sum := sha256.Sum256(resp.Data)
+	if want := "sha256:" + hex.EncodeToString(sum[:]); want != key {
+		return nil, fmt.Errorf("offloaded blob %s: digest mismatch (got %s)", key, want)
+	}
+	p.mu.Lock()
+	if len(p.blobs) > 1024 {
+		clear(p.blobs)
+	}
+	p.blobs[key] = resp.Data
+	p.mu.Unlock()
+	return resp.Data, nil
 }
 
 // stop ends the job's runner, if any. It blocks until the process is gone.
@@ -157,14 +216,19 @@ func (p *runnerPool) stopAll() {
 // forwards the deployment, relays the runner's state reports and forwards a
 // cancellation, so the TaskExecutor's bookkeeping is the same as for
 // built-in tasks.
-func (te *TaskExecutor) startRemoteTask(ctx context.Context, t *task, req *pb.SubmitTaskRequest, jobMasterAddress string) {
+func (te *TaskExecutor) startRemoteTask(ctx context.Context, t *task, req *pb.SubmitTaskRequest, jc *jobConnection) {
+	jobMasterAddress, jmClient, data, dataAddr := jc.address, jc.client, jc.dataLis, jc.dataAddr
 	report := func(state string) {
 		te.mb.Post(func() {
 			te.enqueueReport(&pb.UpdateTaskExecutionStateRequest{JobId: t.jobID, Attempt: t.attempt, State: state})
 		})
 	}
 	run := func(context.Context) (struct{}, error) {
-		proc, err := te.runners.get(ctx, t.jobID, jobMasterAddress, req.Tdd.JobInformation)
+		req, err := te.resolveOffloaded(ctx, jmClient, req)
+		if err != nil {
+			return struct{}{}, failover.EnvironmentError(err)
+		}
+		proc, err := te.runners.get(ctx, t.jobID, jobMasterAddress, req.Tdd.JobInformation, data, dataAddr)
 		if err != nil {
 			return struct{}{}, err
 		}
@@ -205,4 +269,36 @@ func (te *TaskExecutor) startRemoteTask(ctx context.Context, t *task, req *pb.Su
 		}
 	}
 	mailbox.Go(te.mb, run, func(_ struct{}, err error) { te.taskEnded(t, err) })
+}
+
+// resolveOffloaded replaces offloaded shuffle descriptors by their inline
+// form, fetched from the JobMaster (as Flink's TaskExecutor loads offloaded
+// TDD data before it creates the task), so the runner needs no connection
+// to the JobManager. req is not modified.
+func (te *TaskExecutor) resolveOffloaded(ctx context.Context, client pb.JobMasterServiceClient, req *pb.SubmitTaskRequest) (*pb.SubmitTaskRequest, error) {
+	var out *pb.SubmitTaskRequest
+	for i, g := range req.Tdd.GetInputGates() {
+		key := g.GetOffloadedBlobKey()
+		if key == "" {
+			continue
+		}
+		fctx, cancel := context.WithTimeout(ctx, te.cfg.RPCTimeout)
+		data, err := te.runners.blob(fctx, client, req.JobId, key)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		var list pb.ShuffleDescriptorList
+		if err := proto.Unmarshal(data, &list); err != nil {
+			return nil, fmt.Errorf("offloaded shuffle descriptors %s: %w", key, err)
+		}
+		if out == nil {
+			out = &pb.SubmitTaskRequest{JobId: req.JobId, JobMasterId: req.JobMasterId, Tdd: proto.CloneOf(req.Tdd)}
+		}
+		out.Tdd.InputGates[i].ShuffleDescriptors = &pb.InputGateDeploymentDescriptor_Inline{Inline: &list}
+	}
+	if out == nil {
+		return req, nil
+	}
+	return out, nil
 }

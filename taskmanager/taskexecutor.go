@@ -135,6 +135,9 @@ func (te *TaskExecutor) Run(ctx context.Context) error {
 	// Past the mailbox's end nothing else touches its state.
 	for _, jc := range te.jobs {
 		jc.cc.Close()
+		if jc.dataLis != nil {
+			jc.dataLis.Close()
+		}
 	}
 	if te.rm != nil {
 		te.rm.cc.Close()
@@ -263,6 +266,19 @@ func (te *TaskExecutor) dial(addr string) (*grpc.ClientConn, error) {
 
 func (te *TaskExecutor) location() *pb.TaskManagerLocation {
 	return &pb.TaskManagerLocation{ResourceId: te.cfg.ResourceID, RpcAddress: te.addr, Host: te.cfg.Host}
+}
+
+// listenData opens a data port for a job's runner on the RPC bind host.
+func (te *TaskExecutor) listenData() (*net.TCPListener, error) {
+	host, _, err := net.SplitHostPort(te.cfg.RPCBindAddress)
+	if err != nil {
+		host = te.cfg.Host
+	}
+	lis, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return nil, err
+	}
+	return lis.(*net.TCPListener), nil
 }
 
 func (te *TaskExecutor) nextSeq() uint64 { te.seq++; return te.seq }

@@ -101,7 +101,7 @@ func (te *TaskExecutor) submitTask(req *pb.SubmitTaskRequest) error {
 	}
 	t.log.Info().Str("invokable", ti.Invokable).Int("slot", s.index).Msg("task submitted")
 	if req.Tdd.GetJobInformation().GetJobBinaryKey() != "" {
-		te.startRemoteTask(ctx, t, req, jc.address)
+		te.startRemoteTask(ctx, t, req, jc)
 	} else {
 		te.startTask(ctx, t, env)
 	}

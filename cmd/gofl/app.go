@@ -57,7 +57,7 @@ Examples:
 			simulateCommand(),
 			jobmanagerCommand(),
 			taskManagerCommand(),
-			submitCommand(), listCommand(), infoCommand(), cancelCommand(),
+			runCommand(), submitCommand(), listCommand(), infoCommand(), cancelCommand(),
 		},
 	}
 	addConfigFlags(app.Commands)

@@ -52,6 +52,8 @@ type OutputSpec struct {
 	From int
 	// NewPartitioner creates the partitioner of one producer subtask.
 	NewPartitioner func(subtask int) Partitioner
+	// Codec encodes the records of this output for the network.
+	Codec Codec
 }
 
 // TaskSpec is the chain a vertex runs: operators in chain order (the head
@@ -62,6 +64,9 @@ type TaskSpec struct {
 	Operators []OperatorSpec
 	NumInputs int
 	Outputs   []OutputSpec
+	// InputCodecs decodes the records of each logical input that arrive
+	// from the network (all edges into one input carry the same type).
+	InputCodecs []Codec
 }
 
 // TaskEnv is what one subtask is given to run: its position, its input

@@ -47,6 +47,13 @@ func (cm *ConnectionManager) Listen(addr string) error {
 	if err != nil {
 		return fmt.Errorf("network: data port: %w", err)
 	}
+	return cm.Serve(ln)
+}
+
+// Serve starts the data server on a listener created elsewhere (a job
+// runner's data port is opened by its TaskManager and inherited). The
+// connection manager owns ln from then on and closes it in Close.
+func (cm *ConnectionManager) Serve(ln net.Listener) error {
 	cm.mu.Lock()
 	if cm.closed {
 		cm.mu.Unlock()

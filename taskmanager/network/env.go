@@ -3,6 +3,7 @@ package network
 import (
 	"context"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
@@ -52,12 +53,32 @@ func (e *ShuffleEnvironment) Start(addr string) error {
 	if err := e.conns.Listen(addr); err != nil {
 		return err
 	}
+	e.startLocked()
+	return nil
+}
+
+// StartListener is Start on a listener created elsewhere, such as the data
+// port a TaskManager opened for its job runner; the environment owns ln.
+func (e *ShuffleEnvironment) StartListener(ln net.Listener) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.started || e.closed {
+		ln.Close()
+		return fmt.Errorf("network: shuffle environment already started or closed")
+	}
+	if err := e.conns.Serve(ln); err != nil {
+		return err
+	}
+	e.startLocked()
+	return nil
+}
+
+func (e *ShuffleEnvironment) startLocked() {
 	e.started = true
 	if e.cfg.FlushTimeout > 0 {
 		e.wg.Add(1)
 		go e.flushLoop()
 	}
-	return nil
 }
 
 func (e *ShuffleEnvironment) flushLoop() {

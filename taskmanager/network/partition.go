@@ -203,6 +203,26 @@ func (p *ResultPartition) BroadcastEvent(ev Event) error {
 	return nil
 }
 
+// EmitEvent ships the subpartition's partially filled buffer and then the
+// event to that subpartition only (a watermark, for instance, which a
+// producer sends to each consumer in turn).
+func (p *ResultPartition) EmitEvent(subpartition int, ev Event) error {
+	if uint(subpartition) >= uint(len(p.subs)) {
+		return fmt.Errorf("network: partition %q has no subpartition %d", p.id, subpartition)
+	}
+	if ev.Kind() == KindEndOfPartition {
+		return fmt.Errorf("network: EndOfPartition is sent by Finish")
+	}
+	data := EncodeEvent(ev)
+	if len(data) > p.cfg.BufferSize {
+		return fmt.Errorf("network: event of %d bytes exceeds the buffer size", len(data))
+	}
+	if p.finished.Load() {
+		return ErrPartitionFinished
+	}
+	return p.subs[subpartition].addEvent(&Buffer{seg: data, size: len(data), isEvent: true})
+}
+
 // Flush ships every partially filled buffer.
 func (p *ResultPartition) Flush() {
 	for _, s := range p.subs {

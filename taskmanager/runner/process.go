@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,6 +35,14 @@ type Spec struct {
 	Dir string
 	// StartTimeout bounds start-up until the handshake (default 30 s).
 	StartTimeout time.Duration
+	// DataListener, if set, is the job's data port on this TaskManager: the
+	// runner inherits it as file descriptor 3 (EnvDataFD) and serves its
+	// network data plane on it; DataAddress is its advertised address. The
+	// caller keeps its own copy open for the next runner of the job.
+	DataListener *net.TCPListener
+	DataAddress  string
+	// Env is added to the runner's environment.
+	Env []string
 }
 
 // Process is a running job runner as seen from the TaskManager. It is safe
@@ -75,6 +84,17 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error)
 	}
 	cmd := exec.Command(spec.Binary, spec.Args...)
 	cmd.Env = append(os.Environ(), EnvRole+"="+RoleRunner, EnvSocket+"="+socket, EnvJobID+"="+spec.JobID)
+	cmd.Env = append(cmd.Env, spec.Env...)
+	if spec.DataListener != nil {
+		f, err := spec.DataListener.File() // a duplicate, closed once the child has it
+		if err != nil {
+			logFile.Close()
+			return nil, fmt.Errorf("runner: data port: %w", err)
+		}
+		defer f.Close()
+		cmd.ExtraFiles = []*os.File{f}
+		cmd.Env = append(cmd.Env, EnvDataFD+"=3", EnvDataAddress+"="+spec.DataAddress)
+	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.Dir = spec.Dir
 	// Its own process group, so a signal to the TaskManager's group does not

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"sync"
 
 	"github.com/rs/zerolog"
@@ -24,7 +25,43 @@ const (
 	EnvJobID  = "GOFL_JOB_ID"
 	// RoleRunner is the value of EnvRole for a runner.
 	RoleRunner = "runner"
+	// EnvDataFD names the inherited file descriptor of the job's data port
+	// (a listening TCP socket the TaskManager opened and advertised to the
+	// JobMaster); EnvDataAddress is its advertised host:port.
+	EnvDataFD      = "GOFL_RUNNER_DATA_FD"
+	EnvDataAddress = "GOFL_RUNNER_DATA_ADDRESS"
+	// EnvParallelism is the job's default parallelism (the JobGraph config's
+	// parallelism.default), so an SDK runner re-plans from the same default.
+	EnvParallelism = "GOFL_PARALLELISM"
 )
+
+// DataListener returns the data port the TaskManager handed to this runner
+// and its advertised address, or a nil listener when there is none (a
+// TaskManager that opens no data port, or a runner started by hand).
+func DataListener() (net.Listener, string, error) {
+	v := os.Getenv(EnvDataFD)
+	if v == "" {
+		return nil, "", nil
+	}
+	fd, err := strconv.Atoi(v)
+	if err != nil || fd < 3 {
+		return nil, "", fmt.Errorf("runner: %s=%q is not an inherited file descriptor", EnvDataFD, v)
+	}
+	f := os.NewFile(uintptr(fd), "gofl-data-port")
+	if f == nil {
+		return nil, "", fmt.Errorf("runner: %s=%d is not open", EnvDataFD, fd)
+	}
+	defer f.Close()
+	ln, err := net.FileListener(f)
+	if err != nil {
+		return nil, "", fmt.Errorf("runner: data port (fd %d): %w", fd, err)
+	}
+	addr := os.Getenv(EnvDataAddress)
+	if addr == "" {
+		addr = ln.Addr().String()
+	}
+	return ln, addr, nil
+}
 
 // Executor runs tasks inside a runner. Its methods are called from gRPC
 // handlers, concurrently; they must not block for long.

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/gofl/gofl/jobgraph"
+	"github.com/gofl/gofl/rpc/pb"
+)
+
+func runCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "run",
+		Usage:     "plan, upload and run a job written with the SDK on a running cluster",
+		ArgsUsage: "JOB [job args...]",
+		Description: `JOB is a job binary built with gofl's SDK (its main calls stream.Main) or the
+directory of its Go package, which is built first. gofl runs JOB with
+GOFL_ROLE=plan and the job args to get the JobGraph, uploads JOB to the
+JobManager's blob store (skipped when it is already there), submits the
+graph and, unless --detached, follows the job until it ends; the exit code
+is non-zero unless the job FINISHED. Everything after JOB goes to the job.
+TaskManagers start JOB as the job's runner in their own working directory:
+give the job absolute paths.
+
+Examples:
+   gofl run ./examples/wordcount --input /data/text --output /tmp/counts
+   gofl run -m localhost:8081 -p 4 --detached bin/wordcount --input /data/text --output /tmp/counts`,
+		Flags: []cli.Flag{
+			jobManagerFlag(),
+			&cli.IntFlag{Name: "parallelism", Aliases: []string{"p"}, Usage: "default parallelism of the job's operators (`N`; the job's own default when unset)"},
+			&cli.BoolFlag{Name: "detached", Aliases: []string{"d"}, Usage: "return once the job is submitted"},
+			&cli.DurationFlag{Name: "timeout", Value: 24 * time.Hour, Usage: "unless --detached, give up following the job after `DURATION`"},
+		},
+		Action: runRun,
+	}
+}
+
+func runRun(c *cli.Context) error {
+	if c.NArg() == 0 {
+		return errors.New("run: expected JOB, a job binary or the directory of its Go package")
+	}
+	job, jobArgs := c.Args().First(), c.Args().Tail()
+	if c.IsSet("parallelism") && c.Int("parallelism") < 1 {
+		return fmt.Errorf("run: parallelism %d must be at least 1", c.Int("parallelism"))
+	}
+	bin, cleanup, err := jobBinary(c.Context, job)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	jg, err := planJob(c, bin, job, jobArgs)
+	if err != nil {
+		return err
+	}
+	cl, err := restClient(c)
+	if err != nil {
+		return err
+	}
+	key, uploaded, err := cl.UploadBlob(c.Context, bin)
+	if err != nil {
+		return fmt.Errorf("run: uploading the job binary: %w", err)
+	}
+	jg.BinaryKey = key
+	if len(jg.ProgramArgs) == 0 {
+		jg.ProgramArgs = jobArgs
+	}
+	what := "already on the JobManager"
+	if uploaded {
+		what = "uploaded"
+	}
+	fmt.Fprintf(c.App.Writer, "Job binary %s %s (%s)\n", job, what, key)
+	id, err := cl.SubmitJob(c.Context, jg)
+	if err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	fmt.Fprintf(c.App.Writer, "Job %s (%s) submitted\n", id, jg.Name)
+	if c.Bool("detached") {
+		return nil
+	}
+	return followJob(c, cl, id)
+}
+
+// jobBinary returns the executable for JOB: JOB itself, or the package
+// directory JOB built into a temporary directory (removed by cleanup).
+func jobBinary(ctx context.Context, job string) (string, func(), error) {
+	nop := func() {}
+	fi, err := os.Stat(job)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return "", nop, fmt.Errorf("run: JOB %s does not exist (want a job binary or a Go package directory)", job)
+		}
+		return "", nop, fmt.Errorf("run: %w", err)
+	}
+	if !fi.IsDir() {
+		if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+			return "", nop, fmt.Errorf("run: JOB %s is not an executable file (want a job binary or a Go package directory)", job)
+		}
+		return job, nop, nil
+	}
+	dir, err := os.MkdirTemp("", "gofl-run-")
+	if err != nil {
+		return "", nop, fmt.Errorf("run: %w", err)
+	}
+	cleanup := func() { os.RemoveAll(dir) }
+	out := filepath.Join(dir, filepath.Base(filepath.Clean(job)))
+	if abs, err := filepath.Abs(job); err == nil {
+		out = filepath.Join(dir, filepath.Base(abs))
+	}
+	build := exec.CommandContext(ctx, "go", "build", "-o", out, ".")
+	build.Dir = job
+	if b, err := build.CombinedOutput(); err != nil {
+		cleanup()
+		return "", nop, fmt.Errorf("run: building the Go package in %s: %v\n%s", job, err, bytes.TrimSpace(b))
+	}
+	return out, cleanup, nil
+}
+
+// planJob runs the binary in plan role and parses the JobGraph it prints.
+func planJob(c *cli.Context, bin, job string, args []string) (*jobgraph.JobGraph, error) {
+	ctx, cancel := context.WithTimeout(c.Context, 2*time.Minute)
+	defer cancel()
+	path := bin
+	if !strings.ContainsRune(path, filepath.Separator) {
+		path = "." + string(filepath.Separator) + path
+	}
+	cmd := exec.CommandContext(ctx, path, args...)
+	env := make([]string, 0, len(os.Environ())+2)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GOFL_ROLE=") && !strings.HasPrefix(kv, "GOFL_PARALLELISM=") && !strings.HasPrefix(kv, "GOFL_RUNNER_") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "GOFL_ROLE=plan")
+	if c.IsSet("parallelism") {
+		env = append(env, "GOFL_PARALLELISM="+strconv.Itoa(c.Int("parallelism")))
+	}
+	cmd.Env = env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("run: %s did not print its plan within 2 minutes; is it a gofl job binary (main calling stream.Main)?", job)
+		}
+		if msg == "" {
+			msg = err.Error()
+		}
+		return nil, fmt.Errorf("run: planning the job failed: %s", msg)
+	}
+	var m pb.JobGraph
+	if err := protojson.Unmarshal(stdout.Bytes(), &m); err != nil || len(m.Vertices) == 0 {
+		return nil, fmt.Errorf("run: %s is not a gofl job binary: with GOFL_ROLE=plan it printed no JobGraph (its main must call stream.Main)", job)
+	}
+	jg := jobgraph.FromProto(&m)
+	if err := jg.Validate(); err != nil {
+		return nil, fmt.Errorf("run: the plan of %s: %w", job, err)
+	}
+	return jg, nil
+}

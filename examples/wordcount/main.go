@@ -1,0 +1,67 @@
+// Command wordcount is gofl's batch word count, the SDK's first example: it
+// counts the words of a text file (or of every file in a directory) and
+// writes one "word count" line per distinct word into part files in an
+// output directory. A word is a maximal run of Unicode letters or digits,
+// lowercased.
+//
+// Run it in-process:
+//
+//	go run ./examples/wordcount --input README.md --output /tmp/counts
+//
+// or on a cluster, its data crossing the network between TaskManagers:
+//
+//	gofl run -p 4 ./examples/wordcount --input /data/text --output /tmp/counts
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"unicode"
+
+	"github.com/gofl/gofl/stream"
+)
+
+// WordCount is a word and how often it occurred.
+type WordCount struct {
+	Word  string
+	Count int64
+}
+
+func init() { stream.RegisterJob("wordcount", build) }
+
+func main() { stream.Main() }
+
+func build(env *stream.Environment, args []string) error {
+	fs := flag.NewFlagSet("wordcount", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	input := fs.String("input", "", "text file or directory of text files to count (a path or file:// URL)")
+	output := fs.String("output", "", "directory the part files with the counts go to")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w (usage: wordcount --input PATH --output DIR)", err)
+	}
+	if *input == "" || *output == "" || fs.NArg() > 0 {
+		return errors.New("usage: wordcount --input PATH --output DIR")
+	}
+	env.SetRuntimeMode(stream.Batch)
+	lines := stream.TextFile(env, *input)
+	words := stream.FlatMap(lines, func(line string, out stream.Collector[WordCount]) error {
+		for _, w := range Words(line) {
+			out.Collect(WordCount{Word: w, Count: 1})
+		}
+		return nil
+	}).Name("Tokenizer")
+	counts := stream.KeyBy(words, func(w WordCount) string { return w.Word }).
+		Reduce(func(a, b WordCount) WordCount { return WordCount{Word: a.Word, Count: a.Count + b.Count} }).Name("Count")
+	stream.Map(counts, func(w WordCount) string { return fmt.Sprintf("%s %d", w.Word, w.Count) }).Name("Format").
+		WriteAsText(*output).Name("Counts")
+	return nil
+}
+
+// Words splits a line into its words: maximal runs of Unicode letters or
+// digits, lowercased.
+func Words(line string) []string {
+	return strings.FieldsFunc(strings.ToLower(line), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+}

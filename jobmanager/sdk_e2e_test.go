@@ -1,0 +1,183 @@
+package jobmanager_test
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+	"unicode"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/gofl/gofl/jobgraph"
+	"github.com/gofl/gofl/rpc/pb"
+)
+
+// runSDKJob takes the path of `gofl run`: the binary's plan role at
+// parallelism p, upload, submit; it returns the job ID.
+func (c *cluster) runSDKJob(bin string, p int, args ...string) string {
+	c.t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "GOFL_ROLE=plan", fmt.Sprintf("GOFL_PARALLELISM=%d", p))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		c.t.Fatalf("plan: %v\n%s", err, stderr.String())
+	}
+	var m pb.JobGraph
+	if err := protojson.Unmarshal(out, &m); err != nil {
+		c.t.Fatalf("plan output: %v", err)
+	}
+	jg := jobgraph.FromProto(&m)
+	key, _, err := c.client.UploadBlob(c.ctx, bin)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	jg.BinaryKey = key
+	return c.submit(jg)
+}
+
+// readParts reads every line of the part files in dir.
+func readParts(t *testing.T, dir string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "part-*"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no part files in %s (%v)", dir, err)
+	}
+	var lines []string
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			lines = append(lines, sc.Text())
+		}
+	}
+	return lines
+}
+
+// countWords is the test's own word count: maximal runs of letters or
+// digits, lowercased.
+func countWords(text string) map[string]int64 {
+	counts := map[string]int64{}
+	var w []rune
+	flush := func() {
+		if len(w) > 0 {
+			counts[strings.ToLower(string(w))]++
+			w = w[:0]
+		}
+	}
+	for _, r := range text {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			w = append(w, r)
+		} else {
+			flush()
+		}
+	}
+	flush()
+	return counts
+}
+
+func TestWordCountOnCluster(t *testing.T) {
+	c := newCluster(t, nil)
+	c.startTaskManager("tm-a", 2)
+	c.startTaskManager("tm-b", 2)
+	c.waitForTaskManagers(2)
+
+	vocab := []string{"Straße", "straße", "Ärger", "ärger", "日本語", "café", "CAFÉ", "naïve", "жук", "ЖУК", "Ωmega",
+		"gofl", "Flink", "flink", "42", "x2y", "déjà", "vu", "ﬁne", "İstanbul"}
+	seps := []string{" ", "  ", ", ", ". ", "\t", " – ", "!", "'", "…", "—"}
+	rng := rand.New(rand.NewSource(1))
+	var text strings.Builder
+	for l := 0; l < 20000; l++ {
+		for n := rng.Intn(12); n >= 0; n-- {
+			text.WriteString(vocab[rng.Intn(len(vocab))])
+			text.WriteString(seps[rng.Intn(len(seps))])
+		}
+		text.WriteString("\n")
+	}
+	dir := t.TempDir()
+	input := filepath.Join(dir, "input.txt")
+	if err := os.WriteFile(input, []byte(text.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := countWords(text.String())
+
+	for _, p := range []int{1, 4} {
+		t.Run(fmt.Sprintf("p%d", p), func(t *testing.T) {
+			out := filepath.Join(dir, fmt.Sprintf("out-%d", p))
+			id := c.runSDKJob(wordcountBinary, p, "--input", input, "--output", out)
+			c.waitFor(id, 60*time.Second, "FINISHED")
+			got := map[string]int64{}
+			lines := readParts(t, out)
+			for _, l := range lines {
+				i := strings.LastIndexByte(l, ' ')
+				n, err := strconv.ParseInt(l[i+1:], 10, 64)
+				if i < 0 || err != nil {
+					t.Fatalf("bad output line %q", l)
+				}
+				if _, dup := got[l[:i]]; dup {
+					t.Fatalf("word %q counted in two lines", l[:i])
+				}
+				got[l[:i]] = n
+			}
+			if len(got) != len(want) {
+				t.Errorf("%d distinct words, want %d", len(got), len(want))
+			}
+			for w, n := range want {
+				if got[w] != n {
+					t.Errorf("%q: %d, want %d", w, got[w], n)
+				}
+			}
+			if files, _ := filepath.Glob(filepath.Join(out, "part-*")); len(files) != p {
+				t.Errorf("%d part files, want %d", len(files), p)
+			}
+		})
+	}
+}
+
+func TestPipelinedStreamingJobAcrossTaskManagers(t *testing.T) {
+	c := newCluster(t, nil)
+	c.startTaskManager("tm-a", 2)
+	c.startTaskManager("tm-b", 2)
+	c.waitForTaskManagers(2)
+	const n, keys = 50000, 13
+	out := filepath.Join(t.TempDir(), "out")
+	id := c.runSDKJob(testJobBinary, 4, "--count", strconv.Itoa(n), "--keys", strconv.Itoa(keys), "--output", out)
+	c.waitFor(id, 60*time.Second, "FINISHED")
+
+	lines := readParts(t, out)
+	if len(lines) != n {
+		t.Fatalf("%d updates, want one per record (%d)", len(lines), n)
+	}
+	final := map[int64][2]int64{}
+	for _, l := range lines {
+		var k, sum, cnt int64
+		if _, err := fmt.Sscanf(l, "%d %d %d", &k, &sum, &cnt); err != nil {
+			t.Fatalf("bad line %q: %v", l, err)
+		}
+		if cnt > final[k][1] {
+			final[k] = [2]int64{sum, cnt}
+		}
+	}
+	for k := int64(0); k < keys; k++ {
+		var sum, cnt int64
+		for i := k; i < n; i += keys {
+			sum += i
+			cnt++
+		}
+		if final[k] != [2]int64{sum, cnt} {
+			t.Errorf("key %d: sum %d count %d, want %d %d", k, final[k][0], final[k][1], sum, cnt)
+		}
+	}
+}
