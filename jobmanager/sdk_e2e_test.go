@@ -89,7 +89,9 @@ func countWords(text string) map[string]int64 {
 }
 
 func TestWordCountOnCluster(t *testing.T) {
-	c := newCluster(t, nil)
+	// Tiny offload threshold: every consumer's shuffle descriptors travel
+	// as a blob the TaskManager fetches from the JobMaster.
+	c := newCluster(t, map[string]string{"blob.offload.minsize": "1 b"})
 	c.startTaskManager("tm-a", 2)
 	c.startTaskManager("tm-b", 2)
 	c.waitForTaskManagers(2)

@@ -62,4 +62,12 @@
 // their producers finished). A failing user function (an error or a panic)
 // fails Execute with an error naming the operator; cancelling the context
 // stops every goroutine.
+//
+// On a cluster, a job binary's main calls Main after registering its jobs
+// with RegisterJob; `gofl run` plans it (GOFL_ROLE=plan), uploads and submits
+// it, and TaskManagers start it as the job's runner, which re-plans the job
+// and runs its tasks with the network data plane (taskmanager/network).
+// Records cross exchanges encoded by the codec of their DataStream[T]
+// (stream/codec's For[T]); Plan fails for an exchange whose type has none.
+// Collect sinks only work locally.
 package stream

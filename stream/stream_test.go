@@ -386,3 +386,20 @@ func TestCancel(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 }
+
+func TestPlanRejectsUnserializableExchange(t *testing.T) {
+	type withFunc struct{ F func() }
+	env := stream.NewEnvironment(stream.WithParallelism(2))
+	s := stream.Map(stream.FromElements(env, 1, 2, 3), func(i int) withFunc { return withFunc{} }).Name("MakeFuncs")
+	stream.Map(s.Rebalance(), func(w withFunc) int { return 0 }).Print()
+	_, err := env.Plan()
+	if err == nil || !strings.Contains(err.Error(), `"MakeFuncs"`) || !strings.Contains(err.Error(), "withFunc") {
+		t.Fatalf("Plan: %v; want an error naming the operator and the type", err)
+	}
+	// Chained, the same records are never serialized.
+	env = stream.NewEnvironment()
+	stream.Map(stream.Map(stream.FromElements(env, 1), func(i int) withFunc { return withFunc{} }), func(w withFunc) int { return 0 }).Print()
+	if _, err := env.Plan(); err != nil {
+		t.Fatalf("chained: %v", err)
+	}
+}
