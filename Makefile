@@ -26,6 +26,7 @@ bench-scheduler:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 5x ./jobmanager/...
 
 run: build
+	$(GO) build -o $(BIN)/wordcount ./examples/wordcount
 	scripts/demo.sh
 
 # Hadoop's MiniDFSCluster in the foreground for the hdfs:// storage tests:
