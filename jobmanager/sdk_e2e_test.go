@@ -155,7 +155,7 @@ func TestPipelinedStreamingJobAcrossTaskManagers(t *testing.T) {
 	c.waitForTaskManagers(2)
 	const n, keys = 50000, 13
 	out := filepath.Join(t.TempDir(), "out")
-	id := c.runSDKJob(testJobBinary, 4, "--count", strconv.Itoa(n), "--keys", strconv.Itoa(keys), "--output", out)
+	id := c.runSDKJob(testJobBinary, 4, "pipelined-count", "--count", strconv.Itoa(n), "--keys", strconv.Itoa(keys), "--output", out)
 	c.waitFor(id, 60*time.Second, "FINISHED")
 
 	lines := readParts(t, out)
@@ -182,4 +182,87 @@ func TestPipelinedStreamingJobAcrossTaskManagers(t *testing.T) {
 			t.Errorf("key %d: sum %d count %d, want %d %d", k, final[k][0], final[k][1], sum, cnt)
 		}
 	}
+}
+
+// runnerPids lists the runner processes of a job (one per TaskManager).
+func runnerPids(jobID string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd"))
+		if err != nil || filepath.Base(cwd) != jobID {
+			continue
+		}
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// memoryKiB reads a VmRSS or VmHWM line of /proc/<pid>/status.
+func memoryKiB(t *testing.T, pid int, field string) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			var kib int
+			fmt.Sscanf(strings.TrimSpace(rest), "%d", &kib)
+			return kib
+		}
+	}
+	t.Fatalf("no %s in /proc/%d/status", field, pid)
+	return 0
+}
+
+// A sink far slower than its source backpressures it through the credit-based
+// network exchange: the unbounded source could produce hundreds of MB per
+// second, yet every runner's peak memory stays bounded.
+func TestSlowSinkBackpressuresSourceWithBoundedMemory(t *testing.T) {
+	c := newCluster(t, nil)
+	c.startTaskManager("tm-1", 1)
+	c.startTaskManager("tm-2", 1)
+	c.waitForTaskManagers(2)
+	out := filepath.Join(t.TempDir(), "out")
+	id := c.runSDKJob(testJobBinary, 2, "slow-sink", "--delay", "1ms", "--output", out)
+	c.waitFor(id, 15*time.Second, "RUNNING")
+	var pids []int
+	c.eventually(10*time.Second, func() error {
+		if pids = runnerPids(id); len(pids) != 2 {
+			return fmt.Errorf("runner processes %v, want one per TaskManager", pids)
+		}
+		return nil
+	})
+	time.Sleep(4 * time.Second) // unthrottled, the source would have produced well over 400 MB by now
+	const boundMiB = 150
+	for _, pid := range pids {
+		if peak := memoryKiB(t, pid, "VmHWM") / 1024; peak > boundMiB {
+			t.Errorf("runner %d peaked at %d MiB; backpressure must bound it below %d MiB", pid, peak, boundMiB)
+		} else {
+			t.Logf("runner %d: peak RSS %d MiB", pid, peak)
+		}
+	}
+	// The pipeline moves, at the sink's pace: about 1000 records/s per subtask.
+	var written int64
+	parts, _ := filepath.Glob(filepath.Join(out, "part-*"))
+	for _, p := range parts {
+		if st, err := os.Stat(p); err == nil {
+			written += st.Size()
+		}
+	}
+	t.Logf("sink wrote %d bytes in ~4 s", written)
+	if written == 0 || written > 4*2*1000*97*3 {
+		t.Errorf("sink wrote %d bytes; want progress at the slow sink's pace", written)
+	}
+	d, err := c.client.JobDetails(c.ctx, id)
+	if err != nil || d.State != "RUNNING" {
+		t.Fatalf("job %s, %v; want it still running behind its slow sink", d.State, err)
+	}
+	if err := c.client.CancelJob(c.ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor(id, 15*time.Second, "CANCELED")
 }

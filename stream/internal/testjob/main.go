@@ -7,6 +7,12 @@
 // number by n mod K, keeps a running sum and count per key (one result per
 // update), and writes the final line per key plus every update into part
 // files: "key sum count".
+//
+//	slow-sink [--delay D] --output DIR
+//
+// generates numbers as fast as it can, without end, and rebalances them to
+// a sink that takes D per record: the source must be backpressured with
+// bounded memory.
 package main
 
 import (
@@ -26,7 +32,28 @@ type Sum struct {
 	Count int64
 }
 
-func init() { stream.RegisterJob("pipelined-count", build) }
+func init() {
+	stream.RegisterJob("pipelined-count", build)
+	stream.RegisterJob("slow-sink", buildSlowSink)
+}
+
+func buildSlowSink(env *stream.Environment, args []string) error {
+	fs := flag.NewFlagSet("slow-sink", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	delay := fs.Duration("delay", time.Millisecond, "time the sink takes per record")
+	output := fs.String("output", "", "output directory")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *output == "" {
+		return errors.New("usage: slow-sink [--delay D] --output DIR")
+	}
+	d := *delay
+	fast := stream.Generate(env, -1, func(i int64) string { return fmt.Sprintf("%096d", i) }).Name("Fast source")
+	slow := stream.Map(fast.Rebalance(), func(s string) string { time.Sleep(d); return s }).Name("Slow")
+	slow.WriteAsText(*output).Name("Sink")
+	return nil
+}
 
 func main() { stream.Main() }
 
