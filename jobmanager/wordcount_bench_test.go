@@ -1,0 +1,238 @@
+package jobmanager_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gofl/gofl/client"
+)
+
+// BenchmarkWordcountEndToEnd runs the wordcount example on a standalone
+// cluster of real processes (a JobManager and two TaskManagers with two
+// slots each) over generated text, from submission to FINISHED, and reports
+// the input rate and the peak RSS of every process.
+// GOFL_BENCH_WORDCOUNT_MB sets the input size (default 100).
+func BenchmarkWordcountEndToEnd(b *testing.B) {
+	mb := 100
+	if v, err := strconv.Atoi(os.Getenv("GOFL_BENCH_WORDCOUNT_MB")); err == nil && v > 0 {
+		mb = v
+	}
+	dir := b.TempDir()
+	input := filepath.Join(dir, "input.txt")
+	words := writeText(b, input, mb<<20)
+	for _, p := range []int{1, 4} {
+		b.Run(fmt.Sprintf("%dMB/p%d", mb, p), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				runWordcountOnce(b, input, filepath.Join(dir, fmt.Sprintf("out-%d-%d", p, i)), p, mb, words)
+			}
+		})
+	}
+}
+
+// writeText writes about size bytes of words drawn from a Zipf-like
+// vocabulary with non-ASCII words, and returns the number of words.
+func writeText(b *testing.B, path string, size int) int64 {
+	b.Helper()
+	vocab := []string{"the", "stream", "batch", "flink", "gofl", "köln", "café", "東京", "naïve", "operator", "window", "state", "checkpoint", "slot", "region"}
+	for i := 0; i < 5000; i++ {
+		vocab = append(vocab, fmt.Sprintf("word%d", i))
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	r := rand.New(rand.NewPCG(1, 2))
+	zipf := rand.NewZipf(r, 1.2, 1, uint64(len(vocab)-1))
+	var n, words int64
+	for n < int64(size) {
+		line := 0
+		for line < 80 {
+			wd := vocab[zipf.Uint64()]
+			k, _ := w.WriteString(wd)
+			w.WriteByte(' ')
+			line += k + 1
+			words++
+		}
+		w.WriteByte('\n')
+		n += int64(line + 1)
+	}
+	if err := w.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	f.Close()
+	return words
+}
+
+func freePort(b *testing.B) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func runWordcountOnce(b *testing.B, input, output string, p, mb int, words int64) {
+	b.StopTimer()
+	rest, rpc := freePort(b), freePort(b)
+	logDir := b.TempDir()
+	var procs []*exec.Cmd
+	start := func(name string, args ...string) *exec.Cmd {
+		cmd := exec.Command(goflBinary, args...)
+		f, _ := os.Create(filepath.Join(logDir, name+".log"))
+		cmd.Stdout, cmd.Stderr = f, f
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		procs = append(procs, cmd)
+		return cmd
+	}
+	defer func() {
+		for _, c := range procs {
+			_ = c.Process.Kill()
+			_ = c.Wait()
+		}
+	}()
+	common := []string{"-D", "jobmanager.rpc.port=" + strconv.Itoa(rpc), "-D", "jobmanager.rpc.address=127.0.0.1"}
+	jm := start("jobmanager", append([]string{"jobmanager", "-D", "rest.port=" + strconv.Itoa(rest), "-D", "rest.address=127.0.0.1"}, common...)...)
+	tm1 := start("tm1", append([]string{"taskmanager", "-D", "taskmanager.numberOfTaskSlots=2", "-D", "taskmanager.rpc.port=0"}, common...)...)
+	tm2 := start("tm2", append([]string{"taskmanager", "-D", "taskmanager.numberOfTaskSlots=2", "-D", "taskmanager.rpc.port=0"}, common...)...)
+	cl, err := client.New(fmt.Sprintf("127.0.0.1:%d", rest))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ov, err := cl.Overview(ctx)
+		if err == nil && ov.TaskManagers == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("cluster did not come up: %v %+v", err, ov)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Plan, as `gofl run` does (not timed: it is the client's local work).
+	planned := exec.Command(wordcountBinary, "--input", input, "--output", output)
+	planned.Env = append(os.Environ(), "GOFL_ROLE=plan", fmt.Sprintf("GOFL_PARALLELISM=%d", p))
+	graphJSON, err := planned.Output()
+	if err != nil {
+		b.Fatalf("plan: %v", err)
+	}
+	graphFile := filepath.Join(logDir, "graph.json")
+	if err := os.WriteFile(graphFile, graphJSON, 0o644); err != nil {
+		b.Fatal(err)
+	}
+
+	peaks := map[string]int{}
+	var mu sync.Mutex
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() { // sample peak RSS of every process, runners included, until stopped
+		defer close(sampled)
+		named := map[string]int{"jobmanager": jm.Process.Pid, "taskmanager-1": tm1.Process.Pid, "taskmanager-2": tm2.Process.Pid}
+		for {
+			mu.Lock()
+			for name, pid := range named {
+				if kib := hwm(pid); kib > peaks[name] {
+					peaks[name] = kib
+				}
+			}
+			for _, pid := range runnerPidsByBinary() {
+				name := "runner-" + strconv.Itoa(pid)
+				if kib := hwm(pid); kib > peaks[name] {
+					peaks[name] = kib
+				}
+			}
+			mu.Unlock()
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+
+	b.StartTimer()
+	began := time.Now()
+	run := exec.Command(goflBinary, "run", "-m", fmt.Sprintf("127.0.0.1:%d", rest), "-p", strconv.Itoa(p), wordcountBinary, "--input", input, "--output", output)
+	if out, err := run.CombinedOutput(); err != nil {
+		b.Fatalf("gofl run: %v\n%s", err, out)
+	}
+	elapsed := time.Since(began)
+	b.StopTimer()
+	close(stop)
+	<-sampled
+
+	parts, _ := filepath.Glob(filepath.Join(output, "part-*"))
+	var total int64
+	for _, part := range parts {
+		data, _ := os.ReadFile(part)
+		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			if i := strings.LastIndexByte(line, ' '); i > 0 {
+				n, _ := strconv.ParseInt(line[i+1:], 10, 64)
+				total += n
+			}
+		}
+	}
+	if total != words {
+		b.Fatalf("counted %d words, wrote %d", total, words)
+	}
+	b.ReportMetric(float64(mb)/elapsed.Seconds(), "MB/s")
+	b.ReportMetric(float64(words)/elapsed.Seconds(), "words/s")
+	mu.Lock()
+	defer mu.Unlock()
+	maxRunner := 0
+	for name, kib := range peaks {
+		if strings.HasPrefix(name, "runner-") {
+			maxRunner = max(maxRunner, kib)
+			continue
+		}
+		b.ReportMetric(float64(kib)/1024, "MiB-peak-"+name)
+	}
+	b.ReportMetric(float64(maxRunner)/1024, "MiB-peak-runner-max")
+}
+
+func hwm(pid int) int {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kib int
+			fmt.Sscanf(strings.TrimSpace(rest), "%d", &kib)
+			return kib
+		}
+	}
+	return 0
+}
+
+// runnerPidsByBinary finds the running wordcount runner processes.
+func runnerPidsByBinary() []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil || !strings.Contains(string(cmdline), "GOFL_ROLE=runner") {
+			continue
+		}
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
