@@ -19,6 +19,7 @@ import (
 
 	"github.com/gofl/gofl/internal/heartbeat"
 	"github.com/gofl/gofl/internal/mailbox"
+	"github.com/gofl/gofl/providers"
 	"github.com/gofl/gofl/rpc/pb"
 	"github.com/gofl/gofl/rpc/restapi"
 )
@@ -60,6 +61,55 @@ type Config struct {
 	SlotRequestTimeout                  time.Duration // slot.request.timeout
 	EvenlySpreadOut                     bool          // cluster.evenly-spread-out-slots
 	RPCTimeout                          time.Duration // per outgoing call; default 10 s
+
+	// Workers is the provider's worker half. Nil: standalone, the
+	// ResourceManager is passive and never starts or stops TaskManagers.
+	// With a driver it is active (see ActiveConfig); Run starts the driver
+	// and closes it (stopping every worker) when it returns.
+	Workers providers.WorkerDriver
+	Active  ActiveConfig
+}
+
+// ActiveConfig holds the settings of an active ResourceManager (one with a
+// WorkerDriver). Zero fields take the defaults of their options.
+type ActiveConfig struct {
+	// Worker is the spec of every TaskManager requested; Worker.Slots is
+	// taskmanager.numberOfTaskSlots (default 1).
+	Worker providers.WorkerSpec
+	// MinSlots: slotmanager.number-of-slots.min (default 0).
+	MinSlots int
+	// IdleTimeout: resourcemanager.taskmanager-timeout (default 30 s).
+	IdleTimeout time.Duration
+	// RegistrationTimeout: resourcemanager.taskmanager-registration.timeout
+	// (default 5 min).
+	RegistrationTimeout time.Duration
+	// MaxFailedStarts: resourcemanager.start-worker.max-attempts (default 5).
+	MaxFailedStarts int
+	// RetryInterval and MaxRetryInterval: resourcemanager.start-worker.retry-interval
+	// and .max-retry-interval (default 1 s and 1 min).
+	RetryInterval, MaxRetryInterval time.Duration
+}
+
+func (a ActiveConfig) withDefaults() ActiveConfig {
+	if a.Worker.Slots < 1 {
+		a.Worker.Slots = 1
+	}
+	if a.IdleTimeout <= 0 {
+		a.IdleTimeout = 30 * time.Second
+	}
+	if a.RegistrationTimeout <= 0 {
+		a.RegistrationTimeout = 5 * time.Minute
+	}
+	if a.MaxFailedStarts <= 0 {
+		a.MaxFailedStarts = 5
+	}
+	if a.RetryInterval <= 0 {
+		a.RetryInterval = time.Second
+	}
+	if a.MaxRetryInterval <= 0 {
+		a.MaxRetryInterval = time.Minute
+	}
+	return a
 }
 
 func (c Config) withDefaults() Config {
@@ -75,6 +125,7 @@ func (c Config) withDefaults() Config {
 	if c.RPCTimeout <= 0 {
 		c.RPCTimeout = DefaultRPCTimeout
 	}
+	c.Active = c.Active.withDefaults()
 	return c
 }
 
@@ -95,7 +146,11 @@ type ResourceManager struct {
 	teHB    *heartbeat.Monitor[string]
 	jms     map[string]*jobMaster // by job ID
 	jmHB    *heartbeat.Monitor[string]
-	workers workerDriver
+	// Active mode only (nil planner: passive).
+	planner   *workerPlanner
+	wake      *time.Timer
+	wakeAt    time.Time
+	releasing map[string]bool // workers with a ReleaseWorker call decided
 }
 
 type taskExecutor struct {
@@ -129,7 +184,18 @@ func New(cfg Config, log zerolog.Logger) *ResourceManager {
 		teHB:    heartbeat.New[string](cfg.HeartbeatTimeout),
 		jms:     map[string]*jobMaster{},
 		jmHB:    heartbeat.New[string](cfg.HeartbeatTimeout),
-		workers: passiveWorkers{},
+	}
+	if cfg.Workers != nil {
+		rm.planner = newWorkerPlanner(workerPlannerConfig{
+			SlotsPerWorker:      cfg.Active.Worker.Slots,
+			MinSlots:            cfg.Active.MinSlots,
+			IdleTimeout:         cfg.Active.IdleTimeout,
+			RegistrationTimeout: cfg.Active.RegistrationTimeout,
+			MaxFailedStarts:     cfg.Active.MaxFailedStarts,
+			RetryInterval:       cfg.Active.RetryInterval,
+			MaxRetryInterval:    cfg.Active.MaxRetryInterval,
+		})
+		rm.releasing = map[string]bool{}
 	}
 	rm.svc = &service{rm: rm}
 	return rm
@@ -157,7 +223,14 @@ func (rm *ResourceManager) Service() pb.ResourceManagerServiceServer { return rm
 func (rm *ResourceManager) Run(ctx context.Context) {
 	rm.log.Info().Dur("heartbeat_interval", rm.cfg.HeartbeatInterval).Dur("heartbeat_timeout", rm.cfg.HeartbeatTimeout).
 		Dur("slot_request_timeout", rm.cfg.SlotRequestTimeout).Bool("evenly_spread_out", rm.cfg.EvenlySpreadOut).
-		Msg("ResourceManager started")
+		Bool("active", rm.planner != nil).Msg("ResourceManager started")
+	if rm.planner != nil {
+		if err := rm.cfg.Workers.Start(rm.onWorkerEvent); err != nil {
+			rm.log.Error().Err(err).Msg("the provider's worker driver did not start; no TaskManagers will be started")
+		}
+		// Reach the minimum number of slots without waiting for a job.
+		rm.mb.Post(rm.reconcile)
+	}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -182,6 +255,16 @@ func (rm *ResourceManager) Run(ctx context.Context) {
 	// The mailbox stopped: its state is ours alone now.
 	for _, te := range rm.tes {
 		te.conn.Close()
+	}
+	if rm.planner != nil {
+		if rm.wake != nil {
+			rm.wake.Stop()
+		}
+		closeCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := rm.cfg.Workers.Close(closeCtx); err != nil {
+			rm.log.Warn().Err(err).Msg("stopping the workers")
+		}
+		cancel()
 	}
 	rm.log.Info().Msg("ResourceManager stopped")
 }
@@ -383,7 +466,6 @@ func (rm *ResourceManager) registerTaskExecutor(req *pb.RegisterTaskExecutorRequ
 	rm.teOrder = append(rm.teOrder, te.resourceID)
 	rm.teHB.Seen(te.resourceID, now)
 	rm.sm.addTaskManager(te.resourceID)
-	rm.workers.registered(te.resourceID)
 	rm.log.Info().Str("resource_id", te.resourceID).Str("instance_id", te.instanceID).Str("address", te.rpcAddress).
 		Int("slots", te.numberOfSlots).Msg("TaskExecutor registered")
 	return rm.registrationResponse(), nil
@@ -419,12 +501,22 @@ func fromReport(r *pb.SlotReport) []reportedSlot {
 	return out
 }
 
-// removeTaskExecutor unregisters a TaskExecutor at once and forgets its
-// slots. Runs on the mailbox; a no-op for an unknown one.
+// removeTaskExecutor unregisters a TaskExecutor at once, forgets its slots
+// and, in active mode, releases its worker if it still runs. Runs on the
+// mailbox; a no-op for an unknown one.
 func (rm *ResourceManager) removeTaskExecutor(resourceID, why string) {
+	if rm.dropTaskExecutor(resourceID, why) {
+		rm.releaseWorker(resourceID, why)
+		rm.reconcile()
+	}
+}
+
+// dropTaskExecutor is removeTaskExecutor without releasing the worker or
+// reconciling; it reports whether the TaskExecutor was registered.
+func (rm *ResourceManager) dropTaskExecutor(resourceID, why string) bool {
 	te, ok := rm.tes[resourceID]
 	if !ok {
-		return
+		return false
 	}
 	delete(rm.tes, resourceID)
 	for i, id := range rm.teOrder {
@@ -436,15 +528,9 @@ func (rm *ResourceManager) removeTaskExecutor(resourceID, why string) {
 	rm.teHB.Remove(resourceID)
 	rm.sm.removeTaskManager(resourceID)
 	te.conn.Close()
-	rm.workers.release(resourceID)
 	rm.log.Warn().Str("resource_id", resourceID).Str("instance_id", te.instanceID).Str("address", te.rpcAddress).
 		Str("reason", why).Msg("TaskExecutor unregistered; its slots are removed")
-	rm.reconcile()
-}
-
-// workerTerminated is the provider path: a worker ended, act at once.
-func (rm *ResourceManager) workerTerminated(resourceID, cause string) {
-	rm.removeTaskExecutor(resourceID, "worker terminated: "+cause)
+	return true
 }
 
 func (rm *ResourceManager) expireTaskExecutors(now time.Time) {
@@ -465,6 +551,11 @@ func (rm *ResourceManager) reconcile() {
 		if !ok {
 			continue
 		}
+		if !n.TimedOut && rm.planner != nil {
+			// Active: workers are started for it; only a timeout or
+			// failing starts are worth a notice.
+			continue
+		}
 		if n.TimedOut {
 			rm.log.Warn().Str("job_id", n.JobID).Int("required_slots", n.Required).Int("acquired_slots", n.Acquired).
 				Int("available_slots", n.Available).Dur("slot_request_timeout", rm.cfg.SlotRequestTimeout).
@@ -476,7 +567,9 @@ func (rm *ResourceManager) reconcile() {
 		}
 		jm.gw.NotifyNotEnoughResources(n.Acquired)
 	}
-	rm.workers.missing(rm.sm.missingSlots())
+	if rm.planner != nil {
+		rm.planWorkers()
+	}
 }
 
 func (rm *ResourceManager) requestSlot(r slotRequest) {

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/gofl/gofl/internal/mailbox"
+	"github.com/gofl/gofl/providers"
 	"github.com/gofl/gofl/rpc/pb"
 	"github.com/gofl/gofl/rpc/restapi"
 )
@@ -439,7 +440,7 @@ func TestDisconnectTaskExecutorActsAtOnce(t *testing.T) {
 	}
 	// The provider path: a worker ended.
 	if _, err := mailbox.Call(ctxT(t), c.rm.mb, func() (struct{}, error) {
-		c.rm.workerTerminated("tm2", "exit status 137")
+		c.rm.workerEvent(providers.WorkerTerminated{WorkerID: "tm2", Cause: errors.New("exit status 137"), ExitStatus: 137})
 		return struct{}{}, nil
 	}); err != nil {
 		t.Fatal(err)

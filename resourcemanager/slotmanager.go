@@ -447,3 +447,36 @@ func (sm *slotManager) slotsOf(resourceID string) (total, free int, reported boo
 	}
 	return len(tm.slots), tm.free, tm.reported
 }
+
+// idle reports whether a TaskManager has reported slots and all are free
+// (none pending or allocated): an active ResourceManager may release it.
+func (sm *slotManager) idle(resourceID string) bool {
+	tm, ok := sm.tmByID[resourceID]
+	return ok && tm.reported && len(tm.slots) > 0 && tm.free == len(tm.slots)
+}
+
+// freeSlots is the number of free slots (blocked ones included).
+func (sm *slotManager) freeSlots() int { return sm.free }
+
+// totalSlots is the number of slots of all TaskManagers.
+func (sm *slotManager) totalSlots() int {
+	n := 0
+	for _, tm := range sm.tms {
+		n += len(tm.slots)
+	}
+	return n
+}
+
+// shortJobs lists the jobs whose requirement exceeds what they hold
+// (allocated plus in flight), in declaration order.
+func (sm *slotManager) shortJobs() []notice {
+	var out []notice
+	for _, j := range sm.jobs {
+		x := sm.tallyOf(j.id)
+		acquired := x.allocated + x.pending
+		if j.required > acquired {
+			out = append(out, notice{JobID: j.id, Acquired: acquired, Required: j.required, Available: sm.free + acquired})
+		}
+	}
+	return out
+}
