@@ -25,6 +25,16 @@ bench:
 bench-scheduler:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 5x ./jobmanager/...
 
+# Data-plane throughput: the chained operator loop of one task, word count
+# through the local executor (-wordcount.mb MB of text per op) and the
+# network exchange. BENCH_COUNT (default 5) runs of each, in Go's benchmark
+# format: save the output and compare runs with benchstat.
+.PHONY: bench-throughput
+bench-throughput:
+	$(GO) test -run '^$$' -bench '^BenchmarkChainedMapFilter$$' -benchmem -benchtime 2s -count $(or $(BENCH_COUNT),5) ./stream/
+	$(GO) test -run '^$$' -bench '^BenchmarkWordcountLocal$$' -benchmem -benchtime 3x -count $(or $(BENCH_COUNT),5) ./stream/ -args -wordcount.mb=10
+	$(GO) test -run '^$$' -bench '^BenchmarkExchange' -benchmem -benchtime 1s -count $(or $(BENCH_COUNT),5) ./taskmanager/network/
+
 run: build
 	$(GO) build -o $(BIN)/wordcount ./examples/wordcount
 	scripts/demo.sh
