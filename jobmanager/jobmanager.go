@@ -19,6 +19,8 @@ import (
 	"github.com/gofl/gofl/internal/version"
 	"github.com/gofl/gofl/jobmanager/dispatcher"
 	"github.com/gofl/gofl/jobmanager/rest"
+	"github.com/gofl/gofl/providers"
+	_ "github.com/gofl/gofl/providers/local" // registers the local provider
 	"github.com/gofl/gofl/resourcemanager"
 	"github.com/gofl/gofl/rpc/pb"
 )
@@ -63,6 +65,17 @@ func Start(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*Job
 		restLis.Close()
 		return nil, fmt.Errorf("jobmanager: blob store (blob.storage.directory): %w", err)
 	}
+	// The provider's worker half makes the ResourceManager active (none for standalone).
+	workers, err := providers.NewWorkerDriver(conf.DeploymentProvider.Get(c), providers.DriverContext{
+		Config: c, JobManagerRPCAddress: rpcLis.Addr().String(), Log: log.With().Str("component", "workers").Logger()})
+	if err != nil {
+		rpcLis.Close()
+		restLis.Close()
+		if tempBlobs {
+			_ = os.RemoveAll(blobDir)
+		}
+		return nil, fmt.Errorf("jobmanager: provider (deployment.provider): %w", err)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	j := &JobManager{RPCAddress: rpcLis.Addr().String(), RESTAddress: restLis.Addr().String(), cancel: cancel}
 
@@ -71,6 +84,8 @@ func Start(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*Job
 		HeartbeatTimeout:   conf.HeartbeatTimeout.Get(c),
 		SlotRequestTimeout: conf.SlotRequestTimeout.Get(c),
 		EvenlySpreadOut:    conf.EvenlySpreadOutSlots.Get(c),
+		Workers:            workers,
+		Active:             resourcemanager.ActiveConfigFromConf(c),
 	}, log.With().Str("component", "resourcemanager").Logger())
 	disp := dispatcher.New(dispatcher.Config{Cluster: c, Address: j.RPCAddress, Version: version.Version},
 		rm, log.With().Str("component", "dispatcher").Logger())

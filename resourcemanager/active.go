@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gofl/gofl/conf"
 	"github.com/gofl/gofl/internal/mailbox"
 	"github.com/gofl/gofl/providers"
 )
@@ -168,4 +169,18 @@ func (rm *ResourceManager) setWake(t time.Time) {
 			rm.reconcile()
 		})
 	})
+}
+
+// ActiveConfigFromConf reads an active ResourceManager's settings from the
+// taskmanager.numberOfTaskSlots, slotmanager.*, resourcemanager.* options.
+func ActiveConfigFromConf(c *conf.Configuration) ActiveConfig {
+	return ActiveConfig{
+		Worker:              providers.WorkerSpec{Slots: conf.NumberOfTaskSlots.Get(c)},
+		MinSlots:            conf.SlotManagerMinSlots.Get(c),
+		IdleTimeout:         conf.ResourceManagerTaskManagerTimeout.Get(c),
+		RegistrationTimeout: conf.TaskManagerRegistrationTimeout.Get(c),
+		MaxFailedStarts:     conf.StartWorkerMaxAttempts.Get(c),
+		RetryInterval:       conf.StartWorkerRetryInterval.Get(c),
+		MaxRetryInterval:    conf.StartWorkerMaxRetryInterval.Get(c),
+	}
 }

@@ -175,15 +175,15 @@ func New(cfg Config, log zerolog.Logger) *ResourceManager {
 	cfg = cfg.withDefaults()
 	id := randomID()
 	rm := &ResourceManager{
-		cfg:     cfg,
-		log:     log.With().Str("resource_manager_id", id).Logger(),
-		id:      id,
-		mb:      mailbox.New(),
-		sm:      newSlotManager(cfg.EvenlySpreadOut, randomID),
-		tes:     map[string]*taskExecutor{},
-		teHB:    heartbeat.New[string](cfg.HeartbeatTimeout),
-		jms:     map[string]*jobMaster{},
-		jmHB:    heartbeat.New[string](cfg.HeartbeatTimeout),
+		cfg:  cfg,
+		log:  log.With().Str("resource_manager_id", id).Logger(),
+		id:   id,
+		mb:   mailbox.New(),
+		sm:   newSlotManager(cfg.EvenlySpreadOut, randomID),
+		tes:  map[string]*taskExecutor{},
+		teHB: heartbeat.New[string](cfg.HeartbeatTimeout),
+		jms:  map[string]*jobMaster{},
+		jmHB: heartbeat.New[string](cfg.HeartbeatTimeout),
 	}
 	if cfg.Workers != nil {
 		rm.planner = newWorkerPlanner(workerPlannerConfig{

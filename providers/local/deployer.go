@@ -1,0 +1,463 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/gofl/gofl/conf"
+	"github.com/gofl/gofl/providers"
+	"github.com/gofl/gofl/storage"
+)
+
+// Name is the provider's registry name.
+const Name = "local"
+
+func init() {
+	providers.Register(providers.Provider{
+		Name: Name,
+		NewDeployer: func(c *conf.Configuration, log zerolog.Logger) (providers.ClusterDeployer, error) {
+			return NewDeployer(Options{Dir: conf.ExpandEnv(conf.LocalProviderDir.Get(c)), Binary: conf.DeploymentBinary.Get(c), Log: log}), nil
+		},
+		NewWorkerDriver: func(dc providers.DriverContext) (providers.WorkerDriver, error) {
+			return NewWorkerDriver(dc)
+		},
+	})
+}
+
+// Defaults.
+const (
+	// DefaultGracePeriod is how long processes get between SIGTERM and SIGKILL.
+	DefaultGracePeriod = 10 * time.Second
+	// recordFile is the cluster record's name in the cluster directory.
+	recordFile = "cluster.json"
+	// jobManagerDir is the JobManager's working directory's name.
+	jobManagerDir = "jobmanager"
+)
+
+// Options configure a Deployer.
+type Options struct {
+	// Dir is the base directory (provider.local.dir, expanded).
+	Dir string
+	// Binary is the default gofl binary when a ClusterSpec names none;
+	// empty: the running executable.
+	Binary string
+	// GracePeriod between SIGTERM and SIGKILL; default DefaultGracePeriod.
+	GracePeriod time.Duration
+	Log         zerolog.Logger
+}
+
+// Deployer is the local provider's client half. Processes it starts are
+// children of the calling process until it exits; records on disk make
+// every cluster visible to other Deployers on the same base directory.
+type Deployer struct {
+	opts Options
+}
+
+var _ providers.ClusterDeployer = (*Deployer)(nil)
+
+// NewDeployer returns a Deployer on opts.Dir.
+func NewDeployer(opts Options) *Deployer {
+	if opts.GracePeriod <= 0 {
+		opts.GracePeriod = DefaultGracePeriod
+	}
+	return &Deployer{opts: opts}
+}
+
+// record is a cluster's cluster.json.
+type record struct {
+	ClusterID   string                  `json:"cluster_id"`
+	Mode        providers.Mode          `json:"mode"`
+	JobManager  procID                  `json:"jobmanager"`
+	RESTAddress string                  `json:"rest_address,omitempty"`
+	RPCAddress  string                  `json:"rpc_address,omitempty"`
+	Binary      string                  `json:"binary"`
+	Artifacts   []string                `json:"artifacts,omitempty"`
+	Created     time.Time               `json:"created"`
+	Status      providers.ClusterStatus `json:"status"`
+}
+
+func (d *Deployer) clustersDir() string { return filepath.Join(d.opts.Dir, "clusters") }
+
+func (d *Deployer) clusterDir(id string) (string, error) {
+	if err := storage.ValidateClusterID(id); err != nil {
+		return "", fmt.Errorf("local: %w", err)
+	}
+	return filepath.Join(d.clustersDir(), id), nil
+}
+
+// ClusterDir is where the cluster's processes keep their working
+// directories and logs.
+func (d *Deployer) ClusterDir(id string) (string, error) { return d.clusterDir(id) }
+
+var addrLine = regexp.MustCompile(`JobManager RPC at (\S+), REST at http://(\S+)`)
+
+// Deploy implements providers.ClusterDeployer.
+func (d *Deployer) Deploy(ctx context.Context, spec providers.ClusterSpec) (providers.ClusterInfo, error) {
+	if err := spec.Validate(); err != nil {
+		return providers.ClusterInfo{}, err
+	}
+	dir, err := d.clusterDir(spec.ClusterID)
+	if err != nil {
+		return providers.ClusterInfo{}, err
+	}
+	bin := spec.Binary
+	if bin == "" {
+		bin = d.opts.Binary
+	}
+	if bin, err = resolveBinary(bin); err != nil {
+		return providers.ClusterInfo{}, err
+	}
+	if err := os.MkdirAll(d.clustersDir(), 0o755); err != nil {
+		return providers.ClusterInfo{}, fmt.Errorf("local: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		if !errors.Is(err, fs.ErrExist) {
+			return providers.ClusterInfo{}, fmt.Errorf("local: %w", err)
+		}
+		// In use, unless stale.
+		if info, rerr := d.Retrieve(ctx, spec.ClusterID); rerr == nil && info.Status != providers.StatusTerminated {
+			return providers.ClusterInfo{}, fmt.Errorf("%w: %s (JobManager pid %s)", providers.ErrClusterExists, spec.ClusterID, info.Details["pid"])
+		}
+		_ = d.clean(spec.ClusterID, dir)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return providers.ClusterInfo{}, fmt.Errorf("%w: %s: %v", providers.ErrClusterExists, spec.ClusterID, err)
+		}
+	}
+	info, err := d.deploy(ctx, spec, dir, bin)
+	if err != nil {
+		// All or nothing.
+		d.stopCluster(dir, time.Time{})
+		_ = os.RemoveAll(dir)
+		return providers.ClusterInfo{}, err
+	}
+	return info, nil
+}
+
+func (d *Deployer) deploy(ctx context.Context, spec providers.ClusterSpec, dir, bin string) (providers.ClusterInfo, error) {
+	jmDir := filepath.Join(dir, jobManagerDir)
+	if err := os.Mkdir(jmDir, 0o755); err != nil {
+		return providers.ClusterInfo{}, fmt.Errorf("local: %w", err)
+	}
+	cfg := map[string]string{}
+	for k, v := range spec.Config {
+		cfg[k] = v
+	}
+	setDefault := func(k, v string) {
+		if _, ok := cfg[k]; !ok {
+			cfg[k] = v
+		}
+	}
+	setDefault(conf.RestPort.Key(), "0")
+	setDefault(conf.JobManagerRPCPort.Key(), "0")
+	setDefault(conf.RestAddress.Key(), "127.0.0.1")
+	setDefault(conf.JobManagerRPCAddress.Key(), "127.0.0.1")
+	cfg[conf.DeploymentProvider.Key()] = Name
+	cfg[conf.DeploymentClusterID.Key()] = spec.ClusterID
+	cfg[conf.DeploymentBinary.Key()] = bin
+	cfg[conf.LocalProviderDir.Key()] = d.opts.Dir
+	if spec.TaskManagers > 0 {
+		slots := 1
+		if s, ok := cfg[conf.NumberOfTaskSlots.Key()]; ok {
+			if n, err := conf.NumberOfTaskSlots.Parse(s); err == nil {
+				slots = n
+			}
+		}
+		cfg[conf.SlotManagerMinSlots.Key()] = strconv.Itoa(spec.TaskManagers * slots)
+	}
+	if len(spec.Artifacts) > 0 {
+		if err := writeFileAtomic(filepath.Join(jmDir, "artifacts"), []byte(strings.Join(spec.Artifacts, "\n")+"\n")); err != nil {
+			return providers.ClusterInfo{}, fmt.Errorf("local: %w", err)
+		}
+	}
+	rec := record{ClusterID: spec.ClusterID, Mode: spec.Mode, Binary: bin, Artifacts: spec.Artifacts,
+		Created: time.Now().UTC().Truncate(time.Millisecond), Status: providers.StatusStarting}
+
+	p, err := startProcess(bin, "jobmanager", jmDir, spec.ClusterID, cfg)
+	if err != nil {
+		return providers.ClusterInfo{}, err
+	}
+	exited := p.done
+	rec.JobManager = p.id
+	if err := d.writeRecord(dir, rec); err != nil {
+		return providers.ClusterInfo{}, err
+	}
+	d.opts.Log.Info().Str("cluster_id", spec.ClusterID).Int("pid", p.id.PID).Str("dir", jmDir).Msg("JobManager started")
+
+	// Wait for the bound addresses, then for the REST API.
+	logPath := filepath.Join(jmDir, logFile)
+	client := &http.Client{Timeout: 2 * time.Second}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return providers.ClusterInfo{}, fmt.Errorf("local: deploying %s: %w; JobManager log %s:\n%s", spec.ClusterID, ctx.Err(), logPath, tail(logPath))
+		case <-exited:
+			return providers.ClusterInfo{}, fmt.Errorf("local: deploying %s: the JobManager exited during startup; its log %s:\n%s", spec.ClusterID, logPath, tail(logPath))
+		case <-tick.C:
+		}
+		if rec.RESTAddress == "" {
+			b, _ := os.ReadFile(logPath)
+			m := addrLine.FindSubmatch(b)
+			if m == nil {
+				continue
+			}
+			rec.RPCAddress, rec.RESTAddress = string(m[1]), string(m[2])
+		}
+		if overviewOK(ctx, client, rec.RESTAddress) {
+			break
+		}
+	}
+	rec.Status = providers.StatusRunning
+	if err := d.writeRecord(dir, rec); err != nil {
+		return providers.ClusterInfo{}, err
+	}
+	d.opts.Log.Info().Str("cluster_id", spec.ClusterID).Str("rest", rec.RESTAddress).Msg("cluster deployed")
+	return d.info(rec, dir), nil
+}
+
+func overviewOK(ctx context.Context, client *http.Client, addr string) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/overview", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// proc is a started process.
+type proc struct {
+	id   procID
+	done chan struct{} // closed once it ended and was reaped
+	err  error         // cmd.Wait's result, valid after done
+}
+
+// startProcess starts `bin role -D k=v ...` in dir, logging to dir/gofl.log,
+// as the leader of a new process group, and writes its pid file. A
+// goroutine reaps it and then kills what it left in its group.
+func startProcess(bin, role, dir, clusterID string, cfg map[string]string) (*proc, error) {
+	args := []string{role}
+	keys := make([]string, 0, len(cfg))
+	for k := range cfg {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		args = append(args, "-D", k+"="+cfg[k])
+	}
+	lf, err := os.OpenFile(filepath.Join(dir, logFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("local: %w", err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOFL_CLUSTER_ID="+clusterID)
+	cmd.Stdout, cmd.Stderr = lf, lf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		lf.Close()
+		return nil, fmt.Errorf("local: starting gofl %s: %w", role, err)
+	}
+	lf.Close()
+	p := &proc{id: identify(cmd.Process.Pid), done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		_ = syscall.Kill(-p.id.PID, syscall.SIGKILL) // sweep its group
+		close(p.done)
+	}()
+	if err := writePidFile(dir, p.id); err != nil {
+		_ = syscall.Kill(-p.id.PID, syscall.SIGKILL)
+		<-p.done
+		return nil, fmt.Errorf("local: %w", err)
+	}
+	return p, nil
+}
+
+// tail returns the last lines of a log file, for error messages.
+func tail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "(no log: " + err.Error() + ")"
+	}
+	const max = 4096
+	if len(b) > max {
+		b = b[len(b)-max:]
+	}
+	return strings.TrimRight(string(b), "\n")
+}
+
+func (d *Deployer) writeRecord(dir string, rec record) error {
+	b, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(filepath.Join(dir, recordFile), b); err != nil {
+		return fmt.Errorf("local: cluster record: %w", err)
+	}
+	return nil
+}
+
+func (d *Deployer) readRecord(dir string) (record, error) {
+	var rec record
+	b, err := os.ReadFile(filepath.Join(dir, recordFile))
+	if err != nil {
+		return rec, err
+	}
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return rec, fmt.Errorf("local: cluster record %s: %w", filepath.Join(dir, recordFile), err)
+	}
+	return rec, nil
+}
+
+func (d *Deployer) info(rec record, dir string) providers.ClusterInfo {
+	status := rec.Status
+	if !rec.JobManager.alive() {
+		status = providers.StatusTerminated
+	}
+	return providers.ClusterInfo{
+		ClusterID:   rec.ClusterID,
+		Provider:    Name,
+		Mode:        rec.Mode,
+		Status:      status,
+		RESTAddress: rec.RESTAddress,
+		RPCAddress:  rec.RPCAddress,
+		Created:     rec.Created,
+		Details: map[string]string{
+			"pid":    strconv.Itoa(rec.JobManager.PID),
+			"dir":    dir,
+			"log":    filepath.Join(dir, jobManagerDir, logFile),
+			"binary": rec.Binary,
+		},
+	}
+}
+
+// Retrieve implements providers.ClusterDeployer. A cluster whose
+// JobManager is gone is reported terminated once, and cleaned.
+func (d *Deployer) Retrieve(_ context.Context, clusterID string) (providers.ClusterInfo, error) {
+	dir, err := d.clusterDir(clusterID)
+	if err != nil {
+		return providers.ClusterInfo{}, err
+	}
+	rec, err := d.readRecord(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return providers.ClusterInfo{}, fmt.Errorf("%w: %s (no record in %s)", providers.ErrClusterNotFound, clusterID, dir)
+		}
+		return providers.ClusterInfo{}, err
+	}
+	info := d.info(rec, dir)
+	if info.Status == providers.StatusTerminated {
+		_ = d.clean(clusterID, dir)
+	}
+	return info, nil
+}
+
+// List implements providers.ClusterDeployer; it cleans stale records.
+func (d *Deployer) List(ctx context.Context) ([]providers.ClusterInfo, error) {
+	entries, err := os.ReadDir(d.clustersDir())
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("local: %w", err)
+	}
+	var out []providers.ClusterInfo
+	for _, e := range entries {
+		if !e.IsDir() || storage.ValidateClusterID(e.Name()) != nil {
+			continue
+		}
+		dir := filepath.Join(d.clustersDir(), e.Name())
+		rec, err := d.readRecord(dir)
+		if err != nil {
+			// A Deploy in progress writes its record right after the start;
+			// a directory without one that is older than a minute is debris.
+			if st, serr := os.Stat(dir); serr == nil && time.Since(st.ModTime()) > time.Minute {
+				_ = d.clean(e.Name(), dir)
+			}
+			continue
+		}
+		info := d.info(rec, dir)
+		if info.Status == providers.StatusTerminated {
+			d.opts.Log.Info().Str("cluster_id", rec.ClusterID).Int("pid", rec.JobManager.PID).Msg("cleaning the record of a cluster whose JobManager is gone")
+			_ = d.clean(rec.ClusterID, dir)
+			continue
+		}
+		out = append(out, info)
+	}
+	slices.SortFunc(out, func(a, b providers.ClusterInfo) int { return strings.Compare(a.ClusterID, b.ClusterID) })
+	return out, nil
+}
+
+// Kill implements providers.ClusterDeployer.
+func (d *Deployer) Kill(ctx context.Context, clusterID string) error {
+	dir, err := d.clusterDir(clusterID)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(dir, recordFile)); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%w: %s", providers.ErrClusterNotFound, clusterID)
+		}
+		return fmt.Errorf("local: %w", err)
+	}
+	deadline, _ := ctx.Deadline()
+	if left := d.stopCluster(dir, deadline); len(left) > 0 {
+		return fmt.Errorf("local: killing %s: processes %v still run", clusterID, left)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("local: removing %s: %w", dir, err)
+	}
+	d.opts.Log.Info().Str("cluster_id", clusterID).Msg("cluster killed")
+	return nil
+}
+
+// clean kills what is left of a stale cluster and removes its directory.
+func (d *Deployer) clean(clusterID, dir string) error {
+	d.stopCluster(dir, time.Time{})
+	return os.RemoveAll(dir)
+}
+
+// stopCluster stops the process group of the JobManager and of every
+// TaskManager with a pid file in dir, gracefully first.
+// A TaskManager started meanwhile is found by scanning again.
+func (d *Deployer) stopCluster(dir string, deadline time.Time) []procID {
+	seen := map[procID]bool{}
+	var left []procID
+	for range 3 {
+		var groups []procID
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if !e.IsDir() {
+				continue
+			}
+			if p, ok := readPidFile(filepath.Join(dir, e.Name())); ok && !seen[p] {
+				seen[p] = true
+				groups = append(groups, p)
+			}
+		}
+		if len(groups) == 0 {
+			break
+		}
+		left = append(left, stopGroups(groups, d.opts.GracePeriod, deadline)...)
+	}
+	return left
+}
