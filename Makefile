@@ -34,6 +34,7 @@ bench-throughput:
 	$(GO) test -run '^$$' -bench '^BenchmarkChainedMapFilter$$' -benchmem -benchtime 2s -count $(or $(BENCH_COUNT),5) ./stream/
 	$(GO) test -run '^$$' -bench '^BenchmarkWordcountLocal$$' -benchmem -benchtime 3x -count $(or $(BENCH_COUNT),5) ./stream/ -args -wordcount.mb=10
 	$(GO) test -run '^$$' -bench '^BenchmarkExchange' -benchmem -benchtime 1s -count $(or $(BENCH_COUNT),5) ./taskmanager/network/
+	$(GO) test -run '^$$' -bench '^BenchmarkWordcountEndToEnd$$' -benchtime 1x -count $(or $(BENCH_COUNT),1) ./jobmanager/
 
 run: build
 	$(GO) build -o $(BIN)/wordcount ./examples/wordcount
