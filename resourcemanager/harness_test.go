@@ -60,11 +60,20 @@ type cluster struct {
 
 func startRM(t *testing.T, cfg Config) *cluster {
 	t.Helper()
-	logs := &logBuffer{}
+	return startRMWithLogs(t, cfg, &logBuffer{}, nil)
+}
+
+// startRMWithLogs is startRM logging to logs; listening, if not nil, learns
+// the RM's address before it runs.
+func startRMWithLogs(t *testing.T, cfg Config, logs *logBuffer, listening func(addr string)) *cluster {
+	t.Helper()
 	rm := New(cfg, zerolog.New(logs).Level(zerolog.DebugLevel))
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if listening != nil {
+		listening(lis.Addr().String())
 	}
 	srv := grpc.NewServer()
 	pb.RegisterResourceManagerServiceServer(srv, rm.Service())
