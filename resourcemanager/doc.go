@@ -1,6 +1,6 @@
 // Package resourcemanager is the JobManager process's ResourceManager:
-// Flink's ResourceManager with the DeclarativeSlotManager, in standalone
-// (passive) mode.
+// Flink's ResourceManager with the DeclarativeSlotManager, passive
+// (standalone) or active (with a provider's providers.WorkerDriver).
 //
 // # Model
 //
@@ -40,8 +40,42 @@
 // TaskExecutor (the response's slot report is reconciled) and every
 // JobMaster. A TaskExecutor not heard from within heartbeat.timeout is
 // unregistered and its slots removed; a JobMaster likewise is disconnected
-// and its requirement dropped. DisconnectTaskExecutor, and later a
-// provider's worker-terminated event, act at once.
+// and its requirement dropped. DisconnectTaskExecutor and a provider's
+// WorkerTerminated event act at once.
+//
+// # Active mode
+//
+// With Config.Workers set (deployment.provider is local or nomad) the
+// ResourceManager starts and stops TaskManagers itself, as Flink's
+// ActiveResourceManager does. After every matching round a pure
+// workerPlanner (workers.go) decides, from the slots the jobs miss, the
+// free slots and the workers still starting:
+//
+//   - request ceil((missing − free − pending·slots)/slots) workers of
+//     taskmanager.numberOfTaskSlots slots each, where pending counts the
+//     workers requested or started whose slots are not usable yet, so a
+//     burst never over-provisions; and enough to keep
+//     slotmanager.number-of-slots.min;
+//   - release a worker whose slots were all free for
+//     resourcemanager.taskmanager-timeout (never below the minimum), and
+//     one not registered within
+//     resourcemanager.taskmanager-registration.timeout;
+//   - after a failed start (rejected request, exit before registering,
+//     registration timeout) pause resourcemanager.start-worker.retry-interval,
+//     doubling up to .max-retry-interval, and probe one worker at a time;
+//     after resourcemanager.start-worker.max-attempts consecutive failures
+//     tell every job short of slots (NotifyNotEnoughResources, and
+//     NotifyResourceAllocationFailed with ErrWorkerStartFailed where the
+//     gateway implements ResourceAllocationFailureNotifier), then keep
+//     probing at the maximum interval.
+//
+// A worker's ID is its TaskManager's resource ID (the provider passes
+// -D taskmanager.resource-id), which is how registrations are matched to
+// workers. A WorkerTerminated event unregisters the TaskExecutor at once;
+// a TaskExecutor of ours lost otherwise (heartbeat timeout, disconnect) is
+// released. Immediate not-enough-resources notices are not sent in active
+// mode (workers are on their way); the slot.request.timeout notice is.
+// Workers started by hand register as usual and are never released.
 //
 // # Structure
 //
@@ -50,7 +84,9 @@
 // wraps it: its state lives on one mailbox goroutine (internal/mailbox);
 // gRPC handlers and the in-process API use mailbox.Call, outgoing RPCs run
 // with mailbox.Go under a per-call timeout and continue on the mailbox, and
-// heartbeat.Monitor tracks when peers were last heard. Starting and stopping
-// workers sits behind workerDriver, a no-op in standalone mode, where the
-// local and Nomad providers will plug in.
+// heartbeat.Monitor tracks when peers were last heard. In active mode
+// active.go carries out the planner's decisions: RequestWorker and
+// ReleaseWorker run with mailbox.Go, the driver's events are posted to the
+// mailbox, and one timer wakes the planner at its next deadline. Run starts
+// the driver and closes it (stopping every worker) when it returns.
 package resourcemanager
