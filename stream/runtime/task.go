@@ -126,6 +126,10 @@ type task struct {
 	writers []ResultWriter
 	now     func() time.Time
 	wm      int64
+	// current is the operator running now: records go down the chain as
+	// nested calls, so a panic is attributed to it by the one recover in
+	// protect instead of a deferred recover per operator per record.
+	current *opNode
 }
 
 // RunTask runs one subtask of a chain until its input ends, it fails, or
@@ -233,7 +237,12 @@ func (t *task) protect(f func() error) (err error) {
 			case abort:
 				err = e.err
 			default:
-				err = fmt.Errorf("task %q (subtask %d): panic: %v\n%s", t.spec.Name, t.env.SubtaskIndex, p, debug.Stack())
+				if n := t.current; n != nil {
+					err = &OperatorError{Task: t.spec.Name, Subtask: t.env.SubtaskIndex, Operator: n.spec.Name, OperatorID: n.spec.ID,
+						Err: fmt.Errorf("panic: %v", p), Stack: string(debug.Stack())}
+				} else {
+					err = fmt.Errorf("task %q (subtask %d): panic: %v\n%s", t.spec.Name, t.env.SubtaskIndex, p, debug.Stack())
+				}
 			}
 		}
 	}()
@@ -496,46 +505,45 @@ func (t *task) runInputs() error {
 // call runs f as operator n, turning an error or panic into an
 // *OperatorError that unwinds the task.
 func (n *opNode) call(f func() error) {
-	defer n.guard()
+	prev := n.enter()
 	if err := f(); err != nil {
 		panic(n.fail(err))
 	}
+	n.t.current = prev
+}
+
+// enter makes n the current operator and returns the one to restore. On a
+// panic nothing is restored, so protect sees the operator that failed.
+func (n *opNode) enter() *opNode {
+	prev := n.t.current
+	n.t.current = n
+	return prev
 }
 
 func (n *opNode) processInput(input int, r Record) {
-	defer n.guard()
+	prev := n.enter()
 	if err := n.op.ProcessElement(input, r); err != nil {
 		panic(n.fail(err))
 	}
+	n.t.current = prev
 }
 
 // Collect feeds a record from the upstream operator of the chain.
 func (n *opNode) Collect(r Record) {
-	defer n.guard()
+	prev := n.enter()
 	if err := n.op.ProcessElement(0, r); err != nil {
 		panic(n.fail(err))
 	}
+	n.t.current = prev
 }
 
 // EmitWatermark feeds a watermark from the upstream operator of the chain.
 func (n *opNode) EmitWatermark(wm int64) {
-	defer n.guard()
+	prev := n.enter()
 	if err := n.op.ProcessWatermark(wm); err != nil {
 		panic(n.fail(err))
 	}
-}
-
-func (n *opNode) guard() {
-	if p := recover(); p != nil {
-		switch p.(type) {
-		case *OperatorError, abort:
-			panic(p)
-		}
-		panic(&OperatorError{
-			Task: n.t.spec.Name, Subtask: n.t.env.SubtaskIndex, Operator: n.spec.Name, OperatorID: n.spec.ID,
-			Err: fmt.Errorf("panic: %v", p), Stack: string(debug.Stack()),
-		})
-	}
+	n.t.current = prev
 }
 
 func (n *opNode) fail(err error) any {
