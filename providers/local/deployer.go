@@ -388,9 +388,12 @@ func (d *Deployer) List(ctx context.Context) ([]providers.ClusterInfo, error) {
 		dir := filepath.Join(d.clustersDir(), e.Name())
 		rec, err := d.readRecord(dir)
 		if err != nil {
-			// A Deploy in progress writes its record right after the start;
-			// a directory without one that is older than a minute is debris.
-			if st, serr := os.Stat(dir); serr == nil && time.Since(st.ModTime()) > time.Minute {
+			// A Deploy in progress writes its record right after the start,
+			// and a JobManager started by hand with deployment.provider=local
+			// keeps its TaskManagers here without one: only a directory
+			// without a record, without live processes and older than a
+			// minute is debris.
+			if st, serr := os.Stat(dir); serr == nil && time.Since(st.ModTime()) > time.Minute && !anyAlive(dir) {
 				_ = d.clean(e.Name(), dir)
 			}
 			continue
@@ -460,4 +463,16 @@ func (d *Deployer) stopCluster(dir string, deadline time.Time) []procID {
 		left = append(left, stopGroups(groups, d.opts.GracePeriod, deadline)...)
 	}
 	return left
+}
+
+// anyAlive reports whether a process with a pid file in a subdirectory of
+// dir still runs.
+func anyAlive(dir string) bool {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if p, ok := readPidFile(filepath.Join(dir, e.Name())); ok && e.IsDir() && p.groupAlive() {
+			return true
+		}
+	}
+	return false
 }
