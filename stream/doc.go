@@ -7,7 +7,10 @@
 // Generate, TextFile) return a DataStream[T]; functions transform it (Map,
 // FlatMap, Filter, Process, Union, KeyBy, Window, Join, Aggregate,
 // KeyedProcess; package-level because Go methods cannot add type
-// parameters); sinks end it (Print, WriteAsText, Collect). Setters on a
+// parameters); Connect pairs two keyed streams for a two-input operator
+// (CoProcess with keyed state and timers shared by both inputs, CoMap,
+// CoFlatMap), IntervalJoin joins them on event-time intervals; sinks end it
+// (Print, WriteAsText, Collect). Setters on a
 // stream configure the operator that produced it: Name, Uid,
 // SetParallelism, SetMaxParallelism, SlotSharingGroup, DisableChaining,
 // StartNewChain. Rebalance, Broadcast, Forward and KeyBy choose how records

@@ -205,6 +205,18 @@ func (c *KeyedContext[K]) RegisterProcessingTimeTimer(ts int64) {
 	c.timers.RegisterProcessingTimeTimer(c.key, nil, ts)
 }
 
+// DeleteEventTimeTimer removes the current key's pending event-time timer
+// at ts, if any.
+func (c *KeyedContext[K]) DeleteEventTimeTimer(ts int64) {
+	c.timers.DeleteEventTimeTimer(c.key, nil, ts)
+}
+
+// DeleteProcessingTimeTimer removes the current key's pending
+// processing-time timer at ts, if any.
+func (c *KeyedContext[K]) DeleteProcessingTimeTimer(ts int64) {
+	c.timers.DeleteProcessingTimeTimer(c.key, nil, ts)
+}
+
 // SubtaskIndex is the index of the running subtask.
 func (c *KeyedContext[K]) SubtaskIndex() int { return c.rctx.SubtaskIndex }
 
