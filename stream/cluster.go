@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -53,6 +54,42 @@ type clusterExecutor struct {
 type clusterTask struct {
 	cancel   context.CancelCauseFunc
 	canceled bool
+	io       taskIO
+}
+
+// taskIO is what a task's I/O metrics are sampled from: its partitions and
+// gates, set once they exist.
+type taskIO struct {
+	attempt *pb.ExecutionAttemptID
+	start   time.Time
+	mu      sync.Mutex
+	parts   []*network.ResultPartition
+	gates   []*network.InputGate
+}
+
+// metrics sums the counters of the task's partitions and gates. Idle time
+// is the longest any gate waited for data; busy time is the rest of the
+// task's run time that was neither idle nor back-pressured.
+func (tio *taskIO) metrics(now time.Time) *pb.TaskIOMetrics {
+	m := &pb.TaskIOMetrics{Attempt: tio.attempt}
+	tio.mu.Lock()
+	defer tio.mu.Unlock()
+	for _, p := range tio.parts {
+		pm := p.Metrics()
+		m.NumRecordsOut += pm.NumRecordsOut
+		m.NumBytesOut += pm.NumBytesOut
+		m.BackPressuredTimeMs += pm.BackPressuredTimeMs
+	}
+	for _, g := range tio.gates {
+		gm := g.Metrics()
+		m.NumRecordsIn += gm.NumRecordsIn
+		m.NumBytesIn += gm.NumBytesIn
+		m.IdleTimeMs = max(m.IdleTimeMs, gm.IdleTimeMs)
+	}
+	if !tio.start.IsZero() {
+		m.BusyTimeMs = max(now.Sub(tio.start).Milliseconds()-m.IdleTimeMs-m.BackPressuredTimeMs, 0)
+	}
+	return m
 }
 
 func newClusterExecutor(p *Plan, shuffle *network.ShuffleEnvironment, selfAddr string, log zerolog.Logger) *clusterExecutor {
@@ -89,7 +126,7 @@ func (ex *clusterExecutor) Submit(_ context.Context, req *pb.SubmitTaskRequest, 
 	}
 	key := attemptString(tdd.Attempt)
 	ctx, cancel := context.WithCancelCause(context.Background())
-	t := &clusterTask{cancel: cancel}
+	t := &clusterTask{cancel: cancel, io: taskIO{attempt: tdd.Attempt, start: time.Now()}}
 	ex.mu.Lock()
 	switch {
 	case ex.closed:
@@ -106,7 +143,7 @@ func (ex *clusterExecutor) Submit(_ context.Context, req *pb.SubmitTaskRequest, 
 	ex.mu.Unlock()
 	go func() {
 		defer ex.wg.Done()
-		err := ex.runTask(ctx, req, vid, spec, func(state string) {
+		err := ex.runTask(ctx, req, vid, spec, &t.io, func(state string) {
 			report(&pb.RunnerTaskState{Attempt: tdd.Attempt, State: state})
 		})
 		ex.mu.Lock()
@@ -114,7 +151,7 @@ func (ex *clusterExecutor) Submit(_ context.Context, req *pb.SubmitTaskRequest, 
 		canceled := t.canceled
 		ex.mu.Unlock()
 		cancel(nil)
-		st := &pb.RunnerTaskState{Attempt: tdd.Attempt}
+		st := &pb.RunnerTaskState{Attempt: tdd.Attempt, Metrics: t.io.metrics(time.Now())}
 		switch {
 		case canceled:
 			st.State = stateCanceled
@@ -131,7 +168,7 @@ func (ex *clusterExecutor) Submit(_ context.Context, req *pb.SubmitTaskRequest, 
 
 // runTask sets up the task's partitions and gates, runs its chain and
 // tears the gates down; it returns the task's failure.
-func (ex *clusterExecutor) runTask(ctx context.Context, req *pb.SubmitTaskRequest, vid jobgraph.VertexID, spec *runtime.TaskSpec, state func(string)) (err error) {
+func (ex *clusterExecutor) runTask(ctx context.Context, req *pb.SubmitTaskRequest, vid jobgraph.VertexID, spec *runtime.TaskSpec, tio *taskIO, state func(string)) (err error) {
 	tdd := req.Tdd
 	ti := tdd.TaskInformation
 	state(stateInitializing)
@@ -171,6 +208,9 @@ func (ex *clusterExecutor) runTask(ctx context.Context, req *pb.SubmitTaskReques
 			return failover.EnvironmentError(err)
 		}
 		parts = append(parts, p)
+		tio.mu.Lock()
+		tio.parts = append(tio.parts, p)
+		tio.mu.Unlock()
 		env.Writers = append(env.Writers, &netWriter{p: p, c: o.Codec})
 	}
 
@@ -222,6 +262,9 @@ func (ex *clusterExecutor) runTask(ctx context.Context, req *pb.SubmitTaskReques
 			return classifyNetwork(err)
 		}
 		gates = append(gates, g)
+		tio.mu.Lock()
+		tio.gates = append(tio.gates, g)
+		tio.mu.Unlock()
 		ng := &netGate{g: g, c: spec.InputCodecs[i], ch: make(chan runtime.ChannelBatch, 2)}
 		env.Gates = append(env.Gates, ng)
 	}
@@ -259,6 +302,22 @@ func (ex *clusterExecutor) Cancel(attempt *pb.ExecutionAttemptID) {
 		t.canceled = true
 		t.cancel(context.Canceled)
 	}
+}
+
+// TaskMetrics implements runner.MetricsExecutor.
+func (ex *clusterExecutor) TaskMetrics() []*pb.TaskIOMetrics {
+	ex.mu.Lock()
+	tasks := make([]*clusterTask, 0, len(ex.tasks))
+	for _, t := range ex.tasks {
+		tasks = append(tasks, t)
+	}
+	ex.mu.Unlock()
+	now := time.Now()
+	out := make([]*pb.TaskIOMetrics, 0, len(tasks))
+	for _, t := range tasks {
+		out = append(out, t.io.metrics(now))
+	}
+	return out
 }
 
 // ReleasePartitions implements runner.Executor.

@@ -827,20 +827,162 @@ func (x *FailureInfo) GetMissingPartition() string {
 	return ""
 }
 
+// TaskIOMetrics are one task attempt's I/O counters (Flink's numRecordsIn,
+// numRecordsOut, numBytesIn, numBytesOut, backPressuredTimeMsPerSecond,
+// idleTimeMsPerSecond, busyTimeMsPerSecond), sampled by the job runner that
+// runs the task. Counters are accumulated since the task started; the
+// per-second rates cover the runner's last sampling interval. Tasks the
+// TaskManager runs itself (built-in invokables) report zeros.
+type TaskIOMetrics struct {
+	state                        protoimpl.MessageState `protogen:"open.v1"`
+	Attempt                      *ExecutionAttemptID    `protobuf:"bytes,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	NumRecordsIn                 int64                  `protobuf:"varint,2,opt,name=num_records_in,json=numRecordsIn,proto3" json:"num_records_in,omitempty"`
+	NumRecordsOut                int64                  `protobuf:"varint,3,opt,name=num_records_out,json=numRecordsOut,proto3" json:"num_records_out,omitempty"`
+	NumBytesIn                   int64                  `protobuf:"varint,4,opt,name=num_bytes_in,json=numBytesIn,proto3" json:"num_bytes_in,omitempty"`
+	NumBytesOut                  int64                  `protobuf:"varint,5,opt,name=num_bytes_out,json=numBytesOut,proto3" json:"num_bytes_out,omitempty"`
+	BackPressuredTimeMs          int64                  `protobuf:"varint,6,opt,name=back_pressured_time_ms,json=backPressuredTimeMs,proto3" json:"back_pressured_time_ms,omitempty"`
+	IdleTimeMs                   int64                  `protobuf:"varint,7,opt,name=idle_time_ms,json=idleTimeMs,proto3" json:"idle_time_ms,omitempty"`
+	BusyTimeMs                   int64                  `protobuf:"varint,8,opt,name=busy_time_ms,json=busyTimeMs,proto3" json:"busy_time_ms,omitempty"`
+	BackPressuredTimeMsPerSecond float64                `protobuf:"fixed64,9,opt,name=back_pressured_time_ms_per_second,json=backPressuredTimeMsPerSecond,proto3" json:"back_pressured_time_ms_per_second,omitempty"`
+	IdleTimeMsPerSecond          float64                `protobuf:"fixed64,10,opt,name=idle_time_ms_per_second,json=idleTimeMsPerSecond,proto3" json:"idle_time_ms_per_second,omitempty"`
+	BusyTimeMsPerSecond          float64                `protobuf:"fixed64,11,opt,name=busy_time_ms_per_second,json=busyTimeMsPerSecond,proto3" json:"busy_time_ms_per_second,omitempty"`
+	// When the sample was taken, epoch milliseconds.
+	TimestampMs   int64 `protobuf:"varint,12,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskIOMetrics) Reset() {
+	*x = TaskIOMetrics{}
+	mi := &file_cluster_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskIOMetrics) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskIOMetrics) ProtoMessage() {}
+
+func (x *TaskIOMetrics) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskIOMetrics.ProtoReflect.Descriptor instead.
+func (*TaskIOMetrics) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *TaskIOMetrics) GetAttempt() *ExecutionAttemptID {
+	if x != nil {
+		return x.Attempt
+	}
+	return nil
+}
+
+func (x *TaskIOMetrics) GetNumRecordsIn() int64 {
+	if x != nil {
+		return x.NumRecordsIn
+	}
+	return 0
+}
+
+func (x *TaskIOMetrics) GetNumRecordsOut() int64 {
+	if x != nil {
+		return x.NumRecordsOut
+	}
+	return 0
+}
+
+func (x *TaskIOMetrics) GetNumBytesIn() int64 {
+	if x != nil {
+		return x.NumBytesIn
+	}
+	return 0
+}
+
+func (x *TaskIOMetrics) GetNumBytesOut() int64 {
+	if x != nil {
+		return x.NumBytesOut
+	}
+	return 0
+}
+
+func (x *TaskIOMetrics) GetBackPressuredTimeMs() int64 {
+	if x != nil {
+		return x.BackPressuredTimeMs
+	}
+	return 0
+}
+
+func (x *TaskIOMetrics) GetIdleTimeMs() int64 {
+	if x != nil {
+		return x.IdleTimeMs
+	}
+	return 0
+}
+
+func (x *TaskIOMetrics) GetBusyTimeMs() int64 {
+	if x != nil {
+		return x.BusyTimeMs
+	}
+	return 0
+}
+
+func (x *TaskIOMetrics) GetBackPressuredTimeMsPerSecond() float64 {
+	if x != nil {
+		return x.BackPressuredTimeMsPerSecond
+	}
+	return 0
+}
+
+func (x *TaskIOMetrics) GetIdleTimeMsPerSecond() float64 {
+	if x != nil {
+		return x.IdleTimeMsPerSecond
+	}
+	return 0
+}
+
+func (x *TaskIOMetrics) GetBusyTimeMsPerSecond() float64 {
+	if x != nil {
+		return x.BusyTimeMsPerSecond
+	}
+	return 0
+}
+
+func (x *TaskIOMetrics) GetTimestampMs() int64 {
+	if x != nil {
+		return x.TimestampMs
+	}
+	return 0
+}
+
 type UpdateTaskExecutionStateRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	JobId   string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	Attempt *ExecutionAttemptID    `protobuf:"bytes,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	// An ExecutionState name: INITIALIZING, RUNNING, FINISHED, CANCELED, FAILED.
-	State         string       `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
-	Failure       *FailureInfo `protobuf:"bytes,4,opt,name=failure,proto3" json:"failure,omitempty"`
+	State   string       `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	Failure *FailureInfo `protobuf:"bytes,4,opt,name=failure,proto3" json:"failure,omitempty"`
+	// With a terminal state: the task's final counters (Flink's IOMetrics in
+	// a TaskExecutionState).
+	Metrics       *TaskIOMetrics `protobuf:"bytes,5,opt,name=metrics,proto3" json:"metrics,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UpdateTaskExecutionStateRequest) Reset() {
 	*x = UpdateTaskExecutionStateRequest{}
-	mi := &file_cluster_proto_msgTypes[14]
+	mi := &file_cluster_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -852,7 +994,7 @@ func (x *UpdateTaskExecutionStateRequest) String() string {
 func (*UpdateTaskExecutionStateRequest) ProtoMessage() {}
 
 func (x *UpdateTaskExecutionStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[14]
+	mi := &file_cluster_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -865,7 +1007,7 @@ func (x *UpdateTaskExecutionStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTaskExecutionStateRequest.ProtoReflect.Descriptor instead.
 func (*UpdateTaskExecutionStateRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{14}
+	return file_cluster_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *UpdateTaskExecutionStateRequest) GetJobId() string {
@@ -896,6 +1038,13 @@ func (x *UpdateTaskExecutionStateRequest) GetFailure() *FailureInfo {
 	return nil
 }
 
+func (x *UpdateTaskExecutionStateRequest) GetMetrics() *TaskIOMetrics {
+	if x != nil {
+		return x.Metrics
+	}
+	return nil
+}
+
 type DisconnectTaskManagerRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
@@ -907,7 +1056,7 @@ type DisconnectTaskManagerRequest struct {
 
 func (x *DisconnectTaskManagerRequest) Reset() {
 	*x = DisconnectTaskManagerRequest{}
-	mi := &file_cluster_proto_msgTypes[15]
+	mi := &file_cluster_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -919,7 +1068,7 @@ func (x *DisconnectTaskManagerRequest) String() string {
 func (*DisconnectTaskManagerRequest) ProtoMessage() {}
 
 func (x *DisconnectTaskManagerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[15]
+	mi := &file_cluster_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -932,7 +1081,7 @@ func (x *DisconnectTaskManagerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectTaskManagerRequest.ProtoReflect.Descriptor instead.
 func (*DisconnectTaskManagerRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{15}
+	return file_cluster_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DisconnectTaskManagerRequest) GetJobId() string {
@@ -966,7 +1115,7 @@ type GetBlobRequest struct {
 
 func (x *GetBlobRequest) Reset() {
 	*x = GetBlobRequest{}
-	mi := &file_cluster_proto_msgTypes[16]
+	mi := &file_cluster_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -978,7 +1127,7 @@ func (x *GetBlobRequest) String() string {
 func (*GetBlobRequest) ProtoMessage() {}
 
 func (x *GetBlobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[16]
+	mi := &file_cluster_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -991,7 +1140,7 @@ func (x *GetBlobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBlobRequest.ProtoReflect.Descriptor instead.
 func (*GetBlobRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{16}
+	return file_cluster_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetBlobRequest) GetJobId() string {
@@ -1017,7 +1166,7 @@ type GetBlobResponse struct {
 
 func (x *GetBlobResponse) Reset() {
 	*x = GetBlobResponse{}
-	mi := &file_cluster_proto_msgTypes[17]
+	mi := &file_cluster_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1029,7 +1178,7 @@ func (x *GetBlobResponse) String() string {
 func (*GetBlobResponse) ProtoMessage() {}
 
 func (x *GetBlobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[17]
+	mi := &file_cluster_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1042,7 +1191,7 @@ func (x *GetBlobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBlobResponse.ProtoReflect.Descriptor instead.
 func (*GetBlobResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{17}
+	return file_cluster_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetBlobResponse) GetData() []byte {
@@ -1066,7 +1215,7 @@ type RequestSlotRequest struct {
 
 func (x *RequestSlotRequest) Reset() {
 	*x = RequestSlotRequest{}
-	mi := &file_cluster_proto_msgTypes[18]
+	mi := &file_cluster_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1078,7 +1227,7 @@ func (x *RequestSlotRequest) String() string {
 func (*RequestSlotRequest) ProtoMessage() {}
 
 func (x *RequestSlotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[18]
+	mi := &file_cluster_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1091,7 +1240,7 @@ func (x *RequestSlotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestSlotRequest.ProtoReflect.Descriptor instead.
 func (*RequestSlotRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{18}
+	return file_cluster_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RequestSlotRequest) GetAllocationId() string {
@@ -1140,7 +1289,7 @@ type SubmitTaskRequest struct {
 
 func (x *SubmitTaskRequest) Reset() {
 	*x = SubmitTaskRequest{}
-	mi := &file_cluster_proto_msgTypes[19]
+	mi := &file_cluster_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1152,7 +1301,7 @@ func (x *SubmitTaskRequest) String() string {
 func (*SubmitTaskRequest) ProtoMessage() {}
 
 func (x *SubmitTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[19]
+	mi := &file_cluster_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1165,7 +1314,7 @@ func (x *SubmitTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitTaskRequest.ProtoReflect.Descriptor instead.
 func (*SubmitTaskRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{19}
+	return file_cluster_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SubmitTaskRequest) GetJobId() string {
@@ -1199,7 +1348,7 @@ type CancelTaskRequest struct {
 
 func (x *CancelTaskRequest) Reset() {
 	*x = CancelTaskRequest{}
-	mi := &file_cluster_proto_msgTypes[20]
+	mi := &file_cluster_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1211,7 +1360,7 @@ func (x *CancelTaskRequest) String() string {
 func (*CancelTaskRequest) ProtoMessage() {}
 
 func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[20]
+	mi := &file_cluster_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1224,7 +1373,7 @@ func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskRequest.ProtoReflect.Descriptor instead.
 func (*CancelTaskRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{20}
+	return file_cluster_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CancelTaskRequest) GetJobId() string {
@@ -1251,7 +1400,7 @@ type FreeSlotRequest struct {
 
 func (x *FreeSlotRequest) Reset() {
 	*x = FreeSlotRequest{}
-	mi := &file_cluster_proto_msgTypes[21]
+	mi := &file_cluster_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1263,7 +1412,7 @@ func (x *FreeSlotRequest) String() string {
 func (*FreeSlotRequest) ProtoMessage() {}
 
 func (x *FreeSlotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[21]
+	mi := &file_cluster_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1276,7 +1425,7 @@ func (x *FreeSlotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreeSlotRequest.ProtoReflect.Descriptor instead.
 func (*FreeSlotRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{21}
+	return file_cluster_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *FreeSlotRequest) GetAllocationId() string {
@@ -1304,7 +1453,7 @@ type ResultPartitionIDProto struct {
 
 func (x *ResultPartitionIDProto) Reset() {
 	*x = ResultPartitionIDProto{}
-	mi := &file_cluster_proto_msgTypes[22]
+	mi := &file_cluster_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1316,7 +1465,7 @@ func (x *ResultPartitionIDProto) String() string {
 func (*ResultPartitionIDProto) ProtoMessage() {}
 
 func (x *ResultPartitionIDProto) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[22]
+	mi := &file_cluster_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1329,7 +1478,7 @@ func (x *ResultPartitionIDProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultPartitionIDProto.ProtoReflect.Descriptor instead.
 func (*ResultPartitionIDProto) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{22}
+	return file_cluster_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ResultPartitionIDProto) GetResultId() string {
@@ -1363,7 +1512,7 @@ type ReleasePartitionsRequest struct {
 
 func (x *ReleasePartitionsRequest) Reset() {
 	*x = ReleasePartitionsRequest{}
-	mi := &file_cluster_proto_msgTypes[23]
+	mi := &file_cluster_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1375,7 +1524,7 @@ func (x *ReleasePartitionsRequest) String() string {
 func (*ReleasePartitionsRequest) ProtoMessage() {}
 
 func (x *ReleasePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[23]
+	mi := &file_cluster_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1388,7 +1537,7 @@ func (x *ReleasePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleasePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*ReleasePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{23}
+	return file_cluster_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ReleasePartitionsRequest) GetJobId() string {
@@ -1416,7 +1565,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_cluster_proto_msgTypes[24]
+	mi := &file_cluster_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1428,7 +1577,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[24]
+	mi := &file_cluster_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1441,7 +1590,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{24}
+	return file_cluster_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *HeartbeatRequest) GetSenderId() string {
@@ -1462,14 +1611,17 @@ type TaskManagerHeartbeatResponse struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	SlotReport *SlotReport            `protobuf:"bytes,1,opt,name=slot_report,json=slotReport,proto3" json:"slot_report,omitempty"`
 	// For a JobMaster's heartbeat: the attempts of that job the TaskManager runs.
-	Running       []*ExecutionAttemptID `protobuf:"bytes,2,rep,name=running,proto3" json:"running,omitempty"`
+	Running []*ExecutionAttemptID `protobuf:"bytes,2,rep,name=running,proto3" json:"running,omitempty"`
+	// For a JobMaster's heartbeat: the latest I/O metrics of those attempts
+	// (Flink's TaskExecutorToJobManagerHeartbeatPayload).
+	Metrics       []*TaskIOMetrics `protobuf:"bytes,3,rep,name=metrics,proto3" json:"metrics,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TaskManagerHeartbeatResponse) Reset() {
 	*x = TaskManagerHeartbeatResponse{}
-	mi := &file_cluster_proto_msgTypes[25]
+	mi := &file_cluster_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1481,7 +1633,7 @@ func (x *TaskManagerHeartbeatResponse) String() string {
 func (*TaskManagerHeartbeatResponse) ProtoMessage() {}
 
 func (x *TaskManagerHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[25]
+	mi := &file_cluster_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1494,7 +1646,7 @@ func (x *TaskManagerHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskManagerHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*TaskManagerHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{25}
+	return file_cluster_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TaskManagerHeartbeatResponse) GetSlotReport() *SlotReport {
@@ -1511,6 +1663,13 @@ func (x *TaskManagerHeartbeatResponse) GetRunning() []*ExecutionAttemptID {
 	return nil
 }
 
+func (x *TaskManagerHeartbeatResponse) GetMetrics() []*TaskIOMetrics {
+	if x != nil {
+		return x.Metrics
+	}
+	return nil
+}
+
 type DisconnectJobManagerRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
@@ -1521,7 +1680,7 @@ type DisconnectJobManagerRequest struct {
 
 func (x *DisconnectJobManagerRequest) Reset() {
 	*x = DisconnectJobManagerRequest{}
-	mi := &file_cluster_proto_msgTypes[26]
+	mi := &file_cluster_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1533,7 +1692,7 @@ func (x *DisconnectJobManagerRequest) String() string {
 func (*DisconnectJobManagerRequest) ProtoMessage() {}
 
 func (x *DisconnectJobManagerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[26]
+	mi := &file_cluster_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1546,7 +1705,7 @@ func (x *DisconnectJobManagerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectJobManagerRequest.ProtoReflect.Descriptor instead.
 func (*DisconnectJobManagerRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{26}
+	return file_cluster_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DisconnectJobManagerRequest) GetJobId() string {
@@ -1572,7 +1731,7 @@ type BlobChunk struct {
 
 func (x *BlobChunk) Reset() {
 	*x = BlobChunk{}
-	mi := &file_cluster_proto_msgTypes[27]
+	mi := &file_cluster_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1584,7 +1743,7 @@ func (x *BlobChunk) String() string {
 func (*BlobChunk) ProtoMessage() {}
 
 func (x *BlobChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[27]
+	mi := &file_cluster_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1597,7 +1756,7 @@ func (x *BlobChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlobChunk.ProtoReflect.Descriptor instead.
 func (*BlobChunk) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{27}
+	return file_cluster_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *BlobChunk) GetData() []byte {
@@ -1617,7 +1776,7 @@ type GetBlobByKeyRequest struct {
 
 func (x *GetBlobByKeyRequest) Reset() {
 	*x = GetBlobByKeyRequest{}
-	mi := &file_cluster_proto_msgTypes[28]
+	mi := &file_cluster_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1629,7 +1788,7 @@ func (x *GetBlobByKeyRequest) String() string {
 func (*GetBlobByKeyRequest) ProtoMessage() {}
 
 func (x *GetBlobByKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[28]
+	mi := &file_cluster_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1642,7 +1801,7 @@ func (x *GetBlobByKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBlobByKeyRequest.ProtoReflect.Descriptor instead.
 func (*GetBlobByKeyRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{28}
+	return file_cluster_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetBlobByKeyRequest) GetKey() string {
@@ -1718,12 +1877,30 @@ const file_cluster_proto_rawDesc = "" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x14\n" +
 	"\x05stack\x18\x03 \x01(\tR\x05stack\x12+\n" +
-	"\x11missing_partition\x18\x04 \x01(\tR\x10missingPartition\"\xb5\x01\n" +
+	"\x11missing_partition\x18\x04 \x01(\tR\x10missingPartition\"\xab\x04\n" +
+	"\rTaskIOMetrics\x125\n" +
+	"\aattempt\x18\x01 \x01(\v2\x1b.gofl.v1.ExecutionAttemptIDR\aattempt\x12$\n" +
+	"\x0enum_records_in\x18\x02 \x01(\x03R\fnumRecordsIn\x12&\n" +
+	"\x0fnum_records_out\x18\x03 \x01(\x03R\rnumRecordsOut\x12 \n" +
+	"\fnum_bytes_in\x18\x04 \x01(\x03R\n" +
+	"numBytesIn\x12\"\n" +
+	"\rnum_bytes_out\x18\x05 \x01(\x03R\vnumBytesOut\x123\n" +
+	"\x16back_pressured_time_ms\x18\x06 \x01(\x03R\x13backPressuredTimeMs\x12 \n" +
+	"\fidle_time_ms\x18\a \x01(\x03R\n" +
+	"idleTimeMs\x12 \n" +
+	"\fbusy_time_ms\x18\b \x01(\x03R\n" +
+	"busyTimeMs\x12G\n" +
+	"!back_pressured_time_ms_per_second\x18\t \x01(\x01R\x1cbackPressuredTimeMsPerSecond\x124\n" +
+	"\x17idle_time_ms_per_second\x18\n" +
+	" \x01(\x01R\x13idleTimeMsPerSecond\x124\n" +
+	"\x17busy_time_ms_per_second\x18\v \x01(\x01R\x13busyTimeMsPerSecond\x12!\n" +
+	"\ftimestamp_ms\x18\f \x01(\x03R\vtimestampMs\"\xe7\x01\n" +
 	"\x1fUpdateTaskExecutionStateRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x125\n" +
 	"\aattempt\x18\x02 \x01(\v2\x1b.gofl.v1.ExecutionAttemptIDR\aattempt\x12\x14\n" +
 	"\x05state\x18\x03 \x01(\tR\x05state\x12.\n" +
-	"\afailure\x18\x04 \x01(\v2\x14.gofl.v1.FailureInfoR\afailure\"l\n" +
+	"\afailure\x18\x04 \x01(\v2\x14.gofl.v1.FailureInfoR\afailure\x120\n" +
+	"\ametrics\x18\x05 \x01(\v2\x16.gofl.v1.TaskIOMetricsR\ametrics\"l\n" +
 	"\x1cDisconnectTaskManagerRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1f\n" +
 	"\vresource_id\x18\x02 \x01(\tR\n" +
@@ -1762,11 +1939,12 @@ const file_cluster_proto_rawDesc = "" +
 	"partitions\"F\n" +
 	"\x10HeartbeatRequest\x12\x1b\n" +
 	"\tsender_id\x18\x01 \x01(\tR\bsenderId\x12\x15\n" +
-	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"\x8b\x01\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"\xbd\x01\n" +
 	"\x1cTaskManagerHeartbeatResponse\x124\n" +
 	"\vslot_report\x18\x01 \x01(\v2\x13.gofl.v1.SlotReportR\n" +
 	"slotReport\x125\n" +
-	"\arunning\x18\x02 \x03(\v2\x1b.gofl.v1.ExecutionAttemptIDR\arunning\"J\n" +
+	"\arunning\x18\x02 \x03(\v2\x1b.gofl.v1.ExecutionAttemptIDR\arunning\x120\n" +
+	"\ametrics\x18\x03 \x03(\v2\x16.gofl.v1.TaskIOMetricsR\ametrics\"J\n" +
 	"\x1bDisconnectJobManagerRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
 	"\x05cause\x18\x02 \x01(\tR\x05cause\"\x1f\n" +
@@ -1811,7 +1989,7 @@ func file_cluster_proto_rawDescGZIP() []byte {
 	return file_cluster_proto_rawDescData
 }
 
-var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_cluster_proto_goTypes = []any{
 	(*Ack)(nil),                             // 0: gofl.v1.Ack
 	(*TaskManagerLocation)(nil),             // 1: gofl.v1.TaskManagerLocation
@@ -1827,23 +2005,24 @@ var file_cluster_proto_goTypes = []any{
 	(*OfferSlotsRequest)(nil),               // 11: gofl.v1.OfferSlotsRequest
 	(*OfferSlotsResponse)(nil),              // 12: gofl.v1.OfferSlotsResponse
 	(*FailureInfo)(nil),                     // 13: gofl.v1.FailureInfo
-	(*UpdateTaskExecutionStateRequest)(nil), // 14: gofl.v1.UpdateTaskExecutionStateRequest
-	(*DisconnectTaskManagerRequest)(nil),    // 15: gofl.v1.DisconnectTaskManagerRequest
-	(*GetBlobRequest)(nil),                  // 16: gofl.v1.GetBlobRequest
-	(*GetBlobResponse)(nil),                 // 17: gofl.v1.GetBlobResponse
-	(*RequestSlotRequest)(nil),              // 18: gofl.v1.RequestSlotRequest
-	(*SubmitTaskRequest)(nil),               // 19: gofl.v1.SubmitTaskRequest
-	(*CancelTaskRequest)(nil),               // 20: gofl.v1.CancelTaskRequest
-	(*FreeSlotRequest)(nil),                 // 21: gofl.v1.FreeSlotRequest
-	(*ResultPartitionIDProto)(nil),          // 22: gofl.v1.ResultPartitionIDProto
-	(*ReleasePartitionsRequest)(nil),        // 23: gofl.v1.ReleasePartitionsRequest
-	(*HeartbeatRequest)(nil),                // 24: gofl.v1.HeartbeatRequest
-	(*TaskManagerHeartbeatResponse)(nil),    // 25: gofl.v1.TaskManagerHeartbeatResponse
-	(*DisconnectJobManagerRequest)(nil),     // 26: gofl.v1.DisconnectJobManagerRequest
-	(*BlobChunk)(nil),                       // 27: gofl.v1.BlobChunk
-	(*GetBlobByKeyRequest)(nil),             // 28: gofl.v1.GetBlobByKeyRequest
-	(*ExecutionAttemptID)(nil),              // 29: gofl.v1.ExecutionAttemptID
-	(*TaskDeploymentDescriptor)(nil),        // 30: gofl.v1.TaskDeploymentDescriptor
+	(*TaskIOMetrics)(nil),                   // 14: gofl.v1.TaskIOMetrics
+	(*UpdateTaskExecutionStateRequest)(nil), // 15: gofl.v1.UpdateTaskExecutionStateRequest
+	(*DisconnectTaskManagerRequest)(nil),    // 16: gofl.v1.DisconnectTaskManagerRequest
+	(*GetBlobRequest)(nil),                  // 17: gofl.v1.GetBlobRequest
+	(*GetBlobResponse)(nil),                 // 18: gofl.v1.GetBlobResponse
+	(*RequestSlotRequest)(nil),              // 19: gofl.v1.RequestSlotRequest
+	(*SubmitTaskRequest)(nil),               // 20: gofl.v1.SubmitTaskRequest
+	(*CancelTaskRequest)(nil),               // 21: gofl.v1.CancelTaskRequest
+	(*FreeSlotRequest)(nil),                 // 22: gofl.v1.FreeSlotRequest
+	(*ResultPartitionIDProto)(nil),          // 23: gofl.v1.ResultPartitionIDProto
+	(*ReleasePartitionsRequest)(nil),        // 24: gofl.v1.ReleasePartitionsRequest
+	(*HeartbeatRequest)(nil),                // 25: gofl.v1.HeartbeatRequest
+	(*TaskManagerHeartbeatResponse)(nil),    // 26: gofl.v1.TaskManagerHeartbeatResponse
+	(*DisconnectJobManagerRequest)(nil),     // 27: gofl.v1.DisconnectJobManagerRequest
+	(*BlobChunk)(nil),                       // 28: gofl.v1.BlobChunk
+	(*GetBlobByKeyRequest)(nil),             // 29: gofl.v1.GetBlobByKeyRequest
+	(*ExecutionAttemptID)(nil),              // 30: gofl.v1.ExecutionAttemptID
+	(*TaskDeploymentDescriptor)(nil),        // 31: gofl.v1.TaskDeploymentDescriptor
 }
 var file_cluster_proto_depIdxs = []int32{
 	2,  // 0: gofl.v1.SlotReport.slots:type_name -> gofl.v1.SlotStatus
@@ -1851,53 +2030,56 @@ var file_cluster_proto_depIdxs = []int32{
 	3,  // 2: gofl.v1.SendSlotReportRequest.slot_report:type_name -> gofl.v1.SlotReport
 	1,  // 3: gofl.v1.RegisterTaskManagerRequest.location:type_name -> gofl.v1.TaskManagerLocation
 	10, // 4: gofl.v1.OfferSlotsRequest.slots:type_name -> gofl.v1.SlotOffer
-	29, // 5: gofl.v1.UpdateTaskExecutionStateRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	13, // 6: gofl.v1.UpdateTaskExecutionStateRequest.failure:type_name -> gofl.v1.FailureInfo
-	30, // 7: gofl.v1.SubmitTaskRequest.tdd:type_name -> gofl.v1.TaskDeploymentDescriptor
-	29, // 8: gofl.v1.CancelTaskRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	29, // 9: gofl.v1.ResultPartitionIDProto.producer:type_name -> gofl.v1.ExecutionAttemptID
-	22, // 10: gofl.v1.ReleasePartitionsRequest.partitions:type_name -> gofl.v1.ResultPartitionIDProto
-	3,  // 11: gofl.v1.TaskManagerHeartbeatResponse.slot_report:type_name -> gofl.v1.SlotReport
-	29, // 12: gofl.v1.TaskManagerHeartbeatResponse.running:type_name -> gofl.v1.ExecutionAttemptID
-	4,  // 13: gofl.v1.ResourceManagerService.RegisterTaskExecutor:input_type -> gofl.v1.RegisterTaskExecutorRequest
-	6,  // 14: gofl.v1.ResourceManagerService.SendSlotReport:input_type -> gofl.v1.SendSlotReportRequest
-	7,  // 15: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:input_type -> gofl.v1.DisconnectTaskExecutorRequest
-	8,  // 16: gofl.v1.JobMasterService.RegisterTaskManager:input_type -> gofl.v1.RegisterTaskManagerRequest
-	11, // 17: gofl.v1.JobMasterService.OfferSlots:input_type -> gofl.v1.OfferSlotsRequest
-	14, // 18: gofl.v1.JobMasterService.UpdateTaskExecutionState:input_type -> gofl.v1.UpdateTaskExecutionStateRequest
-	15, // 19: gofl.v1.JobMasterService.DisconnectTaskManager:input_type -> gofl.v1.DisconnectTaskManagerRequest
-	16, // 20: gofl.v1.JobMasterService.GetBlob:input_type -> gofl.v1.GetBlobRequest
-	18, // 21: gofl.v1.TaskExecutorService.RequestSlot:input_type -> gofl.v1.RequestSlotRequest
-	19, // 22: gofl.v1.TaskExecutorService.SubmitTask:input_type -> gofl.v1.SubmitTaskRequest
-	20, // 23: gofl.v1.TaskExecutorService.CancelTask:input_type -> gofl.v1.CancelTaskRequest
-	21, // 24: gofl.v1.TaskExecutorService.FreeSlot:input_type -> gofl.v1.FreeSlotRequest
-	23, // 25: gofl.v1.TaskExecutorService.ReleasePartitions:input_type -> gofl.v1.ReleasePartitionsRequest
-	24, // 26: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:input_type -> gofl.v1.HeartbeatRequest
-	24, // 27: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:input_type -> gofl.v1.HeartbeatRequest
-	26, // 28: gofl.v1.TaskExecutorService.DisconnectJobManager:input_type -> gofl.v1.DisconnectJobManagerRequest
-	28, // 29: gofl.v1.BlobService.GetBlobByKey:input_type -> gofl.v1.GetBlobByKeyRequest
-	5,  // 30: gofl.v1.ResourceManagerService.RegisterTaskExecutor:output_type -> gofl.v1.RegisterTaskExecutorResponse
-	0,  // 31: gofl.v1.ResourceManagerService.SendSlotReport:output_type -> gofl.v1.Ack
-	0,  // 32: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:output_type -> gofl.v1.Ack
-	9,  // 33: gofl.v1.JobMasterService.RegisterTaskManager:output_type -> gofl.v1.RegisterTaskManagerResponse
-	12, // 34: gofl.v1.JobMasterService.OfferSlots:output_type -> gofl.v1.OfferSlotsResponse
-	0,  // 35: gofl.v1.JobMasterService.UpdateTaskExecutionState:output_type -> gofl.v1.Ack
-	0,  // 36: gofl.v1.JobMasterService.DisconnectTaskManager:output_type -> gofl.v1.Ack
-	17, // 37: gofl.v1.JobMasterService.GetBlob:output_type -> gofl.v1.GetBlobResponse
-	0,  // 38: gofl.v1.TaskExecutorService.RequestSlot:output_type -> gofl.v1.Ack
-	0,  // 39: gofl.v1.TaskExecutorService.SubmitTask:output_type -> gofl.v1.Ack
-	0,  // 40: gofl.v1.TaskExecutorService.CancelTask:output_type -> gofl.v1.Ack
-	0,  // 41: gofl.v1.TaskExecutorService.FreeSlot:output_type -> gofl.v1.Ack
-	0,  // 42: gofl.v1.TaskExecutorService.ReleasePartitions:output_type -> gofl.v1.Ack
-	25, // 43: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
-	25, // 44: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
-	0,  // 45: gofl.v1.TaskExecutorService.DisconnectJobManager:output_type -> gofl.v1.Ack
-	27, // 46: gofl.v1.BlobService.GetBlobByKey:output_type -> gofl.v1.BlobChunk
-	30, // [30:47] is the sub-list for method output_type
-	13, // [13:30] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	30, // 5: gofl.v1.TaskIOMetrics.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	30, // 6: gofl.v1.UpdateTaskExecutionStateRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	13, // 7: gofl.v1.UpdateTaskExecutionStateRequest.failure:type_name -> gofl.v1.FailureInfo
+	14, // 8: gofl.v1.UpdateTaskExecutionStateRequest.metrics:type_name -> gofl.v1.TaskIOMetrics
+	31, // 9: gofl.v1.SubmitTaskRequest.tdd:type_name -> gofl.v1.TaskDeploymentDescriptor
+	30, // 10: gofl.v1.CancelTaskRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	30, // 11: gofl.v1.ResultPartitionIDProto.producer:type_name -> gofl.v1.ExecutionAttemptID
+	23, // 12: gofl.v1.ReleasePartitionsRequest.partitions:type_name -> gofl.v1.ResultPartitionIDProto
+	3,  // 13: gofl.v1.TaskManagerHeartbeatResponse.slot_report:type_name -> gofl.v1.SlotReport
+	30, // 14: gofl.v1.TaskManagerHeartbeatResponse.running:type_name -> gofl.v1.ExecutionAttemptID
+	14, // 15: gofl.v1.TaskManagerHeartbeatResponse.metrics:type_name -> gofl.v1.TaskIOMetrics
+	4,  // 16: gofl.v1.ResourceManagerService.RegisterTaskExecutor:input_type -> gofl.v1.RegisterTaskExecutorRequest
+	6,  // 17: gofl.v1.ResourceManagerService.SendSlotReport:input_type -> gofl.v1.SendSlotReportRequest
+	7,  // 18: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:input_type -> gofl.v1.DisconnectTaskExecutorRequest
+	8,  // 19: gofl.v1.JobMasterService.RegisterTaskManager:input_type -> gofl.v1.RegisterTaskManagerRequest
+	11, // 20: gofl.v1.JobMasterService.OfferSlots:input_type -> gofl.v1.OfferSlotsRequest
+	15, // 21: gofl.v1.JobMasterService.UpdateTaskExecutionState:input_type -> gofl.v1.UpdateTaskExecutionStateRequest
+	16, // 22: gofl.v1.JobMasterService.DisconnectTaskManager:input_type -> gofl.v1.DisconnectTaskManagerRequest
+	17, // 23: gofl.v1.JobMasterService.GetBlob:input_type -> gofl.v1.GetBlobRequest
+	19, // 24: gofl.v1.TaskExecutorService.RequestSlot:input_type -> gofl.v1.RequestSlotRequest
+	20, // 25: gofl.v1.TaskExecutorService.SubmitTask:input_type -> gofl.v1.SubmitTaskRequest
+	21, // 26: gofl.v1.TaskExecutorService.CancelTask:input_type -> gofl.v1.CancelTaskRequest
+	22, // 27: gofl.v1.TaskExecutorService.FreeSlot:input_type -> gofl.v1.FreeSlotRequest
+	24, // 28: gofl.v1.TaskExecutorService.ReleasePartitions:input_type -> gofl.v1.ReleasePartitionsRequest
+	25, // 29: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:input_type -> gofl.v1.HeartbeatRequest
+	25, // 30: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:input_type -> gofl.v1.HeartbeatRequest
+	27, // 31: gofl.v1.TaskExecutorService.DisconnectJobManager:input_type -> gofl.v1.DisconnectJobManagerRequest
+	29, // 32: gofl.v1.BlobService.GetBlobByKey:input_type -> gofl.v1.GetBlobByKeyRequest
+	5,  // 33: gofl.v1.ResourceManagerService.RegisterTaskExecutor:output_type -> gofl.v1.RegisterTaskExecutorResponse
+	0,  // 34: gofl.v1.ResourceManagerService.SendSlotReport:output_type -> gofl.v1.Ack
+	0,  // 35: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:output_type -> gofl.v1.Ack
+	9,  // 36: gofl.v1.JobMasterService.RegisterTaskManager:output_type -> gofl.v1.RegisterTaskManagerResponse
+	12, // 37: gofl.v1.JobMasterService.OfferSlots:output_type -> gofl.v1.OfferSlotsResponse
+	0,  // 38: gofl.v1.JobMasterService.UpdateTaskExecutionState:output_type -> gofl.v1.Ack
+	0,  // 39: gofl.v1.JobMasterService.DisconnectTaskManager:output_type -> gofl.v1.Ack
+	18, // 40: gofl.v1.JobMasterService.GetBlob:output_type -> gofl.v1.GetBlobResponse
+	0,  // 41: gofl.v1.TaskExecutorService.RequestSlot:output_type -> gofl.v1.Ack
+	0,  // 42: gofl.v1.TaskExecutorService.SubmitTask:output_type -> gofl.v1.Ack
+	0,  // 43: gofl.v1.TaskExecutorService.CancelTask:output_type -> gofl.v1.Ack
+	0,  // 44: gofl.v1.TaskExecutorService.FreeSlot:output_type -> gofl.v1.Ack
+	0,  // 45: gofl.v1.TaskExecutorService.ReleasePartitions:output_type -> gofl.v1.Ack
+	26, // 46: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
+	26, // 47: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
+	0,  // 48: gofl.v1.TaskExecutorService.DisconnectJobManager:output_type -> gofl.v1.Ack
+	28, // 49: gofl.v1.BlobService.GetBlobByKey:output_type -> gofl.v1.BlobChunk
+	33, // [33:50] is the sub-list for method output_type
+	16, // [16:33] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_cluster_proto_init() }
@@ -1912,7 +2094,7 @@ func file_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cluster_proto_rawDesc), len(file_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   29,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -149,10 +149,12 @@ func (x *RunnerHandshakeResponse) GetPid() int32 {
 }
 
 type RunnerTaskState struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Attempt       *ExecutionAttemptID    `protobuf:"bytes,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	State         string                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
-	Failure       *FailureInfo           `protobuf:"bytes,3,opt,name=failure,proto3" json:"failure,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Attempt *ExecutionAttemptID    `protobuf:"bytes,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	State   string                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	Failure *FailureInfo           `protobuf:"bytes,3,opt,name=failure,proto3" json:"failure,omitempty"`
+	// With a terminal state: the task's final I/O counters.
+	Metrics       *TaskIOMetrics `protobuf:"bytes,4,opt,name=metrics,proto3" json:"metrics,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -208,6 +210,13 @@ func (x *RunnerTaskState) GetFailure() *FailureInfo {
 	return nil
 }
 
+func (x *RunnerTaskState) GetMetrics() *TaskIOMetrics {
+	if x != nil {
+		return x.Metrics
+	}
+	return nil
+}
+
 type WatchTaskStatesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -244,6 +253,96 @@ func (*WatchTaskStatesRequest) Descriptor() ([]byte, []int) {
 	return file_runner_proto_rawDescGZIP(), []int{3}
 }
 
+type WatchTaskMetricsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How often the runner samples its tasks; 0 means every second.
+	IntervalMs    int64 `protobuf:"varint,1,opt,name=interval_ms,json=intervalMs,proto3" json:"interval_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchTaskMetricsRequest) Reset() {
+	*x = WatchTaskMetricsRequest{}
+	mi := &file_runner_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchTaskMetricsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchTaskMetricsRequest) ProtoMessage() {}
+
+func (x *WatchTaskMetricsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runner_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchTaskMetricsRequest.ProtoReflect.Descriptor instead.
+func (*WatchTaskMetricsRequest) Descriptor() ([]byte, []int) {
+	return file_runner_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *WatchTaskMetricsRequest) GetIntervalMs() int64 {
+	if x != nil {
+		return x.IntervalMs
+	}
+	return 0
+}
+
+// One sample of every task the runner runs.
+type TaskMetricsReport struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tasks         []*TaskIOMetrics       `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskMetricsReport) Reset() {
+	*x = TaskMetricsReport{}
+	mi := &file_runner_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskMetricsReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskMetricsReport) ProtoMessage() {}
+
+func (x *TaskMetricsReport) ProtoReflect() protoreflect.Message {
+	mi := &file_runner_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskMetricsReport.ProtoReflect.Descriptor instead.
+func (*TaskMetricsReport) Descriptor() ([]byte, []int) {
+	return file_runner_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *TaskMetricsReport) GetTasks() []*TaskIOMetrics {
+	if x != nil {
+		return x.Tasks
+	}
+	return nil
+}
+
 type RunnerShutdownRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Cause         string                 `protobuf:"bytes,1,opt,name=cause,proto3" json:"cause,omitempty"`
@@ -253,7 +352,7 @@ type RunnerShutdownRequest struct {
 
 func (x *RunnerShutdownRequest) Reset() {
 	*x = RunnerShutdownRequest{}
-	mi := &file_runner_proto_msgTypes[4]
+	mi := &file_runner_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -265,7 +364,7 @@ func (x *RunnerShutdownRequest) String() string {
 func (*RunnerShutdownRequest) ProtoMessage() {}
 
 func (x *RunnerShutdownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runner_proto_msgTypes[4]
+	mi := &file_runner_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -278,7 +377,7 @@ func (x *RunnerShutdownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunnerShutdownRequest.ProtoReflect.Descriptor instead.
 func (*RunnerShutdownRequest) Descriptor() ([]byte, []int) {
-	return file_runner_proto_rawDescGZIP(), []int{4}
+	return file_runner_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RunnerShutdownRequest) GetCause() string {
@@ -301,14 +400,20 @@ const file_runner_proto_rawDesc = "" +
 	"\x10protocol_version\x18\x01 \x01(\x05R\x0fprotocolVersion\x12\x1f\n" +
 	"\vsdk_version\x18\x02 \x01(\tR\n" +
 	"sdkVersion\x12\x10\n" +
-	"\x03pid\x18\x03 \x01(\x05R\x03pid\"\x8e\x01\n" +
+	"\x03pid\x18\x03 \x01(\x05R\x03pid\"\xc0\x01\n" +
 	"\x0fRunnerTaskState\x125\n" +
 	"\aattempt\x18\x01 \x01(\v2\x1b.gofl.v1.ExecutionAttemptIDR\aattempt\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12.\n" +
-	"\afailure\x18\x03 \x01(\v2\x14.gofl.v1.FailureInfoR\afailure\"\x18\n" +
-	"\x16WatchTaskStatesRequest\"-\n" +
+	"\afailure\x18\x03 \x01(\v2\x14.gofl.v1.FailureInfoR\afailure\x120\n" +
+	"\ametrics\x18\x04 \x01(\v2\x16.gofl.v1.TaskIOMetricsR\ametrics\"\x18\n" +
+	"\x16WatchTaskStatesRequest\":\n" +
+	"\x17WatchTaskMetricsRequest\x12\x1f\n" +
+	"\vinterval_ms\x18\x01 \x01(\x03R\n" +
+	"intervalMs\"A\n" +
+	"\x11TaskMetricsReport\x12,\n" +
+	"\x05tasks\x18\x01 \x03(\v2\x16.gofl.v1.TaskIOMetricsR\x05tasks\"-\n" +
 	"\x15RunnerShutdownRequest\x12\x14\n" +
-	"\x05cause\x18\x01 \x01(\tR\x05cause2\xa2\x03\n" +
+	"\x05cause\x18\x01 \x01(\tR\x05cause2\xf6\x03\n" +
 	"\x10JobRunnerService\x12N\n" +
 	"\tHandshake\x12\x1f.gofl.v1.RunnerHandshakeRequest\x1a .gofl.v1.RunnerHandshakeResponse\x126\n" +
 	"\n" +
@@ -316,7 +421,8 @@ const file_runner_proto_rawDesc = "" +
 	"\n" +
 	"CancelTask\x12\x1a.gofl.v1.CancelTaskRequest\x1a\f.gofl.v1.Ack\x12D\n" +
 	"\x11ReleasePartitions\x12!.gofl.v1.ReleasePartitionsRequest\x1a\f.gofl.v1.Ack\x12N\n" +
-	"\x0fWatchTaskStates\x12\x1f.gofl.v1.WatchTaskStatesRequest\x1a\x18.gofl.v1.RunnerTaskState0\x01\x128\n" +
+	"\x0fWatchTaskStates\x12\x1f.gofl.v1.WatchTaskStatesRequest\x1a\x18.gofl.v1.RunnerTaskState0\x01\x12R\n" +
+	"\x10WatchTaskMetrics\x12 .gofl.v1.WatchTaskMetricsRequest\x1a\x1a.gofl.v1.TaskMetricsReport0\x01\x128\n" +
 	"\bShutdown\x12\x1e.gofl.v1.RunnerShutdownRequest\x1a\f.gofl.v1.AckB\x1dZ\x1bgithub.com/gofl/gofl/rpc/pbb\x06proto3"
 
 var (
@@ -331,40 +437,47 @@ func file_runner_proto_rawDescGZIP() []byte {
 	return file_runner_proto_rawDescData
 }
 
-var file_runner_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_runner_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_runner_proto_goTypes = []any{
 	(*RunnerHandshakeRequest)(nil),   // 0: gofl.v1.RunnerHandshakeRequest
 	(*RunnerHandshakeResponse)(nil),  // 1: gofl.v1.RunnerHandshakeResponse
 	(*RunnerTaskState)(nil),          // 2: gofl.v1.RunnerTaskState
 	(*WatchTaskStatesRequest)(nil),   // 3: gofl.v1.WatchTaskStatesRequest
-	(*RunnerShutdownRequest)(nil),    // 4: gofl.v1.RunnerShutdownRequest
-	(*ExecutionAttemptID)(nil),       // 5: gofl.v1.ExecutionAttemptID
-	(*FailureInfo)(nil),              // 6: gofl.v1.FailureInfo
-	(*SubmitTaskRequest)(nil),        // 7: gofl.v1.SubmitTaskRequest
-	(*CancelTaskRequest)(nil),        // 8: gofl.v1.CancelTaskRequest
-	(*ReleasePartitionsRequest)(nil), // 9: gofl.v1.ReleasePartitionsRequest
-	(*Ack)(nil),                      // 10: gofl.v1.Ack
+	(*WatchTaskMetricsRequest)(nil),  // 4: gofl.v1.WatchTaskMetricsRequest
+	(*TaskMetricsReport)(nil),        // 5: gofl.v1.TaskMetricsReport
+	(*RunnerShutdownRequest)(nil),    // 6: gofl.v1.RunnerShutdownRequest
+	(*ExecutionAttemptID)(nil),       // 7: gofl.v1.ExecutionAttemptID
+	(*FailureInfo)(nil),              // 8: gofl.v1.FailureInfo
+	(*TaskIOMetrics)(nil),            // 9: gofl.v1.TaskIOMetrics
+	(*SubmitTaskRequest)(nil),        // 10: gofl.v1.SubmitTaskRequest
+	(*CancelTaskRequest)(nil),        // 11: gofl.v1.CancelTaskRequest
+	(*ReleasePartitionsRequest)(nil), // 12: gofl.v1.ReleasePartitionsRequest
+	(*Ack)(nil),                      // 13: gofl.v1.Ack
 }
 var file_runner_proto_depIdxs = []int32{
-	5,  // 0: gofl.v1.RunnerTaskState.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	6,  // 1: gofl.v1.RunnerTaskState.failure:type_name -> gofl.v1.FailureInfo
-	0,  // 2: gofl.v1.JobRunnerService.Handshake:input_type -> gofl.v1.RunnerHandshakeRequest
-	7,  // 3: gofl.v1.JobRunnerService.SubmitTask:input_type -> gofl.v1.SubmitTaskRequest
-	8,  // 4: gofl.v1.JobRunnerService.CancelTask:input_type -> gofl.v1.CancelTaskRequest
-	9,  // 5: gofl.v1.JobRunnerService.ReleasePartitions:input_type -> gofl.v1.ReleasePartitionsRequest
-	3,  // 6: gofl.v1.JobRunnerService.WatchTaskStates:input_type -> gofl.v1.WatchTaskStatesRequest
-	4,  // 7: gofl.v1.JobRunnerService.Shutdown:input_type -> gofl.v1.RunnerShutdownRequest
-	1,  // 8: gofl.v1.JobRunnerService.Handshake:output_type -> gofl.v1.RunnerHandshakeResponse
-	10, // 9: gofl.v1.JobRunnerService.SubmitTask:output_type -> gofl.v1.Ack
-	10, // 10: gofl.v1.JobRunnerService.CancelTask:output_type -> gofl.v1.Ack
-	10, // 11: gofl.v1.JobRunnerService.ReleasePartitions:output_type -> gofl.v1.Ack
-	2,  // 12: gofl.v1.JobRunnerService.WatchTaskStates:output_type -> gofl.v1.RunnerTaskState
-	10, // 13: gofl.v1.JobRunnerService.Shutdown:output_type -> gofl.v1.Ack
-	8,  // [8:14] is the sub-list for method output_type
-	2,  // [2:8] is the sub-list for method input_type
-	2,  // [2:2] is the sub-list for extension type_name
-	2,  // [2:2] is the sub-list for extension extendee
-	0,  // [0:2] is the sub-list for field type_name
+	7,  // 0: gofl.v1.RunnerTaskState.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	8,  // 1: gofl.v1.RunnerTaskState.failure:type_name -> gofl.v1.FailureInfo
+	9,  // 2: gofl.v1.RunnerTaskState.metrics:type_name -> gofl.v1.TaskIOMetrics
+	9,  // 3: gofl.v1.TaskMetricsReport.tasks:type_name -> gofl.v1.TaskIOMetrics
+	0,  // 4: gofl.v1.JobRunnerService.Handshake:input_type -> gofl.v1.RunnerHandshakeRequest
+	10, // 5: gofl.v1.JobRunnerService.SubmitTask:input_type -> gofl.v1.SubmitTaskRequest
+	11, // 6: gofl.v1.JobRunnerService.CancelTask:input_type -> gofl.v1.CancelTaskRequest
+	12, // 7: gofl.v1.JobRunnerService.ReleasePartitions:input_type -> gofl.v1.ReleasePartitionsRequest
+	3,  // 8: gofl.v1.JobRunnerService.WatchTaskStates:input_type -> gofl.v1.WatchTaskStatesRequest
+	4,  // 9: gofl.v1.JobRunnerService.WatchTaskMetrics:input_type -> gofl.v1.WatchTaskMetricsRequest
+	6,  // 10: gofl.v1.JobRunnerService.Shutdown:input_type -> gofl.v1.RunnerShutdownRequest
+	1,  // 11: gofl.v1.JobRunnerService.Handshake:output_type -> gofl.v1.RunnerHandshakeResponse
+	13, // 12: gofl.v1.JobRunnerService.SubmitTask:output_type -> gofl.v1.Ack
+	13, // 13: gofl.v1.JobRunnerService.CancelTask:output_type -> gofl.v1.Ack
+	13, // 14: gofl.v1.JobRunnerService.ReleasePartitions:output_type -> gofl.v1.Ack
+	2,  // 15: gofl.v1.JobRunnerService.WatchTaskStates:output_type -> gofl.v1.RunnerTaskState
+	5,  // 16: gofl.v1.JobRunnerService.WatchTaskMetrics:output_type -> gofl.v1.TaskMetricsReport
+	13, // 17: gofl.v1.JobRunnerService.Shutdown:output_type -> gofl.v1.Ack
+	11, // [11:18] is the sub-list for method output_type
+	4,  // [4:11] is the sub-list for method input_type
+	4,  // [4:4] is the sub-list for extension type_name
+	4,  // [4:4] is the sub-list for extension extendee
+	0,  // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_runner_proto_init() }
@@ -380,7 +493,7 @@ func file_runner_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runner_proto_rawDesc), len(file_runner_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

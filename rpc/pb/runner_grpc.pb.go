@@ -29,6 +29,7 @@ const (
 	JobRunnerService_CancelTask_FullMethodName        = "/gofl.v1.JobRunnerService/CancelTask"
 	JobRunnerService_ReleasePartitions_FullMethodName = "/gofl.v1.JobRunnerService/ReleasePartitions"
 	JobRunnerService_WatchTaskStates_FullMethodName   = "/gofl.v1.JobRunnerService/WatchTaskStates"
+	JobRunnerService_WatchTaskMetrics_FullMethodName  = "/gofl.v1.JobRunnerService/WatchTaskMetrics"
 	JobRunnerService_Shutdown_FullMethodName          = "/gofl.v1.JobRunnerService/Shutdown"
 )
 
@@ -46,6 +47,10 @@ type JobRunnerServiceClient interface {
 	// Every task state transition, in order, from the moment of the call.
 	// The TaskManager keeps one such stream open for the runner's lifetime.
 	WatchTaskStates(ctx context.Context, in *WatchTaskStatesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RunnerTaskState], error)
+	// Samples the I/O metrics of the running tasks periodically, from the
+	// moment of the call. A runner whose executor keeps no metrics sends
+	// nothing; an older runner answers UNIMPLEMENTED.
+	WatchTaskMetrics(ctx context.Context, in *WatchTaskMetricsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[TaskMetricsReport], error)
 	// Cancels every task and exits.
 	Shutdown(ctx context.Context, in *RunnerShutdownRequest, opts ...grpc.CallOption) (*Ack, error)
 }
@@ -117,6 +122,25 @@ func (c *jobRunnerServiceClient) WatchTaskStates(ctx context.Context, in *WatchT
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type JobRunnerService_WatchTaskStatesClient = grpc.ServerStreamingClient[RunnerTaskState]
 
+func (c *jobRunnerServiceClient) WatchTaskMetrics(ctx context.Context, in *WatchTaskMetricsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[TaskMetricsReport], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &JobRunnerService_ServiceDesc.Streams[1], JobRunnerService_WatchTaskMetrics_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchTaskMetricsRequest, TaskMetricsReport]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type JobRunnerService_WatchTaskMetricsClient = grpc.ServerStreamingClient[TaskMetricsReport]
+
 func (c *jobRunnerServiceClient) Shutdown(ctx context.Context, in *RunnerShutdownRequest, opts ...grpc.CallOption) (*Ack, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(Ack)
@@ -141,6 +165,10 @@ type JobRunnerServiceServer interface {
 	// Every task state transition, in order, from the moment of the call.
 	// The TaskManager keeps one such stream open for the runner's lifetime.
 	WatchTaskStates(*WatchTaskStatesRequest, grpc.ServerStreamingServer[RunnerTaskState]) error
+	// Samples the I/O metrics of the running tasks periodically, from the
+	// moment of the call. A runner whose executor keeps no metrics sends
+	// nothing; an older runner answers UNIMPLEMENTED.
+	WatchTaskMetrics(*WatchTaskMetricsRequest, grpc.ServerStreamingServer[TaskMetricsReport]) error
 	// Cancels every task and exits.
 	Shutdown(context.Context, *RunnerShutdownRequest) (*Ack, error)
 	mustEmbedUnimplementedJobRunnerServiceServer()
@@ -167,6 +195,9 @@ func (UnimplementedJobRunnerServiceServer) ReleasePartitions(context.Context, *R
 }
 func (UnimplementedJobRunnerServiceServer) WatchTaskStates(*WatchTaskStatesRequest, grpc.ServerStreamingServer[RunnerTaskState]) error {
 	return status.Errorf(codes.Unimplemented, "method WatchTaskStates not implemented")
+}
+func (UnimplementedJobRunnerServiceServer) WatchTaskMetrics(*WatchTaskMetricsRequest, grpc.ServerStreamingServer[TaskMetricsReport]) error {
+	return status.Errorf(codes.Unimplemented, "method WatchTaskMetrics not implemented")
 }
 func (UnimplementedJobRunnerServiceServer) Shutdown(context.Context, *RunnerShutdownRequest) (*Ack, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Shutdown not implemented")
@@ -275,6 +306,17 @@ func _JobRunnerService_WatchTaskStates_Handler(srv interface{}, stream grpc.Serv
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type JobRunnerService_WatchTaskStatesServer = grpc.ServerStreamingServer[RunnerTaskState]
 
+func _JobRunnerService_WatchTaskMetrics_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchTaskMetricsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(JobRunnerServiceServer).WatchTaskMetrics(m, &grpc.GenericServerStream[WatchTaskMetricsRequest, TaskMetricsReport]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type JobRunnerService_WatchTaskMetricsServer = grpc.ServerStreamingServer[TaskMetricsReport]
+
 func _JobRunnerService_Shutdown_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RunnerShutdownRequest)
 	if err := dec(in); err != nil {
@@ -325,6 +367,11 @@ var JobRunnerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "WatchTaskStates",
 			Handler:       _JobRunnerService_WatchTaskStates_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchTaskMetrics",
+			Handler:       _JobRunnerService_WatchTaskMetrics_Handler,
 			ServerStreams: true,
 		},
 	},

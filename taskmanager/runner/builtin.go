@@ -24,6 +24,7 @@ type BuiltinExecutor struct {
 }
 
 type builtinTask struct {
+	attempt  *pb.ExecutionAttemptID
 	cancel   context.CancelFunc
 	canceled bool
 }
@@ -42,7 +43,7 @@ func (b *BuiltinExecutor) Submit(_ context.Context, req *pb.SubmitTaskRequest, r
 	}
 	key := attemptKey(tdd.Attempt)
 	ctx, cancel := context.WithCancel(context.Background())
-	t := &builtinTask{cancel: cancel}
+	t := &builtinTask{attempt: tdd.Attempt, cancel: cancel}
 	b.mu.Lock()
 	if b.tasks[key] != nil {
 		b.mu.Unlock()
@@ -65,7 +66,7 @@ func (b *BuiltinExecutor) Submit(_ context.Context, req *pb.SubmitTaskRequest, r
 		canceled := t.canceled
 		b.mu.Unlock()
 		cancel()
-		st := &pb.RunnerTaskState{Attempt: tdd.Attempt}
+		st := &pb.RunnerTaskState{Attempt: tdd.Attempt, Metrics: &pb.TaskIOMetrics{Attempt: tdd.Attempt}}
 		switch {
 		case canceled:
 			st.State = "CANCELED"
@@ -87,6 +88,18 @@ func (b *BuiltinExecutor) Cancel(attempt *pb.ExecutionAttemptID) {
 		t.canceled = true
 		t.cancel()
 	}
+}
+
+// TaskMetrics implements MetricsExecutor: built-in tasks exchange no data,
+// so their counters are zero.
+func (b *BuiltinExecutor) TaskMetrics() []*pb.TaskIOMetrics {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]*pb.TaskIOMetrics, 0, len(b.tasks))
+	for _, t := range b.tasks {
+		out = append(out, &pb.TaskIOMetrics{Attempt: t.attempt})
+	}
+	return out
 }
 
 // ReleasePartitions implements Executor; built-in tasks produce no data.

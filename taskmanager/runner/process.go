@@ -43,6 +43,9 @@ type Spec struct {
 	DataAddress  string
 	// Env is added to the runner's environment.
 	Env []string
+	// MetricsInterval is how often the runner samples its tasks' I/O
+	// metrics (default DefaultMetricsInterval).
+	MetricsInterval time.Duration
 }
 
 // Process is a running job runner as seen from the TaskManager. It is safe
@@ -61,6 +64,7 @@ type Process struct {
 
 	mu       sync.Mutex
 	watchers map[string]chan *pb.RunnerTaskState
+	metrics  map[string]*pb.TaskIOMetrics // latest sample per running attempt
 	stopOnce sync.Once
 	watchWG  sync.WaitGroup
 	cancel   context.CancelFunc
@@ -121,8 +125,12 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error)
 		p.kill()
 		return nil, err
 	}
-	p.watchWG.Add(1)
+	if spec.MetricsInterval <= 0 {
+		spec.MetricsInterval = DefaultMetricsInterval
+	}
+	p.watchWG.Add(2)
 	go p.watch(wctx)
+	go p.watchMetrics(wctx, spec.MetricsInterval)
 	p.log.Info().Str("binary", spec.Binary).Str("log", logPath).Msg("job runner started")
 	return p, nil
 }

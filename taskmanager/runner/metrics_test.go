@@ -1,0 +1,79 @@
+package runner
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/gofl/gofl/rpc/pb"
+)
+
+func TestRateTrackerDerivesPerSecondRates(t *testing.T) {
+	a := &pb.ExecutionAttemptID{Graph: 1, JobVertexId: "v"}
+	b := &pb.ExecutionAttemptID{Graph: 1, JobVertexId: "w"}
+	r := NewRateTracker()
+	t0 := time.UnixMilli(1_000_000)
+	first := []*pb.TaskIOMetrics{{Attempt: a, BackPressuredTimeMs: 100, IdleTimeMs: 50, BusyTimeMs: 10}}
+	r.Update(t0, first)
+	if m := first[0]; m.BackPressuredTimeMsPerSecond != 0 || m.TimestampMs != t0.UnixMilli() {
+		t.Fatalf("first sample: %v", m)
+	}
+	// Two seconds later: 1600 ms more back pressure, 200 ms idle, 200 ms busy.
+	second := []*pb.TaskIOMetrics{
+		{Attempt: a, BackPressuredTimeMs: 1700, IdleTimeMs: 250, BusyTimeMs: 210},
+		{Attempt: b, BackPressuredTimeMs: 5000},
+	}
+	r.Update(t0.Add(2*time.Second), second)
+	if m := second[0]; m.BackPressuredTimeMsPerSecond != 800 || m.IdleTimeMsPerSecond != 100 || m.BusyTimeMsPerSecond != 100 {
+		t.Fatalf("rates %v", m)
+	}
+	if m := second[1]; m.BackPressuredTimeMsPerSecond != 0 {
+		t.Fatalf("a new attempt's first sample has no rate: %v", m)
+	}
+	// Overlapping timers never yield more than 1000 ms per second; counters
+	// going backwards (a new attempt under the same key) never below zero.
+	third := []*pb.TaskIOMetrics{{Attempt: a, BackPressuredTimeMs: 9000, IdleTimeMs: 0}}
+	r.Update(t0.Add(3*time.Second), third)
+	if m := third[0]; m.BackPressuredTimeMsPerSecond != 1000 || m.IdleTimeMsPerSecond != 0 {
+		t.Fatalf("clamped rates %v", m)
+	}
+	// b vanished: it is forgotten.
+	if _, ok := r.last[attemptKey(b)]; ok {
+		t.Fatal("a finished attempt is still tracked")
+	}
+}
+
+func TestRunnerStreamsTaskMetrics(t *testing.T) {
+	p, err := Start(context.Background(), Spec{JobID: "job1", Binary: testRunner, Fingerprint: "fp1",
+		Dir: shortDir(t), StartTimeout: 10 * time.Second, MetricsInterval: 20 * time.Millisecond}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Stop(2 * time.Second) })
+	a, ch := submit(t, p, 1, "sleep", `{"duration":"1h"}`)
+	states(t, ch, 2)
+	deadline := time.Now().Add(5 * time.Second)
+	for p.Metrics(a) == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("no metrics of the running task")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if m := p.Metrics(a); m.TimestampMs == 0 || m.NumRecordsIn != 0 {
+		t.Fatalf("built-in task metrics %v", m)
+	}
+	if err := p.Cancel(context.Background(), "job1", a); err != nil {
+		t.Fatal(err)
+	}
+	st := states(t, ch, 1)[0]
+	if st.State != "CANCELED" || st.Metrics == nil || attemptKey(st.Metrics.Attempt) != attemptKey(a) {
+		t.Fatalf("final state %v: want CANCELED with final metrics", st)
+	}
+	for deadline := time.Now().Add(5 * time.Second); p.Metrics(a) != nil; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("an ended task's metrics are still reported")
+		}
+	}
+}
