@@ -40,6 +40,10 @@ type Config struct {
 	// runner's socket and log (taskmanager.tmp-dirs); default a fresh
 	// temporary directory removed when Run returns.
 	WorkDir string
+	// MetricsInterval is how often job runners sample their tasks' I/O
+	// metrics, which the TaskManager relays to the JobMaster with its
+	// heartbeat answers; default 1 s.
+	MetricsInterval time.Duration
 }
 
 // Defaults.
@@ -51,6 +55,7 @@ const (
 	MaxRegistrationBackoff  = 10 * time.Second
 	DefaultSlotTimeout      = 10 * time.Second
 	DefaultHeartbeatTimeout = 50 * time.Second
+	DefaultMetricsInterval  = time.Second
 )
 
 // ConfigFromConf builds a Config from the taskmanager.*, jobmanager.rpc.*
@@ -85,6 +90,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.RegistrationBackoff <= 0 {
 		c.RegistrationBackoff = DefaultRegistrationBackoff
+	}
+	if c.MetricsInterval <= 0 {
+		c.MetricsInterval = DefaultMetricsInterval
 	}
 	if c.SlotTimeout <= 0 {
 		c.SlotTimeout = DefaultSlotTimeout

@@ -35,6 +35,8 @@ type runnerPool struct {
 	dial  func(addr string) (*grpc.ClientConn, error)
 	log   zerolog.Logger
 	grace time.Duration
+	// metricsInterval is how often runners sample their tasks' metrics.
+	metricsInterval time.Duration
 
 	mu    sync.Mutex
 	procs map[string]*runnerEntry
@@ -124,7 +126,7 @@ func (p *runnerPool) start(ctx context.Context, jobID, jobMasterAddress string, 
 		env = append(env, runner.EnvParallelism+"="+par)
 	}
 	proc, err := runner.Start(ctx, runner.Spec{JobID: jobID, Binary: path, Args: info.ProgramArgs, Fingerprint: info.Fingerprint,
-		Dir: filepath.Join(p.dir, "jobs", jobID), DataListener: data, DataAddress: dataAddr, Env: env}, p.log)
+		Dir: filepath.Join(p.dir, "jobs", jobID), DataListener: data, DataAddress: dataAddr, Env: env, MetricsInterval: p.metricsInterval}, p.log)
 	if err != nil {
 		if status.Code(errors.Unwrap(err)) == codes.FailedPrecondition || errors.Is(err, runner.ErrFingerprintMismatch) {
 			// A protocol or graph mismatch does not go away by retrying.
@@ -223,14 +225,16 @@ func (te *TaskExecutor) startRemoteTask(ctx context.Context, t *task, req *pb.Su
 			te.enqueueReport(&pb.UpdateTaskExecutionStateRequest{JobId: t.jobID, Attempt: t.attempt, State: state})
 		})
 	}
-	run := func(context.Context) (struct{}, error) {
+	// run returns the task's final I/O metrics, as the runner reported them
+	// with the terminal state.
+	run := func(context.Context) (*pb.TaskIOMetrics, error) {
 		req, err := te.resolveOffloaded(ctx, jmClient, req)
 		if err != nil {
-			return struct{}{}, failover.EnvironmentError(err)
+			return nil, failover.EnvironmentError(err)
 		}
 		proc, err := te.runners.get(ctx, t.jobID, jobMasterAddress, req.Tdd.JobInformation, data, dataAddr)
 		if err != nil {
-			return struct{}{}, err
+			return nil, err
 		}
 		states := proc.Watch(t.attempt)
 		defer proc.Unwatch(t.attempt)
@@ -238,8 +242,9 @@ func (te *TaskExecutor) startRemoteTask(ctx context.Context, t *task, req *pb.Su
 		err = proc.Submit(submitCtx, req)
 		cancel()
 		if err != nil {
-			return struct{}{}, failover.EnvironmentError(fmt.Errorf("submitting to the job runner: %w", err))
+			return nil, failover.EnvironmentError(fmt.Errorf("submitting to the job runner: %w", err))
 		}
+		last := func() *pb.TaskIOMetrics { return proc.Metrics(t.attempt) }
 		done := ctx.Done()
 		var confirm <-chan time.Time
 		for {
@@ -249,11 +254,11 @@ func (te *TaskExecutor) startRemoteTask(ctx context.Context, t *task, req *pb.Su
 				case StateInitializing, StateRunning:
 					report(st.State)
 				case StateFinished:
-					return struct{}{}, nil
+					return st.Metrics, nil
 				case StateCanceled:
-					return struct{}{}, context.Canceled
+					return st.Metrics, context.Canceled
 				case StateFailed:
-					return struct{}{}, failover.Decode(st.Failure)
+					return st.Metrics, failover.Decode(st.Failure)
 				}
 			case <-done:
 				done = nil
@@ -262,13 +267,13 @@ func (te *TaskExecutor) startRemoteTask(ctx context.Context, t *task, req *pb.Su
 				cancel()
 				confirm = time.After(te.cfg.RPCTimeout)
 			case <-confirm:
-				return struct{}{}, fmt.Errorf("the job runner did not confirm the cancellation within %v", te.cfg.RPCTimeout)
+				return last(), fmt.Errorf("the job runner did not confirm the cancellation within %v", te.cfg.RPCTimeout)
 			case <-proc.Exited():
-				return struct{}{}, failover.EnvironmentError(proc.Err())
+				return last(), failover.EnvironmentError(proc.Err())
 			}
 		}
 	}
-	mailbox.Go(te.mb, run, func(_ struct{}, err error) { te.taskEnded(t, err) })
+	mailbox.Go(te.mb, run, func(m *pb.TaskIOMetrics, err error) { te.taskEnded(t, err, m) })
 }
 
 // resolveOffloaded replaces offloaded shuffle descriptors by their inline

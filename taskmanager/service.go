@@ -97,9 +97,11 @@ func (s *service) HeartbeatFromJobManager(ctx context.Context, req *pb.Heartbeat
 		}
 		jc.monitor.Seen(jc.jobMasterID, time.Now())
 		resp := &pb.TaskManagerHeartbeatResponse{SlotReport: te.slotReport()}
+		proc := te.runners.running(req.JobId)
 		for _, t := range te.sortedTasks() {
 			if t.jobID == req.JobId {
 				resp.Running = append(resp.Running, t.attempt)
+				resp.Metrics = append(resp.Metrics, te.taskMetrics(t, proc))
 			}
 		}
 		return resp, nil

@@ -259,6 +259,9 @@ func TestNoopTaskReportsInOrderAndKeepsBlockingPartitions(t *testing.T) {
 			t.Errorf("update = %v", u)
 		}
 	}
+	if m := us[2].Metrics; m == nil || attemptKey(m.Attempt) != attemptKey(a) {
+		t.Errorf("the final update carries no final metrics: %v", us[2])
+	}
 	s := c.snapshot()
 	if len(s.Tasks) != 0 || len(s.Partitions) != 1 || s.Partitions[0].ResultID != "r-blocking" || s.Partitions[0].Producer != attemptKey(a) {
 		t.Fatalf("tasks %+v, partitions %+v", s.Tasks, s.Partitions)
@@ -299,6 +302,10 @@ func TestCancelSleepingTask(t *testing.T) {
 	hb, err := c.client.HeartbeatFromJobManager(context.Background(), &pb.HeartbeatRequest{SenderId: "jm-1", JobId: "job1"})
 	if err != nil || len(hb.Running) != 1 || attemptKey(hb.Running[0]) != attemptKey(a) || hb.SlotReport.Slots[0].AllocationId != "a1" {
 		t.Fatalf("heartbeat = %v, %v", hb, err)
+	}
+	// A built-in task exchanges no data: its metrics are zeros.
+	if len(hb.Metrics) != 1 || attemptKey(hb.Metrics[0].Attempt) != attemptKey(a) || hb.Metrics[0].NumRecordsIn != 0 || hb.Metrics[0].TimestampMs == 0 {
+		t.Fatalf("heartbeat metrics = %v", hb.Metrics)
 	}
 	for i := 0; i < 2; i++ { // idempotent
 		if _, err := c.client.CancelTask(context.Background(), &pb.CancelTaskRequest{JobId: "job1", Attempt: a}); err != nil {

@@ -3,6 +3,7 @@ package taskmanager
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc/codes"
@@ -118,14 +119,18 @@ func (te *TaskExecutor) startTask(ctx context.Context, t *task, env invokable.En
 	run := func(context.Context) (struct{}, error) {
 		return struct{}{}, invokable.Run(ctx, t.invokable, env, report)
 	}
-	mailbox.Go(te.mb, run, func(_ struct{}, err error) { te.taskEnded(t, err) })
+	mailbox.Go(te.mb, run, func(_ struct{}, err error) { te.taskEnded(t, err, nil) })
 }
 
-// taskEnded runs on the mailbox when the task's goroutine returned.
-func (te *TaskExecutor) taskEnded(t *task, err error) {
+// taskEnded runs on the mailbox when the task's goroutine returned. metrics
+// are the task's final I/O counters; nil counts as zeros (a built-in task).
+func (te *TaskExecutor) taskEnded(t *task, err error, metrics *pb.TaskIOMetrics) {
 	delete(te.tasks, t.key)
 	t.cancel()
-	req := &pb.UpdateTaskExecutionStateRequest{JobId: t.jobID, Attempt: t.attempt}
+	if metrics == nil {
+		metrics = &pb.TaskIOMetrics{Attempt: t.attempt, TimestampMs: time.Now().UnixMilli()}
+	}
+	req := &pb.UpdateTaskExecutionStateRequest{JobId: t.jobID, Attempt: t.attempt, Metrics: metrics}
 	switch {
 	case t.canceled:
 		req.State = StateCanceled
