@@ -45,8 +45,10 @@ func TestMain(m *testing.M) {
 	testRunnerBinary = filepath.Join(dir, "testrunner")
 	wordcountBinary = filepath.Join(dir, "wordcount")
 	testJobBinary = filepath.Join(dir, "testjob")
+	windowedCountBinary, keyedJoinBinary = filepath.Join(dir, "windowed-count"), filepath.Join(dir, "keyed-join")
 	for out, pkg := range map[string]string{goflBinary: "../cmd/gofl", testRunnerBinary: "../taskmanager/runner/internal/testrunner",
-		wordcountBinary: "../examples/wordcount", testJobBinary: "../stream/internal/testjob"} {
+		wordcountBinary: "../examples/wordcount", testJobBinary: "../stream/internal/testjob",
+		windowedCountBinary: "../examples/windowed-count", keyedJoinBinary: "../examples/keyed-join"} {
 		build := exec.Command("go", "build", "-o", out, pkg)
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {
@@ -624,8 +626,22 @@ func TestRunnerCrashRestartsOnlyThatJob(t *testing.T) {
 	bystander := twoVertexJob(1, jobgraph.AllToAll, jobgraph.Pipelined, "sleep", `{"duration":"3s"}`, nil)
 	bystander.BinaryKey = key
 	victimID, bystanderID := c.submit(victim), c.submit(bystander)
-	c.waitFor(victimID, 10*time.Second, "RUNNING")
-	c.waitFor(bystanderID, 10*time.Second, "RUNNING")
+	// Wait for the tasks, not just the job, to run: only then are both
+	// runners past their start-up.
+	for _, id := range []string{victimID, bystanderID} {
+		c.eventually(15*time.Second, func() error {
+			for _, vid := range []string{"source", "sink"} {
+				v, err := c.client.JobVertex(c.ctx, id, vid)
+				if err != nil {
+					return err
+				}
+				if st := v.Subtasks[0].Status; st != "RUNNING" {
+					return fmt.Errorf("job %s %s is %s", id, vid, st)
+				}
+			}
+			return nil
+		})
+	}
 	var pid, otherPid int
 	c.eventually(10*time.Second, func() error {
 		if pid, otherPid = runnerPid(t, victimID), runnerPid(t, bystanderID); pid == 0 || otherPid == 0 {
