@@ -45,8 +45,10 @@ func TestMain(m *testing.M) {
 	testRunnerBinary = filepath.Join(dir, "testrunner")
 	wordcountBinary = filepath.Join(dir, "wordcount")
 	testJobBinary = filepath.Join(dir, "testjob")
+	windowedCountBinary, keyedJoinBinary = filepath.Join(dir, "windowed-count"), filepath.Join(dir, "keyed-join")
 	for out, pkg := range map[string]string{goflBinary: "../cmd/gofl", testRunnerBinary: "../taskmanager/runner/internal/testrunner",
-		wordcountBinary: "../examples/wordcount", testJobBinary: "../stream/internal/testjob"} {
+		wordcountBinary: "../examples/wordcount", testJobBinary: "../stream/internal/testjob",
+		windowedCountBinary: "../examples/windowed-count", keyedJoinBinary: "../examples/keyed-join"} {
 		build := exec.Command("go", "build", "-o", out, pkg)
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {
