@@ -70,6 +70,7 @@ type JobMaster struct {
 	tms      map[string]*taskManager
 	hb       *heartbeat.Monitor[string]
 	blobs    map[string][]byte
+	metrics  map[subtaskKey]*attemptMetrics // newest task I/O metrics per subtask
 	wake     *time.Timer
 	statusAt map[scheduler.JobStatus]time.Time
 	pending  int // outgoing calls still running after the job ended
@@ -106,6 +107,7 @@ func New(cfg Config, jg *jobgraph.JobGraph, rm ResourceManager, log zerolog.Logg
 		tms:      map[string]*taskManager{},
 		hb:       heartbeat.New[string](cfg.HeartbeatTimeout),
 		blobs:    map[string][]byte{},
+		metrics:  map[subtaskKey]*attemptMetrics{},
 		statusAt: map[scheduler.JobStatus]time.Time{},
 		done:     make(chan struct{}),
 	}, nil
@@ -319,14 +321,16 @@ func (jm *JobMaster) heartbeatTick() {
 	for id, tm := range jm.tms {
 		id, c := id, tm.client
 		req := &pb.HeartbeatRequest{SenderId: jm.id, JobId: jm.jobID}
-		mailbox.Go(jm.mb, func(ctx context.Context) (struct{}, error) {
+		mailbox.Go(jm.mb, func(ctx context.Context) (*pb.TaskManagerHeartbeatResponse, error) {
 			ctx, cancel := context.WithTimeout(ctx, jm.cfg.HeartbeatInterval+jm.cfg.HeartbeatTimeout)
 			defer cancel()
-			_, err := c.HeartbeatFromJobManager(ctx, req)
-			return struct{}{}, err
-		}, func(_ struct{}, err error) {
+			return c.HeartbeatFromJobManager(ctx, req)
+		}, func(resp *pb.TaskManagerHeartbeatResponse, err error) {
 			if err == nil && jm.tms[id] != nil && jm.hb.Tracked(id) {
 				jm.hb.Seen(id, time.Now())
+				for _, m := range resp.GetMetrics() {
+					jm.recordMetrics(m, false)
+				}
 			}
 		})
 	}
@@ -426,6 +430,12 @@ func (jm *JobMaster) UpdateTaskExecutionState(ctx context.Context, req *pb.Updat
 	}
 	cause := failover.Decode(req.Failure)
 	return mailbox.Call(ctx, jm.mb, func() (*pb.Ack, error) {
+		if req.Metrics != nil && state.IsTerminal() {
+			// Before the step: the job's final views may be taken in it.
+			// Metrics of an attempt that is not current are never shown.
+			req.Metrics.Attempt = req.Attempt
+			jm.recordMetrics(req.Metrics, true)
+		}
 		if _, err := jm.step(scheduler.TaskStateChanged{Attempt: attemptID(req.Attempt), State: state, Cause: cause}); err != nil {
 			if errors.Is(err, eg.ErrUnknownAttempt) {
 				return nil, status.Error(codes.NotFound, err.Error())

@@ -17,7 +17,9 @@ type Snapshot struct {
 	Overview   restapi.JobOverview
 	Details    restapi.JobDetails
 	Exceptions restapi.JobExceptions
-	Vertices   map[string]restapi.JobVertexInfo
+	// Vertices are the vertex views by vertex ID, each with its
+	// back-pressure view.
+	Vertices map[string]restapi.JobVertexInfo
 }
 
 // Snapshot returns the job's current views; after Done it returns the views
@@ -93,11 +95,19 @@ func (jm *JobMaster) snapshot() Snapshot {
 	infos := map[string]restapi.JobVertexInfo{}
 	for _, jv := range g.JobVertices {
 		info := restapi.JobVertexInfo{ID: string(jv.ID()), Name: jv.Vertex.Name, Parallelism: jv.Parallelism, MaxParallelism: jv.MaxParallelism, Now: now.UnixMilli()}
+		ios := make([]restapi.IOMetricsInfo, 0, jv.Parallelism)
+		samples := make([]subtaskSample, 0, jv.Parallelism)
 		for i := 0; i < jv.Parallelism; i++ {
-			ex := g.Vertices[jv.VertexAt(i)].Current
+			vi := jv.VertexAt(i)
+			ex := g.Vertices[vi].Current
+			m := jm.metricsOf(g.AttemptID(vi))
+			io := subtaskIO(ex.State, m)
+			ios = append(ios, io)
+			samples = append(samples, subtaskSample{subtask: i, attempt: int(ex.Attempt), state: ex.State, m: m})
 			info.Subtasks = append(info.Subtasks, restapi.SubtaskInfo{Subtask: i, Status: ex.State.String(), Attempt: int(ex.Attempt),
-				Host: ex.Location.Host, TaskManagerID: ex.Location.ID})
+				Host: ex.Location.Host, TaskManagerID: ex.Location.ID, Metrics: io})
 		}
+		info.BackPressure = backPressure(samples)
 		infos[info.ID] = info
 		tasks := map[string]int{}
 		for _, s := range eg.AllStates() {
@@ -113,6 +123,7 @@ func (jm *JobMaster) snapshot() Snapshot {
 		vertices = append(vertices, restapi.JobVertexDetails{
 			ID: string(jv.ID()), Name: jv.Vertex.Name, Parallelism: jv.Parallelism, MaxParallelism: jv.MaxParallelism,
 			Status: vs, StartTime: millis(start), EndTime: millis(end), Duration: duration.Milliseconds(), Tasks: tasks,
+			Metrics: sumIO(ios),
 		})
 	}
 	counts.Total = len(g.Vertices)

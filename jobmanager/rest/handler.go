@@ -88,6 +88,7 @@ func (h *handler) buildRoutes() []route {
 		{"/jobs/{jobid}", map[string]endpoint{http.MethodGet: h.jobDetails, http.MethodPatch: h.cancelJob}},
 		{"/jobs/{jobid}/exceptions", map[string]endpoint{http.MethodGet: h.jobExceptions}},
 		{"/jobs/{jobid}/vertices/{vertexid}", map[string]endpoint{http.MethodGet: h.jobVertex}},
+		{"/jobs/{jobid}/vertices/{vertexid}/backpressure", map[string]endpoint{http.MethodGet: h.jobVertexBackPressure}},
 		{"/blobs", map[string]endpoint{http.MethodPost: h.uploadBlob}},
 		{"/blobs/{key}", map[string]endpoint{http.MethodHead: h.blobInfo}},
 		{"/taskmanagers", map[string]endpoint{http.MethodGet: h.taskManagers}},
@@ -212,6 +213,20 @@ func (h *handler) jobVertex(ctx context.Context, _ http.ResponseWriter, _ *http.
 		v.Subtasks = []restapi.SubtaskInfo{}
 	}
 	return http.StatusOK, v, err
+}
+
+// jobVertexBackPressure serves the back-pressure view computed from the
+// subtasks' backPressuredTimeMsPerSecond (Flink's JobVertexBackPressureInfo).
+func (h *handler) jobVertexBackPressure(ctx context.Context, _ http.ResponseWriter, _ *http.Request, p []string) (int, any, error) {
+	v, err := h.d.JobVertex(ctx, p[0], p[1])
+	if err != nil {
+		return 0, nil, err
+	}
+	bp := v.BackPressure
+	if bp.Status == "" {
+		bp.Status = restapi.BackPressureStatusDeprecated
+	}
+	return http.StatusOK, bp, nil
 }
 
 func (h *handler) taskManagers(ctx context.Context, _ http.ResponseWriter, _ *http.Request, _ []string) (int, any, error) {

@@ -304,6 +304,17 @@ func TestReadRoutes(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantKeys(t, "job overview", raw.Jobs[0], "jid", "name", "state", "start-time", "end-time", "duration", "last-modification", "tasks")
+	r = e.do(t, http.MethodGet, "/jobs/"+id, "")
+	var det struct{ Vertices []json.RawMessage }
+	if err := json.Unmarshal(r.body, &det); err != nil || len(det.Vertices) == 0 {
+		t.Fatalf("job details %s: %v", r.body, err)
+	}
+	wantKeys(t, "job vertex", det.Vertices[0], "id", "name", "parallelism", "maxParallelism", "status", "start-time", "end-time", "duration", "tasks", "metrics")
+	var vm struct {
+		Metrics json.RawMessage `json:"metrics"`
+	}
+	_ = json.Unmarshal(det.Vertices[0], &vm)
+	wantKeys(t, "job vertex metrics", vm.Metrics, ioMetricsKeys...)
 }
 
 func TestEmptyListsAreArrays(t *testing.T) {
@@ -438,4 +449,51 @@ func TestJobVertex(t *testing.T) {
 	}
 	errorsOf(t, e.do(t, http.MethodGet, "/jobs/"+id+"/vertices/nope", ""), http.StatusNotFound)
 	errorsOf(t, e.do(t, http.MethodGet, "/jobs/unknown/vertices/source", ""), http.StatusNotFound)
+	var raw struct {
+		Subtasks []json.RawMessage `json:"subtasks"`
+	}
+	if err := json.Unmarshal(r.body, &raw); err != nil || len(raw.Subtasks) == 0 {
+		t.Fatalf("subtasks %s: %v", r.body, err)
+	}
+	wantKeys(t, "subtask", raw.Subtasks[0], "subtask", "status", "attempt", "host", "taskmanager-id", "metrics")
+	var sub struct {
+		Metrics json.RawMessage `json:"metrics"`
+	}
+	_ = json.Unmarshal(raw.Subtasks[0], &sub)
+	wantKeys(t, "subtask metrics", sub.Metrics, ioMetricsKeys...)
+}
+
+// Flink's IOMetricsInfo field names.
+var ioMetricsKeys = []string{"read-bytes", "read-bytes-complete", "write-bytes", "write-bytes-complete",
+	"read-records", "read-records-complete", "write-records", "write-records-complete",
+	"accumulated-backpressured-time", "accumulated-idle-time", "accumulated-busy-time"}
+
+func TestJobVertexBackPressure(t *testing.T) {
+	e := newEnv(t, rest.Options{})
+	id := e.submit(t, wordcountJSON).JobID
+	for _, path := range []string{"/jobs/" + id + "/vertices/source/backpressure", "/v1/jobs/" + id + "/vertices/source/backpressure"} {
+		r := e.do(t, http.MethodGet, path, "")
+		if r.status != http.StatusOK {
+			t.Fatalf("%s: status %d: %s", path, r.status, r.body)
+		}
+		wantKeys(t, "back pressure", r.body, "status", "backpressure-level", "end-timestamp", "subtasks")
+		var bp struct {
+			Status   string            `json:"status"`
+			Level    string            `json:"backpressure-level"`
+			Subtasks []json.RawMessage `json:"subtasks"`
+		}
+		if err := json.Unmarshal(r.body, &bp); err != nil || bp.Status != "ok" || bp.Level != "ok" || len(bp.Subtasks) == 0 {
+			t.Fatalf("back pressure %s: %v", r.body, err)
+		}
+		wantKeys(t, "subtask back pressure", bp.Subtasks[0], "subtask", "attempt-number", "backpressure-level", "ratio", "idleRatio", "busyRatio")
+	}
+	if r := e.do(t, http.MethodPost, "/jobs/"+id+"/vertices/source/backpressure", ""); r.status != http.StatusMethodNotAllowed {
+		t.Errorf("POST: status %d", r.status)
+	}
+	errorsOf(t, e.do(t, http.MethodGet, "/jobs/"+id+"/vertices/nope/backpressure", ""), http.StatusNotFound)
+	errorsOf(t, e.do(t, http.MethodGet, "/jobs/unknown/vertices/source/backpressure", ""), http.StatusNotFound)
+	// Without metrics (here: an ended job), Flink answers "deprecated".
+	e.d.SetState(id, "CANCELED")
+	r := e.do(t, http.MethodGet, "/jobs/"+id+"/vertices/source/backpressure", "")
+	wantKeys(t, "deprecated back pressure", r.body, "status")
 }

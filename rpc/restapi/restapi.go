@@ -91,6 +91,77 @@ type JobVertexDetails struct {
 	EndTime        int64          `json:"end-time"`
 	Duration       int64          `json:"duration"`
 	Tasks          map[string]int `json:"tasks"`
+	// Metrics sums the I/O metrics of the vertex's subtasks.
+	Metrics IOMetricsInfo `json:"metrics"`
+}
+
+// IOMetricsInfo is a vertex's or a subtask's I/O metrics, with Flink's
+// field names: records and bytes read from and written to the network
+// exchange (a source reads none, a sink writes none) and the accumulated
+// back-pressured, idle and busy times in ms. A *-complete flag is false
+// while a running subtask has not reported its metrics yet.
+type IOMetricsInfo struct {
+	ReadBytes                    int64   `json:"read-bytes"`
+	ReadBytesComplete            bool    `json:"read-bytes-complete"`
+	WriteBytes                   int64   `json:"write-bytes"`
+	WriteBytesComplete           bool    `json:"write-bytes-complete"`
+	ReadRecords                  int64   `json:"read-records"`
+	ReadRecordsComplete          bool    `json:"read-records-complete"`
+	WriteRecords                 int64   `json:"write-records"`
+	WriteRecordsComplete         bool    `json:"write-records-complete"`
+	AccumulatedBackpressuredTime int64   `json:"accumulated-backpressured-time"`
+	AccumulatedIdleTime          int64   `json:"accumulated-idle-time"`
+	AccumulatedBusyTime          float64 `json:"accumulated-busy-time"`
+}
+
+// Back-pressure levels of JobVertexBackPressureInfo, from a subtask's
+// back-pressured ratio (backPressuredTimeMsPerSecond / 1000) as Flink
+// grades it: up to 0.10 ok, up to 0.5 low, above high.
+const (
+	BackPressureLevelOK   = "ok"
+	BackPressureLevelLow  = "low"
+	BackPressureLevelHigh = "high"
+)
+
+// Statuses of JobVertexBackPressureInfo: "ok" with levels and ratios, or
+// "deprecated" when no subtask reported metrics yet.
+const (
+	BackPressureStatusOK         = "ok"
+	BackPressureStatusDeprecated = "deprecated"
+)
+
+// BackPressureLevel grades a back-pressured ratio the way Flink does.
+func BackPressureLevel(ratio float64) string {
+	switch {
+	case ratio <= 0.10:
+		return BackPressureLevelOK
+	case ratio <= 0.5:
+		return BackPressureLevelLow
+	default:
+		return BackPressureLevelHigh
+	}
+}
+
+// SubtaskBackPressureInfo is one subtask of JobVertexBackPressureInfo: the
+// shares of the last sampling interval its current attempt was
+// back-pressured (ratio), idle and busy.
+type SubtaskBackPressureInfo struct {
+	Subtask           int     `json:"subtask"`
+	AttemptNumber     int     `json:"attempt-number"`
+	BackpressureLevel string  `json:"backpressure-level"`
+	Ratio             float64 `json:"ratio"`
+	IdleRatio         float64 `json:"idleRatio"`
+	BusyRatio         float64 `json:"busyRatio"`
+}
+
+// JobVertexBackPressureInfo is GET /jobs/{jobid}/vertices/{vertexid}/backpressure
+// (Flink's JobVertexBackPressureInfo): the vertex's level is its most
+// back-pressured subtask's; end-timestamp is when the newest sample was taken.
+type JobVertexBackPressureInfo struct {
+	Status            string                    `json:"status"`
+	BackpressureLevel string                    `json:"backpressure-level,omitempty"`
+	EndTimestamp      int64                     `json:"end-timestamp,omitempty"`
+	Subtasks          []SubtaskBackPressureInfo `json:"subtasks,omitempty"`
 }
 
 // JobDetails is GET /jobs/{jobid}.
@@ -161,6 +232,8 @@ type SubtaskInfo struct {
 	Attempt       int    `json:"attempt"`
 	Host          string `json:"host"`
 	TaskManagerID string `json:"taskmanager-id"`
+	// Metrics are the I/O metrics of the subtask's current attempt.
+	Metrics IOMetricsInfo `json:"metrics"`
 }
 
 // JobVertexInfo is GET /jobs/{jobid}/vertices/{vertexid}.
@@ -171,6 +244,10 @@ type JobVertexInfo struct {
 	MaxParallelism int           `json:"maxParallelism"`
 	Now            int64         `json:"now"`
 	Subtasks       []SubtaskInfo `json:"subtasks"`
+	// BackPressure is the vertex's back-pressure view, served at
+	// GET /jobs/{jobid}/vertices/{vertexid}/backpressure; it travels with
+	// the vertex view and is not part of its JSON.
+	BackPressure JobVertexBackPressureInfo `json:"-"`
 }
 
 // BlobInfo is the answer to POST /blobs (upload) and HEAD /blobs/{key}:

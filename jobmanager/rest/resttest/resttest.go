@@ -411,7 +411,8 @@ func Wordcount(jobID string) *jobgraph.JobGraph {
 	}
 }
 
-// JobVertex lists the vertex's subtasks, all in the job's state at attempt 0.
+// JobVertex lists the vertex's subtasks, all in the job's state at attempt 0
+// with zero I/O metrics; a running job's vertices are not back-pressured.
 func (d *Dispatcher) JobVertex(ctx context.Context, jobID, vertexID string) (restapi.JobVertexInfo, error) {
 	if err := d.enter(ctx); err != nil {
 		return restapi.JobVertexInfo{}, err
@@ -427,8 +428,17 @@ func (d *Dispatcher) JobVertex(ctx context.Context, jobID, vertexID string) (res
 		return restapi.JobVertexInfo{}, fmt.Errorf("%w: job %s has no vertex %s", restapi.ErrJobNotFound, jobID, vertexID)
 	}
 	info := restapi.JobVertexInfo{ID: string(v.ID), Name: v.Name, Parallelism: v.Parallelism, MaxParallelism: v.EffectiveMaxParallelism(), Now: d.now().UnixMilli()}
+	done := terminal(j.state)
+	io := restapi.IOMetricsInfo{ReadBytesComplete: done, WriteBytesComplete: done, ReadRecordsComplete: done, WriteRecordsComplete: done}
+	info.BackPressure = restapi.JobVertexBackPressureInfo{Status: restapi.BackPressureStatusDeprecated}
+	if j.state == StateRunning {
+		info.BackPressure = restapi.JobVertexBackPressureInfo{Status: restapi.BackPressureStatusOK, BackpressureLevel: restapi.BackPressureLevelOK, EndTimestamp: d.now().UnixMilli()}
+	}
 	for i := 0; i < v.Parallelism; i++ {
-		info.Subtasks = append(info.Subtasks, restapi.SubtaskInfo{Subtask: i, Status: j.state})
+		info.Subtasks = append(info.Subtasks, restapi.SubtaskInfo{Subtask: i, Status: j.state, Metrics: io})
+		if j.state == StateRunning {
+			info.BackPressure.Subtasks = append(info.BackPressure.Subtasks, restapi.SubtaskBackPressureInfo{Subtask: i, BackpressureLevel: restapi.BackPressureLevelOK})
+		}
 	}
 	return info, nil
 }
