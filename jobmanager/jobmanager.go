@@ -33,6 +33,7 @@ type JobManager struct {
 	RESTAddress string
 
 	cancel context.CancelFunc
+	ctx    context.Context
 	wg     sync.WaitGroup
 	errMu  sync.Mutex
 	err    error
@@ -65,6 +66,19 @@ func Start(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*Job
 		restLis.Close()
 		return nil, fmt.Errorf("jobmanager: blob store (blob.storage.directory): %w", err)
 	}
+	// Per-job and application clusters load their staged artifacts first:
+	// a missing or corrupt one fails the start, and nothing runs.
+	var dep *deployment
+	if conf.DeploymentMode.Get(c) != conf.ModeSession {
+		if dep, err = prepareDeployment(ctx, c, blobs, log); err != nil {
+			rpcLis.Close()
+			restLis.Close()
+			if tempBlobs {
+				_ = os.RemoveAll(blobDir)
+			}
+			return nil, err
+		}
+	}
 	// The provider's worker half makes the ResourceManager active (none for standalone).
 	workers, err := providers.NewWorkerDriver(conf.DeploymentProvider.Get(c), providers.DriverContext{
 		Config: c, JobManagerRPCAddress: rpcLis.Addr().String(), Log: log.With().Str("component", "workers").Logger()})
@@ -74,10 +88,14 @@ func Start(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*Job
 		if tempBlobs {
 			_ = os.RemoveAll(blobDir)
 		}
+		if dep != nil {
+			dep.removeStaging()
+			dep.staging.Close()
+		}
 		return nil, fmt.Errorf("jobmanager: provider (deployment.provider): %w", err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	j := &JobManager{RPCAddress: rpcLis.Addr().String(), RESTAddress: restLis.Addr().String(), cancel: cancel}
+	j := &JobManager{RPCAddress: rpcLis.Addr().String(), RESTAddress: restLis.Addr().String(), cancel: cancel, ctx: ctx}
 
 	rm := resourcemanager.New(resourcemanager.Config{
 		HeartbeatInterval:  conf.HeartbeatInterval.Get(c),
@@ -94,8 +112,12 @@ func Start(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*Job
 	pb.RegisterResourceManagerServiceServer(grpcServer, rm.Service())
 	pb.RegisterJobMasterServiceServer(grpcServer, disp.JobMasterService())
 	pb.RegisterBlobServiceServer(grpcServer, blob.NewService(blobs))
+	var handler http.Handler = rest.NewHandler(disp, log.With().Str("component", "rest").Logger(), rest.Options{Blobs: blobs})
+	if dep != nil {
+		handler = dep.handler(handler)
+	}
 	httpServer := &http.Server{
-		Handler:           rest.NewHandler(disp, log.With().Str("component", "rest").Logger(), rest.Options{Blobs: blobs}),
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 
@@ -127,7 +149,30 @@ func Start(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*Job
 		if tempBlobs {
 			_ = os.RemoveAll(blobDir)
 		}
+		if dep != nil {
+			// A per-job or application cluster's staging goes with it.
+			dep.removeStaging()
+			dep.staging.Close()
+		}
 	})
+	if dep != nil {
+		j.run(func() {
+			err := dep.run(ctx, disp, driverRESTAddress(j.RESTAddress))
+			if workers != nil && ctx.Err() == nil {
+				// Stop the TaskManagers while this JobManager still answers
+				// them, so they disconnect at once instead of waiting out
+				// their RPC timeouts. Close is idempotent; the
+				// ResourceManager's own Close then returns at once.
+				stopCtx, done := context.WithTimeout(context.Background(), 30*time.Second)
+				_ = workers.Close(stopCtx)
+				done()
+			}
+			if err != nil {
+				j.fail(fmt.Errorf("jobmanager: %s cluster %s: %w", dep.mode, dep.clusterID, err))
+			}
+			j.cancel()
+		})
+	}
 	log.Info().Str("rpc", j.RPCAddress).Str("rest", j.RESTAddress).Str("version", version.Version).Msg("JobManager started")
 	return j, nil
 }
@@ -145,6 +190,10 @@ func (j *JobManager) fail(err error) {
 	j.errMu.Unlock()
 	j.cancel()
 }
+
+// Done is closed once the JobManager is shutting down: stopped, failed,
+// or, for a per-job or application cluster, its work ended.
+func (j *JobManager) Done() <-chan struct{} { return j.ctx.Done() }
 
 // Stop shuts the JobManager down and waits for it.
 func (j *JobManager) Stop() error {

@@ -39,6 +39,9 @@ const (
 //     arguments, check the fingerprint in the handshake, serve the job's
 //     tasks with the network data plane on the data port the TaskManager
 //     handed over;
+//   - driver (set by an application cluster's JobManager): build the job
+//     (every registered job when several are and none is named) and submit
+//     it to that JobManager (RunDriver);
 //   - plan: print the JobGraph as protobuf JSON to stdout (what `gofl run`
 //     submits), ProgramArgs set to JOB and its arguments;
 //   - unset: run the job in this process (Execute), for development.
@@ -58,7 +61,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case RolePlan:
 		err = printPlan(args, stdout)
 	case RoleDriver:
-		err = errors.New("the application driver role (running the job builder on the JobManager) is not implemented yet; submit the job with `gofl run`")
+		err = runDriverFromEnv(ctx, args, stderr)
 	case "":
 		var name string
 		if name, args, err = selectJob(args); err == nil {

@@ -57,7 +57,7 @@ Examples:
 			simulateCommand(),
 			jobmanagerCommand(),
 			taskManagerCommand(),
-			runCommand(), submitCommand(), listCommand(), infoCommand(), cancelCommand(),
+			runCommand(), sessionCommand(), submitCommand(), listCommand(), infoCommand(), cancelCommand(),
 		},
 	}
 	addConfigFlags(app.Commands)

@@ -18,13 +18,17 @@ func jobmanagerCommand() *cli.Command {
 rest.address:rest.port, the ResourceManager TaskManagers register with at
 jobmanager.rpc.address:jobmanager.rpc.port, and one JobMaster per submitted
 job. It runs until interrupted (SIGINT or SIGTERM), then stops its jobs.
-Standalone: it never starts TaskManagers itself; start them with
-'gofl taskmanager' or scripts/start-cluster.sh.
+With deployment.provider=standalone (the default) it never starts
+TaskManagers itself: start them with 'gofl taskmanager' or
+scripts/start-cluster.sh. With a provider (local, nomad) its
+ResourceManager starts TaskManagers when jobs need slots and releases them
+when idle for resourcemanager.taskmanager-timeout.
 
 Examples:
    gofl jobmanager
    gofl jobmanager -D rest.port=9081 -D jobmanager.rpc.port=7123
-   gofl jobmanager -D heartbeat.interval=1s -D heartbeat.timeout=5s`,
+   gofl jobmanager -D heartbeat.interval=1s -D heartbeat.timeout=5s
+   gofl jobmanager -D deployment.provider=local -D taskmanager.numberOfTaskSlots=2`,
 		Action: runJobManager,
 	}
 }
@@ -44,6 +48,9 @@ func runJobManager(c *cli.Context) error {
 		return err
 	}
 	fmt.Fprintf(c.App.Writer, "JobManager RPC at %s, REST at http://%s\n", jm.RPCAddress, jm.RESTAddress)
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case <-jm.Done(): // a per-job or application cluster's work ended
+	}
 	return jm.Wait()
 }

@@ -40,8 +40,9 @@ Examples:
    gofl list
    gofl list --jobmanager jm.example:8081
    gofl list -m https://proxy.example/gofl
-   gofl list -D rest.port=9091`,
-		Flags:  []cli.Flag{jobManagerFlag()},
+   gofl list -D rest.port=9091
+   gofl list -c session-3f1c5a8e0b7d`,
+		Flags:  []cli.Flag{jobManagerFlag(), clusterFlag(), targetFlag()},
 		Action: runList,
 	}
 }
@@ -61,7 +62,7 @@ Examples:
    gofl info --exceptions 20 3f1c5a8e0b7d4e2a9c6f1b0d8e7a5c43
    gofl info -m jm.example:8081 3f1c5a8e0b7d4e2a9c6f1b0d8e7a5c43`,
 		Flags: []cli.Flag{
-			jobManagerFlag(),
+			jobManagerFlag(), clusterFlag(), targetFlag(),
 			&cli.IntFlag{Name: "exceptions", Value: 5, Usage: "show at most `N` of the newest exceptions"},
 		},
 		Action: runInfo,
@@ -83,7 +84,7 @@ Examples:
    gofl cancel --wait --timeout 1m 3f1c5a8e0b7d4e2a9c6f1b0d8e7a5c43
    gofl cancel -m jm.example:8081 3f1c5a8e0b7d4e2a9c6f1b0d8e7a5c43`,
 		Flags: []cli.Flag{
-			jobManagerFlag(),
+			jobManagerFlag(), clusterFlag(), targetFlag(),
 			&cli.BoolFlag{Name: "wait", Usage: "wait until the job is CANCELED"},
 			&cli.DurationFlag{Name: "timeout", Value: time.Minute, Usage: "give up waiting after `DURATION` (with --wait)"},
 		},
@@ -99,6 +100,12 @@ func restClient(c *cli.Context) (*client.Client, error) {
 		return nil, err
 	}
 	addr := c.String(flagJobManager)
+	if id := c.String(flagCluster); id != "" && addr == "" {
+		_, log, _ := setup(c)
+		if addr, err = clusterRESTAddress(c, cfg, log, id); err != nil {
+			return nil, err
+		}
+	}
 	if addr == "" {
 		addr = net.JoinHostPort(conf.RestAddress.Get(cfg), strconv.Itoa(conf.RestPort.Get(cfg)))
 	}

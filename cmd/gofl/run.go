@@ -15,6 +15,8 @@ import (
 	"github.com/urfave/cli/v2"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/gofl/gofl/client"
+	"github.com/gofl/gofl/conf"
 	"github.com/gofl/gofl/jobgraph"
 	"github.com/gofl/gofl/rpc/pb"
 )
@@ -22,24 +24,46 @@ import (
 func runCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "run",
-		Usage:     "plan, upload and run a job written with the SDK on a running cluster",
+		Usage:     "run a job written with the SDK: on a session, or on a per-job or application cluster of its own",
 		ArgsUsage: "JOB [job args...]",
 		Description: `JOB is a job binary built with gofl's SDK (its main calls stream.Main) or the
-directory of its Go package, which is built first. gofl runs JOB with
-GOFL_ROLE=plan and the job args to get the JobGraph, uploads JOB to the
-JobManager's blob store (skipped when it is already there), submits the
-graph and, unless --detached, follows the job until it ends; the exit code
-is non-zero unless the job FINISHED. Everything after JOB goes to the job.
-TaskManagers start JOB as the job's runner in their own working directory:
-give the job absolute paths.
+directory of its Go package, which is built first. Everything after JOB goes
+to the job. TaskManagers start JOB as the job's runner in their own working
+directory: give the job absolute paths.
+
+-m selects the deployment mode (Flink's execution.target):
+   session (default)  plan locally (JOB with GOFL_ROLE=plan), upload JOB to the
+                      JobManager's blob store (skipped when it is there) and
+                      submit, to --jobmanager, to -c CLUSTER_ID, else to the
+                      remembered session (gofl session start), else to
+                      rest.address:rest.port. -m HOST:PORT is session mode on
+                      that JobManager, as Flink's -m.
+   per-job            plan locally, stage gofl, JOB (content-addressed blob
+                      cache <staging.dir>/.gofl/blobs/), the configuration and
+                      the JobGraph (<staging.dir>/.gofl/<cluster-id>/), deploy a
+                      cluster through the provider (-t) that runs only this job
+                      and goes away, staging included, when it ends.
+   application        stage gofl, JOB and the configuration only (no local
+                      plan); the JobManager runs JOB in application-driver
+                      role, which builds and submits its job(s); the cluster
+                      ends with the last of them.
+Unless --detached, gofl follows the job(s) until they end; the exit code is
+non-zero unless every job FINISHED.
 
 Examples:
    gofl run ./examples/wordcount --input /data/text --output /tmp/counts
-   gofl run -m localhost:8081 -p 4 --detached bin/wordcount --input /data/text --output /tmp/counts`,
+   gofl run -m localhost:8081 -p 4 --detached bin/wordcount --input /data/text --output /tmp/counts
+   gofl run -m session -c session-3f1c5a8e0b7d bin/wordcount --input /data/text --output /tmp/counts
+   gofl run -m per-job -t local bin/wordcount --input /data/text --output /tmp/counts
+   gofl run -m application -t local bin/wordcount --input /data/text --output /tmp/counts`,
 		Flags: []cli.Flag{
-			jobManagerFlag(),
+			&cli.StringFlag{Name: "mode", Aliases: []string{"m"}, Value: conf.ModeSession,
+				Usage: "deployment `MODE`: session, per-job or application; or a JobManager HOST:PORT (session mode there)"},
+			&cli.StringFlag{Name: flagJobManager, Usage: "session mode: JobManager REST endpoint `HOST:PORT` or http(s) URL"},
+			clusterFlag(),
+			targetFlag(),
 			&cli.IntFlag{Name: "parallelism", Aliases: []string{"p"}, Usage: "default parallelism of the job's operators (`N`; the job's own default when unset)"},
-			&cli.BoolFlag{Name: "detached", Aliases: []string{"d"}, Usage: "return once the job is submitted"},
+			&cli.BoolFlag{Name: "detached", Aliases: []string{"d"}, Usage: "return once the job is submitted (the cluster deployed)"},
 			&cli.DurationFlag{Name: "timeout", Value: 24 * time.Hour, Usage: "unless --detached, give up following the job after `DURATION`"},
 		},
 		Action: runRun,
@@ -50,10 +74,55 @@ func runRun(c *cli.Context) error {
 	if c.NArg() == 0 {
 		return errors.New("run: expected JOB, a job binary or the directory of its Go package")
 	}
-	job, jobArgs := c.Args().First(), c.Args().Tail()
 	if c.IsSet("parallelism") && c.Int("parallelism") < 1 {
 		return fmt.Errorf("run: parallelism %d must be at least 1", c.Int("parallelism"))
 	}
+	switch mode := c.String("mode"); mode {
+	case conf.ModePerJob:
+		return runPerJob(c)
+	case conf.ModeApplication:
+		return runApplication(c)
+	case conf.ModeSession, "":
+		return runSession(c, "")
+	default:
+		if strings.ContainsAny(mode, ":/") {
+			return runSession(c, mode) // Flink's -m HOST:PORT
+		}
+		return fmt.Errorf("run: -m %q: want session, per-job, application or a JobManager HOST:PORT", mode)
+	}
+}
+
+// sessionClient finds the session: --jobmanager, -m HOST:PORT, -c, the
+// remembered session, else the configured REST address.
+func sessionClient(c *cli.Context, addr string) (*client.Client, error) {
+	if addr == "" {
+		addr = c.String(flagJobManager)
+	}
+	if addr == "" && c.String(flagCluster) == "" {
+		if st, err := loadSessions(c); err == nil && st.Latest != "" {
+			if rec, ok := st.find(st.Latest); ok {
+				cfg, log, err := setup(c)
+				if err != nil {
+					return nil, err
+				}
+				if a, err := clusterRESTAddress(c, cfg, log, rec.ClusterID); err == nil {
+					addr = a
+				}
+			}
+		}
+	}
+	if addr != "" {
+		if _, _, err := setup(c); err != nil {
+			return nil, err
+		}
+		return client.New(addr)
+	}
+	return restClient(c)
+}
+
+func runSession(c *cli.Context, addr string) error {
+	start := time.Now()
+	job, jobArgs := c.Args().First(), c.Args().Tail()
 	bin, cleanup, err := jobBinary(c.Context, job)
 	if err != nil {
 		return err
@@ -63,9 +132,9 @@ func runRun(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	cl, err := restClient(c)
+	cl, err := sessionClient(c, addr)
 	if err != nil {
-		return err
+		return fmt.Errorf("run: %w", err)
 	}
 	key, uploaded, err := cl.UploadBlob(c.Context, bin)
 	if err != nil {
@@ -84,7 +153,7 @@ func runRun(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
-	fmt.Fprintf(c.App.Writer, "Job %s (%s) submitted\n", id, jg.Name)
+	fmt.Fprintf(c.App.Writer, "Job %s (%s) submitted to %s in %v\n", id, jg.Name, cl.Address(), time.Since(start).Round(time.Millisecond))
 	if c.Bool("detached") {
 		return nil
 	}

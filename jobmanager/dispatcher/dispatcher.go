@@ -50,6 +50,8 @@ type Dispatcher struct {
 	log  zerolog.Logger
 	mb   *mailbox.Mailbox
 	jobs map[string]*jobmaster.JobMaster
+	// ended has a channel per submitted job, closed once it is archived.
+	ended map[string]chan struct{}
 	// archived holds ended jobs, oldest first.
 	archived []archivedJob
 	runCtx   context.Context
@@ -71,7 +73,7 @@ func New(cfg Config, rm ResourceManager, log zerolog.Logger) *Dispatcher {
 	if cfg.Cluster == nil {
 		cfg.Cluster = conf.NewConfiguration()
 	}
-	return &Dispatcher{cfg: cfg, rm: rm, log: log, mb: mailbox.New(), jobs: map[string]*jobmaster.JobMaster{}}
+	return &Dispatcher{cfg: cfg, rm: rm, log: log, mb: mailbox.New(), jobs: map[string]*jobmaster.JobMaster{}, ended: map[string]chan struct{}{}}
 }
 
 // Run serves until ctx ends, then stops every JobMaster and waits for them.
@@ -143,6 +145,7 @@ func (d *Dispatcher) SubmitJob(ctx context.Context, jg *jobgraph.JobGraph) (stri
 			return "", err
 		}
 		d.jobs[jg.JobID] = jm
+		d.ended[jg.JobID] = make(chan struct{})
 		d.wg.Add(1)
 		go func() {
 			defer d.wg.Done()
@@ -158,6 +161,10 @@ func (d *Dispatcher) archive(jm *jobmaster.JobMaster) {
 	snap, _ := jm.Snapshot(context.Background()) // returns the final views once Done
 	delete(d.jobs, jm.JobID())
 	d.archived = append(d.archived, archivedJob{id: jm.JobID(), snapshot: snap})
+	if ch := d.ended[jm.JobID()]; ch != nil {
+		close(ch)
+		delete(d.ended, jm.JobID())
+	}
 	if over := len(d.archived) - d.cfg.MaxArchivedJobs; over > 0 {
 		d.archived = append(d.archived[:0], d.archived[over:]...)
 	}
@@ -167,6 +174,37 @@ func (d *Dispatcher) archive(jm *jobmaster.JobMaster) {
 		ev = d.log.Warn().Err(r.Cause)
 	}
 	ev.Str("job_id", jm.JobID()).Str("status", r.Status.String()).Msg("job ended")
+}
+
+// WaitJob blocks until the job ended (its JobMaster stopped and the job is
+// archived) or ctx ends, and returns the job's final state (FINISHED,
+// FAILED, CANCELED, ...). Per-job and application JobManagers call it to
+// learn when to shut down. An unknown job: restapi.ErrJobNotFound.
+func (d *Dispatcher) WaitJob(ctx context.Context, id string) (string, error) {
+	ch, err := mailbox.Call(ctx, d.mb, func() (chan struct{}, error) {
+		if ch := d.ended[id]; ch != nil {
+			return ch, nil
+		}
+		if d.archivedIndex(id) >= 0 {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("%w: %s", restapi.ErrJobNotFound, id)
+	})
+	if err != nil {
+		return "", err
+	}
+	if ch != nil {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+	det, err := d.JobDetails(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	return det.State, nil
 }
 
 func (d *Dispatcher) archivedIndex(id string) int {

@@ -1,0 +1,371 @@
+package jobmanager
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/gofl/gofl/conf"
+	"github.com/gofl/gofl/internal/blob"
+	"github.com/gofl/gofl/jobgraph"
+	"github.com/gofl/gofl/jobmanager/dispatcher"
+	"github.com/gofl/gofl/rpc/pb"
+	"github.com/gofl/gofl/rpc/restapi"
+	"github.com/gofl/gofl/storage"
+)
+
+// Environment of the job binary in application-driver role.
+const (
+	// EnvDriverREST is the JobManager's REST address the driver submits to.
+	EnvDriverREST = "GOFL_JOBMANAGER_REST"
+	// EnvDriverToken authorizes the driver's submissions (header DriverTokenHeader).
+	EnvDriverToken = "GOFL_DRIVER_TOKEN"
+	// EnvDriverBinaryKey is the job binary's blob key, for the JobGraphs' BinaryKey.
+	EnvDriverBinaryKey = "GOFL_JOB_BINARY_KEY"
+	// DriverTokenHeader carries the driver's token on POST /jobs.
+	DriverTokenHeader = "X-Gofl-Driver-Token"
+	// ApplicationPath is the REST path of a cluster's application status.
+	ApplicationPath = "/application"
+)
+
+// ApplicationStatus is what GET /application returns: the state of what
+// a per-job or application cluster runs (RUNNING until every job ended).
+type ApplicationStatus struct {
+	Mode  string   `json:"mode"`
+	State string   `json:"state"` // RUNNING, FINISHED or FAILED
+	Jobs  []string `json:"jobs"`
+	Error string   `json:"error,omitempty"`
+}
+
+// deployment is a per-job or application cluster's own work: it loads the
+// staged artifacts at start, runs the job (or the application driver),
+// and ends the JobManager once everything ended.
+type deployment struct {
+	mode      string
+	clusterID string
+	cfg       *conf.Configuration
+	log       zerolog.Logger
+	staging   *storage.Staging
+	binaryKey string
+	binPath   string             // the job binary in the blob store (application mode)
+	jobGraph  *jobgraph.JobGraph // per-job mode
+	args      []string           // application mode
+	token     string
+	fetched   chan struct{} // a client fetched the final state
+	fetchOnce sync.Once
+	done      atomic.Bool
+
+	mu     sync.Mutex
+	status ApplicationStatus
+}
+
+// prepareDeployment opens the staging area and loads the staged job binary
+// (verified) and, for per-job clusters, the JobGraph. On error everything
+// staged for the cluster is removed.
+func prepareDeployment(ctx context.Context, c *conf.Configuration, blobs *blob.Store, log zerolog.Logger) (_ *deployment, err error) {
+	d := &deployment{
+		mode: conf.DeploymentMode.Get(c), clusterID: conf.DeploymentClusterID.Get(c), cfg: c,
+		log: log.With().Str("component", "deployment").Logger(), fetched: make(chan struct{}),
+	}
+	d.status = ApplicationStatus{Mode: d.mode, State: "RUNNING", Jobs: []string{}}
+	if d.clusterID == "" {
+		return nil, fmt.Errorf("jobmanager: a %s JobManager needs deployment.cluster-id", d.mode)
+	}
+	d.staging, err = storage.OpenStaging(ctx, conf.ExpandEnv(conf.StagingDir.Get(c)), storage.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("jobmanager: staging (staging.dir): %w", err)
+	}
+	defer func() {
+		if err != nil {
+			d.removeStaging()
+			d.staging.Close()
+		}
+	}()
+	binURI := conf.DeploymentJobBinary.Get(c)
+	if binURI == "" {
+		return nil, fmt.Errorf("jobmanager: a %s JobManager needs deployment.job-binary", d.mode)
+	}
+	if d.binaryKey, err = loadStagedBinary(ctx, binURI, blobs); err != nil {
+		return nil, err
+	}
+	d.log.Info().Str("uri", binURI).Str("key", d.binaryKey).Msg("job binary loaded from staging")
+	switch d.mode {
+	case conf.ModePerJob:
+		uri := conf.DeploymentJobGraph.Get(c)
+		if uri == "" {
+			return nil, errors.New("jobmanager: a per-job JobManager needs deployment.jobgraph")
+		}
+		b, err := readURI(ctx, uri)
+		if err != nil {
+			return nil, fmt.Errorf("jobmanager: reading the staged JobGraph: %w", err)
+		}
+		var m pb.JobGraph
+		if err := proto.Unmarshal(b, &m); err != nil {
+			return nil, fmt.Errorf("jobmanager: the staged JobGraph %s: %w", uri, err)
+		}
+		d.jobGraph = jobgraph.FromProto(&m)
+		d.jobGraph.BinaryKey = d.binaryKey
+		if err := d.jobGraph.Validate(); err != nil {
+			return nil, fmt.Errorf("jobmanager: the staged JobGraph %s: %w", uri, err)
+		}
+	case conf.ModeApplication:
+		if d.binPath, err = blobs.Path(d.binaryKey); err != nil {
+			return nil, fmt.Errorf("jobmanager: %w", err)
+		}
+		if err := os.Chmod(d.binPath, 0o755); err != nil {
+			return nil, fmt.Errorf("jobmanager: %w", err)
+		}
+		d.args = conf.ProgramArgs(c)
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		d.token = hex.EncodeToString(b[:])
+	}
+	return d, nil
+}
+
+// loadStagedBinary copies a blob of the staging cache into the blob store,
+// checked against the digest its name carries. A blob whose content does
+// not match is corrupt: it is removed from the cache, so the next
+// deployment uploads it again.
+func loadStagedBinary(ctx context.Context, uri string, blobs *blob.Store) (string, error) {
+	key := "sha256:" + path.Base(uri)
+	if _, err := blob.ParseKey(key); err != nil {
+		return "", fmt.Errorf("jobmanager: deployment.job-binary %s is not a blob of the staging cache (<staging.dir>/.gofl/blobs/sha256/<hex>)", uri)
+	}
+	if blobs.Has(key) {
+		return key, nil
+	}
+	fsys, p, err := storage.Open(ctx, uri, storage.Options{})
+	if err != nil {
+		return "", fmt.Errorf("jobmanager: the staged job binary: %w", err)
+	}
+	defer fsys.Close()
+	rc, err := fsys.Open(ctx, p)
+	if err != nil {
+		return "", fmt.Errorf("jobmanager: the staged job binary: %w", err)
+	}
+	defer rc.Close()
+	if _, _, err := blobs.Put(rc, key, 0); err != nil {
+		if errors.Is(err, blob.ErrDigestMismatch) {
+			_ = fsys.RemoveAll(ctx, p)
+			return "", fmt.Errorf("jobmanager: the staged job binary %s is corrupt (%w); it was removed from the staging cache, deploy again to upload it anew", uri, err)
+		}
+		return "", fmt.Errorf("jobmanager: loading the staged job binary %s: %w", uri, err)
+	}
+	return key, nil
+}
+
+func readURI(ctx context.Context, uri string) ([]byte, error) {
+	fsys, p, err := storage.Open(ctx, uri, storage.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer fsys.Close()
+	return storage.ReadFile(ctx, fsys, p)
+}
+
+// removeStaging deletes the cluster's staging directory (idempotent).
+func (d *deployment) removeStaging() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := d.staging.RemoveCluster(ctx, d.clusterID); err != nil {
+		d.log.Warn().Err(err).Msg("removing the cluster's staging directory")
+		return
+	}
+	d.log.Info().Str("cluster_id", d.clusterID).Msg("staging directory removed")
+}
+
+// run does the cluster's work and returns once it is over (and, if a
+// client is attached, once it fetched the final state): nil if every job
+// FINISHED.
+func (d *deployment) run(ctx context.Context, disp *dispatcher.Dispatcher, restAddr string) error {
+	var err error
+	switch d.mode {
+	case conf.ModePerJob:
+		err = d.runPerJob(ctx, disp)
+	case conf.ModeApplication:
+		err = d.runApplication(ctx, disp, restAddr)
+	}
+	if ctx.Err() != nil {
+		return nil // stopped from outside
+	}
+	d.mu.Lock()
+	d.status.State = "FINISHED"
+	if err != nil {
+		d.status.State, d.status.Error = "FAILED", err.Error()
+	}
+	d.mu.Unlock()
+	d.done.Store(true)
+	ev := d.log.Info()
+	if err != nil {
+		ev = d.log.Warn().Err(err)
+	}
+	ev.Str("mode", d.mode).Msg("the cluster's work ended; shutting down")
+	if conf.DeploymentAttached.Get(d.cfg) {
+		select {
+		case <-d.fetched:
+		case <-ctx.Done():
+		case <-time.After(conf.DeploymentResultFetchTimeout.Get(d.cfg)):
+			d.log.Warn().Msg("no client fetched the final state; shutting down anyway")
+		}
+	}
+	return err
+}
+
+func (d *deployment) addJob(id string) {
+	d.mu.Lock()
+	d.status.Jobs = append(d.status.Jobs, id)
+	d.mu.Unlock()
+}
+
+func (d *deployment) runPerJob(ctx context.Context, disp *dispatcher.Dispatcher) error {
+	id, err := disp.SubmitJob(ctx, d.jobGraph)
+	if err != nil {
+		return fmt.Errorf("submitting the staged job: %w", err)
+	}
+	d.addJob(id)
+	state, err := disp.WaitJob(ctx, id)
+	if err != nil {
+		return err
+	}
+	if state != "FINISHED" {
+		return fmt.Errorf("job %s ended %s", id, state)
+	}
+	return nil
+}
+
+func (d *deployment) runApplication(ctx context.Context, disp *dispatcher.Dispatcher, restAddr string) error {
+	cmd := exec.CommandContext(ctx, d.binPath, d.args...)
+	env := make([]string, 0, len(os.Environ())+4)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GOFL_ROLE=") && !strings.HasPrefix(kv, "GOFL_RUNNER_") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = append(env, "GOFL_ROLE=driver", EnvDriverREST+"="+restAddr, EnvDriverToken+"="+d.token, EnvDriverBinaryKey+"="+d.binaryKey)
+	var tail tailBuffer
+	cmd.Stdout = os.Stderr
+	cmd.Stderr = io.MultiWriter(os.Stderr, &tail)
+	cmd.WaitDelay = 10 * time.Second
+	d.log.Info().Str("binary", d.binPath).Strs("args", d.args).Msg("starting the application driver")
+	derr := cmd.Run()
+	if derr != nil {
+		derr = fmt.Errorf("the application driver failed (%v): %s", derr, strings.TrimSpace(tail.String()))
+	}
+	// Only the driver can submit, so every job is the application's.
+	l, err := disp.ListJobs(ctx)
+	if err != nil {
+		return errors.Join(derr, err)
+	}
+	var errs []error
+	if derr != nil {
+		errs = append(errs, derr)
+	} else if len(l.Jobs) == 0 {
+		errs = append(errs, errors.New("the application driver submitted no job"))
+	}
+	for _, j := range l.Jobs {
+		d.addJob(j.ID)
+	}
+	for _, j := range l.Jobs {
+		state, err := disp.WaitJob(ctx, j.ID)
+		if err != nil {
+			errs = append(errs, err)
+		} else if state != "FINISHED" {
+			errs = append(errs, fmt.Errorf("job %s ended %s", j.ID, state))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// handler wraps the REST API: per-job clusters accept no submissions,
+// application clusters only the driver's; GET /application reports the
+// cluster's state, and fetching the final state lets an attached cluster
+// go.
+func (d *deployment) handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := strings.TrimSuffix(r.URL.Path, "/")
+		if r.Method == http.MethodPost && p == "/jobs" {
+			switch {
+			case d.mode == conf.ModePerJob:
+				writeJSON(w, http.StatusForbidden, restapi.ErrorResponse{Errors: []string{
+					fmt.Sprintf("cluster %s is a per-job cluster: it runs only the job it was deployed with and accepts no job submissions; submit to a session cluster (gofl session start, gofl run -m session)", d.clusterID)}})
+				return
+			case d.mode == conf.ModeApplication && r.Header.Get(DriverTokenHeader) != d.token:
+				writeJSON(w, http.StatusForbidden, restapi.ErrorResponse{Errors: []string{
+					fmt.Sprintf("cluster %s is an application cluster: only its application driver submits jobs; submit to a session cluster (gofl session start, gofl run -m session)", d.clusterID)}})
+				return
+			}
+		}
+		doneBefore := d.done.Load()
+		if r.Method == http.MethodGet && p == ApplicationPath {
+			d.mu.Lock()
+			st := d.status
+			st.Jobs = append([]string{}, st.Jobs...)
+			d.mu.Unlock()
+			writeJSON(w, http.StatusOK, st)
+		} else {
+			next.ServeHTTP(w, r)
+		}
+		if doneBefore && r.Method == http.MethodGet && (p == ApplicationPath || strings.Count(p, "/") == 2 && strings.HasPrefix(p, "/jobs/") && p != "/jobs/overview") {
+			d.fetchOnce.Do(func() { close(d.fetched) })
+		}
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, body any) {
+	b, _ := json.Marshal(body)
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// driverRESTAddress is the REST address a local process reaches.
+func driverRESTAddress(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// tailBuffer keeps the last 4 KiB written to it.
+type tailBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b.Write(p)
+	if over := t.b.Len() - 4096; over > 0 {
+		t.b.Next(over)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.b.String()
+}
