@@ -42,7 +42,9 @@ const (
 func JobManagerJobID(clusterID string) string { return jobPrefix + clusterID + "-" + roleJobManager }
 
 // TaskManagerJobID is the Nomad job ID of a cluster's worker.
-func TaskManagerJobID(clusterID, workerID string) string { return jobPrefix + clusterID + "-" + workerID }
+func TaskManagerJobID(clusterID, workerID string) string {
+	return jobPrefix + clusterID + "-" + workerID
+}
 
 // clusterJobsPrefix is the ID prefix of every job of the cluster (and
 // possibly of clusters whose ID extends it: filter by meta).
@@ -346,8 +348,13 @@ func exitOf(a *api.AllocationListStub, task string) (int, error) {
 				return e.ExitCode, fmt.Errorf("exited with status %d (allocation %s %s)", e.ExitCode, shortID(a.ID), a.ClientStatus)
 			}
 		}
-		if f := taskFailure(ts); f != nil {
+		// No exit seen (e.g. killed on stop, or never started): the last
+		// event says what happened.
+		if f := taskFailure(ts); f != nil && f.Type != "Killing" {
 			return -1, fmt.Errorf("%s (allocation %s %s)", describeEvent(f), shortID(a.ID), a.ClientStatus)
+		}
+		if n := len(ts.Events); n > 0 {
+			return -1, fmt.Errorf("%s (allocation %s %s)", describeEvent(ts.Events[n-1]), shortID(a.ID), a.ClientStatus)
 		}
 	}
 	if a == nil {

@@ -2,6 +2,7 @@ package nomad
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -214,16 +215,16 @@ func checkBinaryURL(u, sum string) error {
 // to the task environment).
 func (o Options) forward() map[string]string {
 	m := map[string]string{
-		OptAddress.Key():             o.Address,
-		OptDatacenters.Key():         strings.Join(o.Datacenters, ","),
-		OptTLSInsecure.Key():         fmt.Sprint(o.Insecure),
-		OptTaskManagerCPU.Key():      fmt.Sprint(o.TaskManagerCPU),
-		OptTaskManagerMemory.Key():   fmt.Sprintf("%dm", o.TaskManagerMemoryMB),
-		OptMHzPerCore.Key():          fmt.Sprint(o.MHzPerCore),
-		OptDriver.Key():              o.Driver,
-		OptKillTimeout.Key():         o.KillTimeout.String(),
-		OptJobManagerCPU.Key():       fmt.Sprint(o.JobManagerCPU),
-		OptJobManagerMemory.Key():    fmt.Sprintf("%dm", o.JobManagerMemoryMB),
+		OptAddress.Key():           o.Address,
+		OptDatacenters.Key():       strings.Join(o.Datacenters, ","),
+		OptTLSInsecure.Key():       fmt.Sprint(o.Insecure),
+		OptTaskManagerCPU.Key():    fmt.Sprint(o.TaskManagerCPU),
+		OptTaskManagerMemory.Key(): fmt.Sprintf("%dm", o.TaskManagerMemoryMB),
+		OptMHzPerCore.Key():        fmt.Sprint(o.MHzPerCore),
+		OptDriver.Key():            o.Driver,
+		OptKillTimeout.Key():       o.KillTimeout.String(),
+		OptJobManagerCPU.Key():     fmt.Sprint(o.JobManagerCPU),
+		OptJobManagerMemory.Key():  fmt.Sprintf("%dm", o.JobManagerMemoryMB),
 	}
 	set := func(k *conf.Option[string], v string) {
 		if v != "" {
@@ -310,6 +311,7 @@ func newClient(o Options) (*client, error) {
 		MaxIdleConnsPerHost:   64,
 		IdleConnTimeout:       90 * time.Second,
 		ExpectContinueTimeout: time.Second,
+		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
 	}
 	hc := &http.Client{Transport: tr}
 	tlsCfg := &api.TLSConfig{CACert: o.CACert, ClientCert: o.ClientCert, ClientKey: o.ClientKey, Insecure: o.Insecure}

@@ -1,0 +1,719 @@
+package nomad_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
+
+	"github.com/gofl/gofl/conf"
+	"github.com/gofl/gofl/jobmanager"
+	"github.com/gofl/gofl/providers"
+	"github.com/gofl/gofl/providers/nomad"
+	"github.com/gofl/gofl/providers/nomad/testagent"
+	"github.com/gofl/gofl/rpc/restapi"
+)
+
+var goflBinary string
+
+// TestMain builds cmd/gofl with this provider linked in: an overlay adds a
+// file with the blank import to package main, so the deployed JobManager
+// finds deployment.provider=nomad whether or not cmd/gofl imports it yet.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "gofl-nomad-provider-test")
+	if err != nil {
+		panic(err)
+	}
+	goflBinary = filepath.Join(dir, "gofl")
+	mainDir, err := filepath.Abs("../../cmd/gofl")
+	if err != nil {
+		panic(err)
+	}
+	imp := filepath.Join(dir, "zz_nomad_provider.go")
+	if err := os.WriteFile(imp, []byte("package main\n\nimport _ \"github.com/gofl/gofl/providers/nomad\"\n"), 0o644); err != nil {
+		panic(err)
+	}
+	overlay, _ := json.Marshal(map[string]any{"Replace": map[string]string{filepath.Join(mainDir, "zz_nomad_provider_test_overlay.go"): imp}})
+	overlayFile := filepath.Join(dir, "overlay.json")
+	if err := os.WriteFile(overlayFile, overlay, 0o644); err != nil {
+		panic(err)
+	}
+	build := exec.Command("go", "build", "-overlay", overlayFile, "-o", goflBinary, "../../cmd/gofl")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building gofl:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(goleak.IgnoreTopFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
+			goleak.IgnoreTopFunction("internal/poll.runtime_pollWait")); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func testLog(t *testing.T) zerolog.Logger { return zerolog.New(zerolog.NewTestWriter(t)) }
+
+// startAgent starts a test agent on a free port; it is closed (every
+// process it started killed) when the test ends.
+func startAgent(t *testing.T, cfg testagent.Config) *testagent.Agent {
+	t.Helper()
+	cfg.Addr = "127.0.0.1:0"
+	a, err := testagent.New(cfg, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close() })
+	return a
+}
+
+func apiClient(t *testing.T, a *testagent.Agent, token string) *api.Client {
+	t.Helper()
+	c, err := api.NewClient(&api.Config{Address: a.URL(), SecretID: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// goflJobs lists the IDs of the jobs the provider registered.
+func goflJobs(t *testing.T, c *api.Client) []string {
+	t.Helper()
+	jobs, _, err := c.Jobs().PrefixList("gofl-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, j := range jobs {
+		ids = append(ids, j.ID)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func options(a *testagent.Agent) nomad.Options {
+	return nomad.Options{
+		Address: a.URL(), BinaryPath: goflBinary, KillTimeout: 5 * time.Second,
+		JobManagerCPU: 200, JobManagerMemoryMB: 256, TaskManagerCPU: 200, TaskManagerMemoryMB: 256,
+	}
+}
+
+func newDeployer(t *testing.T, o nomad.Options) *nomad.Deployer {
+	t.Helper()
+	d, err := nomad.NewDeployer(o, testLog(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	return d
+}
+
+func ctxT(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for: %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func getJSON(url string, v any) bool {
+	resp, err := http.Get(url)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return false
+	}
+	return json.NewDecoder(resp.Body).Decode(v) == nil
+}
+
+func taskManagers(rest string) []restapi.TaskManagerInfo {
+	var tms restapi.TaskManagersInfo
+	if !getJSON("http://"+rest+"/taskmanagers", &tms) {
+		return nil
+	}
+	return tms.TaskManagers
+}
+
+func taskManagerIDs(rest string) []string {
+	var ids []string
+	for _, tm := range taskManagers(rest) {
+		ids = append(ids, tm.ID)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// processesOf lists live processes started for the cluster (their
+// environment has GOFL_CLUSTER_ID=id) whose command line contains all of
+// match, zombies excluded.
+func processesOf(t *testing.T, clusterID string, match ...string) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Skip("no /proc:", err)
+	}
+	want := []byte("GOFL_CLUSTER_ID=" + clusterID + "\x00")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil || !bytes.Contains(env, want) {
+			continue
+		}
+		st, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if i := bytes.LastIndexByte(st, ')'); i > 0 && i+2 < len(st) && st[i+2] == 'Z' {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		ok := true
+		for _, m := range match {
+			ok = ok && bytes.Contains(cmdline, []byte(m))
+		}
+		if ok {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func fastCluster() map[string]string {
+	return map[string]string{
+		"heartbeat.interval":                  "200ms",
+		"heartbeat.timeout":                   "60s",
+		"taskmanager.numberOfTaskSlots":       "2",
+		"resourcemanager.taskmanager-timeout": "1h",
+		"log.level":                           "debug",
+	}
+}
+
+// TestSessionCluster deploys a session cluster whose JobManager starts its
+// TaskManager through the nomad worker driver, replaces a SIGKILLed
+// TaskManager at once, and is killed without leftovers.
+func TestSessionCluster(t *testing.T) {
+	a := startAgent(t, testagent.Config{})
+	nc := apiClient(t, a, "")
+	d := newDeployer(t, options(a))
+	const id = "session-1"
+	info, err := d.Deploy(ctxT(t, 2*time.Minute), providers.ClusterSpec{
+		ClusterID: id, Mode: providers.ModeSession, Config: fastCluster(), TaskManagers: 1,
+		Artifacts: []string{"file:///staging/.gofl/session-1/gofl.yaml"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Kill(context.Background(), id) })
+	if info.Status != providers.StatusRunning || info.RESTAddress == "" || info.RPCAddress == "" || info.Provider != "nomad" ||
+		info.Mode != providers.ModeSession || info.Details["job_id"] != "gofl-session-1-jobmanager" {
+		t.Fatalf("Deploy = %+v", info)
+	}
+	var overview restapi.ClusterOverview
+	if !getJSON("http://"+info.RESTAddress+"/overview", &overview) {
+		t.Fatal("GET /overview failed after Deploy returned")
+	}
+	job, _, err := nc.Jobs().Info("gofl-session-1-jobmanager", nil)
+	if err != nil || *job.Type != "service" || job.Meta["gofl.cluster-id"] != id {
+		t.Fatalf("JobManager job: %+v, %v", job, err)
+	}
+
+	// The initial TaskManager, started by the JobManager's active
+	// ResourceManager through the nomad worker driver.
+	eventually(t, 60*time.Second, "taskmanager-1 registers", func() bool {
+		return slices.Equal(taskManagerIDs(info.RESTAddress), []string{"taskmanager-1"})
+	})
+	if got := goflJobs(t, nc); !slices.Equal(got, []string{"gofl-session-1-jobmanager", "gofl-session-1-taskmanager-1"}) {
+		t.Fatalf("jobs = %v", got)
+	}
+
+	// Retrieve and List from another client.
+	other := newDeployer(t, options(a))
+	got, err := other.Retrieve(ctxT(t, 10*time.Second), id)
+	if err != nil || got.RESTAddress != info.RESTAddress || got.Status != providers.StatusRunning || got.Details["alloc_id"] != info.Details["alloc_id"] {
+		t.Fatalf("Retrieve = %+v, %v; want %+v", got, err, info)
+	}
+	list, err := other.List(ctxT(t, 10*time.Second))
+	if err != nil || len(list) != 1 || list[0].ClusterID != id || list[0].RESTAddress != info.RESTAddress {
+		t.Fatalf("List = %+v, %v", list, err)
+	}
+	if _, err := other.Retrieve(ctxT(t, 10*time.Second), "nope"); !errors.Is(err, providers.ErrClusterNotFound) {
+		t.Fatalf("Retrieve(unknown) = %v", err)
+	}
+	if _, err := other.Deploy(ctxT(t, time.Minute), providers.ClusterSpec{ClusterID: id, Mode: providers.ModeSession}); !errors.Is(err, providers.ErrClusterExists) {
+		t.Fatalf("second Deploy of %s: %v", id, err)
+	}
+	if got, err := other.Retrieve(ctxT(t, 10*time.Second), id); err != nil || got.Status != providers.StatusRunning {
+		t.Fatalf("after a refused Deploy: %+v, %v", got, err)
+	}
+
+	// SIGKILL the TaskManager: the allocation fails, the ResourceManager
+	// hears it at once (the heartbeat timeout is a minute) and asks for a
+	// replacement.
+	tms := processesOf(t, id, "taskmanager.resource-id=taskmanager-1")
+	if len(tms) != 1 {
+		t.Fatalf("TaskManager processes: %v", tms)
+	}
+	if err := syscall.Kill(tms[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	eventually(t, 10*time.Second, "taskmanager-1 is unregistered", func() bool {
+		return !slices.Contains(taskManagerIDs(info.RESTAddress), "taskmanager-1")
+	})
+	if took := time.Since(killed); took > 5*time.Second {
+		t.Errorf("the killed TaskManager was removed after %s", took)
+	}
+	eventually(t, 60*time.Second, "a replacement TaskManager registers", func() bool {
+		return slices.Equal(taskManagerIDs(info.RESTAddress), []string{"taskmanager-2"})
+	})
+	eventually(t, 10*time.Second, "the failed TaskManager's job is purged", func() bool {
+		return slices.Equal(goflJobs(t, nc), []string{"gofl-session-1-jobmanager", "gofl-session-1-taskmanager-2"})
+	})
+
+	pids := processesOf(t, id)
+	if len(pids) < 2 {
+		t.Fatalf("processes of %s: %v, want the JobManager and a TaskManager", id, pids)
+	}
+	if err := other.Kill(ctxT(t, time.Minute), id); err != nil {
+		t.Fatal(err)
+	}
+	if left := processesOf(t, id); len(left) != 0 {
+		t.Fatalf("processes left after Kill: %v (were %v)", left, pids)
+	}
+	if jobs := goflJobs(t, nc); len(jobs) != 0 {
+		t.Fatalf("jobs left after Kill: %v", jobs)
+	}
+	if err := d.Kill(ctxT(t, time.Minute), id); !errors.Is(err, providers.ErrClusterNotFound) {
+		t.Fatalf("second Kill: %v", err)
+	}
+	if _, err := d.Retrieve(ctxT(t, 10*time.Second), id); !errors.Is(err, providers.ErrClusterNotFound) {
+		t.Fatalf("Retrieve after Kill: %v", err)
+	}
+	if list, err := d.List(ctxT(t, 10*time.Second)); err != nil || len(list) != 0 {
+		t.Fatalf("List after Kill = %+v, %v", list, err)
+	}
+}
+
+// startJobManager runs a standalone JobManager in this process and
+// returns the configuration a nomad worker driver of cluster id uses.
+func startJobManager(t *testing.T, a *testagent.Agent, id string) (*jobmanager.JobManager, *conf.Configuration) {
+	t.Helper()
+	c, err := conf.FromMap(map[string]string{
+		"jobmanager.rpc.port": "0", "rest.port": "0", "jobmanager.rpc.address": "127.0.0.1", "rest.address": "127.0.0.1",
+		"heartbeat.interval": "200ms", "heartbeat.timeout": "60s", "deployment.cluster-id": id,
+		"provider.nomad.address": a.URL(), "provider.nomad.binary.path": goflBinary, "provider.nomad.kill-timeout": "5s",
+		"provider.nomad.taskmanager.cpu": "200", "provider.nomad.taskmanager.memory": "256m",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	jm, err := jobmanager.Start(ctx, c, testLog(t).Level(zerolog.InfoLevel))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := jm.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return jm, c
+}
+
+type recorder struct {
+	mu         sync.Mutex
+	events     []providers.WorkerEvent
+	started    chan providers.WorkerStarted
+	terminated chan providers.WorkerTerminated
+}
+
+func newRecorder() *recorder {
+	return &recorder{started: make(chan providers.WorkerStarted, 16), terminated: make(chan providers.WorkerTerminated, 16)}
+}
+
+func (r *recorder) handle(ev providers.WorkerEvent) {
+	r.mu.Lock()
+	r.events = append(r.events, ev)
+	r.mu.Unlock()
+	switch e := ev.(type) {
+	case providers.WorkerStarted:
+		r.started <- e
+	case providers.WorkerTerminated:
+		r.terminated <- e
+	}
+}
+
+// TestWorkerDriver runs the worker half for a JobManager in this process:
+// a requested TaskManager registers, its SIGKILL is reported at once,
+// release and Close purge.
+func TestWorkerDriver(t *testing.T) {
+	a := startAgent(t, testagent.Config{})
+	nc := apiClient(t, a, "")
+	jm, c := startJobManager(t, a, "drv")
+	drv, err := nomad.NewWorkerDriver(providers.DriverContext{Config: c, JobManagerRPCAddress: jm.RPCAddress, Log: testLog(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = drv.Close(context.Background()) })
+	rec := newRecorder()
+	if err := drv.Start(rec.handle); err != nil {
+		t.Fatal(err)
+	}
+	id, err := drv.RequestWorker(ctxT(t, 10*time.Second), providers.WorkerSpec{Slots: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id != "taskmanager-1" {
+		t.Fatalf("worker ID %s", id)
+	}
+	job, _, err := nc.Jobs().Info("gofl-drv-taskmanager-1", nil)
+	if err != nil || *job.Type != "service" || job.Meta["gofl.worker-id"] != id || *job.TaskGroups[0].RestartPolicy.Attempts != 0 ||
+		*job.TaskGroups[0].ReschedulePolicy.Attempts != 0 || *job.TaskGroups[0].Tasks[0].Resources.MemoryMB != 256 {
+		t.Fatalf("TaskManager job: %+v, %v", job, err)
+	}
+	select {
+	case e := <-rec.started:
+		if e.WorkerID != id {
+			t.Fatalf("WorkerStarted = %+v", e)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no WorkerStarted")
+	}
+	eventually(t, 30*time.Second, "the worker registers with 3 slots", func() bool {
+		tms := taskManagers(jm.RESTAddress)
+		return len(tms) == 1 && tms[0].ID == id && tms[0].SlotsNumber == 3
+	})
+
+	pids := processesOf(t, "drv", "taskmanager.resource-id="+id)
+	if len(pids) != 1 {
+		t.Fatalf("TaskManager processes: %v", pids)
+	}
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-rec.terminated:
+		if e.WorkerID != id || e.Released || e.ExitStatus != -1 || !strings.Contains(e.Cause.Error(), "signal 9") {
+			t.Errorf("WorkerTerminated = %+v", e)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("no WorkerTerminated within 2 s of SIGKILL")
+	}
+	eventually(t, 10*time.Second, "the failed worker's job is purged", func() bool { return len(goflJobs(t, nc)) == 0 })
+
+	// Release: a second worker ends with Released set; its job is purged.
+	id2, err := drv.RequestWorker(ctxT(t, 10*time.Second), providers.WorkerSpec{Slots: 1, CPU: 0.25, Memory: 300 * conf.Mebibyte})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id2 != "taskmanager-2" {
+		t.Fatalf("second worker ID %s", id2)
+	}
+	job, _, err = nc.Jobs().Info("gofl-drv-taskmanager-2", nil)
+	if err != nil || *job.TaskGroups[0].Tasks[0].Resources.CPU != 250 || *job.TaskGroups[0].Tasks[0].Resources.MemoryMB != 300 {
+		t.Fatalf("TaskManager job resources: %+v, %v", job.TaskGroups[0].Tasks[0].Resources, err)
+	}
+	// (The in-process JobManager is standalone: taskmanager-1 stays listed
+	// until its heartbeat times out.)
+	eventually(t, 30*time.Second, "the second worker registers", func() bool { return slices.Contains(taskManagerIDs(jm.RESTAddress), id2) })
+	if err := drv.ReleaseWorker(ctxT(t, 10*time.Second), id2); err != nil {
+		t.Fatal(err)
+	}
+	if jobs := goflJobs(t, nc); len(jobs) != 0 {
+		t.Fatalf("jobs after release: %v", jobs)
+	}
+	select {
+	case e := <-rec.terminated:
+		if e.WorkerID != id2 || !e.Released {
+			t.Errorf("WorkerTerminated = %+v", e)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("released worker did not end")
+	}
+	if left := processesOf(t, "drv", "resource-id="+id2); len(left) != 0 {
+		t.Fatalf("released worker still runs: %v", left)
+	}
+	if err := drv.ReleaseWorker(ctxT(t, 10*time.Second), id2); err != nil {
+		t.Errorf("releasing an ended worker again: %v", err)
+	}
+	if err := drv.ReleaseWorker(ctxT(t, 10*time.Second), "taskmanager-99"); !errors.Is(err, providers.ErrWorkerNotFound) {
+		t.Errorf("releasing an unknown worker: %v", err)
+	}
+
+	// Close stops the rest and reports nothing more.
+	if _, err := drv.RequestWorker(ctxT(t, 10*time.Second), providers.WorkerSpec{Slots: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := drv.Close(ctxT(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if left := processesOf(t, "drv"); len(left) != 0 {
+		t.Fatalf("processes left after Close: %v", left)
+	}
+	if jobs := goflJobs(t, nc); len(jobs) != 0 {
+		t.Fatalf("jobs left after Close: %v", jobs)
+	}
+	if _, err := drv.RequestWorker(ctxT(t, 10*time.Second), providers.WorkerSpec{Slots: 1}); !errors.Is(err, providers.ErrClosed) {
+		t.Fatalf("RequestWorker after Close: %v", err)
+	}
+	rec.mu.Lock()
+	n := len(rec.events)
+	rec.mu.Unlock()
+	if n != 4 && n != 5 { // started 1, terminated 1, started 2, terminated 2, maybe started 3
+		t.Errorf("%d events: %+v", n, rec.events)
+	}
+}
+
+func TestUnreachable(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "http://" + lis.Addr().String()
+	lis.Close()
+	d := newDeployer(t, nomad.Options{Address: addr, BinaryPath: goflBinary})
+	start := time.Now()
+	_, err = d.Deploy(ctxT(t, time.Minute), providers.ClusterSpec{ClusterID: "x", Mode: providers.ModeSession})
+	if !errors.Is(err, nomad.ErrUnreachable) || !strings.Contains(err.Error(), addr) {
+		t.Fatalf("Deploy against a closed port: %v", err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("took %s", took)
+	}
+	for name, f := range map[string]func() error{
+		"List":     func() error { _, err := d.List(ctxT(t, time.Minute)); return err },
+		"Retrieve": func() error { _, err := d.Retrieve(ctxT(t, time.Minute), "x"); return err },
+		"Kill":     func() error { return d.Kill(ctxT(t, time.Minute), "x") },
+	} {
+		if err := f(); !errors.Is(err, nomad.ErrUnreachable) || !strings.Contains(err.Error(), addr) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	c, _ := conf.FromMap(map[string]string{"provider.nomad.address": addr, "provider.nomad.binary.path": goflBinary, "deployment.cluster-id": "x"})
+	drv, err := nomad.NewWorkerDriver(providers.DriverContext{Config: c, JobManagerRPCAddress: "127.0.0.1:1", Log: testLog(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = drv.Start(func(providers.WorkerEvent) {})
+	if _, err := drv.RequestWorker(ctxT(t, time.Minute), providers.WorkerSpec{Slots: 1}); !errors.Is(err, nomad.ErrUnreachable) {
+		t.Errorf("RequestWorker: %v", err)
+	}
+	if err := drv.Close(ctxT(t, 10*time.Second)); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestACLDenied(t *testing.T) {
+	a := startAgent(t, testagent.Config{ACLToken: "s3cret-token"})
+	d := newDeployer(t, options(a))
+	_, err := d.Deploy(ctxT(t, time.Minute), providers.ClusterSpec{ClusterID: "acl", Mode: providers.ModeSession})
+	if !errors.Is(err, nomad.ErrPermissionDenied) || !strings.Contains(err.Error(), "token") {
+		t.Fatalf("Deploy without a token: %v", err)
+	}
+	o := options(a)
+	o.Token = "wrong"
+	if _, err := newDeployer(t, o).List(ctxT(t, time.Minute)); !errors.Is(err, nomad.ErrPermissionDenied) || strings.Contains(err.Error(), "wrong") {
+		t.Fatalf("List with a wrong token: %v", err)
+	}
+}
+
+// TestPlacementFailures: what the node cannot run fails Deploy with the
+// reason and leaves no job behind.
+func TestPlacementFailures(t *testing.T) {
+	a := startAgent(t, testagent.Config{NodeMemoryMB: 2048})
+	nc := apiClient(t, a, "")
+	for _, tc := range []struct {
+		name string
+		edit func(*nomad.Options)
+		want string
+	}{
+		{"memory", func(o *nomad.Options) { o.JobManagerMemoryMB = 100000 }, "memory exhausted"},
+		{"constraint", func(o *nomad.Options) {
+			o.Constraints, _ = nomad.ParseConstraints("attr.kernel.name = windows")
+		}, "attr.kernel.name"},
+		{"datacenter", func(o *nomad.Options) { o.Datacenters = []string{"mars"} }, "mars"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := options(a)
+			tc.edit(&o)
+			start := time.Now()
+			_, err := newDeployer(t, o).Deploy(ctxT(t, time.Minute), providers.ClusterSpec{ClusterID: "big", Mode: providers.ModePerJob})
+			if !errors.Is(err, nomad.ErrPlacement) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Deploy: %v", err)
+			}
+			t.Log(err)
+			if took := time.Since(start); took > 10*time.Second {
+				t.Errorf("took %s", took)
+			}
+			if jobs := goflJobs(t, nc); len(jobs) != 0 {
+				t.Fatalf("jobs left: %v", jobs)
+			}
+		})
+	}
+	// The worker half too.
+	jm, c := startJobManager(t, a, "wbig")
+	drv, err := nomad.NewWorkerDriver(providers.DriverContext{Config: c, JobManagerRPCAddress: jm.RPCAddress, Log: testLog(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder()
+	_ = drv.Start(rec.handle)
+	if _, err := drv.RequestWorker(ctxT(t, time.Minute), providers.WorkerSpec{Slots: 1, Memory: 64 * conf.Gibibyte}); !errors.Is(err, nomad.ErrPlacement) || !strings.Contains(err.Error(), "memory") {
+		t.Fatalf("RequestWorker: %v", err)
+	}
+	if jobs := goflJobs(t, nc); len(jobs) != 0 {
+		t.Fatalf("jobs left: %v", jobs)
+	}
+	if err := drv.Close(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.events) != 0 {
+		t.Fatalf("events for a worker that never existed: %+v", rec.events)
+	}
+}
+
+// serveBinary serves the gofl binary over HTTP and returns its URL and
+// sha256.
+func serveBinary(t *testing.T) (string, string) {
+	t.Helper()
+	b, err := os.ReadFile(goflBinary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/webhdfs/v1/gofl/bin/gofl" || r.URL.Query().Get("op") != "OPEN" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write(b)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/webhdfs/v1/gofl/bin/gofl?op=OPEN", hex.EncodeToString(sum[:])
+}
+
+// TestArtifactBinary deploys with the binary fetched through an artifact
+// stanza with a checksum (a WebHDFS-style URL); the JobManager's
+// TaskManagers fetch it too. A wrong checksum fails Deploy, leaving nothing.
+func TestArtifactBinary(t *testing.T) {
+	a := startAgent(t, testagent.Config{})
+	nc := apiClient(t, a, "")
+	url, sum := serveBinary(t)
+
+	bad := options(a)
+	bad.BinaryPath, bad.BinaryURL, bad.BinarySHA256 = "", url, strings.Repeat("0", 64)
+	start := time.Now()
+	_, err := newDeployer(t, bad).Deploy(ctxT(t, time.Minute), providers.ClusterSpec{ClusterID: "badsum", Mode: providers.ModeSession})
+	if !errors.Is(err, nomad.ErrTaskFailed) || !strings.Contains(err.Error(), "Failed Artifact Download") || !strings.Contains(err.Error(), "checksum") {
+		t.Fatalf("Deploy with a wrong checksum: %v", err)
+	}
+	t.Log(err)
+	if took := time.Since(start); took > 15*time.Second {
+		t.Errorf("took %s", took)
+	}
+	if jobs := goflJobs(t, nc); len(jobs) != 0 {
+		t.Fatalf("jobs left: %v", jobs)
+	}
+	if left := processesOf(t, "badsum"); len(left) != 0 {
+		t.Fatalf("processes left: %v", left)
+	}
+
+	o := options(a)
+	o.BinaryPath, o.BinaryURL, o.BinarySHA256 = "", url, sum
+	d := newDeployer(t, o)
+	const id = "fetched"
+	info, err := d.Deploy(ctxT(t, 2*time.Minute), providers.ClusterSpec{ClusterID: id, Mode: providers.ModePerJob, Config: fastCluster(), TaskManagers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Kill(context.Background(), id) })
+	job, _, err := nc.Jobs().Info(nomad.JobManagerJobID(id), nil)
+	if err != nil || *job.Type != "batch" || len(job.TaskGroups[0].Tasks[0].Artifacts) != 1 {
+		t.Fatalf("JobManager job: %+v, %v", job, err)
+	}
+	eventually(t, 60*time.Second, "the fetched TaskManager registers", func() bool {
+		return slices.Equal(taskManagerIDs(info.RESTAddress), []string{"taskmanager-1"})
+	})
+	if err := d.Kill(ctxT(t, time.Minute), id); err != nil {
+		t.Fatal(err)
+	}
+	if left := processesOf(t, id); len(left) != 0 {
+		t.Fatalf("processes left after Kill: %v", left)
+	}
+	if jobs := goflJobs(t, nc); len(jobs) != 0 {
+		t.Fatalf("jobs left: %v", jobs)
+	}
+}
+
+func TestOptionsFromConfig(t *testing.T) {
+	t.Setenv("NOMAD_ADDR", "http://nomad.example:4646")
+	t.Setenv("NOMAD_TOKEN", "from-env")
+	c, err := conf.FromMap(map[string]string{
+		"provider.nomad.datacenters": "dc1, dc2", "provider.nomad.constraints": "${attr.kernel.name} = linux; meta.rack != r1",
+		"provider.nomad.taskmanager.memory": "2g", "provider.nomad.driver": "exec",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := nomad.OptionsFromConfig(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Address != "http://nomad.example:4646" || o.Token != "from-env" || !slices.Equal(o.Datacenters, []string{"dc1", "dc2"}) ||
+		o.TaskManagerMemoryMB != 2048 || o.Driver != "exec" || len(o.Constraints) != 2 ||
+		o.Constraints[1].LTarget != "${meta.rack}" || o.Constraints[1].Operand != "!=" || o.Constraints[1].RTarget != "r1" {
+		t.Fatalf("options = %+v", o)
+	}
+	if got := nomad.FormatConstraints(o.Constraints); got != "attr.kernel.name = linux; meta.rack != r1" {
+		t.Fatalf("FormatConstraints = %q", got)
+	}
+	c, _ = conf.FromMap(map[string]string{"provider.nomad.binary.url": "hdfs://nn/gofl"})
+	if _, err := nomad.OptionsFromConfig(c); err == nil || !strings.Contains(err.Error(), "WebHDFS") {
+		t.Fatalf("hdfs URL: %v", err)
+	}
+	if _, err := providers.Lookup("nomad"); err != nil {
+		t.Fatal(err)
+	}
+}
