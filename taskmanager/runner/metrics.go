@@ -77,8 +77,11 @@ func clampRate(v float64) float64 { return min(max(v, 0), 1000) }
 
 func (s *server) WatchTaskMetrics(req *pb.WatchTaskMetricsRequest, stream pb.JobRunnerService_WatchTaskMetricsServer) error {
 	mex, ok := s.ex.(MetricsExecutor)
-	if !ok {
-		<-stream.Context().Done() // nothing to report
+	if !ok { // nothing to report
+		select {
+		case <-stream.Context().Done():
+		case <-s.stopping:
+		}
 		return nil
 	}
 	interval := time.Duration(req.IntervalMs) * time.Millisecond
@@ -98,6 +101,8 @@ func (s *server) WatchTaskMetrics(req *pb.WatchTaskMetricsRequest, stream pb.Job
 		select {
 		case <-tick.C:
 		case <-stream.Context().Done():
+			return nil
+		case <-s.stopping:
 			return nil
 		}
 	}

@@ -108,7 +108,7 @@ func Serve(ctx context.Context, socketPath string, info Info, ex Executor, log z
 	defer os.Remove(socketPath)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	srv := &server{info: info, ex: ex, log: log, shutdown: cancel, states: newBroadcaster()}
+	srv := &server{info: info, ex: ex, log: log, shutdown: cancel, states: newBroadcaster(), stopping: ctx.Done()}
 	g := grpc.NewServer()
 	pb.RegisterJobRunnerServiceServer(g, srv)
 	done := make(chan error, 1)
@@ -130,6 +130,9 @@ type server struct {
 	log      zerolog.Logger
 	shutdown context.CancelFunc
 	states   *broadcaster
+	// stopping is closed when the runner shuts down; streams end then so
+	// the graceful stop need not wait for their clients.
+	stopping <-chan struct{}
 }
 
 func (s *server) Handshake(_ context.Context, req *pb.RunnerHandshakeRequest) (*pb.RunnerHandshakeResponse, error) {
