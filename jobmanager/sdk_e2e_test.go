@@ -3,8 +3,10 @@ package jobmanager_test
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math/rand"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/gofl/gofl/jobgraph"
 	"github.com/gofl/gofl/rpc/pb"
+	"github.com/gofl/gofl/rpc/restapi"
 )
 
 // runSDKJob takes the path of `gofl run`: the binary's plan role at
@@ -144,6 +147,28 @@ func TestWordCountOnCluster(t *testing.T) {
 			if files, _ := filepath.Glob(filepath.Join(out, "part-*")); len(files) != p {
 				t.Errorf("%d part files, want %d", len(files), p)
 			}
+			// The exchange between the tokenizer and the count is lossless:
+			// every record written upstream was read downstream.
+			d, err := c.client.JobDetails(c.ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			up, down := vertexNamed(t, d, "Tokenizer"), vertexNamed(t, d, "Count")
+			t.Logf("%s: %+v; %s: %+v", up.Name, up.Metrics, down.Name, down.Metrics)
+			if m := up.Metrics; m.WriteRecords <= 0 || !m.WriteRecordsComplete || m.WriteRecords != down.Metrics.ReadRecords || !down.Metrics.ReadRecordsComplete {
+				t.Errorf("%q wrote %d records, %q read %d; want equal and > 0", up.Name, m.WriteRecords, down.Name, down.Metrics.ReadRecords)
+			}
+			if up.Metrics.WriteBytes != down.Metrics.ReadBytes || up.Metrics.ReadRecords != 0 || down.Metrics.WriteRecords != 0 {
+				t.Errorf("bytes written %d, read %d; source reads %d, sink writes %d records",
+					up.Metrics.WriteBytes, down.Metrics.ReadBytes, up.Metrics.ReadRecords, down.Metrics.WriteRecords)
+			}
+			var perSubtask int64
+			for _, st := range c.jobVertex(id, down.ID).Subtasks {
+				perSubtask += st.Metrics.ReadRecords
+			}
+			if perSubtask != down.Metrics.ReadRecords {
+				t.Errorf("subtasks of %q read %d records, the vertex %d", down.Name, perSubtask, down.Metrics.ReadRecords)
+			}
 		})
 	}
 }
@@ -261,8 +286,79 @@ func TestSlowSinkBackpressuresSourceWithBoundedMemory(t *testing.T) {
 	if err != nil || d.State != "RUNNING" {
 		t.Fatalf("job %s, %v; want it still running behind its slow sink", d.State, err)
 	}
+	// The metrics show it: the source's subtasks are highly back-pressured,
+	// and the sink keeps reading.
+	src, sink := vertexNamed(t, d, "Fast source"), vertexNamed(t, d, "Sink")
+	c.eventually(10*time.Second, func() error {
+		bp := c.backPressure(id, src.ID)
+		if bp.Status != "ok" || bp.BackpressureLevel != "high" || len(bp.Subtasks) != 2 {
+			return fmt.Errorf("source back pressure %+v, want high", bp)
+		}
+		for _, st := range bp.Subtasks {
+			if st.BackpressureLevel != "high" || st.Ratio <= 0.5 {
+				return fmt.Errorf("source subtask back pressure %+v, want high", st)
+			}
+		}
+		return nil
+	})
+	bp := c.backPressure(id, src.ID)
+	t.Logf("source back pressure: %+v", bp)
+	if sbp := c.backPressure(id, sink.ID); sbp.BackpressureLevel != "ok" {
+		t.Errorf("the sink is back-pressured: %+v", sbp)
+	}
+	readRecords := func() int64 {
+		d, err := c.client.JobDetails(c.ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return vertexNamed(t, d, "Sink").Metrics.ReadRecords
+	}
+	first := readRecords()
+	c.eventually(10*time.Second, func() error {
+		if n := readRecords(); n <= first {
+			return fmt.Errorf("the sink read %d records, before %d; want growth", n, first)
+		}
+		return nil
+	})
 	if err := c.client.CancelJob(c.ctx, id); err != nil {
 		t.Fatal(err)
 	}
 	c.waitFor(id, 15*time.Second, "CANCELED")
+}
+
+// vertexNamed is the job's vertex whose name contains name.
+func vertexNamed(t *testing.T, d restapi.JobDetails, name string) restapi.JobVertexDetails {
+	t.Helper()
+	for _, v := range d.Vertices {
+		if strings.Contains(v.Name, name) {
+			return v
+		}
+	}
+	t.Fatalf("job %s has no vertex named %q", d.ID, name)
+	return restapi.JobVertexDetails{}
+}
+
+// jobVertex is GET /jobs/{jobid}/vertices/{vertexid}.
+func (c *cluster) jobVertex(jobID, vertexID string) restapi.JobVertexInfo {
+	c.t.Helper()
+	v, err := c.client.JobVertex(c.ctx, jobID, vertexID)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return v
+}
+
+// backPressure is GET /jobs/{jobid}/vertices/{vertexid}/backpressure.
+func (c *cluster) backPressure(jobID, vertexID string) restapi.JobVertexBackPressureInfo {
+	c.t.Helper()
+	resp, err := http.Get(c.client.Address() + "/jobs/" + jobID + "/vertices/" + vertexID + "/backpressure")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var bp restapi.JobVertexBackPressureInfo
+	if err := json.NewDecoder(resp.Body).Decode(&bp); err != nil || resp.StatusCode != http.StatusOK {
+		c.t.Fatalf("back pressure: %d, %v", resp.StatusCode, err)
+	}
+	return bp
 }
