@@ -717,3 +717,100 @@ func TestOptionsFromConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestACLToken: with the token, a deployed JobManager's worker driver
+// reaches the agent through NOMAD_TOKEN in its task environment (the token
+// is on no command line).
+func TestACLToken(t *testing.T) {
+	const token = "s3cret-token"
+	a := startAgent(t, testagent.Config{ACLToken: token})
+	nc := apiClient(t, a, token)
+	o := options(a)
+	o.Token = token
+	d := newDeployer(t, o)
+	const id = "acl-ok"
+	info, err := d.Deploy(ctxT(t, 2*time.Minute), providers.ClusterSpec{ClusterID: id, Mode: providers.ModeSession, Config: fastCluster(), TaskManagers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Kill(context.Background(), id) })
+	eventually(t, 60*time.Second, "the TaskManager registers", func() bool {
+		return slices.Equal(taskManagerIDs(info.RESTAddress), []string{"taskmanager-1"})
+	})
+	for _, pid := range processesOf(t, id) {
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+		if bytes.Contains(cmdline, []byte(token)) {
+			t.Fatalf("the token is on the command line of %d: %q", pid, cmdline)
+		}
+	}
+	job, _, err := nc.Jobs().Info(nomad.JobManagerJobID(id), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if args := fmt.Sprint(job.TaskGroups[0].Tasks[0].Config["args"]); strings.Contains(args, token) {
+		t.Fatalf("the token is in the job's args: %s", args)
+	}
+	if err := d.Kill(ctxT(t, time.Minute), id); err != nil {
+		t.Fatal(err)
+	}
+	if jobs := goflJobs(t, nc); len(jobs) != 0 {
+		t.Fatalf("jobs left: %v", jobs)
+	}
+}
+
+// TestEndedClusterIsCleaned: a per-job cluster whose JobManager died is
+// reported terminated, and List purges it with its TaskManagers.
+func TestEndedClusterIsCleaned(t *testing.T) {
+	a := startAgent(t, testagent.Config{})
+	nc := apiClient(t, a, "")
+	d := newDeployer(t, options(a))
+	const id = "ended"
+	info, err := d.Deploy(ctxT(t, 2*time.Minute), providers.ClusterSpec{ClusterID: id, Mode: providers.ModePerJob, Config: fastCluster(), TaskManagers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Kill(context.Background(), id) })
+	eventually(t, 60*time.Second, "a TaskManager registers", func() bool { return len(taskManagerIDs(info.RESTAddress)) == 1 })
+	jms := processesOf(t, id, "\x00jobmanager\x00")
+	if len(jms) != 1 {
+		t.Fatalf("JobManager processes: %v", jms)
+	}
+	if err := syscall.Kill(jms[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the cluster is reported terminated", func() bool {
+		got, err := d.Retrieve(context.Background(), id)
+		return err == nil && got.Status == providers.StatusTerminated
+	})
+	if list, err := d.List(ctxT(t, time.Minute)); err != nil || len(list) != 0 {
+		t.Fatalf("List = %+v, %v", list, err)
+	}
+	if jobs := goflJobs(t, nc); len(jobs) != 0 {
+		t.Fatalf("jobs left: %v", jobs)
+	}
+	if left := processesOf(t, id); len(left) != 0 {
+		t.Fatalf("processes left: %v", left)
+	}
+	// The ID is free again.
+	if _, err := d.Retrieve(ctxT(t, 10*time.Second), id); !errors.Is(err, providers.ErrClusterNotFound) {
+		t.Fatalf("Retrieve after cleaning: %v", err)
+	}
+}
+
+// TestDeployDeadline: a deadline before the JobManager serves rolls back.
+func TestDeployDeadline(t *testing.T) {
+	a := startAgent(t, testagent.Config{})
+	nc := apiClient(t, a, "")
+	d := newDeployer(t, options(a))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	if _, err := d.Deploy(ctx, providers.ClusterSpec{ClusterID: "late", Mode: providers.ModeSession, Config: fastCluster()}); err == nil {
+		t.Fatal("Deploy with an expired deadline succeeded")
+	}
+	if jobs := goflJobs(t, nc); len(jobs) != 0 {
+		t.Fatalf("jobs left: %v", jobs)
+	}
+	if left := processesOf(t, "late"); len(left) != 0 {
+		t.Fatalf("processes left: %v", left)
+	}
+}
