@@ -155,7 +155,10 @@ func (p *Process) connect(ctx context.Context, socket string) error {
 		return fmt.Errorf("runner: %w", err)
 	}
 	p.conn, p.client = conn, pb.NewJobRunnerServiceClient(conn)
-	resp, err := p.client.Handshake(ctx, &pb.RunnerHandshakeRequest{ProtocolVersion: version.ProtocolVersion, JobId: p.spec.JobID, Fingerprint: p.spec.Fingerprint})
+	// The socket file appears at bind, a moment before the runner listens:
+	// wait for the server to be ready rather than fail on the first refusal.
+	resp, err := p.client.Handshake(ctx, &pb.RunnerHandshakeRequest{ProtocolVersion: version.ProtocolVersion, JobId: p.spec.JobID, Fingerprint: p.spec.Fingerprint},
+		grpc.WaitForReady(true))
 	if err != nil {
 		conn.Close()
 		return fmt.Errorf("runner: handshake with the job binary failed: %w", err)
