@@ -30,12 +30,17 @@ type MetricsExecutor interface {
 	TaskMetrics() []*pb.TaskIOMetrics
 }
 
+// rateWindow is how many sampling intervals a rate spans at most: a
+// writer's back-pressured time is counted when its wait for a buffer ends,
+// so one interval's share is lumpy.
+const rateWindow = 5
+
 // RateTracker derives Flink's per-second time metrics
 // (backPressuredTimeMsPerSecond, idleTimeMsPerSecond, busyTimeMsPerSecond)
-// from successive samples of accumulated times, per attempt. It is not
-// safe for concurrent use.
+// from successive samples of accumulated times, per attempt, over the last
+// rateWindow sampling intervals. It is not safe for concurrent use.
 type RateTracker struct {
-	last map[string]sample
+	last map[string][]sample // oldest first, at most rateWindow
 }
 
 type sample struct {
@@ -45,13 +50,13 @@ type sample struct {
 }
 
 // NewRateTracker returns an empty tracker.
-func NewRateTracker() *RateTracker { return &RateTracker{last: map[string]sample{}} }
+func NewRateTracker() *RateTracker { return &RateTracker{last: map[string][]sample{}} }
 
 // Update sets the rates and the timestamp of every metric in ms, sampled at
-// now, from the previous sample of the same attempt; an attempt's first
-// sample gets no rates. Attempts missing from ms are forgotten.
+// now, from the attempt's earlier samples; an attempt's first sample gets
+// no rates. Attempts missing from ms are forgotten.
 func (r *RateTracker) Update(now time.Time, ms []*pb.TaskIOMetrics) {
-	seen := make(map[string]sample, len(ms))
+	seen := make(map[string][]sample, len(ms))
 	for _, m := range ms {
 		if m == nil {
 			continue
@@ -59,14 +64,20 @@ func (r *RateTracker) Update(now time.Time, ms []*pb.TaskIOMetrics) {
 		key := attemptKey(m.Attempt)
 		cur := sample{at: now, backPressured: m.BackPressuredTimeMs, idle: m.IdleTimeMs, busy: m.BusyTimeMs}
 		m.TimestampMs = now.UnixMilli()
-		if prev, ok := r.last[key]; ok {
+		hist := r.last[key]
+		if len(hist) > 0 {
+			prev := hist[0]
 			if dt := now.Sub(prev.at).Seconds(); dt > 0 {
 				m.BackPressuredTimeMsPerSecond = clampRate(float64(cur.backPressured-prev.backPressured) / dt)
 				m.IdleTimeMsPerSecond = clampRate(float64(cur.idle-prev.idle) / dt)
 				m.BusyTimeMsPerSecond = clampRate(float64(cur.busy-prev.busy) / dt)
 			}
 		}
-		seen[key] = cur
+		hist = append(hist, cur)
+		if len(hist) > rateWindow {
+			hist = hist[len(hist)-rateWindow:]
+		}
+		seen[key] = hist
 	}
 	r.last = seen
 }

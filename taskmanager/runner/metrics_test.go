@@ -39,6 +39,17 @@ func TestRateTrackerDerivesPerSecondRates(t *testing.T) {
 	if m := third[0]; m.BackPressuredTimeMsPerSecond != 1000 || m.IdleTimeMsPerSecond != 0 {
 		t.Fatalf("clamped rates %v", m)
 	}
+	// Rates span the last rateWindow intervals: one second of 1000 ms back
+	// pressure after seconds without any is a fifth.
+	r = NewRateTracker()
+	for i := 0; i <= rateWindow; i++ {
+		r.Update(t0.Add(time.Duration(i)*time.Second), []*pb.TaskIOMetrics{{Attempt: a, BackPressuredTimeMs: 0}})
+	}
+	m := &pb.TaskIOMetrics{Attempt: a, BackPressuredTimeMs: 1000}
+	r.Update(t0.Add(time.Duration(rateWindow+1)*time.Second), []*pb.TaskIOMetrics{m})
+	if want := 1000.0 / rateWindow; m.BackPressuredTimeMsPerSecond != want {
+		t.Fatalf("windowed rate %v, want %v", m.BackPressuredTimeMsPerSecond, want)
+	}
 	// b vanished: it is forgotten.
 	if _, ok := r.last[attemptKey(b)]; ok {
 		t.Fatal("a finished attempt is still tracked")
