@@ -156,8 +156,18 @@ func (p *Process) connect(ctx context.Context, socket string) error {
 	}
 	p.conn, p.client = conn, pb.NewJobRunnerServiceClient(conn)
 	// The socket file appears at bind, a moment before the runner listens:
-	// wait for the server to be ready rather than fail on the first refusal.
-	resp, err := p.client.Handshake(ctx, &pb.RunnerHandshakeRequest{ProtocolVersion: version.ProtocolVersion, JobId: p.spec.JobID, Fingerprint: p.spec.Fingerprint},
+	// wait for the server to be ready rather than fail on the first refusal,
+	// but stop waiting if the process dies.
+	hctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		select {
+		case <-p.exited:
+			stop()
+		case <-hctx.Done():
+		}
+	}()
+	resp, err := p.client.Handshake(hctx, &pb.RunnerHandshakeRequest{ProtocolVersion: version.ProtocolVersion, JobId: p.spec.JobID, Fingerprint: p.spec.Fingerprint},
 		grpc.WaitForReady(true))
 	if err != nil {
 		conn.Close()
