@@ -171,6 +171,11 @@ func (p *Process) connect(ctx context.Context, socket string) error {
 		grpc.WaitForReady(true))
 	if err != nil {
 		conn.Close()
+		select {
+		case <-p.exited:
+			return fmt.Errorf("runner: the job binary exited during the handshake: %w%s", p.exitErr, p.logTail())
+		default:
+		}
 		return fmt.Errorf("runner: handshake with the job binary failed: %w", err)
 	}
 	if resp.ProtocolVersion != version.ProtocolVersion {
