@@ -212,6 +212,9 @@ func (d *Deployer) awaitJobManager(ctx context.Context, spec providers.ClusterSp
 			why := a.ClientStatus + " " + a.ClientDescription
 			if f != nil {
 				why = describeEvent(f)
+				if !terminal(a.ClientStatus) {
+					d.c.settle(ctx, jobID, 5*time.Second)
+				}
 			}
 			return providers.ClusterInfo{}, fmt.Errorf("%w: deploying %s: the JobManager task of allocation %s failed during startup: %s (logs: `nomad alloc logs -stderr %s`)",
 				ErrTaskFailed, spec.ClusterID, shortID(a.ID), why, a.ID)

@@ -282,6 +282,34 @@ func terminal(clientStatus string) bool {
 	return clientStatus == "complete" || clientStatus == "failed" || clientStatus == "lost"
 }
 
+func anyTaskRunning(ts map[string]*api.TaskState) bool {
+	for _, t := range ts {
+		if t != nil && t.State == "running" {
+			return true
+		}
+	}
+	return false
+}
+
+// settle waits up to d for a job's newest allocation to become terminal on
+// its own (a task that failed to start ends its allocation a moment after
+// the failure event), so it is not stopped midway.
+func (c *client) settle(ctx context.Context, jobID string, d time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var idx uint64
+	for ctx.Err() == nil {
+		allocs, meta, err := c.api.Jobs().Allocations(jobID, true, q(ctx, idx, d))
+		if err != nil {
+			return
+		}
+		if a := newest(allocs); a == nil || terminal(a.ClientStatus) {
+			return
+		}
+		idx = meta.LastIndex
+	}
+}
+
 // newest returns the allocation created last.
 func newest(allocs []*api.AllocationListStub) *api.AllocationListStub {
 	var n *api.AllocationListStub
@@ -434,7 +462,9 @@ func (c *client) waitAllocsGone(ctx context.Context, ids []string) error {
 				}
 				return c.wrap("reading allocation "+id, err)
 			}
-			if terminal(a.ClientStatus) {
+			if terminal(a.ClientStatus) || a.DesiredStatus != "run" && !anyTaskRunning(a.TaskStates) {
+				// Ended, or told to stop with no task process left (a task
+				// that failed to start, e.g. its artifact download).
 				break
 			}
 			idx = meta.LastIndex
