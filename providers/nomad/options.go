@@ -28,49 +28,28 @@ const (
 	DriverExec    = "exec"
 )
 
-// Configuration keys (registered with package conf when this package is
-// linked, so -D, YAML and GOFL_* environment variables accept them).
+// Configuration keys, defined in package conf (provider.nomad.*).
 var (
-	OptAddress = conf.StringOption("provider.nomad.address", "",
-		"Nomad HTTP API address; empty: $NOMAD_ADDR, else http://127.0.0.1:4646.")
-	OptNamespace = conf.StringOption("provider.nomad.namespace", "",
-		"Nomad namespace of the cluster's jobs; empty: $NOMAD_NAMESPACE, else default.")
-	OptRegion = conf.StringOption("provider.nomad.region", "",
-		"Nomad region of the cluster's jobs; empty: $NOMAD_REGION, else the agent's region.")
-	OptDatacenters = conf.StringOption("provider.nomad.datacenters", "*",
-		"Comma-separated datacenters (globs) the cluster's jobs may run in.")
-	OptToken = conf.StringOption("provider.nomad.token", "",
-		"Nomad ACL token (secret ID); empty: $NOMAD_TOKEN. Never logged, never put on a command line: deployed JobManagers get it as NOMAD_TOKEN in their task environment.")
-	OptTLSCACert = conf.StringOption("provider.nomad.tls.ca-cert", "",
-		"CA certificate file for Nomad's HTTPS API; empty: $NOMAD_CACERT.")
-	OptTLSClientCert = conf.StringOption("provider.nomad.tls.client-cert", "",
-		"Client certificate file for Nomad's HTTPS API; empty: $NOMAD_CLIENT_CERT.")
-	OptTLSClientKey = conf.StringOption("provider.nomad.tls.client-key", "",
-		"Client key file for Nomad's HTTPS API; empty: $NOMAD_CLIENT_KEY.")
-	OptTLSInsecure = conf.BoolOption("provider.nomad.tls.insecure", false,
-		"Skip verification of Nomad's TLS certificate.")
-	OptJobManagerCPU = conf.IntOption("provider.nomad.jobmanager.cpu", 500,
-		"CPU (MHz) reserved for a JobManager task.")
-	OptJobManagerMemory = conf.MemorySizeOption("provider.nomad.jobmanager.memory", 512*conf.Mebibyte,
-		"Memory reserved for a JobManager task (Nomad's memory, rounded up to MB).")
-	OptTaskManagerCPU = conf.IntOption("provider.nomad.taskmanager.cpu", 1000,
-		"CPU (MHz) reserved for a TaskManager task whose worker spec names no CPU.")
-	OptTaskManagerMemory = conf.MemorySizeOption("provider.nomad.taskmanager.memory", conf.Gibibyte,
-		"Memory reserved for a TaskManager task whose worker spec names none.")
-	OptMHzPerCore = conf.IntOption("provider.nomad.cpu.mhz-per-core", 1000,
-		"MHz reserved per core when a worker spec asks for CPU cores.")
-	OptConstraints = conf.StringOption("provider.nomad.constraints", "",
-		`Job constraints separated by ';', each "<attribute> <operator> [value]", e.g. "${attr.kernel.name} = linux" or "attr.kernel.name = linux" (the ${} may be left out; JobManagers receive the constraints without it, since Nomad would interpolate it in task arguments).`)
-	OptDriver = conf.EnumOption("provider.nomad.driver", DriverRawExec, []string{DriverRawExec, DriverExec},
-		"Nomad task driver for JobManagers and TaskManagers.")
-	OptBinaryPath = conf.StringOption("provider.nomad.binary.path", "",
-		"Path of the gofl binary pre-installed on the Nomad nodes; empty: deployment.binary, else the running executable's path.")
-	OptBinaryURL = conf.StringOption("provider.nomad.binary.url", "",
-		"http(s) URL the tasks fetch the gofl binary from through an artifact stanza (WebHDFS: http://namenode:9870/webhdfs/v1/<path>?op=OPEN); takes precedence over binary.path.")
-	OptBinarySHA256 = conf.StringOption("provider.nomad.binary.sha256", "",
-		"Hex SHA-256 of the binary at provider.nomad.binary.url; required with it (the artifact stanza's checksum).")
-	OptKillTimeout = conf.DurationOption("provider.nomad.kill-timeout", 10*time.Second,
-		"Time Nomad gives a JobManager or TaskManager between SIGTERM and SIGKILL when it is stopped.")
+	OptAddress           = conf.NomadAddress
+	OptNamespace         = conf.NomadNamespace
+	OptRegion            = conf.NomadRegion
+	OptDatacenters       = conf.NomadDatacenters
+	OptToken             = conf.NomadToken
+	OptTLSCACert         = conf.NomadTLSCACert
+	OptTLSClientCert     = conf.NomadTLSClientCert
+	OptTLSClientKey      = conf.NomadTLSClientKey
+	OptTLSInsecure       = conf.NomadTLSInsecure
+	OptJobManagerCPU     = conf.NomadJobManagerCPU
+	OptJobManagerMemory  = conf.NomadJobManagerMemory
+	OptTaskManagerCPU    = conf.NomadTaskManagerCPU
+	OptTaskManagerMemory = conf.NomadTaskManagerMemory
+	OptMHzPerCore        = conf.NomadMHzPerCore
+	OptConstraints       = conf.NomadConstraints
+	OptDriver            = conf.NomadDriver
+	OptBinaryPath        = conf.NomadBinaryPath
+	OptBinaryURL         = conf.NomadBinaryURL
+	OptBinarySHA256      = conf.NomadBinarySHA256
+	OptKillTimeout       = conf.NomadKillTimeout
 )
 
 // Options configure the provider's two halves.
