@@ -34,7 +34,7 @@ var (
 		WithCheck(jsonStringArray)
 	// DeploymentAttached makes a per-job or application cluster wait for its client.
 	DeploymentAttached = BoolOption("deployment.attached", false,
-		"Whether a client follows the per-job or application cluster: if so, once its jobs ended the JobManager keeps serving until a client has fetched the final state (GET /jobs/<id> or /application), at most deployment.result-fetch.timeout, and then exits.")
+		"Whether a client follows the per-job or application cluster: if so, once its jobs ended the JobManager keeps serving until a client has fetched the final state (GET /application), at most deployment.result-fetch.timeout, and then exits.")
 	// DeploymentResultFetchTimeout bounds how long an attached cluster waits for its client.
 	DeploymentResultFetchTimeout = DurationOption("deployment.result-fetch.timeout", time.Minute,
 		"How long an attached per-job or application cluster keeps serving after its jobs ended while no client fetched the final state.").

@@ -16,7 +16,6 @@ import (
 	"path"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -70,7 +69,6 @@ type deployment struct {
 	token     string
 	fetched   chan struct{} // a client fetched the final state
 	fetchOnce sync.Once
-	done      atomic.Bool
 
 	mu     sync.Mutex
 	status ApplicationStatus
@@ -212,7 +210,6 @@ func (d *deployment) run(ctx context.Context, disp *dispatcher.Dispatcher, restA
 		d.status.State, d.status.Error = "FAILED", err.Error()
 	}
 	d.mu.Unlock()
-	d.done.Store(true)
 	ev := d.log.Info()
 	if err != nil {
 		ev = d.log.Warn().Err(err)
@@ -296,8 +293,8 @@ func (d *deployment) runApplication(ctx context.Context, disp *dispatcher.Dispat
 
 // handler wraps the REST API: per-job clusters accept no submissions,
 // application clusters only the driver's; GET /application reports the
-// cluster's state, and fetching the final state lets an attached cluster
-// go.
+// cluster's state, and once it reports the final state an attached
+// cluster may go (clients read it last, after following their jobs).
 func (d *deployment) handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := strings.TrimSuffix(r.URL.Path, "/")
@@ -313,19 +310,19 @@ func (d *deployment) handler(next http.Handler) http.Handler {
 				return
 			}
 		}
-		doneBefore := d.done.Load()
 		if r.Method == http.MethodGet && p == ApplicationPath {
 			d.mu.Lock()
 			st := d.status
 			st.Jobs = append([]string{}, st.Jobs...)
 			d.mu.Unlock()
 			writeJSON(w, http.StatusOK, st)
-		} else {
-			next.ServeHTTP(w, r)
+			if st.State != "RUNNING" {
+				// The client has the final state: an attached cluster may go.
+				d.fetchOnce.Do(func() { close(d.fetched) })
+			}
+			return
 		}
-		if doneBefore && r.Method == http.MethodGet && (p == ApplicationPath || strings.Count(p, "/") == 2 && strings.HasPrefix(p, "/jobs/") && p != "/jobs/overview") {
-			d.fetchOnce.Do(func() { close(d.fetched) })
-		}
+		next.ServeHTTP(w, r)
 	})
 }
 

@@ -110,6 +110,7 @@ func runPerJob(c *cli.Context) error {
 		return err
 	}
 	ferr := followJob(c, cl, jg.JobID)
+	ackFinalState(info.RESTAddress)
 	finishCluster(c.App.ErrWriter, dep, id, s)
 	return ferr
 }
@@ -224,6 +225,24 @@ func followApplication(c *cli.Context, addr string) error {
 		case <-c.Context.Done():
 			return c.Context.Err()
 		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// ackFinalState reads GET /application until it reports the final state,
+// which tells an attached per-job JobManager that its client is done.
+func ackFinalState(addr string) {
+	hc := &http.Client{Timeout: 2 * time.Second}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		resp, err := hc.Get("http://" + addr + jobmanager.ApplicationPath)
+		if err != nil {
+			return // gone already
+		}
+		var st jobmanager.ApplicationStatus
+		err = json.NewDecoder(resp.Body).Decode(&st)
+		resp.Body.Close()
+		if err != nil || st.State != "RUNNING" {
+			return
 		}
 	}
 }
