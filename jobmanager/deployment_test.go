@@ -1,0 +1,75 @@
+package jobmanager
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/gofl/gofl/conf"
+)
+
+func TestDeploymentHandler(t *testing.T) {
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusAccepted) })
+	newDep := func(mode string) *deployment {
+		return &deployment{mode: mode, clusterID: "c1", token: "tok", fetched: make(chan struct{}),
+			status: ApplicationStatus{Mode: mode, State: "RUNNING", Jobs: []string{}}}
+	}
+	do := func(h http.Handler, method, path, token string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(method, path, strings.NewReader("{}"))
+		if token != "" {
+			r.Header.Set(DriverTokenHeader, token)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+
+	perJob := newDep(conf.ModePerJob)
+	h := perJob.handler(next)
+	if w := do(h, http.MethodPost, "/jobs", ""); w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "per-job cluster") {
+		t.Errorf("per-job POST /jobs: %d %s", w.Code, w.Body)
+	}
+	if w := do(h, http.MethodGet, "/jobs/overview", ""); w.Code != http.StatusAccepted {
+		t.Errorf("per-job GET /jobs/overview: %d", w.Code)
+	}
+
+	app := newDep(conf.ModeApplication)
+	h = app.handler(next)
+	for _, tok := range []string{"", "wrong"} {
+		if w := do(h, http.MethodPost, "/jobs", tok); w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "application driver") {
+			t.Errorf("application POST /jobs with token %q: %d %s", tok, w.Code, w.Body)
+		}
+	}
+	if w := do(h, http.MethodPost, "/jobs", "tok"); w.Code != http.StatusAccepted {
+		t.Errorf("the driver's POST /jobs: %d", w.Code)
+	}
+	// The final state, once read, lets an attached cluster go.
+	if w := do(h, http.MethodGet, ApplicationPath, ""); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"state":"RUNNING"`) {
+		t.Errorf("GET /application: %d %s", w.Code, w.Body)
+	}
+	select {
+	case <-app.fetched:
+		t.Fatal("fetched before the end")
+	default:
+	}
+	app.mu.Lock()
+	app.status.State, app.status.Jobs = "FINISHED", []string{"j1"}
+	app.mu.Unlock()
+	if w := do(h, http.MethodGet, ApplicationPath, ""); !strings.Contains(w.Body.String(), `"state":"FINISHED","jobs":["j1"]`) {
+		t.Errorf("GET /application: %s", w.Body)
+	}
+	select {
+	case <-app.fetched:
+	default:
+		t.Fatal("reading the final state did not count as fetched")
+	}
+}
+
+func TestDriverRESTAddress(t *testing.T) {
+	for in, want := range map[string]string{"0.0.0.0:81": "127.0.0.1:81", "[::]:81": "127.0.0.1:81", "10.0.0.1:81": "10.0.0.1:81", "localhost:81": "127.0.0.1:81"} {
+		if got := driverRESTAddress(in); got != want {
+			t.Errorf("driverRESTAddress(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
