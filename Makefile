@@ -29,6 +29,13 @@ bench-scheduler:
 # through the local executor (-wordcount.mb MB of text per op) and the
 # network exchange. BENCH_COUNT (default 5) runs of each, in Go's benchmark
 # format: save the output and compare runs with benchstat.
+# Deployment latency on the local provider: gofl run to RUNNING and to
+# FINISHED in per-job mode, and submitting to a running session
+# (RUNS, default 5).
+.PHONY: bench-deploy
+bench-deploy:
+	GO=$(GO) scripts/bench-deploy.sh
+
 .PHONY: bench-throughput
 bench-throughput:
 	$(GO) test -run '^$$' -bench '^BenchmarkChainedMapFilter$$' -benchmem -benchtime 2s -count $(or $(BENCH_COUNT),5) ./stream/
