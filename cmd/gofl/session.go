@@ -62,7 +62,14 @@ Examples:
 				Description: `Stages the gofl binary (in the blob cache, <staging.dir>/.gofl/blobs/) and the
 configuration (<staging.dir>/.gofl/<cluster-id>/gofl.yaml), deploys the
 JobManager through the provider, waits until its REST API answers, and
-prints the cluster ID and REST address.`,
+prints the cluster ID and REST address. gofl remembers the session; the
+latest is the default cluster of later commands. With -n the cluster keeps
+N TaskManagers running; more start when jobs need slots.
+
+Examples:
+   gofl session start
+   gofl session start -t local --name analytics -n 2
+   gofl session start -D taskmanager.numberOfTaskSlots=4 -D staging.dir=hdfs://nn:8020/user/me`,
 				Flags: []cli.Flag{
 					targetFlag(),
 					&cli.StringFlag{Name: "name", Usage: "cluster `ID` (default: session-<random>)"},
@@ -72,8 +79,16 @@ prints the cluster ID and REST address.`,
 				Action: runSessionStart,
 			},
 			{
-				Name:   "list",
-				Usage:  "list running clusters",
+				Name:  "list",
+				Usage: "list running clusters",
+				Description: `Lists the provider's running clusters of every mode (session, per-job,
+application): ID, provider, mode, status, REST address and creation time.
+The remembered default session is marked with *. Sessions gofl remembers
+that no longer run are forgotten.
+
+Examples:
+   gofl session list
+   gofl session list -t nomad`,
 				Flags:  []cli.Flag{targetFlag()},
 				Action: runSessionList,
 			},
@@ -81,8 +96,15 @@ prints the cluster ID and REST address.`,
 				Name:      "stop",
 				Usage:     "stop a cluster and remove its staging directory",
 				ArgsUsage: "[CLUSTER_ID]",
-				Flags:     []cli.Flag{targetFlag(), &cli.DurationFlag{Name: "timeout", Value: time.Minute, Usage: "give up after `DURATION`"}},
-				Action:    runSessionStop,
+				Description: `Kills the cluster through its provider (the JobManager, its TaskManagers and
+their jobs), removes its staging directory <staging.dir>/.gofl/CLUSTER_ID/
+and forgets it. Without CLUSTER_ID it stops the remembered default session.
+
+Examples:
+   gofl session stop
+   gofl session stop analytics`,
+				Flags:  []cli.Flag{targetFlag(), &cli.DurationFlag{Name: "timeout", Value: time.Minute, Usage: "give up after `DURATION`"}},
+				Action: runSessionStop,
 			},
 		},
 	}
