@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -252,11 +253,16 @@ func (d *deployment) runApplication(ctx context.Context, disp *dispatcher.Dispat
 	cmd := exec.CommandContext(ctx, d.binPath, d.args...)
 	env := make([]string, 0, len(os.Environ())+4)
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "GOFL_ROLE=") && !strings.HasPrefix(kv, "GOFL_RUNNER_") {
+		if !strings.HasPrefix(kv, "GOFL_ROLE=") && !strings.HasPrefix(kv, "GOFL_RUNNER_") && !strings.HasPrefix(kv, "GOFL_PARALLELISM=") {
 			env = append(env, kv)
 		}
 	}
-	cmd.Env = append(env, "GOFL_ROLE=driver", EnvDriverREST+"="+restAddr, EnvDriverToken+"="+d.token, EnvDriverBinaryKey+"="+d.binaryKey)
+	env = append(env, "GOFL_ROLE=driver", EnvDriverREST+"="+restAddr, EnvDriverToken+"="+d.token, EnvDriverBinaryKey+"="+d.binaryKey)
+	if d.cfg.IsSet(conf.DefaultParallelism.Key()) {
+		// gofl run -p: the builders' default parallelism.
+		env = append(env, "GOFL_PARALLELISM="+strconv.Itoa(conf.DefaultParallelism.Get(d.cfg)))
+	}
+	cmd.Env = env
 	var tail tailBuffer
 	cmd.Stdout = os.Stderr
 	cmd.Stderr = io.MultiWriter(os.Stderr, &tail)

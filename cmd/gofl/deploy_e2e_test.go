@@ -347,12 +347,16 @@ func TestDeployApplicationE2E(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t)
 	out := filepath.Join(e.home, "out")
-	r := e.run("run", "-m", "application", "-t", "local", e.wc, "--input", e.input, "--output", out)
+	r := e.run("run", "-m", "application", "-t", "local", "-p", "2", e.wc, "--input", e.input, "--output", out)
 	expectOK(t, r, "run -m application")
 	if !regexp.MustCompile(`FINISHED \| job [0-9a-f]{32}: FINISHED`).MatchString(r.stdout) || !clusterIDLine.MatchString(r.stdout) {
 		t.Fatalf("run printed:\n%s", r.stdout)
 	}
 	e.checkCounts(out)
+	// -p reaches the driver's builder: two sink subtasks, two part files.
+	if parts, _ := filepath.Glob(filepath.Join(out, "part-*")); len(parts) != 2 {
+		t.Errorf("part files %q, want 2 (-p 2)", parts)
+	}
 	if err := e.waitClean(30 * time.Second); err != nil {
 		t.Fatal(err)
 	}
