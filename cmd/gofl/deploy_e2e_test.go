@@ -74,6 +74,7 @@ type e2e struct {
 	input    string
 	staging  string // staging.dir; default file://$HOME
 	extraEnv []string
+	extraArg []string // more -D flags
 }
 
 const e2eText = "to be or not to be\nthat is the question\nTo be, or not to be!\n"
@@ -104,6 +105,7 @@ func (e *e2e) run(args ...string) e2eResult {
 	if e.staging != "" {
 		full = append(full, "-D", "staging.dir="+e.staging)
 	}
+	full = append(full, e.extraArg...)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, e.gofl, append(args[:1:1], append(full, args[1:]...)...)...)
@@ -581,5 +583,76 @@ func TestPerJobClusterRejectsSubmissions(t *testing.T) {
 	}
 	if err := e.waitClean(30 * time.Second); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDeployNomadE2E runs the three modes on the nomad provider against
+// gofl's Nomad test agent (raw_exec runs real processes; the gofl binary is
+// pre-installed, the job binary comes from file:// staging).
+func TestDeployNomadE2E(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t)
+	agent := filepath.Join(filepath.Dir(e.gofl), "nomad-testagent")
+	if _, err := os.Stat(agent); err != nil {
+		if out, err := exec.Command("go", "build", "-o", agent, "../nomad-testagent").CombinedOutput(); err != nil {
+			t.Fatalf("building the Nomad test agent: %v\n%s", err, out)
+		}
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cmd := exec.Command(agent, "-addr", addr, "-data-dir", t.TempDir(), "-log-level", "warn")
+	cmd.Env = append(os.Environ(), "HOME="+e.home)
+	var agentLog bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &agentLog, &agentLog
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Registered after newE2E's check, so it runs before it: the agent
+	// is gone (with its tasks) before nothing-left is asserted.
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	})
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the Nomad test agent did not listen at %s:\n%s", addr, agentLog.String())
+		}
+	}
+	e.extraArg = []string{"-D", "provider.nomad.address=http://" + addr}
+
+	expectOK(t, e.run("session", "start", "-t", "nomad", "--name", "ns", "-n", "1"), "session start -t nomad")
+	out := filepath.Join(e.home, "out-session")
+	expectOK(t, e.run("run", "-m", "session", e.wc, "--input", e.input, "--output", out), "run -m session (nomad)")
+	e.checkCounts(out)
+	if r := e.run("list", "-c", "ns"); r.code != 0 || !strings.Contains(r.stdout, "FINISHED") {
+		t.Errorf("list -c ns: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	expectOK(t, e.run("session", "stop"), "session stop (nomad)")
+	for _, mode := range []string{"per-job", "application"} {
+		out := filepath.Join(e.home, "out-"+mode)
+		r := e.run("run", "-m", mode, "-t", "nomad", e.wc, "--input", e.input, "--output", out)
+		expectOK(t, r, "run -m "+mode+" -t nomad")
+		if !strings.Contains(r.stdout, "(provider nomad) deployed") {
+			t.Errorf("run printed:\n%s", r.stdout)
+		}
+		e.checkCounts(out)
+	}
+	// Every cluster goes away by itself (the listing purges ended ones).
+	for deadline := time.Now().Add(45 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		r := e.run("session", "list", "-t", "nomad")
+		if r.code == 0 && strings.Contains(r.stdout, "(no clusters)") && len(e.stagingClusterDirs()) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nomad clusters left:\n%s\n%s; staging %v", r.stdout, r.stderr, e.stagingClusterDirs())
+		}
 	}
 }
