@@ -449,7 +449,7 @@ func TestRegistry(t *testing.T) {
 		}
 	}
 	_, err := providers.Lookup("kubernetes")
-	if !errors.Is(err, providers.ErrUnknownProvider) || !strings.Contains(err.Error(), "local, standalone") {
+	if !errors.Is(err, providers.ErrUnknownProvider) || !strings.Contains(err.Error(), strings.Join(providers.Names(), ", ")) {
 		t.Fatalf("Lookup(kubernetes) = %v", err)
 	}
 	if _, err := providers.NewDeployer("standalone", nil, zerolog.Nop()); !errors.Is(err, providers.ErrNotSupported) {
