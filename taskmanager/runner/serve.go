@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
@@ -108,6 +109,29 @@ func Serve(ctx context.Context, socketPath string, info Info, ex Executor, log z
 	defer os.Remove(socketPath)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// A runner must not outlive its TaskManager: if the TaskManager dies
+	// (even by SIGKILL, which it cannot pass on), the runner is reparented;
+	// notice that and shut down.
+	parent := os.Getppid()
+	orphanDone := make(chan struct{})
+	go func() {
+		defer close(orphanDone)
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if os.Getppid() != parent {
+					log.Warn().Int("parent", parent).Msg("the TaskManager that started this runner is gone; shutting down")
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	defer func() { <-orphanDone }()
 	srv := &server{info: info, ex: ex, log: log, shutdown: cancel, states: newBroadcaster(), stopping: ctx.Done()}
 	g := grpc.NewServer()
 	pb.RegisterJobRunnerServiceServer(g, srv)
