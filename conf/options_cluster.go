@@ -1,6 +1,9 @@
 package conf
 
-import "time"
+import (
+	"errors"
+	"time"
+)
 
 // Logging.
 
@@ -50,6 +53,15 @@ var (
 	HeartbeatTimeout = DurationOption("heartbeat.timeout", 50*time.Second,
 		"Time without a heartbeat response after which a peer is considered lost; must be at least heartbeat.interval.").
 		WithCheck(positive)
+	// HeartbeatRPCFailureThreshold counts failed heartbeat calls that mark a peer lost.
+	HeartbeatRPCFailureThreshold = IntOption("heartbeat.rpc-failure-threshold", 2,
+		"Consecutive heartbeat calls that fail because the peer cannot be reached after which it is considered lost without waiting for heartbeat.timeout (Flink's key); -1 disables this.").
+		WithCheck(func(v int) error {
+			if v == 0 || v < -1 {
+				return errors.New("must be at least 1, or -1 to disable")
+			}
+			return nil
+		})
 	// ResourceManagerTaskManagerTimeout is how long a TaskManager may stay idle before it is released.
 	ResourceManagerTaskManagerTimeout = DurationOption("resourcemanager.taskmanager-timeout", 30*time.Second,
 		"Time a TaskManager may sit with all slots free before the ResourceManager releases it.").

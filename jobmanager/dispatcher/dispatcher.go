@@ -112,10 +112,11 @@ func (d *Dispatcher) jobConfig(jg *jobgraph.JobGraph) (*conf.Configuration, erro
 
 func (d *Dispatcher) jobMasterConfig(c *conf.Configuration) jobmaster.Config {
 	return jobmaster.Config{
-		Scheduler:         scheduler.ConfigFromConf(c),
-		HeartbeatInterval: conf.HeartbeatInterval.Get(c),
-		HeartbeatTimeout:  conf.HeartbeatTimeout.Get(c),
-		Address:           d.cfg.Address,
+		Scheduler:           scheduler.ConfigFromConf(c),
+		HeartbeatInterval:   conf.HeartbeatInterval.Get(c),
+		HeartbeatTimeout:    conf.HeartbeatTimeout.Get(c),
+		RPCFailureThreshold: conf.HeartbeatRPCFailureThreshold.Get(c),
+		Address:             d.cfg.Address,
 	}
 }
 

@@ -44,7 +44,11 @@ type Config struct {
 	Scheduler         scheduler.Config
 	HeartbeatInterval time.Duration
 	HeartbeatTimeout  time.Duration
-	RPCTimeout        time.Duration
+	// RPCFailureThreshold is how many consecutive heartbeat calls may fail
+	// with the TaskManager unreachable before it counts as lost
+	// (heartbeat.rpc-failure-threshold); 0 or less disables it.
+	RPCFailureThreshold int
+	RPCTimeout          time.Duration
 	// Address is the JobManager's RPC address TaskManagers reach it at.
 	Address string
 }
@@ -83,9 +87,11 @@ type JobMaster struct {
 }
 
 type taskManager struct {
-	loc    eg.TaskManagerLocation
-	conn   *grpc.ClientConn
-	client pb.TaskExecutorServiceClient
+	// unreachable counts consecutive heartbeats that failed to connect.
+	unreachable int
+	loc         eg.TaskManagerLocation
+	conn        *grpc.ClientConn
+	client      pb.TaskExecutorServiceClient
 }
 
 // New builds the job's ExecutionGraph and scheduler. Errors wrap
@@ -326,7 +332,24 @@ func (jm *JobMaster) heartbeatTick() {
 			defer cancel()
 			return c.HeartbeatFromJobManager(ctx, req)
 		}, func(resp *pb.TaskManagerHeartbeatResponse, err error) {
-			if err == nil && jm.tms[id] != nil && jm.hb.Tracked(id) {
+			tm := jm.tms[id]
+			if tm == nil || tm.client != c {
+				return // dropped or replaced meanwhile
+			}
+			if status.Code(err) == codes.Unavailable {
+				// The process is gone (connection refused): Flink's
+				// heartbeat.rpc-failure-threshold notices this without
+				// waiting for the heartbeat timeout.
+				if tm.unreachable++; jm.cfg.RPCFailureThreshold > 0 && tm.unreachable >= jm.cfg.RPCFailureThreshold {
+					jm.log.Warn().Str("resource_id", id).Int("failed_heartbeats", tm.unreachable).Err(err).Msg("TaskManager unreachable")
+					jm.dropTaskManager(id, fmt.Errorf("TaskManager %s unreachable for %d heartbeats: %w", id, tm.unreachable, err))
+				}
+				return
+			}
+			if err == nil {
+				tm.unreachable = 0
+			}
+			if err == nil && jm.hb.Tracked(id) {
 				jm.hb.Seen(id, time.Now())
 				for _, m := range resp.GetMetrics() {
 					jm.recordMetrics(m, false)
