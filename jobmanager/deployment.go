@@ -87,7 +87,7 @@ func prepareDeployment(ctx context.Context, c *conf.Configuration, blobs *blob.S
 	if d.clusterID == "" {
 		return nil, fmt.Errorf("jobmanager: a %s JobManager needs deployment.cluster-id", d.mode)
 	}
-	d.staging, err = storage.OpenStaging(ctx, conf.ExpandEnv(conf.StagingDir.Get(c)), storage.Options{})
+	d.staging, err = storage.OpenStaging(ctx, conf.ExpandEnv(conf.StagingDir.Get(c)), storage.OptionsFromConf(c))
 	if err != nil {
 		return nil, fmt.Errorf("jobmanager: staging (staging.dir): %w", err)
 	}
@@ -101,7 +101,7 @@ func prepareDeployment(ctx context.Context, c *conf.Configuration, blobs *blob.S
 	if binURI == "" {
 		return nil, fmt.Errorf("jobmanager: a %s JobManager needs deployment.job-binary", d.mode)
 	}
-	if d.binaryKey, err = loadStagedBinary(ctx, binURI, blobs); err != nil {
+	if d.binaryKey, err = loadStagedBinary(ctx, binURI, blobs, storage.OptionsFromConf(c)); err != nil {
 		return nil, err
 	}
 	d.log.Info().Str("uri", binURI).Str("key", d.binaryKey).Msg("job binary loaded from staging")
@@ -111,7 +111,7 @@ func prepareDeployment(ctx context.Context, c *conf.Configuration, blobs *blob.S
 		if uri == "" {
 			return nil, errors.New("jobmanager: a per-job JobManager needs deployment.jobgraph")
 		}
-		b, err := readURI(ctx, uri)
+		b, err := readURI(ctx, uri, storage.OptionsFromConf(c))
 		if err != nil {
 			return nil, fmt.Errorf("jobmanager: reading the staged JobGraph: %w", err)
 		}
@@ -143,7 +143,7 @@ func prepareDeployment(ctx context.Context, c *conf.Configuration, blobs *blob.S
 // checked against the digest its name carries. A blob whose content does
 // not match is corrupt: it is removed from the cache, so the next
 // deployment uploads it again.
-func loadStagedBinary(ctx context.Context, uri string, blobs *blob.Store) (string, error) {
+func loadStagedBinary(ctx context.Context, uri string, blobs *blob.Store, opts storage.Options) (string, error) {
 	key := "sha256:" + path.Base(uri)
 	if _, err := blob.ParseKey(key); err != nil {
 		return "", fmt.Errorf("jobmanager: deployment.job-binary %s is not a blob of the staging cache (<staging.dir>/.gofl/blobs/sha256/<hex>)", uri)
@@ -151,7 +151,7 @@ func loadStagedBinary(ctx context.Context, uri string, blobs *blob.Store) (strin
 	if blobs.Has(key) {
 		return key, nil
 	}
-	fsys, p, err := storage.Open(ctx, uri, storage.Options{})
+	fsys, p, err := storage.Open(ctx, uri, opts)
 	if err != nil {
 		return "", fmt.Errorf("jobmanager: the staged job binary: %w", err)
 	}
@@ -171,8 +171,8 @@ func loadStagedBinary(ctx context.Context, uri string, blobs *blob.Store) (strin
 	return key, nil
 }
 
-func readURI(ctx context.Context, uri string) ([]byte, error) {
-	fsys, p, err := storage.Open(ctx, uri, storage.Options{})
+func readURI(ctx context.Context, uri string, opts storage.Options) ([]byte, error) {
+	fsys, p, err := storage.Open(ctx, uri, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -259,7 +259,7 @@ type staged struct {
 // On error it removes the cluster's directory again.
 func stageCluster(ctx context.Context, cfg *conf.Configuration, clusterID, goflBin, jobBin string) (_ *staged, err error) {
 	dir := conf.ExpandEnv(conf.StagingDir.Get(cfg))
-	st, err := storage.OpenStaging(ctx, dir, storage.Options{})
+	st, err := storage.OpenStaging(ctx, dir, storage.OptionsFromConf(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("staging (staging.dir %s): %w", dir, err)
 	}
@@ -316,7 +316,7 @@ func (s *staged) cleanup() {
 
 // removeStagingOf removes a cluster's staging directory, for `session stop`.
 func removeStagingOf(ctx context.Context, cfg *conf.Configuration, clusterID string) error {
-	st, err := storage.OpenStaging(ctx, conf.ExpandEnv(conf.StagingDir.Get(cfg)), storage.Options{})
+	st, err := storage.OpenStaging(ctx, conf.ExpandEnv(conf.StagingDir.Get(cfg)), storage.OptionsFromConf(cfg))
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,27 @@
+package conf
+
+import "time"
+
+// HDFS client and Kerberos (storage/), with Flink's keys where Flink has one.
+var (
+	HDFSHadoopConfDir = StringOption("fs.hdfs.hadoopconf", "",
+		"Directory with core-site.xml and hdfs-site.xml (fs.defaultFS, HA nameservices, security settings); empty: $HADOOP_CONF_DIR, else $HADOOP_HOME/etc/hadoop.")
+	HDFSUser = StringOption("fs.hdfs.user", "",
+		"HDFS user the client acts as when Kerberos is off; empty: $HADOOP_USER_NAME, else the operating-system user.")
+	HDFSConnectTimeout = DurationOption("fs.hdfs.connect-timeout", 10*time.Second,
+		"Timeout of each TCP connect to a NameNode or DataNode.").WithCheck(positive)
+	HDFSIOTimeout = DurationOption("fs.hdfs.io-timeout", 60*time.Second,
+		"Timeout of each network read or write on a NameNode connection, and so of every NameNode call.").WithCheck(positive)
+	HDFSCloseRetries = IntOption("fs.hdfs.close-retries", 8,
+		"How often closing an HDFS file is retried while the NameNode reports its last block still replicating.").WithCheck(atLeast(0))
+	KerberosKeytab = StringOption("security.kerberos.login.keytab", "",
+		"Keytab file for a Kerberos login to a secured HDFS; needs security.kerberos.login.principal.")
+	KerberosPrincipal = StringOption("security.kerberos.login.principal", "",
+		"Kerberos principal (user[/instance][@REALM]) for the keytab login.")
+	KerberosUseTicketCache = BoolOption("security.kerberos.login.use-ticket-cache", false,
+		"Log in to Kerberos from the ticket cache kinit left ($KRB5CCNAME, else /tmp/krb5cc_<uid>).")
+	KerberosKrb5Conf = StringOption("security.kerberos.krb5-conf.path", "",
+		"krb5.conf path; empty: $KRB5_CONFIG, else /etc/krb5.conf.")
+	HDFSNameNodePrincipal = StringOption("fs.hdfs.namenode.principal", "",
+		"The NameNode's Kerberos service principal; empty: dfs.namenode.kerberos.principal from hdfs-site.xml.")
+)

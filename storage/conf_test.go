@@ -1,0 +1,25 @@
+package storage
+
+import (
+	"testing"
+	"time"
+
+	"github.com/gofl/gofl/conf"
+)
+
+func TestOptionsFromConf(t *testing.T) {
+	c, err := conf.FromMap(map[string]string{
+		"fs.hdfs.user": "etl", "fs.hdfs.hadoopconf": "/etc/hadoop/conf", "fs.hdfs.io-timeout": "5 s",
+		"security.kerberos.login.keytab": "/k.keytab", "security.kerberos.login.principal": "gofl@EXAMPLE.COM",
+		"security.kerberos.login.use-ticket-cache": "true", "fs.hdfs.namenode.principal": "nn/_HOST@EXAMPLE.COM",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := OptionsFromConf(c)
+	if o.User != "etl" || o.HadoopConfDir != "/etc/hadoop/conf" || o.IOTimeout != 5*time.Second || o.DialTimeout != 10*time.Second ||
+		o.Kerberos.Keytab != "/k.keytab" || o.Kerberos.Principal != "gofl@EXAMPLE.COM" || !o.Kerberos.UseTicketCache ||
+		o.Kerberos.ServicePrincipal != "nn/_HOST@EXAMPLE.COM" || o.CloseRetries != 8 {
+		t.Fatalf("OptionsFromConf = %+v", o)
+	}
+}
