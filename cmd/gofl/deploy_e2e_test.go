@@ -589,9 +589,10 @@ func TestPerJobClusterRejectsSubmissions(t *testing.T) {
 // TestDeployNomadE2E runs the three modes on the nomad provider against
 // gofl's Nomad test agent (raw_exec runs real processes; the gofl binary is
 // pre-installed, the job binary comes from file:// staging).
-func TestDeployNomadE2E(t *testing.T) {
-	t.Parallel()
-	e := newE2E(t)
+// startNomadAgent runs the Nomad test agent for e's processes and points
+// the nomad provider at it.
+func startNomadAgent(t *testing.T, e *e2e) {
+	t.Helper()
 	agent := filepath.Join(filepath.Dir(e.gofl), "nomad-testagent")
 	if _, err := os.Stat(agent); err != nil {
 		if out, err := exec.Command("go", "build", "-o", agent, "../nomad-testagent").CombinedOutput(); err != nil {
@@ -626,7 +627,13 @@ func TestDeployNomadE2E(t *testing.T) {
 			t.Fatalf("the Nomad test agent did not listen at %s:\n%s", addr, agentLog.String())
 		}
 	}
-	e.extraArg = []string{"-D", "provider.nomad.address=http://" + addr}
+	e.extraArg = append(e.extraArg, "-D", "provider.nomad.address=http://"+addr)
+}
+
+func TestDeployNomadE2E(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t)
+	startNomadAgent(t, e)
 
 	expectOK(t, e.run("session", "start", "-t", "nomad", "--name", "ns", "-n", "1"), "session start -t nomad")
 	out := filepath.Join(e.home, "out-session")
@@ -653,6 +660,56 @@ func TestDeployNomadE2E(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("nomad clusters left:\n%s\n%s; staging %v", r.stdout, r.stderr, e.stagingClusterDirs())
+		}
+	}
+}
+
+// The nomad provider with hdfs:// staging, in every mode: Nomad runs the
+// JobManager, which reads the staged JobGraph and binary from HDFS.
+func TestDeployNomadHDFSStagingE2E(t *testing.T) {
+	t.Parallel()
+	hdfs := testHDFS(t)
+	e := newE2E(t)
+	e.extraEnv = []string{"HADOOP_USER_NAME=gofltest"}
+	e.staging = fmt.Sprintf("%s/gofl-nomad-test/%d", hdfs, time.Now().UnixNano())
+	ctx := context.Background()
+	st, err := storage.OpenStaging(ctx, e.staging, storage.Options{User: "gofltest"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	t.Cleanup(func() { _ = st.FileSystem().RemoveAll(context.Background(), strings.TrimSuffix(st.Root(), "/.gofl")) })
+	startNomadAgent(t, e)
+	for _, mode := range []string{"per-job", "application", "session"} {
+		out := filepath.Join(e.home, "out-"+mode)
+		if mode == "session" {
+			expectOK(t, e.run("session", "start", "-t", "nomad", "--name", "nhs", "-n", "1"), "session start -t nomad (hdfs)")
+		}
+		r := e.run("run", "-m", mode, "-t", "nomad", e.wc, "--input", e.input, "--output", out)
+		expectOK(t, r, "run -m "+mode+" -t nomad with hdfs:// staging")
+		e.checkCounts(out)
+		if mode == "session" {
+			expectOK(t, e.run("session", "stop"), "session stop (nomad, hdfs)")
+		}
+		deadline := time.Now().Add(45 * time.Second)
+		for {
+			ids, err := st.ListClusters(ctx)
+			if err == nil && len(ids) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: staged clusters on HDFS left: %v, %v", mode, ids, err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	for deadline := time.Now().Add(45 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		r := e.run("session", "list", "-t", "nomad")
+		if r.code == 0 && strings.Contains(r.stdout, "(no clusters)") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nomad clusters left:\n%s\n%s", r.stdout, r.stderr)
 		}
 	}
 }
