@@ -377,6 +377,14 @@ func (jm *JobMaster) NotifyNotEnoughResources(acquired int) {
 	jm.mb.Post(func() { jm.step(scheduler.NotEnoughResources{Acquired: acquired}) })
 }
 
+// NotifyResourceAllocationFailed implements
+// resourcemanager.ResourceAllocationFailureNotifier: the ResourceManager
+// could not start TaskManagers, so waiting slot requests fail now rather
+// than at slot.request.timeout.
+func (jm *JobMaster) NotifyResourceAllocationFailed(cause error) {
+	jm.mb.Post(func() { jm.step(scheduler.ResourceAllocationFailed{Cause: cause}) })
+}
+
 // HeartbeatFromResourceManager implements resourcemanager.JobMasterGateway.
 func (jm *JobMaster) HeartbeatFromResourceManager(ctx context.Context) error {
 	_, err := mailbox.Call(ctx, jm.mb, func() (struct{}, error) { return struct{}{}, nil })
@@ -504,3 +512,8 @@ func attemptProto(id eg.ExecutionAttemptID) *pb.ExecutionAttemptID {
 func attemptID(p *pb.ExecutionAttemptID) eg.ExecutionAttemptID {
 	return eg.ExecutionAttemptID{Graph: p.GetGraph(), JobVertex: jobgraph.VertexID(p.GetJobVertexId()), Subtask: p.GetSubtaskIndex(), Attempt: p.GetAttemptNumber()}
 }
+
+var (
+	_ resourcemanager.JobMasterGateway                  = (*JobMaster)(nil)
+	_ resourcemanager.ResourceAllocationFailureNotifier = (*JobMaster)(nil)
+)

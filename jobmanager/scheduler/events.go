@@ -69,14 +69,20 @@ type PartitionConsumable struct{ Partition eg.ResultPartitionID }
 // cannot be met: Acquired slots is all the job will get for now.
 type NotEnoughResources struct{ Acquired int }
 
-func (StartScheduling) isEvent()     {}
-func (Tick) isEvent()                {}
-func (CancelJob) isEvent()           {}
-func (FailJob) isEvent()             {}
-func (SlotsOffered) isEvent()        {}
-func (TaskManagerLost) isEvent()     {}
-func (SlotLost) isEvent()            {}
-func (TaskStateChanged) isEvent()    {}
-func (DeploymentFailed) isEvent()    {}
-func (PartitionConsumable) isEvent() {}
-func (NotEnoughResources) isEvent()  {}
+// ResourceAllocationFailed is the ResourceManager giving up on providing
+// slots (its provider failed to start TaskManagers again and again): every
+// bulk still waiting for slots fails with Cause, whatever the strategy.
+type ResourceAllocationFailed struct{ Cause error }
+
+func (StartScheduling) isEvent()          {}
+func (Tick) isEvent()                     {}
+func (CancelJob) isEvent()                {}
+func (FailJob) isEvent()                  {}
+func (SlotsOffered) isEvent()             {}
+func (TaskManagerLost) isEvent()          {}
+func (SlotLost) isEvent()                 {}
+func (TaskStateChanged) isEvent()         {}
+func (DeploymentFailed) isEvent()         {}
+func (PartitionConsumable) isEvent()      {}
+func (NotEnoughResources) isEvent()       {}
+func (ResourceAllocationFailed) isEvent() {}

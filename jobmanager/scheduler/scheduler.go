@@ -173,6 +173,8 @@ func (s *Scheduler) apply(ev Event) error {
 			s.deployer.failPendingBulks(fmt.Errorf("%w: the cluster can provide only %d slots and eager scheduling needs them all at once (%d)",
 				ErrNoResourceAvailable, e.Acquired, s.alloc.requiredSlots()))
 		}
+	case ResourceAllocationFailed:
+		s.deployer.failPendingBulks(fmt.Errorf("%w: %w", ErrNoResourceAvailable, e.Cause))
 	default:
 		return fmt.Errorf("scheduler: unknown event %T", ev)
 	}

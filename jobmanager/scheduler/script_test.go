@@ -35,6 +35,7 @@ var update = flag.Bool("update", false, "rewrite the expected output in testdata
 //	report ID STATE                 raw report for an attempt ID "v#s.a"
 //	lost TM                         TaskManager lost
 //	not-enough N                    ResourceManager: only N slots
+//	alloc-failed                    ResourceManager gave up starting workers
 //	consumable VERTEX#SUB           a pipelined partition has data
 //	tick DURATION                   advance logical time
 //	cancel                          cancel the job
@@ -195,6 +196,8 @@ func (sc *script) exec(cmd string) []string {
 		return sc.step(TaskStateChanged{Attempt: id, State: st, Cause: errors.New("reported")})
 	case "lost":
 		return sc.step(TaskManagerLost{TaskManagerID: f[1], Cause: errors.New("heartbeat timeout")})
+	case "alloc-failed":
+		return sc.step(ResourceAllocationFailed{Cause: errors.New("TaskManagers failed to start 5 times")})
 	case "not-enough":
 		n, _ := strconv.Atoi(f[1])
 		return sc.step(NotEnoughResources{Acquired: n})
