@@ -62,7 +62,7 @@ func TestTaskManagerKilledBehindProviderIsReplaced(t *testing.T) {
 		victim = v.Subtasks[0].TaskManagerID
 		return nil
 	})
-	pid := processWith(t, "taskmanager.resource-id="+victim)
+	pid := processWith(t, e.home, "taskmanager.resource-id="+victim)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -141,13 +141,19 @@ func waitFor(t *testing.T, timeout time.Duration, f func() error) {
 	}
 }
 
-// processWith finds the process whose command line contains arg.
-func processWith(t *testing.T, arg string) int {
+// processWith finds the process of this test (its $HOME is home; other
+// tests run clusters with the same worker names in parallel) whose command
+// line contains arg.
+func processWith(t *testing.T, home, arg string) int {
 	t.Helper()
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {
 		b, err := os.ReadFile(p)
 		if err != nil || !strings.Contains(string(b), arg+"\x00") {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join(filepath.Dir(p), "environ"))
+		if err != nil || !strings.Contains(string(env), "HOME="+home+"\x00") {
 			continue
 		}
 		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil {
