@@ -297,7 +297,13 @@ func (tr *taskRunner) run() {
 			return
 		}
 		exitOK, fatal := tr.attempt()
-		if fatal || tr.killed() {
+		if fatal {
+			return
+		}
+		if tr.killed() {
+			// The stop raced an attempt that ended on its own: the task is
+			// dead all the same, as in Nomad.
+			tr.markDead(false, nil)
 			return
 		}
 		if batch && exitOK {
