@@ -41,11 +41,7 @@ func (c valueCodec[T]) TypeName() string { return c.typ }
 // crosses an exchange (records between chained operators are never
 // serialized).
 func setCodec[T any](n *node) {
-	typ := reflect.TypeFor[T]()
-	n.typeName = "<nil>"
-	if typ != nil {
-		n.typeName = typ.String()
-	}
+	n.typeName = reflect.TypeFor[T]().String()
 	c, err := codec.For[T]()
 	if err != nil {
 		n.codecErr = err

@@ -80,8 +80,3 @@ func DecodeEvent(b []byte) (Event, error) {
 	}
 	return nil, fmt.Errorf("network: malformed event (kind %d, %d payload bytes)", k, len(p))
 }
-
-func eventBuffer(ev Event) *Buffer {
-	d := EncodeEvent(ev)
-	return &Buffer{seg: d, size: len(d), isEvent: true}
-}

@@ -98,12 +98,3 @@ func appendFrameHeader(b []byte, typ uint8, id uint32, length int) []byte {
 	b = binary.BigEndian.AppendUint32(b, id)
 	return binary.BigEndian.AppendUint32(b, uint32(length))
 }
-
-func writeFrameHeader(w *bufio.Writer, typ uint8, id uint32, length int) error {
-	var h [frameHeaderSize]byte
-	h[0] = typ
-	binary.BigEndian.PutUint32(h[1:], id)
-	binary.BigEndian.PutUint32(h[5:], uint32(length))
-	_, err := w.Write(h[:])
-	return err
-}

@@ -225,7 +225,6 @@ type broadcaster struct {
 	pending []*pb.RunnerTaskState
 	subs    map[int]chan *pb.RunnerTaskState
 	next    int
-	wake    chan struct{}
 	closed  bool
 }
 

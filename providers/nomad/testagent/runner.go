@@ -641,9 +641,7 @@ func (tr *taskRunner) interpolate(s string, env map[string]string) string {
 			}
 			return m
 		}
-		if strings.HasPrefix(key, "env.") {
-			key = strings.TrimPrefix(key, "env.")
-		}
+		key = strings.TrimPrefix(key, "env.")
 		if v, ok := env[key]; ok {
 			return v
 		}
