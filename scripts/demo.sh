@@ -23,4 +23,4 @@ bin/gofl --log-level warn run -m per-job -t local -p 4 \
   bin/wordcount --input "$dir/input.txt" --output "$dir/out"
 echo
 echo "Most frequent words ($(cat "$dir"/out/* | wc -l) distinct, in $(ls "$dir/out" | wc -l) part files):"
-sort -k2,2nr -k1,1 "$dir"/out/* | head -10
+sort -k2,2nr -k1,1 "$dir"/out/* | awk 'NR <= 10'
