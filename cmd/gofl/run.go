@@ -136,19 +136,12 @@ func runSession(c *cli.Context, addr string) error {
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
-	key, uploaded, err := cl.UploadBlob(c.Context, bin)
-	if err != nil {
-		return fmt.Errorf("run: uploading the job binary: %w", err)
+	if jg.BinaryKey, err = uploadJobBinary(c, cl, bin, job); err != nil {
+		return fmt.Errorf("run: %w", err)
 	}
-	jg.BinaryKey = key
 	if len(jg.ProgramArgs) == 0 {
 		jg.ProgramArgs = jobArgs
 	}
-	what := "already on the JobManager"
-	if uploaded {
-		what = "uploaded"
-	}
-	fmt.Fprintf(c.App.Writer, "Job binary %s %s (%s)\n", job, what, key)
 	id, err := cl.SubmitJob(c.Context, jg)
 	if err != nil {
 		return fmt.Errorf("run: %w", err)

@@ -61,16 +61,9 @@ func runSubmit(c *cli.Context) error {
 		return err
 	}
 	if bin := c.String("binary"); bin != "" {
-		key, uploaded, err := cl.UploadBlob(c.Context, bin)
-		if err != nil {
-			return fmt.Errorf("submit: uploading the job binary: %w", err)
+		if jg.BinaryKey, err = uploadJobBinary(c, cl, bin, bin); err != nil {
+			return fmt.Errorf("submit: %w", err)
 		}
-		jg.BinaryKey = key
-		what := "already on the JobManager"
-		if uploaded {
-			what = "uploaded"
-		}
-		fmt.Fprintf(c.App.Writer, "Job binary %s %s (%s)\n", bin, what, key)
 	}
 	id, err := cl.SubmitJob(c.Context, jg)
 	if err != nil {
@@ -126,4 +119,20 @@ func followJob(c *cli.Context, cl *client.Client, id string) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// uploadJobBinary uploads a job binary to the JobManager's blob store unless
+// it is already there, says which (naming it as the user did), and returns
+// its blob key.
+func uploadJobBinary(c *cli.Context, cl *client.Client, bin, name string) (string, error) {
+	key, uploaded, err := cl.UploadBlob(c.Context, bin)
+	if err != nil {
+		return "", fmt.Errorf("uploading the job binary: %w", err)
+	}
+	what := "already on the JobManager"
+	if uploaded {
+		what = "uploaded"
+	}
+	fmt.Fprintf(c.App.Writer, "Job binary %s %s (%s)\n", name, what, key)
+	return key, nil
 }

@@ -219,7 +219,7 @@ func (d *Deployer) deploy(ctx context.Context, spec providers.ClusterSpec, dir, 
 			}
 			rec.RPCAddress, rec.RESTAddress = string(m[1]), string(m[2])
 		}
-		if overviewOK(ctx, client, rec.RESTAddress) {
+		if providers.OverviewReady(ctx, client, rec.RESTAddress) {
 			break
 		}
 	}
@@ -229,19 +229,6 @@ func (d *Deployer) deploy(ctx context.Context, spec providers.ClusterSpec, dir, 
 	}
 	d.opts.Log.Info().Str("cluster_id", spec.ClusterID).Str("rest", rec.RESTAddress).Msg("cluster deployed")
 	return d.info(rec, dir), nil
-}
-
-func overviewOK(ctx context.Context, client *http.Client, addr string) bool {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/overview", nil)
-	if err != nil {
-		return false
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
 }
 
 // proc is a started process.

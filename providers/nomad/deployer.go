@@ -230,24 +230,11 @@ func (d *Deployer) awaitJobManager(ctx context.Context, spec providers.ClusterSp
 		if rest == "" {
 			return providers.ClusterInfo{}, fmt.Errorf("nomad: allocation %s of %s has no %q port", a.ID, jobID, portREST)
 		}
-		if overviewOK(ctx, httpc, rest) {
+		if providers.OverviewReady(ctx, httpc, rest) {
 			return d.infoFrom(jobID, spec.ClusterID, job.Meta, "running", full.ClientStatus, full), nil
 		}
 		wait = 200 * time.Millisecond // poll the REST API while the allocation runs
 	}
-}
-
-func overviewOK(ctx context.Context, client *http.Client, addr string) bool {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/overview", nil)
-	if err != nil {
-		return false
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
 }
 
 // infoFrom builds a ClusterInfo from a JobManager job's meta and its
