@@ -196,9 +196,12 @@ func (c *Client) send(ctx context.Context, method, path, query string, rd io.Rea
 		return fmt.Errorf("client: %s %s at %s: %w", method, path, c.base.Host, err)
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
 	if err != nil {
 		return fmt.Errorf("client: %s %s at %s: reading the response: %w", method, path, c.base.Host, err)
+	}
+	if len(b) > maxResponseBytes {
+		return fmt.Errorf("client: %s %s at %s: the response is larger than %d bytes", method, path, c.base.Host, maxResponseBytes)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		e := &Error{Method: method, Path: path, StatusCode: resp.StatusCode, kind: sentinel(method, path, resp.StatusCode)}
@@ -256,6 +259,39 @@ func (c *Client) JobDetails(ctx context.Context, jobID string) (restapi.JobDetai
 func (c *Client) JobExceptions(ctx context.Context, jobID string) (restapi.JobExceptions, error) {
 	var j restapi.JobExceptions
 	return j, c.do(ctx, http.MethodGet, jobPath(jobID)+"/exceptions", "", nil, &j)
+}
+
+// JobExecutionResult is GET /jobs/{jobid}/execution-result: status
+// IN_PROGRESS while the job runs, COMPLETED with the result once it ended.
+func (c *Client) JobExecutionResult(ctx context.Context, jobID string) (restapi.JobExecutionResultResponse, error) {
+	var r restapi.JobExecutionResultResponse
+	return r, c.do(ctx, http.MethodGet, jobPath(jobID)+"/execution-result", "", nil, &r)
+}
+
+// WaitForJobResult polls the job's execution result until the job ended,
+// as Flink's RestClusterClient.requestJobResult does, and returns it
+// whatever the job's final state. Request errors (an unknown job too) and
+// ctx end the wait.
+func (c *Client) WaitForJobResult(ctx context.Context, jobID string) (*restapi.JobExecutionResult, error) {
+	t := time.NewTicker(c.poll)
+	defer t.Stop()
+	for {
+		r, err := c.JobExecutionResult(ctx, jobID)
+		if err != nil {
+			return nil, err
+		}
+		if r.Status.ID == restapi.ResultCompleted {
+			if r.ExecutionResult == nil {
+				return nil, fmt.Errorf("client: job %s is %s but the JobManager sent no result", jobID, r.Status.ID)
+			}
+			return r.ExecutionResult, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("client: waiting for the result of job %s: %w", jobID, ctx.Err())
+		case <-t.C:
+		}
+	}
 }
 
 // JobVertex is GET /jobs/{jobid}/vertices/{vertexid}: the vertex's

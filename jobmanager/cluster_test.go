@@ -31,12 +31,14 @@ import (
 	"github.com/gofl/gofl/jobmanager"
 	"github.com/gofl/gofl/rpc/pb"
 	"github.com/gofl/gofl/rpc/restapi"
+	"github.com/gofl/gofl/stream"
 	"github.com/gofl/gofl/taskmanager"
 )
 
 var goflBinary, testRunnerBinary, wordcountBinary, testJobBinary string
 
 func TestMain(m *testing.M) {
+	stream.ServeRole() // the runner of the jobs this binary registers
 	dir, err := os.MkdirTemp("", "gofl-cluster-test")
 	if err != nil {
 		panic(err)

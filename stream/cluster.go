@@ -17,6 +17,7 @@ import (
 	"github.com/gofl/gofl/stream/codec"
 	"github.com/gofl/gofl/stream/runtime"
 	"github.com/gofl/gofl/taskmanager/network"
+	"github.com/gofl/gofl/taskmanager/runner"
 )
 
 // Task states reported to the TaskManager.
@@ -143,9 +144,15 @@ func (ex *clusterExecutor) Submit(_ context.Context, req *pb.SubmitTaskRequest, 
 	ex.mu.Unlock()
 	go func() {
 		defer ex.wg.Done()
-		err := ex.runTask(ctx, req, vid, spec, &t.io, func(state string) {
+		acc := map[string][]byte{}
+		err := ex.runTask(ctx, req, vid, spec, &t.io, acc, func(state string) {
 			report(&pb.RunnerTaskState{Attempt: tdd.Attempt, State: state})
 		})
+		if err == nil {
+			if cerr := runner.CheckAccumulators(acc); cerr != nil {
+				err = failover.NonRecoverable(fmt.Errorf("task %q: %w", ti.TaskName, cerr))
+			}
+		}
 		ex.mu.Lock()
 		delete(ex.tasks, key)
 		canceled := t.canceled
@@ -156,7 +163,7 @@ func (ex *clusterExecutor) Submit(_ context.Context, req *pb.SubmitTaskRequest, 
 		case canceled:
 			st.State = stateCanceled
 		case err == nil:
-			st.State = stateFinished
+			st.State, st.Accumulators = stateFinished, acc
 		default:
 			st.State, st.Failure = stateFailed, failover.Encode(err)
 			ex.log.Warn().Err(err).Str("attempt", key).Msg("task failed")
@@ -168,7 +175,8 @@ func (ex *clusterExecutor) Submit(_ context.Context, req *pb.SubmitTaskRequest, 
 
 // runTask sets up the task's partitions and gates, runs its chain and
 // tears the gates down; it returns the task's failure.
-func (ex *clusterExecutor) runTask(ctx context.Context, req *pb.SubmitTaskRequest, vid jobgraph.VertexID, spec *runtime.TaskSpec, tio *taskIO, state func(string)) (err error) {
+// Its operators' accumulator results are added to acc.
+func (ex *clusterExecutor) runTask(ctx context.Context, req *pb.SubmitTaskRequest, vid jobgraph.VertexID, spec *runtime.TaskSpec, tio *taskIO, acc map[string][]byte, state func(string)) (err error) {
 	tdd := req.Tdd
 	ti := tdd.TaskInformation
 	state(stateInitializing)
@@ -176,7 +184,8 @@ func (ex *clusterExecutor) runTask(ctx context.Context, req *pb.SubmitTaskReques
 	// back pressure then stop as well.
 	taskCtx, failWith := context.WithCancelCause(ctx)
 	defer failWith(nil)
-	env := runtime.TaskEnv{SubtaskIndex: int(tdd.Attempt.SubtaskIndex), Parallelism: int(ti.NumberOfSubtasks), MaxParallelism: int(ti.MaxParallelism)}
+	env := runtime.TaskEnv{SubtaskIndex: int(tdd.Attempt.SubtaskIndex), Parallelism: int(ti.NumberOfSubtasks), MaxParallelism: int(ti.MaxParallelism),
+		Accumulate: func(name string, v []byte) { acc[name] = append(acc[name], v...) }}
 
 	// Produced partitions, one per output of the chain.
 	var parts []*network.ResultPartition

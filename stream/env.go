@@ -43,8 +43,12 @@ type Environment struct {
 	stdout         io.Writer
 	stdoutMu       *sync.Mutex
 	nodes          []*node
-	collects       []interface{ reset() }
+	collects       []collectedSink
 	err            error
+	// job and args are the registered job and its arguments, set by
+	// BuildJob: what a cluster's runners rebuild the job from.
+	job  string
+	args []string
 }
 
 // Option configures a new Environment.

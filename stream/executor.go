@@ -16,11 +16,16 @@ const (
 	localGateCapacity = 8   // batches a gate buffers before producers block
 )
 
-// JobResult describes a finished local execution.
+// JobResult describes a finished execution.
 type JobResult struct {
 	Name        string
 	Fingerprint string
 	Duration    time.Duration
+	// JobID and Accumulators are set by ExecuteOn: the job's ID on the
+	// cluster and its accumulator results by name (a Collect sink's under
+	// its operator ID).
+	JobID        string
+	Accumulators map[string][]byte
 }
 
 // Execute translates the job and runs it in this process, like Flink's

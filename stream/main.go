@@ -51,6 +51,16 @@ func Main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// ServeRole runs the role GOFL_ROLE names and exits, as Main does; with no
+// role set it returns. A program that drives its jobs itself (ExecuteOn)
+// calls it first thing in main, or a test binary in TestMain, to be its own
+// job binary, as bigmachine's workers are the driver's binary.
+func ServeRole() {
+	if os.Getenv(EnvRole) != "" {
+		Main()
+	}
+}
+
 func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

@@ -63,6 +63,7 @@ func BuildJob(name string, args []string, opts ...Option) (*Environment, error) 
 		base = append(base, WithParallelism(n))
 	}
 	env := NewEnvironment(append(base, opts...)...)
+	env.job, env.args = name, append([]string(nil), args...)
 	if err := b(env, args); err != nil {
 		return nil, fmt.Errorf("job %q: builder: %w", name, err)
 	}

@@ -39,6 +39,7 @@ type Plan struct {
 	Outputs map[jobgraph.VertexID][]int
 
 	operators map[string]*runtime.OperatorSpec
+	opIDs     []string // operator ID by stream node
 	env       *Environment
 }
 
@@ -185,6 +186,9 @@ func (e *Environment) Plan() (*Plan, error) {
 		Outputs:   map[jobgraph.VertexID][]int{},
 		operators: map[string]*runtime.OperatorSpec{},
 		env:       e,
+	}
+	for _, r := range res {
+		p.opIDs = append(p.opIDs, r.opID)
 	}
 	g := &jobgraph.JobGraph{Name: e.name, Type: jobgraph.Streaming, Config: map[string]string{
 		"execution.runtime-mode": e.mode.String(),

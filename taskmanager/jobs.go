@@ -238,10 +238,16 @@ func (te *TaskExecutor) pumpReports(jc *jobConnection) {
 				return
 			}
 			log := jc.log.With().Str("attempt", attemptKey(req.Attempt)).Str("state", req.State).Logger()
-			if err == nil || status.Code(err) == codes.NotFound {
-				if err != nil {
-					log.Info().Err(err).Msg("JobMaster does not know the task attempt; state update dropped")
-				}
+			// The JobMaster answered: a rejected update is dropped, not
+			// retried (retrying cannot change the answer), and it is no
+			// reason to think the JobMaster lost.
+			switch status.Code(err) {
+			case codes.NotFound:
+				log.Info().Err(err).Msg("JobMaster does not know the task attempt; state update dropped")
+			case codes.InvalidArgument, codes.FailedPrecondition:
+				log.Warn().Err(err).Msg("JobMaster rejected the task state update; dropped")
+			}
+			if c := status.Code(err); err == nil || c == codes.NotFound || c == codes.InvalidArgument || c == codes.FailedPrecondition {
 				jc.reports = jc.reports[1:]
 				jc.reporting, jc.reportFailures = false, 0
 				te.pumpReports(jc)

@@ -225,9 +225,9 @@ func (te *TaskExecutor) startRemoteTask(ctx context.Context, t *task, req *pb.Su
 			te.enqueueReport(&pb.UpdateTaskExecutionStateRequest{JobId: t.jobID, Attempt: t.attempt, State: state})
 		})
 	}
-	// run returns the task's final I/O metrics, as the runner reported them
-	// with the terminal state.
-	run := func(context.Context) (*pb.TaskIOMetrics, error) {
+	// run returns the task's final I/O metrics and accumulator results, as
+	// the runner reported them with the terminal state.
+	run := func(context.Context) (*pb.RunnerTaskState, error) {
 		req, err := te.resolveOffloaded(ctx, jmClient, req)
 		if err != nil {
 			return nil, failover.EnvironmentError(err)
@@ -244,7 +244,7 @@ func (te *TaskExecutor) startRemoteTask(ctx context.Context, t *task, req *pb.Su
 		if err != nil {
 			return nil, failover.EnvironmentError(fmt.Errorf("submitting to the job runner: %w", err))
 		}
-		last := func() *pb.TaskIOMetrics { return proc.Metrics(t.attempt) }
+		last := func() *pb.RunnerTaskState { return &pb.RunnerTaskState{Metrics: proc.Metrics(t.attempt)} }
 		done := ctx.Done()
 		var confirm <-chan time.Time
 		for {
@@ -254,11 +254,11 @@ func (te *TaskExecutor) startRemoteTask(ctx context.Context, t *task, req *pb.Su
 				case StateInitializing, StateRunning:
 					report(st.State)
 				case StateFinished:
-					return st.Metrics, nil
+					return st, nil
 				case StateCanceled:
-					return st.Metrics, context.Canceled
+					return st, context.Canceled
 				case StateFailed:
-					return st.Metrics, failover.Decode(st.Failure)
+					return st, failover.Decode(st.Failure)
 				}
 			case <-done:
 				done = nil
@@ -273,7 +273,7 @@ func (te *TaskExecutor) startRemoteTask(ctx context.Context, t *task, req *pb.Su
 			}
 		}
 	}
-	mailbox.Go(te.mb, run, func(m *pb.TaskIOMetrics, err error) { te.taskEnded(t, err, m) })
+	mailbox.Go(te.mb, run, func(final *pb.RunnerTaskState, err error) { te.taskEnded(t, err, final) })
 }
 
 // resolveOffloaded replaces offloaded shuffle descriptors by their inline

@@ -538,4 +538,18 @@ func TestFailingStateUpdatesLoseTheJobMaster(t *testing.T) {
 	if s := c.snapshot(); len(s.Jobs) != 1 || !s.Slots[0].Active {
 		t.Errorf("NOT_FOUND lost the JobMaster: %+v", s)
 	}
+
+	// FAILED_PRECONDITION is the JobMaster rejecting the update (a RUNNING
+	// that raced a cancel): dropped at once, not retried, not fatal.
+	c.jm.updateErr.Store(status.Error(codes.FailedPrecondition, "illegal execution state transition"))
+	d2 := attempt("noop", 1, 0)
+	if err := c.submit("job1", tdd("job1", "a2", "noop", "", d2)); err != nil {
+		t.Fatal(err)
+	}
+	if got := stateNames(c.states(d2, 3)); !slices.Equal(got, []string{StateInitializing, StateRunning, StateFinished}) {
+		t.Fatalf("updates = %v", got)
+	}
+	if s := c.snapshot(); len(s.Jobs) != 1 || !s.Slots[0].Active {
+		t.Errorf("FAILED_PRECONDITION lost the JobMaster: %+v", s)
+	}
 }

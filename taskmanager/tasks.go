@@ -13,6 +13,7 @@ import (
 	"github.com/gofl/gofl/jobmanager/failover"
 	"github.com/gofl/gofl/rpc/pb"
 	"github.com/gofl/gofl/taskmanager/invokable"
+	"github.com/gofl/gofl/taskmanager/runner"
 )
 
 // Execution state names reported to the JobMaster.
@@ -122,11 +123,18 @@ func (te *TaskExecutor) startTask(ctx context.Context, t *task, env invokable.En
 	mailbox.Go(te.mb, run, func(_ struct{}, err error) { te.taskEnded(t, err, nil) })
 }
 
-// taskEnded runs on the mailbox when the task's goroutine returned. metrics
-// are the task's final I/O counters; nil counts as zeros (a built-in task).
-func (te *TaskExecutor) taskEnded(t *task, err error, metrics *pb.TaskIOMetrics) {
+// taskEnded runs on the mailbox when the task's goroutine returned. final
+// is what the job runner reported with the terminal state: the task's I/O
+// counters (nil counts as zeros, as for a built-in task) and, once
+// FINISHED, its accumulator results.
+func (te *TaskExecutor) taskEnded(t *task, err error, final *pb.RunnerTaskState) {
 	delete(te.tasks, t.key)
 	t.cancel()
+	metrics := final.GetMetrics()
+	if err == nil && !t.canceled {
+		// The runner runs user code: never relay more than the protocol allows.
+		err = failover.NonRecoverable(runner.CheckAccumulators(final.GetAccumulators()))
+	}
 	if metrics == nil {
 		metrics = &pb.TaskIOMetrics{Attempt: t.attempt, TimestampMs: time.Now().UnixMilli()}
 	}
@@ -136,7 +144,7 @@ func (te *TaskExecutor) taskEnded(t *task, err error, metrics *pb.TaskIOMetrics)
 		req.State = StateCanceled
 		t.log.Info().Msg("task canceled")
 	case err == nil:
-		req.State = StateFinished
+		req.State, req.Accumulators = StateFinished, final.GetAccumulators()
 		te.recordPartitions(t)
 		t.log.Info().Msg("task finished")
 	default:

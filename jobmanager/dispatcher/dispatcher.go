@@ -313,6 +313,22 @@ func (d *Dispatcher) JobExceptions(ctx context.Context, id string) (restapi.JobE
 	return s.Exceptions, err
 }
 
+// JobExecutionResult implements rest.Dispatcher.
+func (d *Dispatcher) JobExecutionResult(ctx context.Context, id string) (restapi.JobExecutionResultResponse, error) {
+	v, err := d.lookup(ctx, id)
+	if err != nil {
+		return restapi.JobExecutionResultResponse{}, err
+	}
+	s, err := v.snapshot(ctx)
+	if err != nil {
+		return restapi.JobExecutionResultResponse{}, err
+	}
+	if s.Result == nil {
+		return restapi.JobExecutionResultResponse{Status: restapi.QueueStatus{ID: restapi.ResultInProgress}}, nil
+	}
+	return restapi.JobExecutionResultResponse{Status: restapi.QueueStatus{ID: restapi.ResultCompleted}, ExecutionResult: s.Result}, nil
+}
+
 // CancelJob implements rest.Dispatcher.
 func (d *Dispatcher) CancelJob(ctx context.Context, id string) error {
 	v, err := d.lookup(ctx, id)

@@ -71,14 +71,18 @@ type JobMaster struct {
 	sched *scheduler.Scheduler
 	start time.Time
 
-	tms      map[string]*taskManager
-	hb       *heartbeat.Monitor[string]
-	blobs    map[string][]byte
-	metrics  map[subtaskKey]*attemptMetrics // newest task I/O metrics per subtask
-	wake     *time.Timer
-	statusAt map[scheduler.JobStatus]time.Time
-	pending  int // outgoing calls still running after the job ended
-	ended    bool
+	tms     map[string]*taskManager
+	hb      *heartbeat.Monitor[string]
+	blobs   map[string][]byte
+	metrics map[subtaskKey]*attemptMetrics // newest task I/O metrics per subtask
+	// accumulators of the newest FINISHED attempt per subtask, and their
+	// bytes in all.
+	accumulators     map[subtaskKey]attemptAccumulators
+	accumulatorBytes int
+	wake             *time.Timer
+	statusAt         map[scheduler.JobStatus]time.Time
+	pending          int // outgoing calls still running after the job ended
+	ended            bool
 
 	doneOnce sync.Once
 	done     chan struct{}
@@ -108,14 +112,15 @@ func New(cfg Config, jg *jobgraph.JobGraph, rm ResourceManager, log zerolog.Logg
 	}
 	return &JobMaster{
 		cfg: cfg, id: randomID(), jobID: jg.JobID, jg: jg, rm: rm, sched: sched,
-		log:      log.With().Str("job_id", jg.JobID).Str("job", jg.Name).Logger(),
-		mb:       mailbox.New(),
-		tms:      map[string]*taskManager{},
-		hb:       heartbeat.New[string](cfg.HeartbeatTimeout),
-		blobs:    map[string][]byte{},
-		metrics:  map[subtaskKey]*attemptMetrics{},
-		statusAt: map[scheduler.JobStatus]time.Time{},
-		done:     make(chan struct{}),
+		log:          log.With().Str("job_id", jg.JobID).Str("job", jg.Name).Logger(),
+		mb:           mailbox.New(),
+		tms:          map[string]*taskManager{},
+		hb:           heartbeat.New[string](cfg.HeartbeatTimeout),
+		blobs:        map[string][]byte{},
+		metrics:      map[subtaskKey]*attemptMetrics{},
+		accumulators: map[subtaskKey]attemptAccumulators{},
+		statusAt:     map[scheduler.JobStatus]time.Time{},
+		done:         make(chan struct{}),
 	}, nil
 }
 
@@ -466,6 +471,11 @@ func (jm *JobMaster) UpdateTaskExecutionState(ctx context.Context, req *pb.Updat
 			// Metrics of an attempt that is not current are never shown.
 			req.Metrics.Attempt = req.Attempt
 			jm.recordMetrics(req.Metrics, true)
+		}
+		if state == eg.Finished && len(req.Accumulators) > 0 {
+			if err := jm.recordAccumulators(attemptID(req.Attempt), req.Accumulators); err != nil {
+				state, cause = eg.Failed, err
+			}
 		}
 		if _, err := jm.step(scheduler.TaskStateChanged{Attempt: attemptID(req.Attempt), State: state, Cause: cause}); err != nil {
 			if errors.Is(err, eg.ErrUnknownAttempt) {

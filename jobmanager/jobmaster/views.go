@@ -20,6 +20,8 @@ type Snapshot struct {
 	// Vertices are the vertex views by vertex ID, each with its
 	// back-pressure view.
 	Vertices map[string]restapi.JobVertexInfo
+	// Result is set once the job is globally terminal.
+	Result *restapi.JobExecutionResult
 }
 
 // Snapshot returns the job's current views; after Done it returns the views
@@ -132,7 +134,7 @@ func (jm *JobMaster) snapshot() Snapshot {
 	det := restapi.JobDetails{ID: jm.jobID, Name: jm.jg.Name, State: st.String(), JobType: jm.jg.Type.String(),
 		StartTime: millis(start), EndTime: millis(end), Duration: duration.Milliseconds(), Now: now.UnixMilli(),
 		Timestamps: timestamps, Vertices: vertices, StatusCounts: statusCounts}
-	return Snapshot{Overview: ov, Details: det, Exceptions: jm.exceptions(), Vertices: infos}
+	return Snapshot{Overview: ov, Details: det, Exceptions: jm.exceptions(), Vertices: infos, Result: jm.executionResult(st, duration.Milliseconds())}
 }
 
 // vertexStatus aggregates subtask states the way Flink's ExecutionJobVertex
@@ -183,12 +185,8 @@ func (jm *JobMaster) exceptions() restapi.JobExceptions {
 	for i := len(h) - 1; i >= 0; i-- {
 		f := h[i]
 		entry := restapi.ExceptionEntry{
-			ExceptionName: errorName(f.Cause), Stacktrace: f.Cause.Error(),
+			ExceptionName: errorName(f.Cause), Stacktrace: stackTrace(f.Cause),
 			Timestamp: jm.start.Add(f.Time).UnixMilli(), TaskName: f.TaskName, Location: f.Location, FailureType: f.Type.String(),
-		}
-		var re *failover.RemoteError
-		if errors.As(f.Cause, &re) && re.Stack != "" {
-			entry.Stacktrace = f.Cause.Error() + "\n" + re.Stack
 		}
 		out.ExceptionHistory.Entries = append(out.ExceptionHistory.Entries, entry)
 	}
@@ -197,6 +195,16 @@ func (jm *JobMaster) exceptions() restapi.JobExceptions {
 		out.Timestamp = out.ExceptionHistory.Entries[0].Timestamp
 	}
 	return out
+}
+
+// stackTrace is the error's text and, for a task's failure, the stack it
+// failed with.
+func stackTrace(err error) string {
+	var re *failover.RemoteError
+	if errors.As(err, &re) && re.Stack != "" {
+		return err.Error() + "\n" + re.Stack
+	}
+	return err.Error()
 }
 
 func errorName(err error) string {

@@ -24,6 +24,9 @@ type Dispatcher interface {
 	JobExceptions(ctx context.Context, jobID string) (restapi.JobExceptions, error)
 	// JobVertex lists one vertex's subtasks with their current attempts.
 	JobVertex(ctx context.Context, jobID, vertexID string) (restapi.JobVertexInfo, error)
+	// JobExecutionResult is the job's result once it ended (status
+	// COMPLETED), or status IN_PROGRESS while it runs; it does not wait.
+	JobExecutionResult(ctx context.Context, jobID string) (restapi.JobExecutionResultResponse, error)
 	// CancelJob starts cancelling; it does not wait for CANCELED.
 	// Idempotent while the job is cancelling.
 	CancelJob(ctx context.Context, jobID string) error

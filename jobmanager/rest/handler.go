@@ -87,6 +87,7 @@ func (h *handler) buildRoutes() []route {
 		{"/jobs/overview", map[string]endpoint{http.MethodGet: h.jobsOverview}},
 		{"/jobs/{jobid}", map[string]endpoint{http.MethodGet: h.jobDetails, http.MethodPatch: h.cancelJob}},
 		{"/jobs/{jobid}/exceptions", map[string]endpoint{http.MethodGet: h.jobExceptions}},
+		{"/jobs/{jobid}/execution-result", map[string]endpoint{http.MethodGet: h.jobExecutionResult}},
 		{"/jobs/{jobid}/vertices/{vertexid}", map[string]endpoint{http.MethodGet: h.jobVertex}},
 		{"/jobs/{jobid}/vertices/{vertexid}/backpressure", map[string]endpoint{http.MethodGet: h.jobVertexBackPressure}},
 		{"/blobs", map[string]endpoint{http.MethodPost: h.uploadBlob}},
@@ -205,6 +206,11 @@ func (h *handler) jobExceptions(ctx context.Context, _ http.ResponseWriter, _ *h
 		e.ExceptionHistory.Entries = []restapi.ExceptionEntry{}
 	}
 	return http.StatusOK, e, err
+}
+
+func (h *handler) jobExecutionResult(ctx context.Context, _ http.ResponseWriter, _ *http.Request, p []string) (int, any, error) {
+	r, err := h.d.JobExecutionResult(ctx, p[0])
+	return http.StatusOK, r, err
 }
 
 func (h *handler) jobVertex(ctx context.Context, _ http.ResponseWriter, _ *http.Request, p []string) (int, any, error) {

@@ -225,6 +225,11 @@ func (s *Scheduler) updateTaskState(id eg.ExecutionAttemptID, state eg.Execution
 	if ex.State == state || (ex.State.IsTerminal() && state.IsTerminal()) {
 		return nil // duplicate report
 	}
+	if (ex.State == eg.Canceling || ex.State.IsTerminal()) && !state.IsTerminal() {
+		// INITIALIZING or RUNNING sent before the task saw the cancel (or
+		// before its TaskManager was declared lost): stale, as in Flink.
+		return nil
+	}
 	if err := s.transition(v, state); err != nil {
 		return fmt.Errorf("scheduler: task state update: %w", err)
 	}

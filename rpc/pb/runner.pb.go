@@ -154,7 +154,11 @@ type RunnerTaskState struct {
 	State   string                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
 	Failure *FailureInfo           `protobuf:"bytes,3,opt,name=failure,proto3" json:"failure,omitempty"`
 	// With a terminal state: the task's final I/O counters.
-	Metrics       *TaskIOMetrics `protobuf:"bytes,4,opt,name=metrics,proto3" json:"metrics,omitempty"`
+	Metrics *TaskIOMetrics `protobuf:"bytes,4,opt,name=metrics,proto3" json:"metrics,omitempty"`
+	// With FINISHED: the task's accumulator results by name, each a
+	// serialized list (collect sinks put their records here). At most
+	// runner.MaxAccumulatorBytes in all.
+	Accumulators  map[string][]byte `protobuf:"bytes,5,rep,name=accumulators,proto3" json:"accumulators,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -213,6 +217,13 @@ func (x *RunnerTaskState) GetFailure() *FailureInfo {
 func (x *RunnerTaskState) GetMetrics() *TaskIOMetrics {
 	if x != nil {
 		return x.Metrics
+	}
+	return nil
+}
+
+func (x *RunnerTaskState) GetAccumulators() map[string][]byte {
+	if x != nil {
+		return x.Accumulators
 	}
 	return nil
 }
@@ -400,12 +411,16 @@ const file_runner_proto_rawDesc = "" +
 	"\x10protocol_version\x18\x01 \x01(\x05R\x0fprotocolVersion\x12\x1f\n" +
 	"\vsdk_version\x18\x02 \x01(\tR\n" +
 	"sdkVersion\x12\x10\n" +
-	"\x03pid\x18\x03 \x01(\x05R\x03pid\"\xc0\x01\n" +
+	"\x03pid\x18\x03 \x01(\x05R\x03pid\"\xd1\x02\n" +
 	"\x0fRunnerTaskState\x125\n" +
 	"\aattempt\x18\x01 \x01(\v2\x1b.gofl.v1.ExecutionAttemptIDR\aattempt\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12.\n" +
 	"\afailure\x18\x03 \x01(\v2\x14.gofl.v1.FailureInfoR\afailure\x120\n" +
-	"\ametrics\x18\x04 \x01(\v2\x16.gofl.v1.TaskIOMetricsR\ametrics\"\x18\n" +
+	"\ametrics\x18\x04 \x01(\v2\x16.gofl.v1.TaskIOMetricsR\ametrics\x12N\n" +
+	"\faccumulators\x18\x05 \x03(\v2*.gofl.v1.RunnerTaskState.AccumulatorsEntryR\faccumulators\x1a?\n" +
+	"\x11AccumulatorsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\x18\n" +
 	"\x16WatchTaskStatesRequest\":\n" +
 	"\x17WatchTaskMetricsRequest\x12\x1f\n" +
 	"\vinterval_ms\x18\x01 \x01(\x03R\n" +
@@ -437,7 +452,7 @@ func file_runner_proto_rawDescGZIP() []byte {
 	return file_runner_proto_rawDescData
 }
 
-var file_runner_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_runner_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_runner_proto_goTypes = []any{
 	(*RunnerHandshakeRequest)(nil),   // 0: gofl.v1.RunnerHandshakeRequest
 	(*RunnerHandshakeResponse)(nil),  // 1: gofl.v1.RunnerHandshakeResponse
@@ -446,38 +461,40 @@ var file_runner_proto_goTypes = []any{
 	(*WatchTaskMetricsRequest)(nil),  // 4: gofl.v1.WatchTaskMetricsRequest
 	(*TaskMetricsReport)(nil),        // 5: gofl.v1.TaskMetricsReport
 	(*RunnerShutdownRequest)(nil),    // 6: gofl.v1.RunnerShutdownRequest
-	(*ExecutionAttemptID)(nil),       // 7: gofl.v1.ExecutionAttemptID
-	(*FailureInfo)(nil),              // 8: gofl.v1.FailureInfo
-	(*TaskIOMetrics)(nil),            // 9: gofl.v1.TaskIOMetrics
-	(*SubmitTaskRequest)(nil),        // 10: gofl.v1.SubmitTaskRequest
-	(*CancelTaskRequest)(nil),        // 11: gofl.v1.CancelTaskRequest
-	(*ReleasePartitionsRequest)(nil), // 12: gofl.v1.ReleasePartitionsRequest
-	(*Ack)(nil),                      // 13: gofl.v1.Ack
+	nil,                              // 7: gofl.v1.RunnerTaskState.AccumulatorsEntry
+	(*ExecutionAttemptID)(nil),       // 8: gofl.v1.ExecutionAttemptID
+	(*FailureInfo)(nil),              // 9: gofl.v1.FailureInfo
+	(*TaskIOMetrics)(nil),            // 10: gofl.v1.TaskIOMetrics
+	(*SubmitTaskRequest)(nil),        // 11: gofl.v1.SubmitTaskRequest
+	(*CancelTaskRequest)(nil),        // 12: gofl.v1.CancelTaskRequest
+	(*ReleasePartitionsRequest)(nil), // 13: gofl.v1.ReleasePartitionsRequest
+	(*Ack)(nil),                      // 14: gofl.v1.Ack
 }
 var file_runner_proto_depIdxs = []int32{
-	7,  // 0: gofl.v1.RunnerTaskState.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	8,  // 1: gofl.v1.RunnerTaskState.failure:type_name -> gofl.v1.FailureInfo
-	9,  // 2: gofl.v1.RunnerTaskState.metrics:type_name -> gofl.v1.TaskIOMetrics
-	9,  // 3: gofl.v1.TaskMetricsReport.tasks:type_name -> gofl.v1.TaskIOMetrics
-	0,  // 4: gofl.v1.JobRunnerService.Handshake:input_type -> gofl.v1.RunnerHandshakeRequest
-	10, // 5: gofl.v1.JobRunnerService.SubmitTask:input_type -> gofl.v1.SubmitTaskRequest
-	11, // 6: gofl.v1.JobRunnerService.CancelTask:input_type -> gofl.v1.CancelTaskRequest
-	12, // 7: gofl.v1.JobRunnerService.ReleasePartitions:input_type -> gofl.v1.ReleasePartitionsRequest
-	3,  // 8: gofl.v1.JobRunnerService.WatchTaskStates:input_type -> gofl.v1.WatchTaskStatesRequest
-	4,  // 9: gofl.v1.JobRunnerService.WatchTaskMetrics:input_type -> gofl.v1.WatchTaskMetricsRequest
-	6,  // 10: gofl.v1.JobRunnerService.Shutdown:input_type -> gofl.v1.RunnerShutdownRequest
-	1,  // 11: gofl.v1.JobRunnerService.Handshake:output_type -> gofl.v1.RunnerHandshakeResponse
-	13, // 12: gofl.v1.JobRunnerService.SubmitTask:output_type -> gofl.v1.Ack
-	13, // 13: gofl.v1.JobRunnerService.CancelTask:output_type -> gofl.v1.Ack
-	13, // 14: gofl.v1.JobRunnerService.ReleasePartitions:output_type -> gofl.v1.Ack
-	2,  // 15: gofl.v1.JobRunnerService.WatchTaskStates:output_type -> gofl.v1.RunnerTaskState
-	5,  // 16: gofl.v1.JobRunnerService.WatchTaskMetrics:output_type -> gofl.v1.TaskMetricsReport
-	13, // 17: gofl.v1.JobRunnerService.Shutdown:output_type -> gofl.v1.Ack
-	11, // [11:18] is the sub-list for method output_type
-	4,  // [4:11] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	8,  // 0: gofl.v1.RunnerTaskState.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	9,  // 1: gofl.v1.RunnerTaskState.failure:type_name -> gofl.v1.FailureInfo
+	10, // 2: gofl.v1.RunnerTaskState.metrics:type_name -> gofl.v1.TaskIOMetrics
+	7,  // 3: gofl.v1.RunnerTaskState.accumulators:type_name -> gofl.v1.RunnerTaskState.AccumulatorsEntry
+	10, // 4: gofl.v1.TaskMetricsReport.tasks:type_name -> gofl.v1.TaskIOMetrics
+	0,  // 5: gofl.v1.JobRunnerService.Handshake:input_type -> gofl.v1.RunnerHandshakeRequest
+	11, // 6: gofl.v1.JobRunnerService.SubmitTask:input_type -> gofl.v1.SubmitTaskRequest
+	12, // 7: gofl.v1.JobRunnerService.CancelTask:input_type -> gofl.v1.CancelTaskRequest
+	13, // 8: gofl.v1.JobRunnerService.ReleasePartitions:input_type -> gofl.v1.ReleasePartitionsRequest
+	3,  // 9: gofl.v1.JobRunnerService.WatchTaskStates:input_type -> gofl.v1.WatchTaskStatesRequest
+	4,  // 10: gofl.v1.JobRunnerService.WatchTaskMetrics:input_type -> gofl.v1.WatchTaskMetricsRequest
+	6,  // 11: gofl.v1.JobRunnerService.Shutdown:input_type -> gofl.v1.RunnerShutdownRequest
+	1,  // 12: gofl.v1.JobRunnerService.Handshake:output_type -> gofl.v1.RunnerHandshakeResponse
+	14, // 13: gofl.v1.JobRunnerService.SubmitTask:output_type -> gofl.v1.Ack
+	14, // 14: gofl.v1.JobRunnerService.CancelTask:output_type -> gofl.v1.Ack
+	14, // 15: gofl.v1.JobRunnerService.ReleasePartitions:output_type -> gofl.v1.Ack
+	2,  // 16: gofl.v1.JobRunnerService.WatchTaskStates:output_type -> gofl.v1.RunnerTaskState
+	5,  // 17: gofl.v1.JobRunnerService.WatchTaskMetrics:output_type -> gofl.v1.TaskMetricsReport
+	14, // 18: gofl.v1.JobRunnerService.Shutdown:output_type -> gofl.v1.Ack
+	12, // [12:19] is the sub-list for method output_type
+	5,  // [5:12] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_runner_proto_init() }
@@ -493,7 +510,7 @@ func file_runner_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runner_proto_rawDesc), len(file_runner_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -203,6 +203,46 @@ type JobExceptions struct {
 	Timestamp        int64            `json:"timestamp,omitempty"`
 }
 
+// Queue states of JobExecutionResultResponse.Status.ID, as Flink's
+// QueueStatus.
+const (
+	ResultInProgress = "IN_PROGRESS"
+	ResultCompleted  = "COMPLETED"
+)
+
+// JobExecutionResultResponse is GET /jobs/{jobid}/execution-result: while
+// the job runs only the status, IN_PROGRESS; once it ended COMPLETED with
+// the result (Flink's JobExecutionResultResponseBody).
+type JobExecutionResultResponse struct {
+	Status          QueueStatus         `json:"status"`
+	ExecutionResult *JobExecutionResult `json:"job-execution-result,omitempty"`
+}
+
+// QueueStatus is the status of an asynchronous operation.
+type QueueStatus struct {
+	ID string `json:"id"`
+}
+
+// JobExecutionResult is how a job ended: the application status
+// (SUCCEEDED, FAILED, CANCELED or UNKNOWN), the accumulator results by
+// name, each the subtasks' serialized lists concatenated in subtask order
+// (base64 in JSON), the net runtime in milliseconds, and the failure cause
+// of a failed job.
+type JobExecutionResult struct {
+	ID                 string            `json:"id"`
+	ApplicationStatus  string            `json:"application-status"`
+	AccumulatorResults map[string][]byte `json:"accumulator-results"`
+	NetRuntime         int64             `json:"net-runtime"`
+	FailureCause       *FailureCause     `json:"failure-cause,omitempty"`
+}
+
+// FailureCause is a job's root failure (Flink's SerializedThrowable, without
+// the Java serialization).
+type FailureCause struct {
+	Class      string `json:"class"`
+	StackTrace string `json:"stack-trace"`
+}
+
 // TaskManagerInfo is one entry of GET /taskmanagers and the body of
 // GET /taskmanagers/{tmid}.
 type TaskManagerInfo struct {

@@ -84,6 +84,13 @@ type Context struct {
 	MaxParallelism int
 	// Output receives the operator's results.
 	Output Output
+	// Accumulate, nil when the task runs in the local executor, hands a
+	// serialized list to the task's accumulator results under name (Flink's
+	// RuntimeContext accumulators): on a cluster they reach the JobMaster
+	// with the FINISHED state, which concatenates each name's lists in
+	// subtask order into the job's execution result. Call it from Finish;
+	// what a failed or cancelled attempt accumulated is discarded.
+	Accumulate func(name string, value []byte)
 
 	task  *task
 	index int

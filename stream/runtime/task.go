@@ -71,7 +71,8 @@ type TaskSpec struct {
 
 // TaskEnv is what one subtask is given to run: its position, its input
 // gates (one per logical input), its writers (aligned with
-// TaskSpec.Outputs) and a clock (time.Now when nil).
+// TaskSpec.Outputs), a clock (time.Now when nil) and where accumulator
+// results go (see Context.Accumulate).
 type TaskEnv struct {
 	SubtaskIndex   int
 	Parallelism    int
@@ -79,6 +80,7 @@ type TaskEnv struct {
 	Gates          []InputGate
 	Writers        []ResultWriter
 	Now            func() time.Time
+	Accumulate     func(name string, value []byte)
 }
 
 // OperatorError is a failure of one operator: an error it returned or a
@@ -204,7 +206,7 @@ func newTask(ctx context.Context, spec *TaskSpec, env TaskEnv) (*task, error) {
 		n.ctx = &Context{
 			TaskName: spec.Name, OperatorID: os.ID, OperatorName: os.Name,
 			SubtaskIndex: env.SubtaskIndex, Parallelism: env.Parallelism, MaxParallelism: env.MaxParallelism,
-			task: t, index: i,
+			Accumulate: env.Accumulate, task: t, index: i,
 		}
 		t.nodes = append(t.nodes, n)
 	}

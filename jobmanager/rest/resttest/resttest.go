@@ -48,10 +48,11 @@ type Dispatcher struct {
 }
 
 type job struct {
-	graph      *jobgraph.JobGraph
-	state      string
-	start, end int64
-	exceptions []restapi.ExceptionEntry // newest first
+	graph        *jobgraph.JobGraph
+	state        string
+	start, end   int64
+	exceptions   []restapi.ExceptionEntry // newest first
+	accumulators map[string][]byte
 }
 
 // NewDispatcher returns an empty Dispatcher.
@@ -120,6 +121,17 @@ func (d *Dispatcher) SetState(jobID, state string) {
 	if terminal(state) {
 		j.end = d.now().UnixMilli()
 	}
+}
+
+// SetAccumulators sets the accumulator results a terminal job reports.
+func (d *Dispatcher) SetAccumulators(jobID string, acc map[string][]byte) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	j := d.jobs[jobID]
+	if j == nil {
+		panic("resttest: SetAccumulators of unknown job " + jobID)
+	}
+	j.accumulators = acc
 }
 
 // AddException records a failure in the job's exception history.
@@ -308,6 +320,39 @@ func (d *Dispatcher) JobExceptions(ctx context.Context, jobID string) (restapi.J
 		out.Timestamp = j.exceptions[0].Timestamp
 	}
 	return out, nil
+}
+
+// JobExecutionResult is IN_PROGRESS until the job is terminal; then its
+// application status, accumulators and, when FAILED, the newest exception.
+func (d *Dispatcher) JobExecutionResult(ctx context.Context, jobID string) (restapi.JobExecutionResultResponse, error) {
+	if err := d.enter(ctx); err != nil {
+		return restapi.JobExecutionResultResponse{}, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	j, err := d.get(jobID)
+	if err != nil {
+		return restapi.JobExecutionResultResponse{}, err
+	}
+	if !terminal(j.state) {
+		return restapi.JobExecutionResultResponse{Status: restapi.QueueStatus{ID: restapi.ResultInProgress}}, nil
+	}
+	res := &restapi.JobExecutionResult{ID: jobID, NetRuntime: d.duration(j), AccumulatorResults: map[string][]byte{}}
+	for k, v := range j.accumulators {
+		res.AccumulatorResults[k] = v
+	}
+	switch j.state {
+	case StateFinished:
+		res.ApplicationStatus = "SUCCEEDED"
+	case StateCanceled:
+		res.ApplicationStatus = "CANCELED"
+	default:
+		res.ApplicationStatus = "FAILED"
+		if len(j.exceptions) > 0 {
+			res.FailureCause = &restapi.FailureCause{Class: j.exceptions[0].ExceptionName, StackTrace: j.exceptions[0].Stacktrace}
+		}
+	}
+	return restapi.JobExecutionResultResponse{Status: restapi.QueueStatus{ID: restapi.ResultCompleted}, ExecutionResult: res}, nil
 }
 
 // CancelJob moves a running job to CANCELLING (or CANCELED after
