@@ -267,6 +267,38 @@ func TestWaitForJobStatus(t *testing.T) {
 	}
 }
 
+func TestWaitForJobResult(t *testing.T) {
+	c, d := newClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	id, err := c.SubmitJob(ctx, resttest.Wordcount(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := c.JobExecutionResult(ctx, id); err != nil || r.Status.ID != restapi.ResultInProgress || r.ExecutionResult != nil {
+		t.Fatalf("while running: %+v, %v", r, err)
+	}
+	go func() {
+		time.Sleep(30 * time.Millisecond)
+		d.SetAccumulators(id, map[string][]byte{"collect": []byte("records")})
+		d.SetState(id, "FINISHED")
+	}()
+	res, err := c.WaitForJobResult(ctx, id)
+	if err != nil || res.ApplicationStatus != "SUCCEEDED" || string(res.AccumulatorResults["collect"]) != "records" {
+		t.Fatalf("result = %+v, %v", res, err)
+	}
+
+	id2, _ := c.SubmitJob(ctx, resttest.Wordcount(""))
+	short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancelShort()
+	if _, err := c.WaitForJobResult(short, id2); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), id2) {
+		t.Errorf("wait with deadline: %v", err)
+	}
+	if _, err := c.WaitForJobResult(ctx, "nope"); !errors.Is(err, restapi.ErrJobNotFound) {
+		t.Errorf("wait unknown job: %v", err)
+	}
+}
+
 func TestSubmitNil(t *testing.T) {
 	c, _ := newClient(t)
 	var g *jobgraph.JobGraph

@@ -497,3 +497,59 @@ func TestJobVertexBackPressure(t *testing.T) {
 	r := e.do(t, http.MethodGet, "/jobs/"+id+"/vertices/source/backpressure", "")
 	wantKeys(t, "deprecated back pressure", r.body, "status")
 }
+
+func TestJobExecutionResult(t *testing.T) {
+	e := newEnv(t, rest.Options{})
+	id := e.submit(t, wordcountJSON).JobID
+	path := "/jobs/" + id + "/execution-result"
+
+	// While the job runs: only the queue status, as Flink answers.
+	r := e.do(t, http.MethodGet, path, "")
+	if r.status != http.StatusOK {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	wantKeys(t, "in progress", r.body, "status")
+	if !strings.Contains(string(r.body), `"id":"IN_PROGRESS"`) {
+		t.Fatalf("in progress: %s", r.body)
+	}
+
+	e.d.SetAccumulators(id, map[string][]byte{"sink": {0, 1, 2, 0xff}})
+	e.d.SetState(id, resttest.StateFinished)
+	r = e.do(t, http.MethodGet, path, "")
+	wantKeys(t, "completed", r.body, "status", "job-execution-result")
+	var body map[string]json.RawMessage
+	if err := json.Unmarshal(r.body, &body); err != nil {
+		t.Fatal(err)
+	}
+	wantKeys(t, "job-execution-result", body["job-execution-result"], "id", "application-status", "accumulator-results", "net-runtime")
+	var res restapi.JobExecutionResultResponse
+	if err := json.Unmarshal(r.body, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Status.ID != restapi.ResultCompleted || res.ExecutionResult.ID != id || res.ExecutionResult.ApplicationStatus != "SUCCEEDED" ||
+		!bytes.Equal(res.ExecutionResult.AccumulatorResults["sink"], []byte{0, 1, 2, 0xff}) {
+		t.Fatalf("completed: %s", r.body)
+	}
+	// Accumulator values are base64 in JSON, as Flink's serialized values.
+	if !strings.Contains(string(r.body), `"sink":"AAEC/w=="`) {
+		t.Errorf("accumulator not base64: %s", r.body)
+	}
+
+	// A failed job carries its failure cause.
+	id2 := e.submit(t, strings.Replace(wordcountJSON, "00000000000000000000000000000001", "00000000000000000000000000000002", 1)).JobID
+	e.d.AddException(id2, restapi.ExceptionEntry{ExceptionName: "TaskFailure", Stacktrace: "boom"})
+	e.d.SetState(id2, resttest.StateFailed)
+	var failed restapi.JobExecutionResultResponse
+	if err := json.Unmarshal(e.do(t, http.MethodGet, "/jobs/"+id2+"/execution-result", "").body, &failed); err != nil {
+		t.Fatal(err)
+	}
+	if fr := failed.ExecutionResult; fr == nil || fr.ApplicationStatus != "FAILED" || fr.FailureCause == nil || fr.FailureCause.StackTrace != "boom" {
+		t.Fatalf("failed: %+v", failed)
+	}
+
+	errs := errorsOf(t, e.do(t, http.MethodGet, "/jobs/nope/execution-result", ""), http.StatusNotFound)
+	if !strings.Contains(errs[0], "nope") {
+		t.Errorf("unknown job: %q", errs)
+	}
+	errorsOf(t, e.do(t, http.MethodPost, path, ""), http.StatusMethodNotAllowed)
+}

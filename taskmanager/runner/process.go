@@ -86,9 +86,7 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error)
 	if err != nil {
 		return nil, fmt.Errorf("runner: %w", err)
 	}
-	cmd := exec.Command(spec.Binary, spec.Args...)
-	cmd.Env = append(os.Environ(), EnvRole+"="+RoleRunner, EnvSocket+"="+socket, EnvJobID+"="+spec.JobID)
-	cmd.Env = append(cmd.Env, spec.Env...)
+	var dataFile *os.File
 	if spec.DataListener != nil {
 		f, err := spec.DataListener.File() // a duplicate, closed once the child has it
 		if err != nil {
@@ -96,15 +94,25 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error)
 			return nil, fmt.Errorf("runner: data port: %w", err)
 		}
 		defer f.Close()
-		cmd.ExtraFiles = []*os.File{f}
-		cmd.Env = append(cmd.Env, EnvDataFD+"=3", EnvDataAddress+"="+spec.DataAddress)
+		dataFile = f
 	}
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.Dir = spec.Dir
-	// Its own process group, so a signal to the TaskManager's group does not
-	// reach it and Stop can take down anything it started.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	newCmd := func() *exec.Cmd {
+		cmd := exec.Command(spec.Binary, spec.Args...)
+		cmd.Env = append(os.Environ(), EnvRole+"="+RoleRunner, EnvSocket+"="+socket, EnvJobID+"="+spec.JobID)
+		cmd.Env = append(cmd.Env, spec.Env...)
+		if dataFile != nil {
+			cmd.ExtraFiles = []*os.File{dataFile}
+			cmd.Env = append(cmd.Env, EnvDataFD+"=3", EnvDataAddress+"="+spec.DataAddress)
+		}
+		cmd.Stdout, cmd.Stderr = logFile, logFile
+		cmd.Dir = spec.Dir
+		// Its own process group, so a signal to the TaskManager's group does
+		// not reach it and Stop can take down anything it started.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		return cmd
+	}
+	cmd, err := startRetryingBusy(ctx, newCmd)
+	if err != nil {
 		logFile.Close()
 		return nil, fmt.Errorf("runner: starting %s: %w", spec.Binary, err)
 	}
@@ -307,4 +315,24 @@ func (p *Process) Stop(grace time.Duration) {
 func (p *Process) kill() {
 	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
 	<-p.exited
+}
+
+// startRetryingBusy starts the command, retrying while exec fails with
+// ETXTBSY: a binary just written (a job binary fetched into the blob cache)
+// can stay open for writing a moment longer in a child that another
+// goroutine forked meanwhile (golang.org/issue/22315); cmd/go retries the
+// same way.
+func startRetryingBusy(ctx context.Context, newCmd func() *exec.Cmd) (*exec.Cmd, error) {
+	for attempt := 1; ; attempt++ {
+		cmd := newCmd()
+		err := cmd.Start()
+		if err == nil || !errors.Is(err, syscall.ETXTBSY) || attempt == 20 {
+			return cmd, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(time.Duration(attempt) * 5 * time.Millisecond):
+		}
+	}
 }

@@ -1,0 +1,42 @@
+package runner
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// A binary still open for writing cannot be executed (ETXTBSY); starting
+// it retries until the writer closed it.
+func TestStartRetriesWhileTheBinaryIsBusy(t *testing.T) {
+	src, err := exec.LookPath("true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "busy")
+	w, err := os.OpenFile(bin, os.O_CREATE|os.O_WRONLY, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := exec.Command(bin).Start(); err == nil {
+		t.Fatal("exec of a file open for writing succeeded: this system does not report ETXTBSY")
+	}
+	time.AfterFunc(50*time.Millisecond, func() { w.Close() })
+	cmd, err := startRetryingBusy(context.Background(), func() *exec.Cmd { return exec.Command(bin) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+}
