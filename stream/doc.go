@@ -72,5 +72,11 @@
 // and runs its tasks with the network data plane (taskmanager/network).
 // Records cross exchanges encoded by the codec of their DataStream[T]
 // (stream/codec's For[T]); Plan fails for an exchange whose type has none.
-// Collect sinks only work locally.
+//
+// A program can also drive its registered jobs itself: ExecuteOn runs an
+// environment from BuildJob on a session cluster with the program as its
+// own job binary (it calls ServeRole first), waits for the job and fills
+// its Collect sinks from the job's execution result, where each sink
+// subtask's records arrive as an accumulator (see runtime.Context's
+// Accumulate); CollectedValues reads them by sink uid or name.
 package stream

@@ -150,7 +150,7 @@ func runSession(c *cli.Context, addr string) error {
 	if c.Bool("detached") {
 		return nil
 	}
-	return followJob(c, cl, id)
+	return followJob(c, cl, jg, id)
 }
 
 // jobBinary returns the executable for JOB: JOB itself, or the package

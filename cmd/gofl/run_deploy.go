@@ -109,7 +109,7 @@ func runPerJob(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	ferr := followJob(c, cl, jg.JobID)
+	ferr := followJob(c, cl, jg, jg.JobID)
 	ackFinalState(info.RESTAddress)
 	finishCluster(c.App.ErrWriter, dep, id, s)
 	return ferr

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"os"
 	"os/exec"
@@ -56,6 +57,12 @@ func endJobs(t *testing.T, c *cluster, state string) {
 			}
 			if l, err := c.d.ListJobs(context.Background()); err == nil {
 				for _, j := range l.Jobs {
+					// The last operator returns two records (a collect
+					// sink's list), as a job's execution result would.
+					if vs := c.d.Graph(j.ID).Vertices; len(vs) > 0 && len(vs[len(vs)-1].Operators) > 0 {
+						ops := vs[len(vs)-1].Operators
+						c.d.SetAccumulators(j.ID, map[string][]byte{ops[len(ops)-1].ID: {1, 'a', 1, 'b'}})
+					}
 					c.d.SetState(j.ID, state)
 				}
 			}
@@ -82,6 +89,13 @@ func TestRunPlansUploadsSubmitsAndFollows(t *testing.T) {
 				t.Fatalf("jobs %+v, %v", l, err)
 			}
 			g := c.d.Graph(l.Jobs[0].ID)
+			if tc.state == "FINISHED" {
+				sink := g.Vertices[len(g.Vertices)-1].Operators
+				want := fmt.Sprintf("Accumulator Results:\n- %s (operator %s): 2 records, 4 bytes\n", sink[len(sink)-1].Name, sink[len(sink)-1].ID)
+				if !strings.Contains(r.stdout, "Job Runtime: ") || !strings.Contains(r.stdout, want) {
+					t.Errorf("the result is not printed as %q:\n%s", want, r.stdout)
+				}
+			}
 			if !strings.HasPrefix(g.BinaryKey, "sha256:") || !slices.Equal(g.ProgramArgs, []string{"wordcount", "--input", "/in", "--output", "/out"}) {
 				t.Errorf("binary key %q, program args %q", g.BinaryKey, g.ProgramArgs)
 			}

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 	"github.com/gofl/gofl/client"
 	"github.com/gofl/gofl/jobgraph"
 	"github.com/gofl/gofl/rpc/pb"
+	"github.com/gofl/gofl/stream"
 )
 
 func submitCommand() *cli.Command {
@@ -73,12 +77,13 @@ func runSubmit(c *cli.Context) error {
 	if !c.Bool("wait") {
 		return nil
 	}
-	return followJob(c, cl, id)
+	return followJob(c, cl, jg, id)
 }
 
 // followJob prints the job's state and task counts whenever they change,
-// until the job ends.
-func followJob(c *cli.Context, cl *client.Client, id string) error {
+// until the job ends, and then its result (printResult). jg, the graph
+// submitted, names the operators in the result.
+func followJob(c *cli.Context, cl *client.Client, jg *jobgraph.JobGraph, id string) error {
 	deadline := time.Now().Add(c.Duration("timeout"))
 	last := ""
 	for {
@@ -108,6 +113,7 @@ func followJob(c *cli.Context, cl *client.Client, id string) error {
 				}
 				return fmt.Errorf("submit: job %s ended %s", id, d.State)
 			}
+			printResult(c, cl, jg, id)
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -135,4 +141,43 @@ func uploadJobBinary(c *cli.Context, cl *client.Client, bin, name string) (strin
 	}
 	fmt.Fprintf(c.App.Writer, "Job binary %s %s (%s)\n", name, what, key)
 	return key, nil
+}
+
+// printResult prints what Flink's CLI prints once a job finished: its
+// runtime and its accumulator results, a Collect sink's named by its
+// operator with its record count.
+func printResult(c *cli.Context, cl *client.Client, jg *jobgraph.JobGraph, id string) {
+	ctx, cancel := context.WithTimeout(c.Context, 10*time.Second)
+	defer cancel()
+	r, err := cl.JobExecutionResult(ctx, id)
+	if err != nil || r.ExecutionResult == nil {
+		fmt.Fprintf(c.App.ErrWriter, "the job's execution result is not available: %v\n", err)
+		return
+	}
+	res := r.ExecutionResult
+	fmt.Fprintf(c.App.Writer, "Job Runtime: %d ms\n", res.NetRuntime)
+	if len(res.AccumulatorResults) == 0 {
+		return
+	}
+	names := map[string]string{}
+	if jg != nil {
+		for _, v := range jg.Vertices {
+			for _, op := range v.Operators {
+				names[op.ID] = op.Name
+			}
+		}
+	}
+	fmt.Fprintln(c.App.Writer, "Accumulator Results:")
+	for _, name := range slices.Sorted(maps.Keys(res.AccumulatorResults)) {
+		v := res.AccumulatorResults[name]
+		label := name
+		if op := names[name]; op != "" {
+			label = fmt.Sprintf("%s (operator %s)", op, name)
+		}
+		if n, err := stream.CountCollected(v); err == nil {
+			fmt.Fprintf(c.App.Writer, "- %s: %d records, %d bytes\n", label, n, len(v))
+		} else {
+			fmt.Fprintf(c.App.Writer, "- %s: %d bytes\n", label, len(v))
+		}
+	}
 }
