@@ -3,6 +3,7 @@ package jobmanager_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,6 +23,8 @@ import (
 	"github.com/gofl/gofl/jobgraph"
 	"github.com/gofl/gofl/rpc/pb"
 	"github.com/gofl/gofl/rpc/restapi"
+	"github.com/gofl/gofl/storage"
+	"github.com/gofl/gofl/storage/storagetest"
 )
 
 // runSDKJob takes the path of `gofl run`: the binary's plan role at
@@ -361,4 +365,80 @@ func (c *cluster) backPressure(jobID, vertexID string) restapi.JobVertexBackPres
 		c.t.Fatalf("back pressure: %d, %v", resp.StatusCode, err)
 	}
 	return bp
+}
+
+// TestWordCountOnHDFS runs wordcount on the cluster with its input and
+// output on HDFS (MiniDFSCluster): the runners read splits of every input
+// file (seeking into them) and write one part file per subtask.
+func TestWordCountOnHDFS(t *testing.T) {
+	hdfs := storagetest.HDFS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	fsys, _, err := storage.Open(ctx, hdfs+"/", storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fsys.Close()
+	dir := fmt.Sprintf("/gofl-e2e/wordcount-%d", time.Now().UnixNano())
+	t.Cleanup(func() { _ = fsys.RemoveAll(context.Background(), dir) })
+
+	rng := rand.New(rand.NewSource(2))
+	vocab := []string{"hdfs", "Straße", "日本語", "gofl", "Flink", "x2y", "naïve", "жук"}
+	var all strings.Builder
+	for f := 0; f < 2; f++ {
+		var text strings.Builder
+		for l := 0; l < 3000; l++ {
+			for n := rng.Intn(9); n >= 0; n-- {
+				text.WriteString(vocab[rng.Intn(len(vocab))] + " ")
+			}
+			text.WriteString("\n")
+		}
+		all.WriteString(text.String())
+		if _, err := storage.WriteFileAtomic(ctx, fsys, fmt.Sprintf("%s/in/text-%d.txt", dir, f), strings.NewReader(text.String())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Marker and hidden files are not input, as in Flink.
+	for _, name := range []string{"_SUCCESS", ".hidden"} {
+		if _, err := storage.WriteFileAtomic(ctx, fsys, dir+"/in/"+name, strings.NewReader("not counted\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := countWords(all.String())
+
+	c := newCluster(t, nil)
+	c.startTaskManager("tm-a", 2)
+	c.startTaskManager("tm-b", 2)
+	c.waitForTaskManagers(2)
+	const p = 3
+	id := c.runSDKJob(wordcountBinary, p, "--input", hdfs+dir+"/in", "--output", hdfs+dir+"/out")
+	c.waitFor(id, 90*time.Second, "FINISHED")
+
+	parts, err := fsys.ReadDir(ctx, dir+"/out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(parts) != p {
+		t.Fatalf("%d files in the output, want %d part files: %+v", len(parts), p, parts)
+	}
+	got := map[string]int64{}
+	for _, part := range parts {
+		r, err := fsys.Open(ctx, part.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			var w string
+			var n int64
+			if _, err := fmt.Sscanf(sc.Text(), "%s %d", &w, &n); err != nil {
+				t.Fatalf("%s: bad line %q", part.Path, sc.Text())
+			}
+			got[w] += n
+		}
+		r.Close()
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("counts from HDFS: %v\nwant %v", got, want)
+	}
 }

@@ -30,7 +30,8 @@ type FileSystem interface {
 	// and for handing a location to another process ("hdfs://nn:9000/p").
 	URI(p string) string
 
-	// Open opens a file for reading. Missing: ErrNotFound.
+	// Open opens a file for reading. Missing: ErrNotFound. The reader of
+	// file:// and hdfs:// is also an io.Seeker.
 	Open(ctx context.Context, p string) (io.ReadCloser, error)
 
 	// Create creates a new file for writing, making missing parent

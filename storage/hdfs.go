@@ -158,6 +158,15 @@ func (r *hdfsReader) Read(b []byte) (int, error) {
 	return n, err
 }
 
+// Seek lets a reader of a split start in the middle of a file.
+func (r *hdfsReader) Seek(offset int64, whence int) (int64, error) {
+	n, err := r.r.Seek(offset, whence)
+	if err != nil {
+		return n, r.fs.wrap("seek", r.p, err)
+	}
+	return n, nil
+}
+
 func (r *hdfsReader) Close() error { return r.fs.wrap("close", r.p, r.r.Close()) }
 
 func (f *hdfsFS) Create(ctx context.Context, p string) (io.WriteCloser, error) {

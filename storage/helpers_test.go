@@ -5,18 +5,14 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"io"
-	"net"
-	"net/url"
-	"os"
 	"path"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
-)
 
-// defaultTestHDFS is where `make minihdfs` (scripts/minihdfs) listens.
-const defaultTestHDFS = "hdfs://127.0.0.1:9000"
+	"github.com/gofl/gofl/storage/storagetest"
+)
 
 // testHDFSUser is the user HDFS tests act as (permissions are off in
 // MiniDFSCluster, so any name works).
@@ -35,31 +31,7 @@ func randHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// hdfsTestURI returns the test HDFS's URI: GOFL_TEST_HDFS, else
-// hdfs://127.0.0.1:9000. If nothing answers there the test fails under
-// CI=true (where .ci/run starts MiniDFSCluster) and skips elsewhere.
-func hdfsTestURI(t *testing.T) string {
-	t.Helper()
-	uri := os.Getenv("GOFL_TEST_HDFS")
-	if uri == "" {
-		uri = defaultTestHDFS
-	}
-	u, err := url.Parse(uri)
-	if err != nil || u.Scheme != "hdfs" || u.Host == "" {
-		t.Fatalf("GOFL_TEST_HDFS=%q: want hdfs://host:port", uri)
-	}
-	c, err := net.DialTimeout("tcp", u.Host, 2*time.Second)
-	if err != nil {
-		msg := "HDFS is not reachable at " + uri + " (" + err.Error() + "); start it with `make minihdfs` " +
-			"or run the tests through scripts/minihdfs/with-hdfs.sh, or point GOFL_TEST_HDFS at one"
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI=true, so HDFS tests must run: " + msg)
-		}
-		t.Skip("skipping: " + msg)
-	}
-	c.Close()
-	return strings.TrimSuffix(uri, "/")
-}
+func hdfsTestURI(t *testing.T) string { return storagetest.HDFS(t) }
 
 // openTestHDFS connects to the test HDFS and returns a fresh directory in
 // it, removed when the test ends.

@@ -2,12 +2,14 @@ package stream
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
+	"path"
 	"sync"
 
+	"github.com/gofl/gofl/storage"
 	"github.com/gofl/gofl/stream/runtime"
 )
 
@@ -81,9 +83,14 @@ func (o *printOp) ProcessElement(_ int, r runtime.Record) error {
 func (o *printOp) ProcessWatermark(int64) error { return nil }
 
 // WriteAsText writes every record with fmt.Sprint, one per line, into the
-// directory dir (a plain path or a file:// URL): one part file
-// "part-<subtask>" per sink subtask.
+// directory dir (a plain path, a file:// or an hdfs:// URI, as TextFile
+// takes): one part file "part-<subtask>" per sink subtask, replacing one an
+// earlier attempt left. A part file is complete (on HDFS: closed, its last
+// block replicated) once its subtask FINISHED.
 func (s DataStream[T]) WriteAsText(dir string) Sink {
+	if err := checkFileURI(dir); err != nil {
+		s.env.fail(fmt.Errorf("WriteAsText: %w", err))
+	}
 	sink := addSink(s, "sink-textfile", "TextFile Sink", func() runtime.Operator {
 		return &textSinkOp{dir: dir}
 	})
@@ -94,21 +101,27 @@ func (s DataStream[T]) WriteAsText(dir string) Sink {
 type textSinkOp struct {
 	runtime.Base
 	dir string
-	f   *os.File
+	fs  storage.FileSystem
+	f   io.WriteCloser
 	w   *bufio.Writer
 }
 
 func (o *textSinkOp) Open(ctx *runtime.Context) error {
 	o.Ctx = ctx
-	dir, err := localPath(o.dir)
+	fs, dir, err := openFileSystem(o.dir)
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	o.fs = fs
+	part := path.Join(dir, fmt.Sprintf("part-%d", ctx.SubtaskIndex))
+	bg := context.Background()
+	if err := fs.MkdirAll(bg, dir); err != nil {
 		return err
 	}
-	o.f, err = os.Create(filepath.Join(dir, fmt.Sprintf("part-%d", ctx.SubtaskIndex)))
-	if err != nil {
+	if err := fs.RemoveAll(bg, part); err != nil {
+		return err
+	}
+	if o.f, err = fs.Create(bg, part); err != nil {
 		return err
 	}
 	o.w = bufio.NewWriterSize(o.f, 64<<10)
@@ -122,18 +135,25 @@ func (o *textSinkOp) ProcessElement(_ int, r runtime.Record) error {
 
 func (o *textSinkOp) ProcessWatermark(int64) error { return nil }
 
+// Finish makes the part file durable: closing it is what commits it.
 func (o *textSinkOp) Finish() error {
 	if err := o.w.Flush(); err != nil {
 		return err
 	}
-	return o.f.Sync()
+	f := o.f
+	o.f = nil
+	return f.Close()
 }
 
 func (o *textSinkOp) Close() error {
-	if o.f == nil {
-		return nil
+	var err error
+	if o.f != nil { // failed or cancelled: abandon the part file
+		err = o.f.Close()
+		o.f = nil
 	}
-	err := o.f.Close()
-	o.f = nil
+	if o.fs != nil {
+		err = errors.Join(err, o.fs.Close())
+		o.fs = nil
+	}
 	return err
 }

@@ -2,14 +2,13 @@ package stream
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
+	"github.com/gofl/gofl/storage"
 	"github.com/gofl/gofl/stream/runtime"
 )
 
@@ -152,26 +151,22 @@ func (s *genSource[T]) Poll(out runtime.Output) (runtime.PollStatus, time.Time, 
 func (s *genSource[T]) Close() error { return nil }
 
 // TextFile reads the lines of a file, or of every file in a directory (in
-// name order), without line terminators. path is a plain path or a file://
-// URL. Each file is cut into as many byte ranges as the source has
-// subtasks; a subtask reads the lines that start in its ranges, as Flink's
-// TextInputFormat reads its splits.
+// name order, skipping names that start with "." or "_", as Flink does),
+// without line terminators. path is a plain path, a file:// or an hdfs://
+// URI (see package storage; the HDFS client is configured from the
+// runner's environment: $HADOOP_CONF_DIR, $HADOOP_USER_NAME). Each file is
+// cut into as many byte ranges as the source has subtasks; a subtask reads
+// the lines that start in its ranges, as Flink's TextInputFormat reads its
+// splits.
 func TextFile(env *Environment, path string) DataStream[string] {
+	if err := checkFileURI(path); err != nil {
+		env.fail(fmt.Errorf("TextFile: %w", err))
+	}
 	s := addSource[string](env, "source-textfile", "TextFile Source", true, func() runtime.Source {
 		return &textSource{path: path}
 	})
 	s.n.params["path"] = path
 	return s
-}
-
-func localPath(p string) (string, error) {
-	if rest, ok := strings.CutPrefix(p, "file://"); ok {
-		return rest, nil
-	}
-	if i := strings.Index(p, "://"); i > 0 {
-		return "", fmt.Errorf("file system scheme %q is not supported yet (want file:// or a plain path)", p[:i])
-	}
-	return p, nil
 }
 
 type textSplit struct {
@@ -181,45 +176,41 @@ type textSplit struct {
 
 type textSource struct {
 	path   string
+	fs     storage.FileSystem
 	splits []textSplit
-	f      *os.File
+	f      io.ReadCloser
 	r      *bufio.Reader
 	pos    int64
 	end    int64
 }
 
 func (s *textSource) Open(ctx *runtime.Context) error {
-	p, err := localPath(s.path)
+	fs, root, err := openFileSystem(s.path)
 	if err != nil {
 		return err
 	}
-	fi, err := os.Stat(p)
+	s.fs = fs
+	fi, err := fs.Stat(context.Background(), root)
 	if err != nil {
 		return err
 	}
-	files := []string{p}
-	if fi.IsDir() {
-		ents, err := os.ReadDir(p)
+	files := []storage.FileInfo{fi}
+	if fi.IsDir {
+		ents, err := fs.ReadDir(context.Background(), root)
 		if err != nil {
 			return err
 		}
 		files = files[:0]
-		for _, e := range ents {
-			if !e.IsDir() && !strings.HasPrefix(e.Name(), ".") && !strings.HasPrefix(e.Name(), "_") {
-				files = append(files, filepath.Join(p, e.Name()))
+		for _, e := range ents { // sorted by name
+			if !e.IsDir && !strings.HasPrefix(e.Name, ".") && !strings.HasPrefix(e.Name, "_") {
+				files = append(files, e)
 			}
 		}
-		sort.Strings(files)
 	}
 	par, k := int64(ctx.Parallelism), int64(ctx.SubtaskIndex)
 	for _, f := range files {
-		fi, err := os.Stat(f)
-		if err != nil {
-			return err
-		}
-		size := fi.Size()
-		if start, end := k*size/par, (k+1)*size/par; end > start {
-			s.splits = append(s.splits, textSplit{path: f, start: start, end: end})
+		if start, end := k*f.Size/par, (k+1)*f.Size/par; end > start {
+			s.splits = append(s.splits, textSplit{path: f.Path, start: start, end: end})
 		}
 	}
 	return nil
@@ -227,13 +218,18 @@ func (s *textSource) Open(ctx *runtime.Context) error {
 
 // openSplit positions the reader at the first line starting in the split.
 func (s *textSource) openSplit(sp textSplit) error {
-	f, err := os.Open(sp.path)
+	f, err := s.fs.Open(context.Background(), sp.path)
 	if err != nil {
 		return err
 	}
 	s.f, s.end, s.pos = f, sp.end, sp.start
 	if sp.start > 0 {
-		if _, err := f.Seek(sp.start-1, io.SeekStart); err != nil {
+		if seeker, ok := f.(io.Seeker); ok {
+			_, err = seeker.Seek(sp.start-1, io.SeekStart)
+		} else {
+			_, err = io.CopyN(io.Discard, f, sp.start-1)
+		}
+		if err != nil {
 			return err
 		}
 		s.r = bufio.NewReaderSize(f, 64<<10)
@@ -294,4 +290,10 @@ func (s *textSource) closeFile() {
 	}
 }
 
-func (s *textSource) Close() error { s.closeFile(); return nil }
+func (s *textSource) Close() error {
+	s.closeFile()
+	if s.fs != nil {
+		return s.fs.Close()
+	}
+	return nil
+}

@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +30,7 @@ import (
 	"github.com/gofl/gofl/internal/blob"
 	"github.com/gofl/gofl/providers/local"
 	"github.com/gofl/gofl/storage"
+	"github.com/gofl/gofl/storage/storagetest"
 )
 
 var e2eBins struct {
@@ -467,33 +467,9 @@ func TestDeployCorruptStagedArtifact(t *testing.T) {
 	e.checkCounts(out)
 }
 
-// testHDFS returns the test NameNode's URI, skipping without one (failing
-// under CI=true), as storage's tests do.
-func testHDFS(t *testing.T) string {
-	t.Helper()
-	uri := os.Getenv("GOFL_TEST_HDFS")
-	if uri == "" {
-		uri = "hdfs://127.0.0.1:9000"
-	}
-	u, err := url.Parse(uri)
-	if err != nil || u.Scheme != "hdfs" {
-		t.Fatalf("GOFL_TEST_HDFS=%q: want hdfs://host:port", uri)
-	}
-	c, err := net.DialTimeout("tcp", u.Host, 2*time.Second)
-	if err != nil {
-		msg := "HDFS is not reachable at " + uri + "; run the tests through scripts/minihdfs/with-hdfs.sh"
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI=true, so HDFS tests must run: " + msg)
-		}
-		t.Skip("skipping: " + msg)
-	}
-	c.Close()
-	return strings.TrimSuffix(uri, "/")
-}
-
 func TestDeployHDFSStagingE2E(t *testing.T) {
 	t.Parallel()
-	hdfs := testHDFS(t)
+	hdfs := storagetest.HDFS(t)
 	e := newE2E(t)
 	e.extraEnv = []string{"HADOOP_USER_NAME=gofltest"}
 	e.staging = fmt.Sprintf("%s/gofl-deploy-test/%d", hdfs, time.Now().UnixNano())
@@ -668,7 +644,7 @@ func TestDeployNomadE2E(t *testing.T) {
 // JobManager, which reads the staged JobGraph and binary from HDFS.
 func TestDeployNomadHDFSStagingE2E(t *testing.T) {
 	t.Parallel()
-	hdfs := testHDFS(t)
+	hdfs := storagetest.HDFS(t)
 	e := newE2E(t)
 	e.extraEnv = []string{"HADOOP_USER_NAME=gofltest"}
 	e.staging = fmt.Sprintf("%s/gofl-nomad-test/%d", hdfs, time.Now().UnixNano())

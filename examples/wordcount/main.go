@@ -37,8 +37,8 @@ func main() { stream.Main() }
 func build(env *stream.Environment, args []string) error {
 	fs := flag.NewFlagSet("wordcount", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	input := fs.String("input", "", "text file or directory of text files to count (a path or file:// URL)")
-	output := fs.String("output", "", "directory the part files with the counts go to")
+	input := fs.String("input", "", "text file or directory of text files to count (a path, file:// or hdfs:// URI)")
+	output := fs.String("output", "", "directory the part files with the counts go to (a path, file:// or hdfs:// URI)")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w (usage: wordcount --input PATH --output DIR)", err)
 	}
