@@ -140,6 +140,8 @@ func sentinel(method, path string, status int) error {
 		case strings.HasPrefix(path, "/blobs/"):
 			return restapi.ErrBlobNotFound
 		}
+	case http.StatusGone:
+		return restapi.ErrResultGone
 	case http.StatusConflict:
 		if method == http.MethodPatch {
 			return restapi.ErrJobNotCancellable

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -137,6 +138,11 @@ func TestErrorsWrapSentinels(t *testing.T) {
 	d.SetState(id, "FINISHED")
 	if err = c.CancelJob(ctx, id); !errors.Is(err, restapi.ErrJobNotCancellable) {
 		t.Errorf("cancel finished job: %v", err)
+	}
+
+	d.FailWith(fmt.Errorf("%w: dropped", restapi.ErrResultGone))
+	if _, err = c.WaitForJobResult(ctx, id); !errors.Is(err, restapi.ErrResultGone) || !errors.As(err, &apiErr) || apiErr.StatusCode != 410 {
+		t.Errorf("dropped result: %v", err)
 	}
 
 	d.FailWith(errors.New("mailbox closed"))

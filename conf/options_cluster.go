@@ -68,6 +68,24 @@ var (
 		WithCheck(positive)
 )
 
+// History of ended jobs (Flink's job store).
+
+var (
+	// JobStoreMaxCapacity bounds how many ended jobs the Dispatcher keeps.
+	JobStoreMaxCapacity = IntOption("jobstore.max-capacity", 1000,
+		"Number of ended jobs whose status, details and result the JobManager keeps for the REST API; the oldest go first.").
+		WithCheck(between(1, 1<<30))
+	// JobStoreCacheSize bounds the ended jobs' execution results kept in memory.
+	JobStoreCacheSize = MemorySizeOption("jobstore.cache-size", 50*Mebibyte,
+		"Memory the ended jobs' accumulator results (Collect sinks' records) may take in the JobManager; past it the oldest jobs' results are dropped (their status stays), never the newest job's.").
+		WithCheck(func(m MemorySize) error {
+			if m < 1 {
+				return errors.New("must be at least 1 byte")
+			}
+			return nil
+		})
+)
+
 // Artifacts and staging.
 
 var (

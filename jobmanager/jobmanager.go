@@ -106,7 +106,8 @@ func Start(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*Job
 		Workers:            workers,
 		Active:             resourcemanager.ActiveConfigFromConf(c),
 	}, log.With().Str("component", "resourcemanager").Logger())
-	disp := dispatcher.New(dispatcher.Config{Cluster: c, Address: j.RPCAddress, Version: version.Version},
+	disp := dispatcher.New(dispatcher.Config{Cluster: c, Address: j.RPCAddress, Version: version.Version,
+		MaxArchivedJobs: conf.JobStoreMaxCapacity.Get(c), ResultCacheBytes: int64(conf.JobStoreCacheSize.Get(c))},
 		rm, log.With().Str("component", "dispatcher").Logger())
 
 	grpcServer := grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20))

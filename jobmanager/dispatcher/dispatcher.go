@@ -38,9 +38,14 @@ type Config struct {
 	Cluster *conf.Configuration
 	// Address is the JobManager's RPC address handed to TaskManagers.
 	Address string
-	// MaxArchivedJobs bounds the history of ended jobs.
+	// MaxArchivedJobs bounds the history of ended jobs (default 1000).
 	MaxArchivedJobs int
-	Version         string
+	// ResultCacheBytes bounds the accumulator results the history keeps
+	// (jobstore.cache-size): past it, the oldest ended jobs' results are
+	// dropped, and asking for one fails with restapi.ErrResultGone. The
+	// newest job's result is always kept. 0 means 50 MiB.
+	ResultCacheBytes int64
+	Version          string
 }
 
 // Dispatcher runs jobs.
@@ -61,6 +66,9 @@ type Dispatcher struct {
 type archivedJob struct {
 	id       string
 	snapshot jobmaster.Snapshot
+	// resultDropped is set once its accumulator results were dropped to
+	// keep the history within Config.ResultCacheBytes.
+	resultDropped bool
 }
 
 var _ rest.Dispatcher = (*Dispatcher)(nil)
@@ -69,6 +77,9 @@ var _ rest.Dispatcher = (*Dispatcher)(nil)
 func New(cfg Config, rm ResourceManager, log zerolog.Logger) *Dispatcher {
 	if cfg.MaxArchivedJobs <= 0 {
 		cfg.MaxArchivedJobs = 1000
+	}
+	if cfg.ResultCacheBytes <= 0 {
+		cfg.ResultCacheBytes = 50 << 20
 	}
 	if cfg.Cluster == nil {
 		cfg.Cluster = conf.NewConfiguration()
@@ -169,12 +180,45 @@ func (d *Dispatcher) archive(jm *jobmaster.JobMaster) {
 	if over := len(d.archived) - d.cfg.MaxArchivedJobs; over > 0 {
 		d.archived = append(d.archived[:0], d.archived[over:]...)
 	}
+	d.dropOldResults()
 	r := jm.Result()
 	ev := d.log.Info()
 	if r.Cause != nil {
 		ev = d.log.Warn().Err(r.Cause)
 	}
 	ev.Str("job_id", jm.JobID()).Str("status", r.Status.String()).Msg("job ended")
+}
+
+// dropOldResults drops the accumulator results of the oldest ended jobs
+// until the history's are within Config.ResultCacheBytes, never the newest
+// job's. It runs on the mailbox.
+func (d *Dispatcher) dropOldResults() {
+	var total int64
+	for _, a := range d.archived {
+		total += resultBytes(a.snapshot.Result)
+	}
+	for i := 0; total > d.cfg.ResultCacheBytes && i < len(d.archived)-1; i++ {
+		a := &d.archived[i]
+		n := resultBytes(a.snapshot.Result)
+		if n == 0 {
+			continue
+		}
+		total -= n
+		a.snapshot.Result, a.resultDropped = nil, true
+		d.log.Info().Str("job_id", a.id).Int64("bytes", n).Int64("cache_size", d.cfg.ResultCacheBytes).
+			Msg("dropped an ended job's accumulator results (jobstore.cache-size)")
+	}
+}
+
+func resultBytes(r *restapi.JobExecutionResult) int64 {
+	if r == nil {
+		return 0
+	}
+	var n int64
+	for name, v := range r.AccumulatorResults {
+		n += int64(len(name) + len(v))
+	}
+	return n
 }
 
 // WaitJob blocks until the job ended (its JobMaster stopped and the job is
@@ -219,8 +263,9 @@ func (d *Dispatcher) archivedIndex(id string) int {
 
 // view is a job as the Dispatcher knows it: running (jm set) or archived.
 type view struct {
-	jm       *jobmaster.JobMaster
-	archived *jobmaster.Snapshot
+	jm            *jobmaster.JobMaster
+	archived      *jobmaster.Snapshot
+	resultDropped bool
 }
 
 func (d *Dispatcher) lookup(ctx context.Context, id string) (view, error) {
@@ -230,7 +275,7 @@ func (d *Dispatcher) lookup(ctx context.Context, id string) (view, error) {
 		}
 		if i := d.archivedIndex(id); i >= 0 {
 			s := d.archived[i].snapshot
-			return view{archived: &s}, nil
+			return view{archived: &s, resultDropped: d.archived[i].resultDropped}, nil
 		}
 		return view{}, fmt.Errorf("%w: %s", restapi.ErrJobNotFound, id)
 	})
@@ -318,6 +363,10 @@ func (d *Dispatcher) JobExecutionResult(ctx context.Context, id string) (restapi
 	v, err := d.lookup(ctx, id)
 	if err != nil {
 		return restapi.JobExecutionResultResponse{}, err
+	}
+	if v.resultDropped {
+		return restapi.JobExecutionResultResponse{}, fmt.Errorf("%w: the accumulator results of job %s were dropped to keep the ended jobs' within jobstore.cache-size (%d bytes); its status and details are still kept",
+			restapi.ErrResultGone, id, d.cfg.ResultCacheBytes)
 	}
 	s, err := v.snapshot(ctx)
 	if err != nil {

@@ -384,6 +384,8 @@ func (h *handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 		status = http.StatusNotFound
 	case errors.Is(err, restapi.ErrDuplicateJob), errors.Is(err, restapi.ErrJobNotCancellable):
 		status = http.StatusConflict
+	case errors.Is(err, restapi.ErrResultGone):
+		status = http.StatusGone
 	default:
 		if errors.Is(err, context.DeadlineExceeded) {
 			msgs = []string{fmt.Sprintf("the Dispatcher did not answer within %v: %v", h.opts.RequestTimeout, err)}

@@ -3,6 +3,7 @@ package rest_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"errors"
 	"io"
 	"net/http"
@@ -552,4 +553,11 @@ func TestJobExecutionResult(t *testing.T) {
 		t.Errorf("unknown job: %q", errs)
 	}
 	errorsOf(t, e.do(t, http.MethodPost, path, ""), http.StatusMethodNotAllowed)
+
+	// A result the JobManager no longer keeps is 410 Gone, with the reason.
+	e.d.FailWith(fmt.Errorf("%w: dropped (jobstore.cache-size)", restapi.ErrResultGone))
+	errs = errorsOf(t, e.do(t, http.MethodGet, path, ""), http.StatusGone)
+	if !strings.Contains(errs[0], "jobstore.cache-size") {
+		t.Errorf("gone: %q", errs)
+	}
 }

@@ -15,6 +15,7 @@ var (
 	ErrBadRequest          = errors.New("restapi: bad request")                       // 400
 	ErrJobNotCancellable   = errors.New("restapi: job is not cancellable")            // 409
 	ErrBlobNotFound        = errors.New("restapi: blob not found")                    // 404
+	ErrResultGone          = errors.New("restapi: job result no longer kept")         // 410
 )
 
 // ErrorResponse is every error body: {"errors": [...]}.
