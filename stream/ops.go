@@ -70,10 +70,21 @@ func (k *keyed) Open(ctx *runtime.Context) error {
 	return nil
 }
 
-const valueName = "value"
+// runningOp is the state of a keyed running aggregation: typed values per
+// key, one map access per record.
+type runningOp[K comparable, V any] struct {
+	runtime.Base
+	values *runtime.KeyedValues[K, V]
+}
+
+func (o *runningOp[K, V]) Open(ctx *runtime.Context) error {
+	o.Ctx = ctx
+	o.values = runtime.NewKeyedValues[K, V](ctx.MaxParallelism)
+	return nil
+}
 
 type keyedReduceOp[T any, K comparable] struct {
-	keyed
+	runningOp[K, T]
 	key   func(T) K
 	fn    func(a, b T) T
 	final bool
@@ -81,11 +92,11 @@ type keyedReduceOp[T any, K comparable] struct {
 
 func (o *keyedReduceOp[T, K]) ProcessElement(_ int, r runtime.Record) error {
 	v := as[T](r.Value)
-	o.state.SetCurrentKey(o.key(v))
-	if old, ok := o.state.Get(valueName); ok {
-		v = o.fn(old.(T), v)
+	p, created := o.values.Get(o.key(v))
+	if !created {
+		v = o.fn(*p, v)
 	}
-	o.state.Put(valueName, v)
+	*p = v
 	if !o.final {
 		r.Value = v
 		o.Ctx.Output.Collect(r)
@@ -95,17 +106,13 @@ func (o *keyedReduceOp[T, K]) ProcessElement(_ int, r runtime.Record) error {
 
 func (o *keyedReduceOp[T, K]) Finish() error {
 	if o.final {
-		for _, k := range o.state.Keys(valueName) {
-			o.state.SetCurrentKey(k)
-			v, _ := o.state.Get(valueName)
-			o.Ctx.Output.Collect(runtime.Record{Value: v})
-		}
+		o.values.Range(func(_ K, v *T) { o.Ctx.Output.Collect(runtime.Record{Value: *v}) })
 	}
 	return nil
 }
 
 type keyedAggregateOp[T any, K comparable, ACC, OUT any] struct {
-	keyed
+	runningOp[K, ACC]
 	key   func(T) K
 	agg   AggregateFunction[T, ACC, OUT]
 	final bool
@@ -113,17 +120,13 @@ type keyedAggregateOp[T any, K comparable, ACC, OUT any] struct {
 
 func (o *keyedAggregateOp[T, K, ACC, OUT]) ProcessElement(_ int, r runtime.Record) error {
 	v := as[T](r.Value)
-	o.state.SetCurrentKey(o.key(v))
-	var acc ACC
-	if old, ok := o.state.Get(valueName); ok {
-		acc = old.(ACC)
-	} else {
-		acc = o.agg.CreateAccumulator()
+	acc, created := o.values.Get(o.key(v))
+	if created {
+		*acc = o.agg.CreateAccumulator()
 	}
-	acc = o.agg.Add(v, acc)
-	o.state.Put(valueName, acc)
+	*acc = o.agg.Add(v, *acc)
 	if !o.final {
-		r.Value = o.agg.GetResult(acc)
+		r.Value = o.agg.GetResult(*acc)
 		o.Ctx.Output.Collect(r)
 	}
 	return nil
@@ -131,11 +134,7 @@ func (o *keyedAggregateOp[T, K, ACC, OUT]) ProcessElement(_ int, r runtime.Recor
 
 func (o *keyedAggregateOp[T, K, ACC, OUT]) Finish() error {
 	if o.final {
-		for _, k := range o.state.Keys(valueName) {
-			o.state.SetCurrentKey(k)
-			acc, _ := o.state.Get(valueName)
-			o.Ctx.Output.Collect(runtime.Record{Value: o.agg.GetResult(acc.(ACC))})
-		}
+		o.values.Range(func(_ K, acc *ACC) { o.Ctx.Output.Collect(runtime.Record{Value: o.agg.GetResult(*acc)}) })
 	}
 	return nil
 }
