@@ -1,6 +1,9 @@
 package runtime
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestKeyGroupsStable(t *testing.T) {
 	type k struct {
@@ -40,5 +43,32 @@ func TestRebalance(t *testing.T) {
 	}
 	if want := []int{2, 0, 1, 2, 0}; len(got) != 5 || got[0] != want[0] || got[1] != want[1] || got[4] != want[4] {
 		t.Fatalf("got %v", got)
+	}
+}
+
+func TestKeyedValuesUpdateInPlaceAndRangeByKeyGroup(t *testing.T) {
+	s := NewKeyedValues[string, int](16)
+	for _, w := range strings.Fields("a b a c a b d e f g h") {
+		v, created := s.Get(w)
+		if created != (*v == 0) {
+			t.Fatalf("%s: created=%v with value %d", w, created, *v)
+		}
+		*v++
+	}
+	if s.Len() != 8 {
+		t.Fatalf("Len = %d", s.Len())
+	}
+	got := map[string]int{}
+	last := -1
+	s.Range(func(k string, v *int) {
+		g := KeyGroup(k, 16)
+		if g < last {
+			t.Errorf("key %s of group %d after group %d", k, g, last)
+		}
+		last = g
+		got[k] = *v
+	})
+	if got["a"] != 3 || got["b"] != 2 || got["h"] != 1 || len(got) != 8 {
+		t.Fatalf("counts %v", got)
 	}
 }
