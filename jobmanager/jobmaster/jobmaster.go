@@ -472,7 +472,8 @@ func (jm *JobMaster) UpdateTaskExecutionState(ctx context.Context, req *pb.Updat
 			req.Metrics.Attempt = req.Attempt
 			jm.recordMetrics(req.Metrics, true)
 		}
-		if state == eg.Finished && len(req.Accumulators) > 0 {
+		if _, lookupErr := jm.sched.Graph().Lookup(attemptID(req.Attempt)); state == eg.Finished && len(req.Accumulators) > 0 && lookupErr == nil {
+			// Only a current attempt's results count; a stale one's are dropped.
 			if err := jm.recordAccumulators(attemptID(req.Attempt), req.Accumulators); err != nil {
 				state, cause = eg.Failed, err
 			}
