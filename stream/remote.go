@@ -36,8 +36,12 @@ const cancelTimeout = 10 * time.Second
 // BuildJob, because the TaskManagers' runners rebuild the job by its
 // registered name and arguments from the binary; a program that is its own
 // job binary must call ServeRole (or Main) first thing in main or TestMain.
-// If ctx ends before the job, the job is cancelled. A job that did not
-// finish returns its JobResult and an error with its failure cause.
+// The runners rebuild the job with the environment's default parallelism;
+// other options given to BuildJob must be set by the builder itself, or
+// the fingerprint check fails the deployment. Results come back when the
+// job ends, so Collect suits bounded jobs. If ctx ends before the job, the
+// job is cancelled. A job that did not finish returns its JobResult and an
+// error with its failure cause.
 func (e *Environment) ExecuteOn(ctx context.Context, c *client.Client, opts ...ClusterOption) (*JobResult, error) {
 	var o clusterOptions
 	for _, opt := range opts {
