@@ -154,10 +154,18 @@ func (h *tmHandle) stop() {
 }
 
 // startTaskManager runs a TaskExecutor in this process.
-func (c *cluster) startTaskManager(id string, slots int) {
+func (c *cluster) startTaskManager(id string, slots int) { c.startTaskManagerWith(id, slots, nil) }
+
+// startTaskManagerWith starts a TaskManager in this process, its Config
+// adjusted by configure (if not nil).
+func (c *cluster) startTaskManagerWith(id string, slots int, configure func(*taskmanager.Config)) {
 	c.t.Helper()
-	te, err := taskmanager.New(taskmanager.Config{ResourceID: id, Host: "127.0.0.1", RPCBindAddress: "127.0.0.1:0",
-		NumberOfSlots: slots, ResourceManagerAddress: c.jm.RPCAddress}, testLogger(c.t))
+	cfg := taskmanager.Config{ResourceID: id, Host: "127.0.0.1", RPCBindAddress: "127.0.0.1:0",
+		NumberOfSlots: slots, ResourceManagerAddress: c.jm.RPCAddress}
+	if configure != nil {
+		configure(&cfg)
+	}
+	te, err := taskmanager.New(cfg, testLogger(c.t))
 	if err != nil {
 		c.t.Fatal(err)
 	}

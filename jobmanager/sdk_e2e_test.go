@@ -20,11 +20,13 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/gofl/gofl/conf"
 	"github.com/gofl/gofl/jobgraph"
 	"github.com/gofl/gofl/rpc/pb"
 	"github.com/gofl/gofl/rpc/restapi"
 	"github.com/gofl/gofl/storage"
 	"github.com/gofl/gofl/storage/storagetest"
+	"github.com/gofl/gofl/taskmanager"
 )
 
 // runSDKJob takes the path of `gofl run`: the binary's plan role at
@@ -406,9 +408,17 @@ func TestWordCountOnHDFS(t *testing.T) {
 	}
 	want := countWords(all.String())
 
+	// The TaskManagers' fs.hdfs.user reaches the runners: the part files
+	// are written as that user.
+	const user = "gofl-runner-user"
+	tmConf, err := conf.FromMap(map[string]string{"fs.hdfs.user": user})
+	if err != nil {
+		t.Fatal(err)
+	}
 	c := newCluster(t, nil)
-	c.startTaskManager("tm-a", 2)
-	c.startTaskManager("tm-b", 2)
+	for _, id := range []string{"tm-a", "tm-b"} {
+		c.startTaskManagerWith(id, 2, func(cfg *taskmanager.Config) { cfg.RunnerEnv = taskmanager.ConfigFromConf(tmConf).RunnerEnv })
+	}
 	c.waitForTaskManagers(2)
 	const p = 3
 	id := c.runSDKJob(wordcountBinary, p, "--input", hdfs+dir+"/in", "--output", hdfs+dir+"/out")
@@ -423,6 +433,9 @@ func TestWordCountOnHDFS(t *testing.T) {
 	}
 	got := map[string]int64{}
 	for _, part := range parts {
+		if part.Owner != user {
+			t.Errorf("%s is owned by %q, want the TaskManagers' fs.hdfs.user %q", part.Path, part.Owner, user)
+		}
 		r, err := fsys.Open(ctx, part.Path)
 		if err != nil {
 			t.Fatal(err)

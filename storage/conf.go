@@ -1,6 +1,19 @@
 package storage
 
-import "github.com/gofl/gofl/conf"
+import (
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/gofl/gofl/conf"
+)
+
+// clientOptions are the options OptionsFromConf reads.
+var clientOptions = []conf.Spec{
+	conf.HDFSHadoopConfDir, conf.HDFSUser, conf.KerberosKeytab, conf.KerberosPrincipal,
+	conf.KerberosUseTicketCache, conf.KerberosKrb5Conf, conf.HDFSNameNodePrincipal,
+	conf.HDFSConnectTimeout, conf.HDFSIOTimeout, conf.HDFSCloseRetries,
+}
 
 // OptionsFromConf reads the HDFS client and Kerberos options (fs.hdfs.*,
 // security.kerberos.*) from a gofl configuration.
@@ -19,4 +32,40 @@ func OptionsFromConf(c *conf.Configuration) Options {
 		IOTimeout:    conf.HDFSIOTimeout.Get(c),
 		CloseRetries: conf.HDFSCloseRetries.Get(c),
 	}
+}
+
+// ClientEnv renders the HDFS client and Kerberos options that c sets
+// (anything but defaults) as GOFL_* environment variables: how a
+// TaskManager hands its file-system settings to the job runners it starts,
+// which read them back with OptionsFromEnv.
+func ClientEnv(c *conf.Configuration) []string {
+	var env []string
+	for _, s := range clientOptions {
+		if e, ok := c.Lookup(s.Key()); ok && e.Source.Kind != conf.SourceDefault {
+			env = append(env, s.EnvVar()+"="+e.Raw)
+		}
+	}
+	return env
+}
+
+var (
+	envOptionsOnce sync.Once
+	envOptions     Options
+	envOptionsErr  error
+)
+
+// OptionsFromEnv is OptionsFromConf of the configuration this process's
+// environment gives (GOFL_* variables and $GOFL_CONF_DIR/gofl.yaml), read
+// once: the options of a job runner, whose TaskManager passed its own
+// (ClientEnv). A bad value is an error naming it.
+func OptionsFromEnv() (Options, error) {
+	envOptionsOnce.Do(func() {
+		c, _, err := conf.Load(conf.LoadOptions{Env: os.Environ()})
+		if err != nil {
+			envOptionsErr = fmt.Errorf("storage: the file-system settings in this process's environment: %w", err)
+			return
+		}
+		envOptions = OptionsFromConf(c)
+	})
+	return envOptions, envOptionsErr
 }

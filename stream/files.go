@@ -34,9 +34,15 @@ func checkFileURI(p string) error {
 
 // openFileSystem opens the file system a source's or sink's path names: a
 // plain path (made absolute in this process), file:// or hdfs://. The HDFS
-// client takes its settings from the environment ($HADOOP_CONF_DIR,
-// $HADOOP_USER_NAME, ...), which a runner inherits from its TaskManager.
+// client takes its settings from the environment: the fs.hdfs.* and
+// security.kerberos.* options a runner's TaskManager passes on as GOFL_*
+// variables (storage.OptionsFromEnv), then $HADOOP_CONF_DIR,
+// $HADOOP_USER_NAME and the like.
 func openFileSystem(p string) (storage.FileSystem, string, error) {
+	opts, err := storage.OptionsFromEnv()
+	if err != nil {
+		return nil, "", err
+	}
 	if !strings.Contains(p, "://") {
 		abs, err := filepath.Abs(p)
 		if err != nil {
@@ -46,5 +52,5 @@ func openFileSystem(p string) (storage.FileSystem, string, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), fileOpenTimeout)
 	defer cancel()
-	return storage.Open(ctx, p, storage.Options{})
+	return storage.Open(ctx, p, opts)
 }

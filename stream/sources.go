@@ -153,8 +153,8 @@ func (s *genSource[T]) Close() error { return nil }
 // TextFile reads the lines of a file, or of every file in a directory (in
 // name order, skipping names that start with "." or "_", as Flink does),
 // without line terminators. path is a plain path, a file:// or an hdfs://
-// URI (see package storage; the HDFS client is configured from the
-// runner's environment: $HADOOP_CONF_DIR, $HADOOP_USER_NAME). Each file is
+// URI (see package storage; on a cluster the HDFS client has the
+// TaskManager's fs.hdfs.* and security.kerberos.* settings). Each file is
 // cut into as many byte ranges as the source has subtasks; a subtask reads
 // the lines that start in its ranges, as Flink's TextInputFormat reads its
 // splits.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gofl/gofl/conf"
+	"github.com/gofl/gofl/storage"
 )
 
 // Config configures a TaskExecutor. Zero fields take the defaults listed.
@@ -44,6 +45,10 @@ type Config struct {
 	// metrics, which the TaskManager relays to the JobMaster with its
 	// heartbeat answers; default 1 s.
 	MetricsInterval time.Duration
+	// RunnerEnv is added to every job runner's environment: the
+	// TaskManager's file-system settings (storage.ClientEnv), so user code
+	// reading or writing hdfs:// acts as the TaskManager is configured to.
+	RunnerEnv []string
 }
 
 // Defaults.
@@ -73,6 +78,7 @@ func ConfigFromConf(c *conf.Configuration) Config {
 		ResourceManagerAddress: net.JoinHostPort(conf.JobManagerRPCAddress.Get(c), strconv.Itoa(conf.JobManagerRPCPort.Get(c))),
 		SlotTimeout:            conf.TaskManagerSlotTimeout.Get(c),
 		HeartbeatTimeout:       conf.HeartbeatTimeout.Get(c),
+		RunnerEnv:              storage.ClientEnv(c),
 	}
 }
 

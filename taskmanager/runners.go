@@ -37,6 +37,8 @@ type runnerPool struct {
 	grace time.Duration
 	// metricsInterval is how often runners sample their tasks' metrics.
 	metricsInterval time.Duration
+	// env is added to every runner's environment (Config.RunnerEnv).
+	env []string
 
 	mu    sync.Mutex
 	procs map[string]*runnerEntry
@@ -121,7 +123,7 @@ func (p *runnerPool) start(ctx context.Context, jobID, jobMasterAddress string, 
 	if err := os.Chmod(path, 0o755); err != nil {
 		return nil, failover.EnvironmentError(fmt.Errorf("job binary %s: %w", key, err))
 	}
-	var env []string
+	env := append([]string(nil), p.env...)
 	if par := info.Config["parallelism.default"]; par != "" {
 		env = append(env, runner.EnvParallelism+"="+par)
 	}

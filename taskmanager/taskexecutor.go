@@ -91,6 +91,7 @@ func New(cfg Config, log zerolog.Logger) (*TaskExecutor, error) {
 		return nil, fmt.Errorf("taskmanager: work directory %s: %w", cfg.WorkDir, err)
 	}
 	te.runners.metricsInterval = cfg.MetricsInterval
+	te.runners.env = cfg.RunnerEnv
 	te.srv = grpc.NewServer()
 	pb.RegisterTaskExecutorServiceServer(te.srv, &service{te: te})
 	return te, nil
