@@ -31,5 +31,12 @@
 // Failures: an error returned by an operator, or a panic in it, unwinds the
 // task and RunTask returns an *OperatorError naming the operator (with the
 // stack for a panic). Keyed operators keep state in a KeyedStateBackend (a
-// map per key group) and timers in a TimerService.
+// map per key group) and timers in a TimerService; running aggregations use
+// the typed KeyedValues, one map access per record.
+//
+// Accumulators: an operator may hand serialized lists to its task's
+// accumulator results (Context.Accumulate, set by the cluster executor and
+// nil locally), which travel with the task's FINISHED state to the
+// JobMaster and into the job's execution result; Collect sinks return their
+// records this way.
 package runtime
