@@ -167,7 +167,8 @@ func TestCollectOnCluster(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		res, err := env.ExecuteOn(ctx, c.client)
-		if err == nil || !strings.Contains(err.Error(), "accumulator results too large") || !strings.Contains(err.Error(), "FAILED") {
+		if err == nil || !strings.Contains(err.Error(), "accumulator results too large") || !strings.Contains(err.Error(), "FAILED") ||
+			!strings.Contains(err.Error(), `collect sink "Collect Sink"`) || !strings.Contains(err.Error(), "file sink") {
 			t.Fatalf("ExecuteOn: %v", err)
 		}
 		ex, err := c.client.JobExceptions(c.ctx, res.JobID)

@@ -6,8 +6,10 @@ import (
 	"reflect"
 	"sync"
 
+	"github.com/gofl/gofl/jobmanager/failover"
 	"github.com/gofl/gofl/stream/codec"
 	"github.com/gofl/gofl/stream/runtime"
+	"github.com/gofl/gofl/taskmanager/runner"
 )
 
 // Collected holds the records a Collect sink received in the last
@@ -49,7 +51,7 @@ func (c *Collected[T]) canSerialize() error {
 }
 
 // fromAccumulator replaces the values with the records of a cluster
-// accumulator result (see appendCollected).
+// accumulator result (see splitCollected).
 func (c *Collected[T]) fromAccumulator(b []byte) error {
 	var vs []T
 	err := splitCollected(b, func(rec []byte) error {
@@ -91,17 +93,38 @@ func (s DataStream[T]) Collect() *Collected[T] {
 	return c
 }
 
-// collectOp buffers its subtask's records. At the end of input it hands
-// them to the Collected directly (local executor), or encoded as an
-// accumulator named by its operator ID (cluster).
+// collectOp gathers its subtask's records. In the local executor it hands
+// them to the Collected at the end of input. On a cluster it encodes each
+// record as it comes (failing as soon as the subtask's list would exceed
+// what a task may return, rather than holding records it cannot send) and
+// hands the list over as the accumulator named by its operator ID.
 type collectOp[T any] struct {
 	runtime.Base
-	c   *Collected[T]
-	buf []T
+	c        *Collected[T]
+	buf      []T    // local
+	enc, rec []byte // cluster
+}
+
+func (o *collectOp[T]) Open(ctx *runtime.Context) error {
+	o.Ctx = ctx
+	if ctx.Accumulate != nil {
+		return failover.NonRecoverable(o.c.canSerialize())
+	}
+	return nil
 }
 
 func (o *collectOp[T]) ProcessElement(_ int, r runtime.Record) error {
-	o.buf = append(o.buf, as[T](r.Value))
+	v := as[T](r.Value)
+	if o.Ctx.Accumulate == nil {
+		o.buf = append(o.buf, v)
+		return nil
+	}
+	o.rec = o.c.codec.Append(o.rec[:0], v)
+	o.enc = append(binary.AppendUvarint(o.enc, uint64(len(o.rec))), o.rec...)
+	if len(o.enc) > runner.MaxAccumulatorBytes {
+		return failover.NonRecoverable(fmt.Errorf("%w: collect sink %q holds more than the %d bytes a task may return to the client; write large results with a file sink instead of Collect",
+			runner.ErrAccumulatorsTooLarge, o.c.n.name, runner.MaxAccumulatorBytes))
+	}
 	return nil
 }
 
@@ -114,20 +137,12 @@ func (o *collectOp[T]) Finish() error {
 		o.c.mu.Unlock()
 		return nil
 	}
-	if err := o.c.canSerialize(); err != nil {
-		return err
-	}
-	var b, rec []byte
-	for _, v := range o.buf {
-		rec = o.c.codec.Append(rec[:0], v)
-		b = append(binary.AppendUvarint(b, uint64(len(rec))), rec...)
-	}
-	o.Ctx.Accumulate(o.Ctx.OperatorID, b)
+	o.Ctx.Accumulate(o.Ctx.OperatorID, o.enc)
 	return nil
 }
 
 func (o *collectOp[T]) Close() error {
-	o.buf = nil
+	o.buf, o.enc = nil, nil
 	return nil
 }
 
