@@ -61,11 +61,22 @@ func (jm *JobMaster) recordAccumulators(id eg.ExecutionAttemptID, values map[str
 	return nil
 }
 
+// isCurrent reports whether id is its subtask's current attempt: only a
+// current attempt's results count, a stale one's are dropped.
+func (jm *JobMaster) isCurrent(id eg.ExecutionAttemptID) bool {
+	_, err := jm.sched.Graph().Lookup(id)
+	return err == nil
+}
+
 // executionResult is the job's result once it is globally terminal, nil
-// before. It runs on the mailbox.
+// before; it is built once, as nothing changes after. It runs on the
+// mailbox.
 func (jm *JobMaster) executionResult(st scheduler.JobStatus, netRuntimeMs int64) *restapi.JobExecutionResult {
 	if !st.IsGloballyTerminal() {
 		return nil
+	}
+	if jm.execResult != nil {
+		return jm.execResult
 	}
 	res := &restapi.JobExecutionResult{ID: jm.jobID, NetRuntime: netRuntimeMs, AccumulatorResults: map[string][]byte{}}
 	switch st {
@@ -95,5 +106,6 @@ func (jm *JobMaster) executionResult(st scheduler.JobStatus, netRuntimeMs int64)
 			}
 		}
 	}
+	jm.execResult = res
 	return res
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/gofl/gofl/jobmanager/scheduler"
 	"github.com/gofl/gofl/resourcemanager"
 	"github.com/gofl/gofl/rpc/pb"
+	"github.com/gofl/gofl/rpc/restapi"
 )
 
 // ErrProtocolMismatch rejects a TaskManager speaking another protocol version.
@@ -79,6 +80,7 @@ type JobMaster struct {
 	// bytes in all.
 	accumulators     map[subtaskKey]attemptAccumulators
 	accumulatorBytes int
+	execResult       *restapi.JobExecutionResult // once the job is globally terminal
 	wake             *time.Timer
 	statusAt         map[scheduler.JobStatus]time.Time
 	pending          int // outgoing calls still running after the job ended
@@ -472,13 +474,13 @@ func (jm *JobMaster) UpdateTaskExecutionState(ctx context.Context, req *pb.Updat
 			req.Metrics.Attempt = req.Attempt
 			jm.recordMetrics(req.Metrics, true)
 		}
-		if _, lookupErr := jm.sched.Graph().Lookup(attemptID(req.Attempt)); state == eg.Finished && len(req.Accumulators) > 0 && lookupErr == nil {
-			// Only a current attempt's results count; a stale one's are dropped.
-			if err := jm.recordAccumulators(attemptID(req.Attempt), req.Accumulators); err != nil {
+		id := attemptID(req.Attempt)
+		if state == eg.Finished && len(req.Accumulators) > 0 && jm.isCurrent(id) {
+			if err := jm.recordAccumulators(id, req.Accumulators); err != nil {
 				state, cause = eg.Failed, err
 			}
 		}
-		if _, err := jm.step(scheduler.TaskStateChanged{Attempt: attemptID(req.Attempt), State: state, Cause: cause}); err != nil {
+		if _, err := jm.step(scheduler.TaskStateChanged{Attempt: id, State: state, Cause: cause}); err != nil {
 			if errors.Is(err, eg.ErrUnknownAttempt) {
 				return nil, status.Error(codes.NotFound, err.Error())
 			}
