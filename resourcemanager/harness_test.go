@@ -284,6 +284,13 @@ type fakeJM struct {
 	dead       bool  // heartbeats hang until the caller gives up
 	fail       error // heartbeats fail with this error
 	heartbeats int
+	lost       []string // TaskManagers the ResourceManager said were lost
+}
+
+func (jm *fakeJM) NotifyTaskManagerLost(resourceID string, _ error) {
+	jm.mu.Lock()
+	defer jm.mu.Unlock()
+	jm.lost = append(jm.lost, resourceID)
 }
 
 func (jm *fakeJM) NotifyNotEnoughResources(acquired int) {

@@ -53,6 +53,12 @@ type JobMasterGateway interface {
 	// from a goroutine the ResourceManager owns, never concurrently with
 	// itself for the same JobMaster.
 	HeartbeatFromResourceManager(ctx context.Context) error
+	// NotifyTaskManagerLost: the TaskManager's worker ended (the provider
+	// said so) or it was unregistered; the JobMaster drops it at once
+	// instead of waiting for its heartbeat timeout. Called on the
+	// ResourceManager's mailbox for every registered JobMaster: it must
+	// not block. Idempotent; an unknown resourceID is ignored.
+	NotifyTaskManagerLost(resourceID string, cause error)
 }
 
 // Config holds the ResourceManager's settings.

@@ -489,6 +489,14 @@ func (r jobMasterRouter) GetBlob(ctx context.Context, req *pb.GetBlobRequest) (*
 	return jm.GetBlob(ctx, req)
 }
 
+func (r jobMasterRouter) ReportPartitionsLost(ctx context.Context, req *pb.ReportPartitionsLostRequest) (*pb.Ack, error) {
+	jm, err := r.jobMaster(ctx, req.JobId)
+	if err != nil {
+		return nil, err
+	}
+	return jm.ReportPartitionsLost(ctx, req)
+}
+
 // JobVertex returns one vertex's subtasks with their attempts and locations.
 func (d *Dispatcher) JobVertex(ctx context.Context, jobID, vertexID string) (restapi.JobVertexInfo, error) {
 	v, err := d.lookup(ctx, jobID)

@@ -498,6 +498,21 @@ func (jm *JobMaster) DisconnectTaskManager(ctx context.Context, req *pb.Disconne
 	})
 }
 
+// ReportPartitionsLost: a TaskManager lost partitions of this job that it
+// had produced (its job runner died). Called by TaskManagers through the
+// JobMasterService; idempotent.
+// TODO(#9): rerun their producers (scheduler event).
+func (jm *JobMaster) ReportPartitionsLost(ctx context.Context, req *pb.ReportPartitionsLostRequest) (*pb.Ack, error) {
+	return nil, status.Error(codes.Unimplemented, "jobmaster: ReportPartitionsLost is not implemented yet")
+}
+
+// NotifyTaskManagerLost implements resourcemanager.JobMasterGateway: the
+// provider reported the TaskManager's worker ended, so it is dropped now
+// rather than after a heartbeat timeout.
+func (jm *JobMaster) NotifyTaskManagerLost(resourceID string, cause error) {
+	jm.mb.Post(func() { jm.dropTaskManager(resourceID, cause) })
+}
+
 // GetBlob serves offloaded shuffle descriptors.
 func (jm *JobMaster) GetBlob(ctx context.Context, req *pb.GetBlobRequest) (*pb.GetBlobResponse, error) {
 	return mailbox.Call(ctx, jm.mb, func() (*pb.GetBlobResponse, error) {

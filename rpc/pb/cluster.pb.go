@@ -1212,6 +1212,74 @@ func (x *GetBlobResponse) GetData() []byte {
 	return nil
 }
 
+type ReportPartitionsLostRequest struct {
+	state         protoimpl.MessageState    `protogen:"open.v1"`
+	JobId         string                    `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	ResourceId    string                    `protobuf:"bytes,2,opt,name=resource_id,json=resourceId,proto3" json:"resource_id,omitempty"`
+	Partitions    []*ResultPartitionIDProto `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	Cause         string                    `protobuf:"bytes,4,opt,name=cause,proto3" json:"cause,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportPartitionsLostRequest) Reset() {
+	*x = ReportPartitionsLostRequest{}
+	mi := &file_cluster_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportPartitionsLostRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportPartitionsLostRequest) ProtoMessage() {}
+
+func (x *ReportPartitionsLostRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportPartitionsLostRequest.ProtoReflect.Descriptor instead.
+func (*ReportPartitionsLostRequest) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ReportPartitionsLostRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *ReportPartitionsLostRequest) GetResourceId() string {
+	if x != nil {
+		return x.ResourceId
+	}
+	return ""
+}
+
+func (x *ReportPartitionsLostRequest) GetPartitions() []*ResultPartitionIDProto {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *ReportPartitionsLostRequest) GetCause() string {
+	if x != nil {
+		return x.Cause
+	}
+	return ""
+}
+
 type RequestSlotRequest struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	AllocationId string                 `protobuf:"bytes,1,opt,name=allocation_id,json=allocationId,proto3" json:"allocation_id,omitempty"`
@@ -1226,7 +1294,7 @@ type RequestSlotRequest struct {
 
 func (x *RequestSlotRequest) Reset() {
 	*x = RequestSlotRequest{}
-	mi := &file_cluster_proto_msgTypes[19]
+	mi := &file_cluster_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1238,7 +1306,7 @@ func (x *RequestSlotRequest) String() string {
 func (*RequestSlotRequest) ProtoMessage() {}
 
 func (x *RequestSlotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[19]
+	mi := &file_cluster_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1251,7 +1319,7 @@ func (x *RequestSlotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestSlotRequest.ProtoReflect.Descriptor instead.
 func (*RequestSlotRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{19}
+	return file_cluster_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RequestSlotRequest) GetAllocationId() string {
@@ -1300,7 +1368,7 @@ type SubmitTaskRequest struct {
 
 func (x *SubmitTaskRequest) Reset() {
 	*x = SubmitTaskRequest{}
-	mi := &file_cluster_proto_msgTypes[20]
+	mi := &file_cluster_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1312,7 +1380,7 @@ func (x *SubmitTaskRequest) String() string {
 func (*SubmitTaskRequest) ProtoMessage() {}
 
 func (x *SubmitTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[20]
+	mi := &file_cluster_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1325,7 +1393,7 @@ func (x *SubmitTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitTaskRequest.ProtoReflect.Descriptor instead.
 func (*SubmitTaskRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{20}
+	return file_cluster_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SubmitTaskRequest) GetJobId() string {
@@ -1359,7 +1427,7 @@ type CancelTaskRequest struct {
 
 func (x *CancelTaskRequest) Reset() {
 	*x = CancelTaskRequest{}
-	mi := &file_cluster_proto_msgTypes[21]
+	mi := &file_cluster_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1371,7 +1439,7 @@ func (x *CancelTaskRequest) String() string {
 func (*CancelTaskRequest) ProtoMessage() {}
 
 func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[21]
+	mi := &file_cluster_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1384,7 +1452,7 @@ func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskRequest.ProtoReflect.Descriptor instead.
 func (*CancelTaskRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{21}
+	return file_cluster_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CancelTaskRequest) GetJobId() string {
@@ -1411,7 +1479,7 @@ type FreeSlotRequest struct {
 
 func (x *FreeSlotRequest) Reset() {
 	*x = FreeSlotRequest{}
-	mi := &file_cluster_proto_msgTypes[22]
+	mi := &file_cluster_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1423,7 +1491,7 @@ func (x *FreeSlotRequest) String() string {
 func (*FreeSlotRequest) ProtoMessage() {}
 
 func (x *FreeSlotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[22]
+	mi := &file_cluster_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1436,7 +1504,7 @@ func (x *FreeSlotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreeSlotRequest.ProtoReflect.Descriptor instead.
 func (*FreeSlotRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{22}
+	return file_cluster_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FreeSlotRequest) GetAllocationId() string {
@@ -1464,7 +1532,7 @@ type ResultPartitionIDProto struct {
 
 func (x *ResultPartitionIDProto) Reset() {
 	*x = ResultPartitionIDProto{}
-	mi := &file_cluster_proto_msgTypes[23]
+	mi := &file_cluster_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1476,7 +1544,7 @@ func (x *ResultPartitionIDProto) String() string {
 func (*ResultPartitionIDProto) ProtoMessage() {}
 
 func (x *ResultPartitionIDProto) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[23]
+	mi := &file_cluster_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1489,7 +1557,7 @@ func (x *ResultPartitionIDProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultPartitionIDProto.ProtoReflect.Descriptor instead.
 func (*ResultPartitionIDProto) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{23}
+	return file_cluster_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ResultPartitionIDProto) GetResultId() string {
@@ -1523,7 +1591,7 @@ type ReleasePartitionsRequest struct {
 
 func (x *ReleasePartitionsRequest) Reset() {
 	*x = ReleasePartitionsRequest{}
-	mi := &file_cluster_proto_msgTypes[24]
+	mi := &file_cluster_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1535,7 +1603,7 @@ func (x *ReleasePartitionsRequest) String() string {
 func (*ReleasePartitionsRequest) ProtoMessage() {}
 
 func (x *ReleasePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[24]
+	mi := &file_cluster_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1548,7 +1616,7 @@ func (x *ReleasePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleasePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*ReleasePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{24}
+	return file_cluster_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ReleasePartitionsRequest) GetJobId() string {
@@ -1576,7 +1644,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_cluster_proto_msgTypes[25]
+	mi := &file_cluster_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1588,7 +1656,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[25]
+	mi := &file_cluster_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1601,7 +1669,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{25}
+	return file_cluster_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *HeartbeatRequest) GetSenderId() string {
@@ -1625,14 +1693,17 @@ type TaskManagerHeartbeatResponse struct {
 	Running []*ExecutionAttemptID `protobuf:"bytes,2,rep,name=running,proto3" json:"running,omitempty"`
 	// For a JobMaster's heartbeat: the latest I/O metrics of those attempts
 	// (Flink's TaskExecutorToJobManagerHeartbeatPayload).
-	Metrics       []*TaskIOMetrics `protobuf:"bytes,3,rep,name=metrics,proto3" json:"metrics,omitempty"`
+	Metrics []*TaskIOMetrics `protobuf:"bytes,3,rep,name=metrics,proto3" json:"metrics,omitempty"`
+	// For a JobMaster's heartbeat: the job's result partitions this
+	// TaskManager holds, so the JobMaster can tell which it lost.
+	Partitions    []*ResultPartitionIDProto `protobuf:"bytes,4,rep,name=partitions,proto3" json:"partitions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TaskManagerHeartbeatResponse) Reset() {
 	*x = TaskManagerHeartbeatResponse{}
-	mi := &file_cluster_proto_msgTypes[26]
+	mi := &file_cluster_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1644,7 +1715,7 @@ func (x *TaskManagerHeartbeatResponse) String() string {
 func (*TaskManagerHeartbeatResponse) ProtoMessage() {}
 
 func (x *TaskManagerHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[26]
+	mi := &file_cluster_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1657,7 +1728,7 @@ func (x *TaskManagerHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskManagerHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*TaskManagerHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{26}
+	return file_cluster_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TaskManagerHeartbeatResponse) GetSlotReport() *SlotReport {
@@ -1681,6 +1752,13 @@ func (x *TaskManagerHeartbeatResponse) GetMetrics() []*TaskIOMetrics {
 	return nil
 }
 
+func (x *TaskManagerHeartbeatResponse) GetPartitions() []*ResultPartitionIDProto {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
 type DisconnectJobManagerRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
@@ -1691,7 +1769,7 @@ type DisconnectJobManagerRequest struct {
 
 func (x *DisconnectJobManagerRequest) Reset() {
 	*x = DisconnectJobManagerRequest{}
-	mi := &file_cluster_proto_msgTypes[27]
+	mi := &file_cluster_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1703,7 +1781,7 @@ func (x *DisconnectJobManagerRequest) String() string {
 func (*DisconnectJobManagerRequest) ProtoMessage() {}
 
 func (x *DisconnectJobManagerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[27]
+	mi := &file_cluster_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1716,7 +1794,7 @@ func (x *DisconnectJobManagerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectJobManagerRequest.ProtoReflect.Descriptor instead.
 func (*DisconnectJobManagerRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{27}
+	return file_cluster_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DisconnectJobManagerRequest) GetJobId() string {
@@ -1742,7 +1820,7 @@ type BlobChunk struct {
 
 func (x *BlobChunk) Reset() {
 	*x = BlobChunk{}
-	mi := &file_cluster_proto_msgTypes[28]
+	mi := &file_cluster_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1754,7 +1832,7 @@ func (x *BlobChunk) String() string {
 func (*BlobChunk) ProtoMessage() {}
 
 func (x *BlobChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[28]
+	mi := &file_cluster_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1767,7 +1845,7 @@ func (x *BlobChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlobChunk.ProtoReflect.Descriptor instead.
 func (*BlobChunk) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{28}
+	return file_cluster_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *BlobChunk) GetData() []byte {
@@ -1787,7 +1865,7 @@ type GetBlobByKeyRequest struct {
 
 func (x *GetBlobByKeyRequest) Reset() {
 	*x = GetBlobByKeyRequest{}
-	mi := &file_cluster_proto_msgTypes[29]
+	mi := &file_cluster_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1799,7 +1877,7 @@ func (x *GetBlobByKeyRequest) String() string {
 func (*GetBlobByKeyRequest) ProtoMessage() {}
 
 func (x *GetBlobByKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[29]
+	mi := &file_cluster_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1812,7 +1890,7 @@ func (x *GetBlobByKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBlobByKeyRequest.ProtoReflect.Descriptor instead.
 func (*GetBlobByKeyRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{29}
+	return file_cluster_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetBlobByKeyRequest) GetKey() string {
@@ -1925,7 +2003,15 @@ const file_cluster_proto_rawDesc = "" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\"%\n" +
 	"\x0fGetBlobResponse\x12\x12\n" +
-	"\x04data\x18\x01 \x01(\fR\x04data\"\xcd\x01\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"\xac\x01\n" +
+	"\x1bReportPartitionsLostRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1f\n" +
+	"\vresource_id\x18\x02 \x01(\tR\n" +
+	"resourceId\x12?\n" +
+	"\n" +
+	"partitions\x18\x03 \x03(\v2\x1f.gofl.v1.ResultPartitionIDProtoR\n" +
+	"partitions\x12\x14\n" +
+	"\x05cause\x18\x04 \x01(\tR\x05cause\"\xcd\x01\n" +
 	"\x12RequestSlotRequest\x12#\n" +
 	"\rallocation_id\x18\x01 \x01(\tR\fallocationId\x12\x1d\n" +
 	"\n" +
@@ -1954,12 +2040,15 @@ const file_cluster_proto_rawDesc = "" +
 	"partitions\"F\n" +
 	"\x10HeartbeatRequest\x12\x1b\n" +
 	"\tsender_id\x18\x01 \x01(\tR\bsenderId\x12\x15\n" +
-	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"\xbd\x01\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"\xfe\x01\n" +
 	"\x1cTaskManagerHeartbeatResponse\x124\n" +
 	"\vslot_report\x18\x01 \x01(\v2\x13.gofl.v1.SlotReportR\n" +
 	"slotReport\x125\n" +
 	"\arunning\x18\x02 \x03(\v2\x1b.gofl.v1.ExecutionAttemptIDR\arunning\x120\n" +
-	"\ametrics\x18\x03 \x03(\v2\x16.gofl.v1.TaskIOMetricsR\ametrics\"J\n" +
+	"\ametrics\x18\x03 \x03(\v2\x16.gofl.v1.TaskIOMetricsR\ametrics\x12?\n" +
+	"\n" +
+	"partitions\x18\x04 \x03(\v2\x1f.gofl.v1.ResultPartitionIDProtoR\n" +
+	"partitions\"J\n" +
 	"\x1bDisconnectJobManagerRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
 	"\x05cause\x18\x02 \x01(\tR\x05cause\"\x1f\n" +
@@ -1970,14 +2059,15 @@ const file_cluster_proto_rawDesc = "" +
 	"\x16ResourceManagerService\x12c\n" +
 	"\x14RegisterTaskExecutor\x12$.gofl.v1.RegisterTaskExecutorRequest\x1a%.gofl.v1.RegisterTaskExecutorResponse\x12>\n" +
 	"\x0eSendSlotReport\x12\x1e.gofl.v1.SendSlotReportRequest\x1a\f.gofl.v1.Ack\x12N\n" +
-	"\x16DisconnectTaskExecutor\x12&.gofl.v1.DisconnectTaskExecutorRequest\x1a\f.gofl.v1.Ack2\x9b\x03\n" +
+	"\x16DisconnectTaskExecutor\x12&.gofl.v1.DisconnectTaskExecutorRequest\x1a\f.gofl.v1.Ack2\xe7\x03\n" +
 	"\x10JobMasterService\x12`\n" +
 	"\x13RegisterTaskManager\x12#.gofl.v1.RegisterTaskManagerRequest\x1a$.gofl.v1.RegisterTaskManagerResponse\x12E\n" +
 	"\n" +
 	"OfferSlots\x12\x1a.gofl.v1.OfferSlotsRequest\x1a\x1b.gofl.v1.OfferSlotsResponse\x12R\n" +
 	"\x18UpdateTaskExecutionState\x12(.gofl.v1.UpdateTaskExecutionStateRequest\x1a\f.gofl.v1.Ack\x12L\n" +
 	"\x15DisconnectTaskManager\x12%.gofl.v1.DisconnectTaskManagerRequest\x1a\f.gofl.v1.Ack\x12<\n" +
-	"\aGetBlob\x12\x17.gofl.v1.GetBlobRequest\x1a\x18.gofl.v1.GetBlobResponse2\xc4\x04\n" +
+	"\aGetBlob\x12\x17.gofl.v1.GetBlobRequest\x1a\x18.gofl.v1.GetBlobResponse\x12J\n" +
+	"\x14ReportPartitionsLost\x12$.gofl.v1.ReportPartitionsLostRequest\x1a\f.gofl.v1.Ack2\xc4\x04\n" +
 	"\x13TaskExecutorService\x128\n" +
 	"\vRequestSlot\x12\x1b.gofl.v1.RequestSlotRequest\x1a\f.gofl.v1.Ack\x126\n" +
 	"\n" +
@@ -2004,7 +2094,7 @@ func file_cluster_proto_rawDescGZIP() []byte {
 	return file_cluster_proto_rawDescData
 }
 
-var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_cluster_proto_goTypes = []any{
 	(*Ack)(nil),                             // 0: gofl.v1.Ack
 	(*TaskManagerLocation)(nil),             // 1: gofl.v1.TaskManagerLocation
@@ -2025,20 +2115,21 @@ var file_cluster_proto_goTypes = []any{
 	(*DisconnectTaskManagerRequest)(nil),    // 16: gofl.v1.DisconnectTaskManagerRequest
 	(*GetBlobRequest)(nil),                  // 17: gofl.v1.GetBlobRequest
 	(*GetBlobResponse)(nil),                 // 18: gofl.v1.GetBlobResponse
-	(*RequestSlotRequest)(nil),              // 19: gofl.v1.RequestSlotRequest
-	(*SubmitTaskRequest)(nil),               // 20: gofl.v1.SubmitTaskRequest
-	(*CancelTaskRequest)(nil),               // 21: gofl.v1.CancelTaskRequest
-	(*FreeSlotRequest)(nil),                 // 22: gofl.v1.FreeSlotRequest
-	(*ResultPartitionIDProto)(nil),          // 23: gofl.v1.ResultPartitionIDProto
-	(*ReleasePartitionsRequest)(nil),        // 24: gofl.v1.ReleasePartitionsRequest
-	(*HeartbeatRequest)(nil),                // 25: gofl.v1.HeartbeatRequest
-	(*TaskManagerHeartbeatResponse)(nil),    // 26: gofl.v1.TaskManagerHeartbeatResponse
-	(*DisconnectJobManagerRequest)(nil),     // 27: gofl.v1.DisconnectJobManagerRequest
-	(*BlobChunk)(nil),                       // 28: gofl.v1.BlobChunk
-	(*GetBlobByKeyRequest)(nil),             // 29: gofl.v1.GetBlobByKeyRequest
-	nil,                                     // 30: gofl.v1.UpdateTaskExecutionStateRequest.AccumulatorsEntry
-	(*ExecutionAttemptID)(nil),              // 31: gofl.v1.ExecutionAttemptID
-	(*TaskDeploymentDescriptor)(nil),        // 32: gofl.v1.TaskDeploymentDescriptor
+	(*ReportPartitionsLostRequest)(nil),     // 19: gofl.v1.ReportPartitionsLostRequest
+	(*RequestSlotRequest)(nil),              // 20: gofl.v1.RequestSlotRequest
+	(*SubmitTaskRequest)(nil),               // 21: gofl.v1.SubmitTaskRequest
+	(*CancelTaskRequest)(nil),               // 22: gofl.v1.CancelTaskRequest
+	(*FreeSlotRequest)(nil),                 // 23: gofl.v1.FreeSlotRequest
+	(*ResultPartitionIDProto)(nil),          // 24: gofl.v1.ResultPartitionIDProto
+	(*ReleasePartitionsRequest)(nil),        // 25: gofl.v1.ReleasePartitionsRequest
+	(*HeartbeatRequest)(nil),                // 26: gofl.v1.HeartbeatRequest
+	(*TaskManagerHeartbeatResponse)(nil),    // 27: gofl.v1.TaskManagerHeartbeatResponse
+	(*DisconnectJobManagerRequest)(nil),     // 28: gofl.v1.DisconnectJobManagerRequest
+	(*BlobChunk)(nil),                       // 29: gofl.v1.BlobChunk
+	(*GetBlobByKeyRequest)(nil),             // 30: gofl.v1.GetBlobByKeyRequest
+	nil,                                     // 31: gofl.v1.UpdateTaskExecutionStateRequest.AccumulatorsEntry
+	(*ExecutionAttemptID)(nil),              // 32: gofl.v1.ExecutionAttemptID
+	(*TaskDeploymentDescriptor)(nil),        // 33: gofl.v1.TaskDeploymentDescriptor
 }
 var file_cluster_proto_depIdxs = []int32{
 	2,  // 0: gofl.v1.SlotReport.slots:type_name -> gofl.v1.SlotStatus
@@ -2046,57 +2137,61 @@ var file_cluster_proto_depIdxs = []int32{
 	3,  // 2: gofl.v1.SendSlotReportRequest.slot_report:type_name -> gofl.v1.SlotReport
 	1,  // 3: gofl.v1.RegisterTaskManagerRequest.location:type_name -> gofl.v1.TaskManagerLocation
 	10, // 4: gofl.v1.OfferSlotsRequest.slots:type_name -> gofl.v1.SlotOffer
-	31, // 5: gofl.v1.TaskIOMetrics.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	31, // 6: gofl.v1.UpdateTaskExecutionStateRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	32, // 5: gofl.v1.TaskIOMetrics.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	32, // 6: gofl.v1.UpdateTaskExecutionStateRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
 	13, // 7: gofl.v1.UpdateTaskExecutionStateRequest.failure:type_name -> gofl.v1.FailureInfo
 	14, // 8: gofl.v1.UpdateTaskExecutionStateRequest.metrics:type_name -> gofl.v1.TaskIOMetrics
-	30, // 9: gofl.v1.UpdateTaskExecutionStateRequest.accumulators:type_name -> gofl.v1.UpdateTaskExecutionStateRequest.AccumulatorsEntry
-	32, // 10: gofl.v1.SubmitTaskRequest.tdd:type_name -> gofl.v1.TaskDeploymentDescriptor
-	31, // 11: gofl.v1.CancelTaskRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	31, // 12: gofl.v1.ResultPartitionIDProto.producer:type_name -> gofl.v1.ExecutionAttemptID
-	23, // 13: gofl.v1.ReleasePartitionsRequest.partitions:type_name -> gofl.v1.ResultPartitionIDProto
-	3,  // 14: gofl.v1.TaskManagerHeartbeatResponse.slot_report:type_name -> gofl.v1.SlotReport
-	31, // 15: gofl.v1.TaskManagerHeartbeatResponse.running:type_name -> gofl.v1.ExecutionAttemptID
-	14, // 16: gofl.v1.TaskManagerHeartbeatResponse.metrics:type_name -> gofl.v1.TaskIOMetrics
-	4,  // 17: gofl.v1.ResourceManagerService.RegisterTaskExecutor:input_type -> gofl.v1.RegisterTaskExecutorRequest
-	6,  // 18: gofl.v1.ResourceManagerService.SendSlotReport:input_type -> gofl.v1.SendSlotReportRequest
-	7,  // 19: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:input_type -> gofl.v1.DisconnectTaskExecutorRequest
-	8,  // 20: gofl.v1.JobMasterService.RegisterTaskManager:input_type -> gofl.v1.RegisterTaskManagerRequest
-	11, // 21: gofl.v1.JobMasterService.OfferSlots:input_type -> gofl.v1.OfferSlotsRequest
-	15, // 22: gofl.v1.JobMasterService.UpdateTaskExecutionState:input_type -> gofl.v1.UpdateTaskExecutionStateRequest
-	16, // 23: gofl.v1.JobMasterService.DisconnectTaskManager:input_type -> gofl.v1.DisconnectTaskManagerRequest
-	17, // 24: gofl.v1.JobMasterService.GetBlob:input_type -> gofl.v1.GetBlobRequest
-	19, // 25: gofl.v1.TaskExecutorService.RequestSlot:input_type -> gofl.v1.RequestSlotRequest
-	20, // 26: gofl.v1.TaskExecutorService.SubmitTask:input_type -> gofl.v1.SubmitTaskRequest
-	21, // 27: gofl.v1.TaskExecutorService.CancelTask:input_type -> gofl.v1.CancelTaskRequest
-	22, // 28: gofl.v1.TaskExecutorService.FreeSlot:input_type -> gofl.v1.FreeSlotRequest
-	24, // 29: gofl.v1.TaskExecutorService.ReleasePartitions:input_type -> gofl.v1.ReleasePartitionsRequest
-	25, // 30: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:input_type -> gofl.v1.HeartbeatRequest
-	25, // 31: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:input_type -> gofl.v1.HeartbeatRequest
-	27, // 32: gofl.v1.TaskExecutorService.DisconnectJobManager:input_type -> gofl.v1.DisconnectJobManagerRequest
-	29, // 33: gofl.v1.BlobService.GetBlobByKey:input_type -> gofl.v1.GetBlobByKeyRequest
-	5,  // 34: gofl.v1.ResourceManagerService.RegisterTaskExecutor:output_type -> gofl.v1.RegisterTaskExecutorResponse
-	0,  // 35: gofl.v1.ResourceManagerService.SendSlotReport:output_type -> gofl.v1.Ack
-	0,  // 36: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:output_type -> gofl.v1.Ack
-	9,  // 37: gofl.v1.JobMasterService.RegisterTaskManager:output_type -> gofl.v1.RegisterTaskManagerResponse
-	12, // 38: gofl.v1.JobMasterService.OfferSlots:output_type -> gofl.v1.OfferSlotsResponse
-	0,  // 39: gofl.v1.JobMasterService.UpdateTaskExecutionState:output_type -> gofl.v1.Ack
-	0,  // 40: gofl.v1.JobMasterService.DisconnectTaskManager:output_type -> gofl.v1.Ack
-	18, // 41: gofl.v1.JobMasterService.GetBlob:output_type -> gofl.v1.GetBlobResponse
-	0,  // 42: gofl.v1.TaskExecutorService.RequestSlot:output_type -> gofl.v1.Ack
-	0,  // 43: gofl.v1.TaskExecutorService.SubmitTask:output_type -> gofl.v1.Ack
-	0,  // 44: gofl.v1.TaskExecutorService.CancelTask:output_type -> gofl.v1.Ack
-	0,  // 45: gofl.v1.TaskExecutorService.FreeSlot:output_type -> gofl.v1.Ack
-	0,  // 46: gofl.v1.TaskExecutorService.ReleasePartitions:output_type -> gofl.v1.Ack
-	26, // 47: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
-	26, // 48: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
-	0,  // 49: gofl.v1.TaskExecutorService.DisconnectJobManager:output_type -> gofl.v1.Ack
-	28, // 50: gofl.v1.BlobService.GetBlobByKey:output_type -> gofl.v1.BlobChunk
-	34, // [34:51] is the sub-list for method output_type
-	17, // [17:34] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	31, // 9: gofl.v1.UpdateTaskExecutionStateRequest.accumulators:type_name -> gofl.v1.UpdateTaskExecutionStateRequest.AccumulatorsEntry
+	24, // 10: gofl.v1.ReportPartitionsLostRequest.partitions:type_name -> gofl.v1.ResultPartitionIDProto
+	33, // 11: gofl.v1.SubmitTaskRequest.tdd:type_name -> gofl.v1.TaskDeploymentDescriptor
+	32, // 12: gofl.v1.CancelTaskRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	32, // 13: gofl.v1.ResultPartitionIDProto.producer:type_name -> gofl.v1.ExecutionAttemptID
+	24, // 14: gofl.v1.ReleasePartitionsRequest.partitions:type_name -> gofl.v1.ResultPartitionIDProto
+	3,  // 15: gofl.v1.TaskManagerHeartbeatResponse.slot_report:type_name -> gofl.v1.SlotReport
+	32, // 16: gofl.v1.TaskManagerHeartbeatResponse.running:type_name -> gofl.v1.ExecutionAttemptID
+	14, // 17: gofl.v1.TaskManagerHeartbeatResponse.metrics:type_name -> gofl.v1.TaskIOMetrics
+	24, // 18: gofl.v1.TaskManagerHeartbeatResponse.partitions:type_name -> gofl.v1.ResultPartitionIDProto
+	4,  // 19: gofl.v1.ResourceManagerService.RegisterTaskExecutor:input_type -> gofl.v1.RegisterTaskExecutorRequest
+	6,  // 20: gofl.v1.ResourceManagerService.SendSlotReport:input_type -> gofl.v1.SendSlotReportRequest
+	7,  // 21: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:input_type -> gofl.v1.DisconnectTaskExecutorRequest
+	8,  // 22: gofl.v1.JobMasterService.RegisterTaskManager:input_type -> gofl.v1.RegisterTaskManagerRequest
+	11, // 23: gofl.v1.JobMasterService.OfferSlots:input_type -> gofl.v1.OfferSlotsRequest
+	15, // 24: gofl.v1.JobMasterService.UpdateTaskExecutionState:input_type -> gofl.v1.UpdateTaskExecutionStateRequest
+	16, // 25: gofl.v1.JobMasterService.DisconnectTaskManager:input_type -> gofl.v1.DisconnectTaskManagerRequest
+	17, // 26: gofl.v1.JobMasterService.GetBlob:input_type -> gofl.v1.GetBlobRequest
+	19, // 27: gofl.v1.JobMasterService.ReportPartitionsLost:input_type -> gofl.v1.ReportPartitionsLostRequest
+	20, // 28: gofl.v1.TaskExecutorService.RequestSlot:input_type -> gofl.v1.RequestSlotRequest
+	21, // 29: gofl.v1.TaskExecutorService.SubmitTask:input_type -> gofl.v1.SubmitTaskRequest
+	22, // 30: gofl.v1.TaskExecutorService.CancelTask:input_type -> gofl.v1.CancelTaskRequest
+	23, // 31: gofl.v1.TaskExecutorService.FreeSlot:input_type -> gofl.v1.FreeSlotRequest
+	25, // 32: gofl.v1.TaskExecutorService.ReleasePartitions:input_type -> gofl.v1.ReleasePartitionsRequest
+	26, // 33: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:input_type -> gofl.v1.HeartbeatRequest
+	26, // 34: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:input_type -> gofl.v1.HeartbeatRequest
+	28, // 35: gofl.v1.TaskExecutorService.DisconnectJobManager:input_type -> gofl.v1.DisconnectJobManagerRequest
+	30, // 36: gofl.v1.BlobService.GetBlobByKey:input_type -> gofl.v1.GetBlobByKeyRequest
+	5,  // 37: gofl.v1.ResourceManagerService.RegisterTaskExecutor:output_type -> gofl.v1.RegisterTaskExecutorResponse
+	0,  // 38: gofl.v1.ResourceManagerService.SendSlotReport:output_type -> gofl.v1.Ack
+	0,  // 39: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:output_type -> gofl.v1.Ack
+	9,  // 40: gofl.v1.JobMasterService.RegisterTaskManager:output_type -> gofl.v1.RegisterTaskManagerResponse
+	12, // 41: gofl.v1.JobMasterService.OfferSlots:output_type -> gofl.v1.OfferSlotsResponse
+	0,  // 42: gofl.v1.JobMasterService.UpdateTaskExecutionState:output_type -> gofl.v1.Ack
+	0,  // 43: gofl.v1.JobMasterService.DisconnectTaskManager:output_type -> gofl.v1.Ack
+	18, // 44: gofl.v1.JobMasterService.GetBlob:output_type -> gofl.v1.GetBlobResponse
+	0,  // 45: gofl.v1.JobMasterService.ReportPartitionsLost:output_type -> gofl.v1.Ack
+	0,  // 46: gofl.v1.TaskExecutorService.RequestSlot:output_type -> gofl.v1.Ack
+	0,  // 47: gofl.v1.TaskExecutorService.SubmitTask:output_type -> gofl.v1.Ack
+	0,  // 48: gofl.v1.TaskExecutorService.CancelTask:output_type -> gofl.v1.Ack
+	0,  // 49: gofl.v1.TaskExecutorService.FreeSlot:output_type -> gofl.v1.Ack
+	0,  // 50: gofl.v1.TaskExecutorService.ReleasePartitions:output_type -> gofl.v1.Ack
+	27, // 51: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
+	27, // 52: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
+	0,  // 53: gofl.v1.TaskExecutorService.DisconnectJobManager:output_type -> gofl.v1.Ack
+	29, // 54: gofl.v1.BlobService.GetBlobByKey:output_type -> gofl.v1.BlobChunk
+	37, // [37:55] is the sub-list for method output_type
+	19, // [19:37] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_cluster_proto_init() }
@@ -2111,7 +2206,7 @@ func file_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cluster_proto_rawDesc), len(file_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   31,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -216,6 +216,7 @@ const (
 	JobMasterService_UpdateTaskExecutionState_FullMethodName = "/gofl.v1.JobMasterService/UpdateTaskExecutionState"
 	JobMasterService_DisconnectTaskManager_FullMethodName    = "/gofl.v1.JobMasterService/DisconnectTaskManager"
 	JobMasterService_GetBlob_FullMethodName                  = "/gofl.v1.JobMasterService/GetBlob"
+	JobMasterService_ReportPartitionsLost_FullMethodName     = "/gofl.v1.JobMasterService/ReportPartitionsLost"
 )
 
 // JobMasterServiceClient is the client API for JobMasterService service.
@@ -229,6 +230,9 @@ type JobMasterServiceClient interface {
 	DisconnectTaskManager(ctx context.Context, in *DisconnectTaskManagerRequest, opts ...grpc.CallOption) (*Ack, error)
 	// Serves offloaded shuffle descriptors; the key is their sha256 digest.
 	GetBlob(ctx context.Context, in *GetBlobRequest, opts ...grpc.CallOption) (*GetBlobResponse, error)
+	// The TaskManager lost result partitions of the job it had produced (its
+	// job runner died): the JobMaster reruns their producers. Idempotent.
+	ReportPartitionsLost(ctx context.Context, in *ReportPartitionsLostRequest, opts ...grpc.CallOption) (*Ack, error)
 }
 
 type jobMasterServiceClient struct {
@@ -289,6 +293,16 @@ func (c *jobMasterServiceClient) GetBlob(ctx context.Context, in *GetBlobRequest
 	return out, nil
 }
 
+func (c *jobMasterServiceClient) ReportPartitionsLost(ctx context.Context, in *ReportPartitionsLostRequest, opts ...grpc.CallOption) (*Ack, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Ack)
+	err := c.cc.Invoke(ctx, JobMasterService_ReportPartitionsLost_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // JobMasterServiceServer is the server API for JobMasterService service.
 // All implementations must embed UnimplementedJobMasterServiceServer
 // for forward compatibility.
@@ -300,6 +314,9 @@ type JobMasterServiceServer interface {
 	DisconnectTaskManager(context.Context, *DisconnectTaskManagerRequest) (*Ack, error)
 	// Serves offloaded shuffle descriptors; the key is their sha256 digest.
 	GetBlob(context.Context, *GetBlobRequest) (*GetBlobResponse, error)
+	// The TaskManager lost result partitions of the job it had produced (its
+	// job runner died): the JobMaster reruns their producers. Idempotent.
+	ReportPartitionsLost(context.Context, *ReportPartitionsLostRequest) (*Ack, error)
 	mustEmbedUnimplementedJobMasterServiceServer()
 }
 
@@ -324,6 +341,9 @@ func (UnimplementedJobMasterServiceServer) DisconnectTaskManager(context.Context
 }
 func (UnimplementedJobMasterServiceServer) GetBlob(context.Context, *GetBlobRequest) (*GetBlobResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method GetBlob not implemented")
+}
+func (UnimplementedJobMasterServiceServer) ReportPartitionsLost(context.Context, *ReportPartitionsLostRequest) (*Ack, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ReportPartitionsLost not implemented")
 }
 func (UnimplementedJobMasterServiceServer) mustEmbedUnimplementedJobMasterServiceServer() {}
 func (UnimplementedJobMasterServiceServer) testEmbeddedByValue()                          {}
@@ -436,6 +456,24 @@ func _JobMasterService_GetBlob_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _JobMasterService_ReportPartitionsLost_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportPartitionsLostRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobMasterServiceServer).ReportPartitionsLost(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JobMasterService_ReportPartitionsLost_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobMasterServiceServer).ReportPartitionsLost(ctx, req.(*ReportPartitionsLostRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // JobMasterService_ServiceDesc is the grpc.ServiceDesc for JobMasterService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -462,6 +500,10 @@ var JobMasterService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetBlob",
 			Handler:    _JobMasterService_GetBlob_Handler,
+		},
+		{
+			MethodName: "ReportPartitionsLost",
+			Handler:    _JobMasterService_ReportPartitionsLost_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
