@@ -679,9 +679,6 @@ func (cc *clientConn) fail(err error, logIt bool) {
 	cc.channels = map[uint32]*remoteInputChannel{}
 	close(cc.done)
 	cc.mu.Unlock()
-	if logIt {
-		cc.log.Error().Err(err).Msg("data connection failed")
-	}
 	if cc.conn != nil {
 		cc.conn.Close()
 	}
@@ -690,8 +687,20 @@ func (cc *clientConn) fail(err error, logIt bool) {
 		delete(cc.cm.clients, cc.addr)
 	}
 	cc.cm.mu.Unlock()
+	affected := 0
 	for _, ch := range chans {
-		ch.onError(ch.transportError(err, lost))
+		if ch.onError(ch.transportError(err, lost)) {
+			affected++
+		}
+	}
+	if logIt {
+		// A producer closing after every channel got EndOfPartition is
+		// no failure.
+		ev := cc.log.Debug()
+		if affected > 0 {
+			ev = cc.log.Error()
+		}
+		ev.Err(err).Int("failedChannels", affected).Msg("data connection failed")
 	}
 }
 
@@ -1079,18 +1088,20 @@ func (ch *remoteInputChannel) getNextBuffer() (*Buffer, bool, error) {
 
 // onError fails the channel unless it already received EndOfPartition:
 // then everything it expected is here, and a connection closing (the
-// producer's runner exiting) is a clean end.
-func (ch *remoteInputChannel) onError(err error) {
+// producer's runner exiting) is a clean end. It reports whether the
+// channel failed.
+func (ch *remoteInputChannel) onError(err error) bool {
 	ch.mu.Lock()
 	if ch.eop || ch.released {
 		ch.mu.Unlock()
-		return
+		return false
 	}
 	if ch.err == nil {
 		ch.err = err
 	}
 	ch.mu.Unlock()
 	ch.g.notify(ch.idx)
+	return true
 }
 
 // transportError is err as this channel's failure: a broken or failed
