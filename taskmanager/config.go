@@ -101,7 +101,7 @@ const (
 	DefaultRPCTimeout          = 10 * time.Second
 	DefaultRegistrationBackoff = 100 * time.Millisecond
 	// MaxRegistrationBackoff caps the doubling registration pause.
-	MaxRegistrationBackoff  = 10 * time.Second
+	MaxRegistrationBackoff    = 10 * time.Second
 	DefaultSlotTimeout        = 10 * time.Second
 	DefaultHeartbeatTimeout   = 50 * time.Second
 	DefaultHeartbeatInterval  = 10 * time.Second

@@ -106,7 +106,9 @@ func newProcessTaskRunner(pool *runnerPool) *processTaskRunner {
 	return &processTaskRunner{pool: pool, ctx: ctx, stop: stop}
 }
 
-func (r *processTaskRunner) DataAddress(jobID string) (string, error) { return r.pool.dataAddress(jobID) }
+func (r *processTaskRunner) DataAddress(jobID string) (string, error) {
+	return r.pool.dataAddress(jobID)
+}
 
 func (r *processTaskRunner) ReleasePartitions(req *pb.ReleasePartitionsRequest) {
 	r.pool.releasePartitions(req)
