@@ -24,7 +24,7 @@ type stepExecutor struct {
 	turns []func()
 }
 
-func (e *stepExecutor) push(fn func()) { e.mu.Lock(); e.turns = append(e.turns, fn); e.mu.Unlock() }
+func (e *stepExecutor) push(fn func())                     { e.mu.Lock(); e.turns = append(e.turns, fn); e.mu.Unlock() }
 func (e *stepExecutor) Post(_ *mailbox.Mailbox, fn func()) { e.push(fn) }
 func (e *stepExecutor) Call(_ *mailbox.Mailbox, fn func()) { fn() }
 func (e *stepExecutor) Go(m *mailbox.Mailbox, call func(context.Context), then func()) {
@@ -89,8 +89,8 @@ func (s *simTasks) StartTask(req *pb.SubmitTaskRequest, tc TaskContext) RunningT
 	return simTask{}
 }
 func (s *simTasks) ReleasePartitions(*pb.ReleasePartitionsRequest) {}
-func (s *simTasks) ReleaseJob(string)                             {}
-func (s *simTasks) Close()                                        {}
+func (s *simTasks) ReleaseJob(string)                              {}
+func (s *simTasks) Close()                                         {}
 
 type simTask struct{}
 

@@ -57,6 +57,8 @@ type TaskExecutor struct {
 	stopping bool
 	draining bool // tasks and reports done; disconnects sent
 	fatal    error
+	// shutdownTimer bounds the shutdown; stopped when Run returns.
+	shutdownTimer clock.Timer
 }
 
 // New validates cfg, listens on cfg.RPCBindAddress (unless
@@ -202,6 +204,9 @@ func (te *TaskExecutor) Run(ctx context.Context) error {
 	}()
 	te.mb.Run(context.Background()) // ends with te.mb.Close in finishShutdown
 	<-watchDone
+	if te.shutdownTimer != nil {
+		te.shutdownTimer.Stop()
+	}
 	if te.srv != nil {
 		te.srv.Stop()
 		<-te.serveDone
@@ -260,7 +265,7 @@ func (te *TaskExecutor) shutdown(cause string) {
 	for _, t := range te.sortedTasks() {
 		te.cancelTask(t, failure)
 	}
-	te.after(te.cfg.RPCTimeout, func() {
+	te.shutdownTimer = te.after(te.cfg.RPCTimeout, func() {
 		te.log.Warn().Dur("timeout", te.cfg.RPCTimeout).Int("tasks", len(te.tasks)).
 			Msg("shutdown timed out; stopping without waiting for the remaining tasks and calls")
 		te.mb.Close()
