@@ -23,6 +23,9 @@ import (
 	"github.com/gofl/gofl/taskmanager/invokable"
 )
 
+// testRelease lets test-ignore-cancel tasks, cancelled, end.
+var testRelease = make(chan struct{}, 10)
+
 // testRunner is a job binary serving the built-in invokables in runner
 // role (runner/internal/testrunner), built once for the package's tests.
 var testRunner string
@@ -30,6 +33,13 @@ var testRunner string
 func TestMain(m *testing.M) {
 	invokable.Register("test-panic", func(invokable.Env) (invokable.Task, error) {
 		return invokable.TaskFunc(func(context.Context) error { panic("boom") }), nil
+	})
+	invokable.Register("test-ignore-cancel", func(invokable.Env) (invokable.Task, error) {
+		return invokable.TaskFunc(func(ctx context.Context) error {
+			<-ctx.Done()
+			<-testRelease
+			return ctx.Err()
+		}), nil
 	})
 	dir, err := os.MkdirTemp("", "gofl-tm-test")
 	if err != nil {

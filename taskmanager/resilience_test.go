@@ -51,9 +51,9 @@ func TestCancelBeforeSubmitRefusesTheTask(t *testing.T) {
 
 func TestTombstonesExpireAndGoWithTheConnection(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1000, 0))
-	jm := newFakeJM()
-	jm.heartbeatTimeoutMs = 3_600_000
-	c := newCluster(t, nil, jm, Config{Clock: clk, CancelTombstoneTTL: time.Minute})
+	rm, jm := newFakeRM(), newFakeJM()
+	rm.heartbeatTimeoutMs, jm.heartbeatTimeoutMs = 3_600_000, 3_600_000 // time moves; the peers stay
+	c := newCluster(t, rm, jm, Config{Clock: clk, CancelTombstoneTTL: time.Minute})
 	c.activeSlot("a1", 0, "job1")
 	a, b := attempt("x", 0, 0), attempt("y", 0, 0)
 	for _, at := range []*pb.ExecutionAttemptID{a, b} {

@@ -14,7 +14,6 @@ import (
 	"github.com/gofl/gofl/internal/clock"
 	"github.com/gofl/gofl/internal/version"
 	"github.com/gofl/gofl/rpc/pb"
-	"github.com/gofl/gofl/taskmanager/invokable"
 )
 
 func TestRegistrationRetriesUntilResourceManagerAppears(t *testing.T) {
@@ -188,10 +187,11 @@ func TestRejectedOffersAreFreedAndReported(t *testing.T) {
 }
 
 func TestUnacceptedSlotTimesOut(t *testing.T) {
-	jm := newFakeJM()
+	jm, rm := newFakeJM(), newFakeRM()
 	jm.offerGate = make(chan struct{})
+	rm.heartbeatTimeoutMs, jm.heartbeatTimeoutMs = 3_600_000, 3_600_000
 	clk := clock.NewFake(time.Unix(1000, 0))
-	c := newCluster(t, nil, jm, Config{SlotTimeout: time.Minute, Clock: clk})
+	c := newCluster(t, rm, jm, Config{SlotTimeout: time.Minute, Clock: clk})
 	if err := c.requestSlot("a1", 0, "job1"); err != nil {
 		t.Fatal(err)
 	}
@@ -395,10 +395,10 @@ func TestFailuresAreClassified(t *testing.T) {
 }
 
 func TestJobMasterHeartbeatTimeout(t *testing.T) {
-	jm := newFakeJM()
-	jm.heartbeatTimeoutMs = 10_000
+	jm, rm := newFakeJM(), newFakeRM()
+	jm.heartbeatTimeoutMs, rm.heartbeatTimeoutMs = 10_000, 3_600_000
 	clk := clock.NewFake(time.Unix(1000, 0))
-	c := newCluster(t, nil, jm, Config{Clock: clk})
+	c := newCluster(t, rm, jm, Config{Clock: clk})
 	c.activeSlot("a1", 0, "job1")
 	a := attempt("sleeper", 0, 0)
 	if err := c.submit("job1", tdd("job1", "a1", "sleep", `{"duration":"1 min"}`, a)); err != nil {
@@ -463,10 +463,10 @@ func TestDisconnectJobManagerFreesTheJob(t *testing.T) {
 }
 
 func TestResourceManagerHeartbeatLossReregisters(t *testing.T) {
-	rm := newFakeRM()
-	rm.heartbeatTimeoutMs = 10_000
+	rm, jm := newFakeRM(), newFakeJM()
+	rm.heartbeatTimeoutMs, jm.heartbeatTimeoutMs = 10_000, 3_600_000
 	clk := clock.NewFake(time.Unix(1000, 0))
-	c := newCluster(t, rm, nil, Config{Clock: clk})
+	c := newCluster(t, rm, jm, Config{Clock: clk})
 	c.activeSlot("a1", 0, "job1")
 	for i := 0; i < 10; i++ {
 		hb, err := c.client.HeartbeatFromResourceManager(context.Background(), &pb.HeartbeatRequest{SenderId: "rm-1"})
@@ -518,13 +518,6 @@ func TestShutdownFailsTasksAndDisconnects(t *testing.T) {
 }
 
 func TestShutdownKeepsCancelsTheJobMasterAskedFor(t *testing.T) {
-	invokable.Register("test-ignore-cancel", func(invokable.Env) (invokable.Task, error) {
-		return invokable.TaskFunc(func(ctx context.Context) error {
-			<-ctx.Done()
-			<-testRelease
-			return ctx.Err()
-		}), nil
-	})
 	c := newCluster(t, nil, nil, Config{ResourceID: "tm-a"})
 	c.activeSlot("a1", 0, "job1")
 	a := attempt("slow-cancel", 0, 0)
@@ -548,9 +541,6 @@ func TestShutdownKeepsCancelsTheJobMasterAskedFor(t *testing.T) {
 		t.Fatalf("Run = %v", err)
 	}
 }
-
-// testRelease lets test-ignore-cancel tasks end.
-var testRelease = make(chan struct{}, 10)
 
 func TestFailingStateUpdatesLoseTheJobMaster(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1000, 0))
