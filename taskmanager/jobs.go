@@ -467,6 +467,7 @@ func (te *TaskExecutor) closeJobConnection(jc *jobConnection, cause string, noti
 func (te *TaskExecutor) disconnectJobManager(req *pb.DisconnectJobManagerRequest) error {
 	jc := te.jobs[req.JobId]
 	if jc == nil {
+		te.log.Debug().Str("job_id", req.JobId).Str("cause", req.Cause).Msg("DisconnectJobManager for a job not connected here")
 		return nil
 	}
 	jc.log.Info().Str("cause", req.Cause).Msg("JobMaster disconnected")

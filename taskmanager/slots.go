@@ -143,6 +143,7 @@ func (te *TaskExecutor) releaseSlot(s *slot) {
 func (te *TaskExecutor) freeSlotRPC(req *pb.FreeSlotRequest) error {
 	s := te.slotByAllocation(req.AllocationId)
 	if s == nil {
+		te.log.Debug().Str("allocation_id", req.AllocationId).Msg("FreeSlot of an allocation not held here")
 		return nil // already free: idempotent
 	}
 	job := s.jobID

@@ -205,7 +205,10 @@ func (te *TaskExecutor) cancelTaskRPC(req *pb.CancelTaskRequest) error {
 	}
 	if t := te.tasks[key]; t != nil && t.jobID == req.JobId {
 		te.cancelTask(t, nil)
+		return nil
 	}
+	te.log.Debug().Str("job_id", req.JobId).Str("attempt", key).Bool("connected", te.jobs[req.JobId] != nil).
+		Msg("cancel of an attempt not running here; remembered")
 	return nil
 }
 
