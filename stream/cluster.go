@@ -293,12 +293,14 @@ func (ex *clusterExecutor) runTask(ctx context.Context, req *pb.SubmitTaskReques
 	return classifyNetwork(err)
 }
 
-// classifyNetwork turns a missing partition into the failure the JobMaster
-// understands (partition-data-missing, naming the partition).
+// classifyNetwork turns a missing partition (not found at its producer, or
+// its producer unreachable) into the failure the JobMaster understands
+// (partition-data-missing, naming the partition).
 func classifyNetwork(err error) error {
-	var pnf *network.PartitionNotFoundError
-	if errors.As(err, &pnf) {
-		return &failover.PartitionNotFoundError{ResultPartitionID: string(pnf.ID), Detail: fmt.Sprintf("subpartition %d at %s", pnf.Subpartition, pnf.Remote), Cause: err}
+	var pe network.PartitionException
+	if errors.As(err, &pe) {
+		s := pe.ConsumedPartition()
+		return &failover.PartitionNotFoundError{ResultPartitionID: string(s.Partition), Detail: fmt.Sprintf("subpartition %d at %s", s.Subpartition, s.Address), Cause: err}
 	}
 	return err
 }

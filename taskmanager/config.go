@@ -3,11 +3,16 @@ package taskmanager
 import (
 	"errors"
 	"fmt"
+	"io"
+	"math/rand/v2"
 	"net"
 	"strconv"
 	"time"
 
 	"github.com/gofl/gofl/conf"
+	"github.com/gofl/gofl/internal/clock"
+	"github.com/gofl/gofl/internal/mailbox"
+	"github.com/gofl/gofl/rpc/pb"
 	"github.com/gofl/gofl/storage"
 )
 
@@ -25,18 +30,33 @@ type Config struct {
 	NumberOfSlots int
 	// ResourceManagerAddress is the JobManager's RPC address, host:port.
 	ResourceManagerAddress string
-	// RPCTimeout bounds every outgoing call; default 10 s.
+	// RPCTimeout bounds every outgoing call attempt and the shutdown;
+	// default 10 s.
 	RPCTimeout time.Duration
-	// RegistrationBackoff is the first pause between registration attempts,
-	// doubled up to 10 s; default 100 ms.
+	// RegistrationBackoff is the first pause between attempts of a call to
+	// the ResourceManager or a JobMaster (registration, offers, reports),
+	// growing with jitter up to MaxRegistrationBackoff; default 100 ms.
 	RegistrationBackoff time.Duration
 	// SlotTimeout is how long an allocated slot waits for its JobMaster to
 	// accept it before it is freed again (taskmanager.slot.timeout);
 	// default 10 s.
 	SlotTimeout time.Duration
 	// HeartbeatTimeout applies when a registration response carries no
-	// heartbeat timeout (heartbeat.timeout); default 50 s.
+	// heartbeat timeout, and to job runners: a runner silent for it is
+	// killed (heartbeat.timeout); default 50 s.
 	HeartbeatTimeout time.Duration
+	// HeartbeatInterval is how often job runners send their heartbeat
+	// (heartbeat.interval); default 10 s.
+	HeartbeatInterval time.Duration
+	// ReportDeadline is how long a task state update (or a partition-loss
+	// report) may take to reach the JobMaster, retries included, before
+	// the JobMaster counts as lost; default the JobMaster's heartbeat
+	// timeout.
+	ReportDeadline time.Duration
+	// CancelTombstoneTTL is how long an attempt the JobMaster cancelled is
+	// remembered, so a SubmitTask of it arriving late is refused; default
+	// 10 min. Tombstones are dropped with the job's connection too.
+	CancelTombstoneTTL time.Duration
 	// WorkDir holds the library cache of job binaries and each job
 	// runner's socket and log (taskmanager.tmp-dirs); default a fresh
 	// temporary directory removed when Run returns.
@@ -49,6 +69,30 @@ type Config struct {
 	// TaskManager's file-system settings (storage.ClientEnv), so user code
 	// reading or writing hdfs:// acts as the TaskManager is configured to.
 	RunnerEnv []string
+
+	// The fields below are seams for tests and the fault simulator; nil
+	// (false) means the real thing.
+
+	// Clock is the source of time and timers; default clock.Real.
+	Clock clock.Clock
+	// Executor runs the mailbox's turns and outgoing calls; default the
+	// mailbox's own goroutine.
+	Executor mailbox.Executor
+	// DialJobMaster and DialResourceManager connect to a peer; default a
+	// gRPC client (insecure). The Closer is closed with the connection.
+	DialJobMaster       func(addr string) (pb.JobMasterServiceClient, io.Closer, error)
+	DialResourceManager func(addr string) (pb.ResourceManagerServiceClient, io.Closer, error)
+	// Rand draws IDs and retry jitter; default seeded from crypto/rand.
+	// Only the TaskExecutor's goroutine uses it after New.
+	Rand *rand.Rand
+	// NoRPCServer builds a TaskExecutor that listens on nothing and serves
+	// no gRPC: its service is reached through Service(), and its advertised
+	// address is RPCBindAddress as given (the fault simulator).
+	NoRPCServer bool
+	// TaskRunner, if set, builds what runs the tasks (see TaskRunner);
+	// default built-in invokables in-process and job binaries in job runner
+	// processes.
+	TaskRunner func(TaskRunnerHost) TaskRunner
 }
 
 // Defaults.
@@ -57,10 +101,12 @@ const (
 	DefaultRPCTimeout          = 10 * time.Second
 	DefaultRegistrationBackoff = 100 * time.Millisecond
 	// MaxRegistrationBackoff caps the doubling registration pause.
-	MaxRegistrationBackoff  = 10 * time.Second
-	DefaultSlotTimeout      = 10 * time.Second
-	DefaultHeartbeatTimeout = 50 * time.Second
-	DefaultMetricsInterval  = time.Second
+	MaxRegistrationBackoff    = 10 * time.Second
+	DefaultSlotTimeout        = 10 * time.Second
+	DefaultHeartbeatTimeout   = 50 * time.Second
+	DefaultHeartbeatInterval  = 10 * time.Second
+	DefaultMetricsInterval    = time.Second
+	DefaultCancelTombstoneTTL = 10 * time.Minute
 )
 
 // ConfigFromConf builds a Config from the taskmanager.*, jobmanager.rpc.*
@@ -78,6 +124,7 @@ func ConfigFromConf(c *conf.Configuration) Config {
 		ResourceManagerAddress: net.JoinHostPort(conf.JobManagerRPCAddress.Get(c), strconv.Itoa(conf.JobManagerRPCPort.Get(c))),
 		SlotTimeout:            conf.TaskManagerSlotTimeout.Get(c),
 		HeartbeatTimeout:       conf.HeartbeatTimeout.Get(c),
+		HeartbeatInterval:      conf.HeartbeatInterval.Get(c),
 		RunnerEnv:              storage.ClientEnv(c),
 	}
 }
@@ -105,6 +152,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.HeartbeatTimeout <= 0 {
 		c.HeartbeatTimeout = DefaultHeartbeatTimeout
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = min(DefaultHeartbeatInterval, c.HeartbeatTimeout/5)
+	}
+	if c.CancelTombstoneTTL <= 0 {
+		c.CancelTombstoneTTL = DefaultCancelTombstoneTTL
 	}
 	var errs []error
 	if c.NumberOfSlots < 1 {

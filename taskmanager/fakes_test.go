@@ -2,7 +2,11 @@ package taskmanager
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,15 +17,50 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/gofl/gofl/internal/blob"
+	"github.com/gofl/gofl/internal/clock"
 	"github.com/gofl/gofl/rpc/pb"
 	"github.com/gofl/gofl/taskmanager/invokable"
 )
+
+// testRelease lets test-ignore-cancel tasks, cancelled, end.
+var testRelease = make(chan struct{}, 10)
+
+// testRunner is a job binary serving the built-in invokables in runner
+// role (runner/internal/testrunner), built once for the package's tests.
+var testRunner string
 
 func TestMain(m *testing.M) {
 	invokable.Register("test-panic", func(invokable.Env) (invokable.Task, error) {
 		return invokable.TaskFunc(func(context.Context) error { panic("boom") }), nil
 	})
-	goleak.VerifyTestMain(m)
+	invokable.Register("test-ignore-cancel", func(invokable.Env) (invokable.Task, error) {
+		return invokable.TaskFunc(func(ctx context.Context) error {
+			<-ctx.Done()
+			<-testRelease
+			return ctx.Err()
+		}), nil
+	})
+	dir, err := os.MkdirTemp("", "gofl-tm-test")
+	if err != nil {
+		panic(err)
+	}
+	testRunner = filepath.Join(dir, "testrunner")
+	build := exec.Command("go", "build", "-o", testRunner, "./runner/internal/testrunner")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building the test runner:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(goleak.IgnoreTopFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run")); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 const waitFor = 5 * time.Second
@@ -150,21 +189,33 @@ type fakeJM struct {
 	accept             func(*pb.SlotOffer) bool // nil: accept all
 	offerGate          chan struct{}            // if set, OfferSlots waits for it
 	updateErr          atomic.Value             // error for UpdateTaskExecutionState, if set
+	registerErr        atomic.Value             // error for RegisterTaskManager, if set
 	registers          chan *pb.RegisterTaskManagerRequest
 	offers             chan *pb.OfferSlotsRequest
 	updates            chan *pb.UpdateTaskExecutionStateRequest
 	disconnects        chan *pb.DisconnectTaskManagerRequest
+	lost               chan *pb.ReportPartitionsLostRequest
+	blobs              *blob.Store // job binaries, served by the JobMaster's BlobService
 }
 
 func newFakeJM() *fakeJM {
 	return &fakeJM{id: "jm-1", heartbeatTimeoutMs: 60_000,
-		registers: make(chan *pb.RegisterTaskManagerRequest, 100), offers: make(chan *pb.OfferSlotsRequest, 100),
-		updates: make(chan *pb.UpdateTaskExecutionStateRequest, 100), disconnects: make(chan *pb.DisconnectTaskManagerRequest, 100)}
+		registers: make(chan *pb.RegisterTaskManagerRequest, 1000), offers: make(chan *pb.OfferSlotsRequest, 1000),
+		updates: make(chan *pb.UpdateTaskExecutionStateRequest, 1000), disconnects: make(chan *pb.DisconnectTaskManagerRequest, 1000),
+		lost: make(chan *pb.ReportPartitionsLostRequest, 100)}
 }
 
 func (j *fakeJM) RegisterTaskManager(_ context.Context, req *pb.RegisterTaskManagerRequest) (*pb.RegisterTaskManagerResponse, error) {
 	send(j.registers, req)
+	if err, ok := j.registerErr.Load().(error); ok {
+		return nil, err
+	}
 	return &pb.RegisterTaskManagerResponse{JobMasterId: j.id, HeartbeatIntervalMs: j.heartbeatTimeoutMs / 2, HeartbeatTimeoutMs: j.heartbeatTimeoutMs}, nil
+}
+
+func (j *fakeJM) ReportPartitionsLost(_ context.Context, req *pb.ReportPartitionsLostRequest) (*pb.Ack, error) {
+	send(j.lost, req)
+	return &pb.Ack{}, nil
 }
 
 func (j *fakeJM) OfferSlots(ctx context.Context, req *pb.OfferSlotsRequest) (*pb.OfferSlotsResponse, error) {
@@ -221,6 +272,22 @@ type run struct {
 	err  error
 }
 
+// jobBinary stores the test runner as a job binary at the fake JobMaster
+// and returns its blob key.
+func (c *cluster) jobBinary() string {
+	c.t.Helper()
+	f, err := os.Open(testRunner)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer f.Close()
+	key, _, err := c.jm.blobs.Put(f, "", 1<<30)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return key
+}
+
 // wait waits for Run to return and gives its error.
 func (r *run) wait(t *testing.T) error {
 	t.Helper()
@@ -263,13 +330,30 @@ func startTE(t *testing.T, cfg Config) (*TaskExecutor, pb.TaskExecutorServiceCli
 	t.Cleanup(func() {
 		cc.Close()
 		cancel()
-		select {
-		case <-r.done:
-		case <-time.After(waitFor):
+		if !r.stop(t, cfg.Clock) {
 			t.Error("Run did not return after cancel")
 		}
 	})
 	return te, pb.NewTaskExecutorServiceClient(cc), cancel, r
+}
+
+// stop waits for Run to return; with a fake clock it moves time on, so
+// that retries and the shutdown timeout happen.
+func (r *run) stop(t *testing.T, clk clock.Clock) bool {
+	fake, _ := clk.(*clock.Fake)
+	deadline := time.After(waitFor)
+	for {
+		select {
+		case <-r.done:
+			return true
+		case <-deadline:
+			return false
+		case <-time.After(10 * time.Millisecond):
+			if fake != nil {
+				fake.Advance(time.Second)
+			}
+		}
+	}
 }
 
 // newCluster starts a fake RM and JM and a registered TaskExecutor.
@@ -283,7 +367,15 @@ func newCluster(t *testing.T, rm *fakeRM, jm *fakeJM, cfg Config) *cluster {
 	}
 	c := &cluster{t: t, rm: rm, jm: jm}
 	c.rmAddr, _ = serve(t, "127.0.0.1:0", func(s *grpc.Server) { pb.RegisterResourceManagerServiceServer(s, rm) })
-	c.jmAddr, _ = serve(t, "127.0.0.1:0", func(s *grpc.Server) { pb.RegisterJobMasterServiceServer(s, jm) })
+	store, err := blob.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	jm.blobs = store
+	c.jmAddr, _ = serve(t, "127.0.0.1:0", func(s *grpc.Server) {
+		pb.RegisterJobMasterServiceServer(s, jm)
+		pb.RegisterBlobServiceServer(s, blob.NewService(store))
+	})
 	cfg.ResourceManagerAddress = c.rmAddr
 	c.te, c.client, c.cancel, c.run = startTE(t, cfg)
 	recv(t, rm.registers, "registration")
@@ -354,4 +446,21 @@ func stateNames(us []*pb.UpdateTaskExecutionStateRequest) []string {
 		out = append(out, u.State)
 	}
 	return out
+}
+
+// advanceUntil moves the fake clock on, a second at a time, until a value
+// arrives on ch.
+func advanceUntil[T any](t *testing.T, clk *clock.Fake, ch <-chan T, what string) T {
+	t.Helper()
+	deadline := time.After(waitFor)
+	for {
+		select {
+		case v := <-ch:
+			return v
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s", what)
+		case <-time.After(10 * time.Millisecond):
+			clk.Advance(time.Second)
+		}
+	}
 }

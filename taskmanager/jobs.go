@@ -2,24 +2,22 @@ package taskmanager
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"net"
+	"io"
+	"slices"
 	"time"
 
 	"github.com/rs/zerolog"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/gofl/gofl/internal/heartbeat"
-	"github.com/gofl/gofl/internal/mailbox"
+	"github.com/gofl/gofl/internal/backoff"
+	"github.com/gofl/gofl/internal/clock"
+	"github.com/gofl/gofl/internal/outbox"
 	"github.com/gofl/gofl/internal/version"
 	"github.com/gofl/gofl/rpc/pb"
 )
-
-// maxReportAttempts is how often a task state update is tried before the
-// JobMaster is considered lost.
-const maxReportAttempts = 3
 
 // jobConnection is the TaskExecutor's connection to one job's JobMaster,
 // Flink's JobManagerConnection plus its JobLeaderService registration. It
@@ -30,30 +28,66 @@ const maxReportAttempts = 3
 type jobConnection struct {
 	jobID   string
 	address string
-	cc      *grpc.ClientConn
 	client  pb.JobMasterServiceClient
-	log     zerolog.Logger
+	closer  io.Closer
+	// out carries every call to the JobMaster in order: the registration,
+	// offers, task state updates, partition losses and the disconnect.
+	out *outbox.Outbox
+	log zerolog.Logger
 
-	// dataLis is the job's data port here: the job's runner inherits it and
-	// serves its network data plane on it; dataAddr, its advertised
-	// address, goes to the JobMaster in the registration (and from there
-	// into the shuffle descriptors of what this TaskManager produces). It
-	// is closed with the connection; nil if it could not be opened.
-	dataLis  *net.TCPListener
+	// dataAddr is the job's data address here (TaskRunner.DataAddress);
+	// it goes to the JobMaster in the registration, and from there into
+	// the shuffle descriptors of what this TaskManager produces.
 	dataAddr string
 
 	connected   bool
 	jobMasterID string
-	backoff     time.Duration
-	monitor     *heartbeat.Monitor[string]
+	hbTimeout   time.Duration
+	lastSeen    time.Time
+	watch       clock.Timer
 
 	offerInFlight bool
+	// paused is a registration or offer waiting out the job's retry pause;
+	// pausedUntil is when it runs.
+	paused      clock.Timer
+	pausedUntil time.Time
 
-	// reports is the job's FIFO of task state updates; one is in flight at a
-	// time so a task's states never overtake each other.
-	reports        []*pb.UpdateTaskExecutionStateRequest
-	reporting      bool
-	reportFailures int
+	// pendingReports counts task state updates and partition-loss reports
+	// not yet answered; shutdown waits for them.
+	pendingReports int
+	// tombstones are the attempts the JobMaster cancelled here.
+	tombstones *tombstones
+	// lostRunners are the job's runner incarnations that died: a task of
+	// theirs finishing afterwards has lost its partitions already.
+	lostRunners map[uint64]error
+}
+
+// jobRetry paces the calls to a job's JobMaster after it rejected this
+// TaskManager's registration or slot offers. It outlives the job's
+// connections: a JobMaster that rejects, and a ResourceManager that
+// re-requests the freed slots at once, would otherwise spin through
+// connections as fast as the network allows.
+type jobRetry struct {
+	bo        *backoff.Backoff
+	notBefore time.Time
+}
+
+func (te *TaskExecutor) newJobOutbox(jobID, address string) *outbox.Outbox {
+	return outbox.New("JobMaster "+address+" of job "+jobID, te.mb, outbox.Config{
+		CallTimeout: te.cfg.RPCTimeout, Backoff: te.backoffConfig(), Clock: te.clk, Rand: te.rnd.Float64,
+		Retryable: func(err error) bool { return !rejected(err) },
+	}, te.log)
+}
+
+// rejected tells a JobMaster's answer (retrying cannot change it) from a
+// failure to reach it.
+func rejected(err error) bool {
+	switch status.Code(err) {
+	case codes.NotFound, codes.InvalidArgument, codes.FailedPrecondition, codes.AlreadyExists,
+		codes.PermissionDenied, codes.Unauthenticated, codes.Unimplemented, codes.OutOfRange:
+		return true
+	}
+	return false
 }
 
 // connectJob makes sure the job has a JobMaster connection, connecting if
@@ -66,82 +100,132 @@ func (te *TaskExecutor) connectJob(jobID, address string) error {
 		te.offerSlots(jc)
 		return nil
 	}
-	cc, err := te.dial(address)
+	client, closer, err := te.dialJobMaster(address)
 	if err != nil {
 		return status.Errorf(codes.InvalidArgument, "JobMaster address %q: %v", address, err)
 	}
-	jc := &jobConnection{
-		jobID: jobID, address: address, cc: cc, client: pb.NewJobMasterServiceClient(cc),
-		log:     te.log.With().Str("job_id", jobID).Logger(),
-		backoff: te.cfg.RegistrationBackoff,
+	if closer == nil {
+		closer = nopCloser{}
 	}
-	// The data port is opened now, as its address must be in the
-	// registration; a job of built-in tasks never uses it.
-	if lis, err := te.listenData(); err != nil {
-		jc.log.Warn().Err(err).Msg("cannot open a data port for the job; its runner will have none")
-	} else {
-		_, port, _ := net.SplitHostPort(lis.Addr().String())
-		jc.dataLis, jc.dataAddr = lis, net.JoinHostPort(te.cfg.Host, port)
+	jc := &jobConnection{
+		jobID: jobID, address: address, client: client, closer: closer,
+		out:         te.newJobOutbox(jobID, address),
+		log:         te.log.With().Str("job_id", jobID).Logger(),
+		tombstones:  newTombstones(te.cfg.CancelTombstoneTTL, maxTombstonesPerJob),
+		lostRunners: map[uint64]error{},
+	}
+	// The data address is needed now, for the registration; while the
+	// job's runner lives it is the address the runner listens on.
+	if jc.dataAddr, err = te.exec.DataAddress(jobID); err != nil {
+		jc.log.Warn().Err(err).Msg("the job has no data address here")
 	}
 	te.jobs[jobID] = jc
-	te.registerAtJobMaster(jc, 1)
+	te.registerAtJobMaster(jc)
 	return nil
 }
 
+// pauseForRetry defers fn while the job's retry pause runs and reports
+// whether it did.
+func (te *TaskExecutor) pauseForRetry(jc *jobConnection, what string, fn func()) bool {
+	if jc.paused != nil {
+		return true // the pending continuation registers or offers
+	}
+	r := te.jobRetry[jc.jobID]
+	if r == nil {
+		return false
+	}
+	wait := r.notBefore.Sub(te.clk.Now())
+	if wait <= 0 {
+		return false
+	}
+	jc.log.Info().Dur("retry_in", wait).Int("rejections", r.bo.Attempts()).
+		Msgf("the JobMaster rejected this TaskManager recently; %s after a pause", what)
+	jc.pausedUntil = r.notBefore
+	jc.paused = te.after(wait, func() {
+		if te.jobs[jc.jobID] != jc || te.stopping {
+			return
+		}
+		jc.paused, jc.pausedUntil = nil, time.Time{}
+		fn()
+	})
+	return true
+}
+
+// jobRejected counts a rejection by the job's JobMaster (of the
+// registration or of offered slots) and starts the next retry pause.
+func (te *TaskExecutor) jobRejected(jobID string) {
+	now := te.clk.Now()
+	for job, r := range te.jobRetry { // forget jobs quiet for a full pause
+		if te.jobs[job] == nil && now.Sub(r.notBefore) > MaxRegistrationBackoff {
+			delete(te.jobRetry, job)
+		}
+	}
+	r := te.jobRetry[jobID]
+	if r == nil {
+		r = &jobRetry{bo: te.newBackoff()}
+		te.jobRetry[jobID] = r
+	}
+	r.notBefore = now.Add(r.bo.Next())
+}
+
 // registerAtJobMaster registers this TaskManager at the job's JobMaster,
-// retrying with backoff while the job holds slots here.
-func (te *TaskExecutor) registerAtJobMaster(jc *jobConnection, attempt int) {
+// retrying through the connection's outbox until it answers. A rejection
+// gives up the job's slots here.
+func (te *TaskExecutor) registerAtJobMaster(jc *jobConnection) {
 	if te.stopping || te.jobs[jc.jobID] != jc {
+		return
+	}
+	if te.pauseForRetry(jc, "registering", func() { te.registerAtJobMaster(jc) }) {
 		return
 	}
 	loc := te.location()
 	loc.DataAddress = jc.dataAddr
 	req := &pb.RegisterTaskManagerRequest{ProtocolVersion: version.ProtocolVersion, JobId: jc.jobID, Location: loc}
-	callRPC(te, func(ctx context.Context) (*pb.RegisterTaskManagerResponse, error) {
-		return jc.client.RegisterTaskManager(ctx, req)
-	}, func(resp *pb.RegisterTaskManagerResponse, err error) {
-		if te.stopping || te.jobs[jc.jobID] != jc {
-			return
-		}
-		if err != nil {
-			code := status.Code(err)
-			if code == codes.FailedPrecondition || code == codes.NotFound || !te.jobHasSlots(jc.jobID) {
+	client := jc.client
+	var resp *pb.RegisterTaskManagerResponse
+	jc.out.Send(outbox.Message{
+		What:     "RegisterTaskManager",
+		Deadline: -1, // while the connection lasts: its slots time out
+		Call: func(ctx context.Context) error {
+			r, err := client.RegisterTaskManager(ctx, req)
+			resp = r
+			return err
+		},
+		Done: func(err error) {
+			if te.stopping || te.jobs[jc.jobID] != jc {
+				return
+			}
+			if err != nil {
+				te.jobRejected(jc.jobID)
 				jc.log.Warn().Err(err).Str("job_master", jc.address).Msg("registration at the JobMaster failed; giving up the job's slots")
 				te.jobMasterLost(jc, fmt.Sprintf("registration at JobMaster %s failed: %v", jc.address, err), false)
 				return
 			}
-			delay := jc.backoff
-			jc.backoff = min(2*jc.backoff, MaxRegistrationBackoff)
-			jc.log.Info().Err(err).Int("registration_attempt", attempt).Dur("retry_in", delay).Str("job_master", jc.address).
-				Msg("registration at the JobMaster failed; retrying")
-			te.after(delay, func() { te.registerAtJobMaster(jc, attempt+1) })
-			return
-		}
-		timeout := time.Duration(resp.HeartbeatTimeoutMs) * time.Millisecond
-		if timeout <= 0 {
-			timeout = te.cfg.HeartbeatTimeout
-		}
-		jc.connected, jc.jobMasterID = true, resp.JobMasterId
-		jc.monitor = heartbeat.New[string](timeout)
-		jc.monitor.Seen(jc.jobMasterID, time.Now())
-		jc.log = jc.log.With().Str("job_master_id", jc.jobMasterID).Logger()
-		jc.log.Info().Str("job_master", jc.address).Dur("heartbeat_timeout", timeout).Msg("connected to the JobMaster")
-		te.watchJobMaster(jc)
-		te.offerSlots(jc)
-		te.pumpReports(jc)
+			timeout := time.Duration(resp.HeartbeatTimeoutMs) * time.Millisecond
+			if timeout <= 0 {
+				timeout = te.cfg.HeartbeatTimeout
+			}
+			jc.connected, jc.jobMasterID, jc.hbTimeout, jc.lastSeen = true, resp.JobMasterId, timeout, te.clk.Now()
+			jc.log = jc.log.With().Str("job_master_id", jc.jobMasterID).Logger()
+			jc.log.Info().Str("job_master", jc.address).Str("data_address", jc.dataAddr).Dur("heartbeat_timeout", timeout).
+				Msg("connected to the JobMaster")
+			te.watchJobMaster(jc)
+			te.offerSlots(jc)
+		},
 	})
 }
 
 // watchJobMaster treats the JobMaster as lost once its heartbeats stop for
 // the heartbeat timeout.
 func (te *TaskExecutor) watchJobMaster(jc *jobConnection) {
-	te.after(checkPeriod(jc.monitor.Timeout()), func() {
+	left := jc.hbTimeout - te.clk.Now().Sub(jc.lastSeen)
+	jc.watch = te.after(left, func() {
 		if te.stopping || te.jobs[jc.jobID] != jc {
 			return
 		}
-		if len(jc.monitor.Expired(time.Now())) > 0 {
-			jc.log.Warn().Dur("heartbeat_timeout", jc.monitor.Timeout()).Msg("JobMaster heartbeat timed out")
-			te.jobMasterLost(jc, fmt.Sprintf("heartbeat of JobMaster %s timed out after %v", jc.jobMasterID, jc.monitor.Timeout()), true)
+		if silent := te.clk.Now().Sub(jc.lastSeen); silent >= jc.hbTimeout {
+			jc.log.Warn().Dur("heartbeat_timeout", jc.hbTimeout).Msg("JobMaster heartbeat timed out")
+			te.jobMasterLost(jc, fmt.Sprintf("heartbeat of JobMaster %s timed out after %v", jc.jobMasterID, jc.hbTimeout), true)
 			return
 		}
 		te.watchJobMaster(jc)
@@ -150,7 +234,8 @@ func (te *TaskExecutor) watchJobMaster(jc *jobConnection) {
 
 // offerSlots offers the job's allocated, not yet accepted slots to its
 // JobMaster; accepted ones become active, the others are freed and
-// reported to the ResourceManager.
+// reported to the ResourceManager (as Flink does), and the job's next
+// registration or offer waits for its retry pause.
 func (te *TaskExecutor) offerSlots(jc *jobConnection) {
 	if !jc.connected || jc.offerInFlight || te.stopping {
 		return
@@ -170,9 +255,21 @@ func (te *TaskExecutor) offerSlots(jc *jobConnection) {
 	if len(slots) == 0 {
 		return
 	}
+	if te.pauseForRetry(jc, "offering slots", func() { te.offerSlots(jc) }) {
+		return
+	}
 	jc.offerInFlight = true
-	callRPC(te, func(ctx context.Context) (*pb.OfferSlotsResponse, error) { return jc.client.OfferSlots(ctx, req) },
-		func(resp *pb.OfferSlotsResponse, err error) {
+	client := jc.client
+	var resp *pb.OfferSlotsResponse
+	jc.out.Send(outbox.Message{
+		What:     fmt.Sprintf("OfferSlots (%d slots)", len(req.Slots)),
+		Deadline: te.cfg.SlotTimeout, // the slots time out then anyway
+		Call: func(ctx context.Context) error {
+			r, err := client.OfferSlots(ctx, req)
+			resp = r
+			return err
+		},
+		Done: func(err error) {
 			if te.jobs[jc.jobID] != jc {
 				return
 			}
@@ -199,82 +296,86 @@ func (te *TaskExecutor) offerSlots(jc *jobConnection) {
 				if err == nil {
 					jc.log.Info().Str("allocation_id", s.allocationID).Int("slot", s.index).Msg("JobMaster rejected slot")
 				}
-				te.freeSlot(s, "offer not accepted by the JobMaster")
+				te.freeSlot(s, "offer not accepted by the JobMaster", nil)
 				freed++
 			}
+			if err != nil || len(accepted) < len(slots) {
+				te.jobRejected(jc.jobID)
+			} else {
+				delete(te.jobRetry, jc.jobID) // the JobMaster takes what it is offered
+			}
 			if freed > 0 {
-				te.sendSlotReport(false)
+				te.sendSlotReport()
 				if te.closeJobIfIdle(jc.jobID) {
 					return
 				}
 			}
 			te.offerSlots(jc) // slots allocated while the offer was in flight
-		})
+		},
+	})
 }
 
-// enqueueReport queues a task state update for the job's JobMaster. Updates
-// for a job without a connection are dropped: its JobMaster is gone and
-// will not hear of the attempt again.
+// reportDeadline is how long a report may take before the JobMaster counts
+// as lost.
+func (te *TaskExecutor) reportDeadline(jc *jobConnection) time.Duration {
+	if te.cfg.ReportDeadline > 0 {
+		return te.cfg.ReportDeadline
+	}
+	if jc.hbTimeout > 0 {
+		return jc.hbTimeout
+	}
+	return te.cfg.HeartbeatTimeout
+}
+
+// sendReport sends a report (a task state update, lost partitions) to the
+// job's JobMaster behind everything sent to it before. An answer
+// rejecting it drops it; one not delivered by the report deadline loses
+// the JobMaster.
+func (te *TaskExecutor) sendReport(jc *jobConnection, what string, log zerolog.Logger, call func(context.Context, pb.JobMasterServiceClient) error) {
+	client := jc.client
+	jc.pendingReports++
+	jc.out.Send(outbox.Message{
+		What:     what,
+		Deadline: te.reportDeadline(jc),
+		Call:     func(ctx context.Context) error { return call(ctx, client) },
+		Done: func(err error) {
+			jc.pendingReports--
+			defer te.maybeFinishShutdown()
+			if err == nil || te.jobs[jc.jobID] != jc || errors.Is(err, outbox.ErrClosed) {
+				return
+			}
+			switch {
+			case errors.Is(err, outbox.ErrDeadline):
+				log.Warn().Err(err).Msg("report not delivered in time; JobMaster lost")
+				te.jobMasterLost(jc, fmt.Sprintf("%s was not delivered within %v: %v", what, te.reportDeadline(jc), err), true)
+			case status.Code(err) == codes.NotFound:
+				log.Info().Err(err).Msg("JobMaster does not know the task attempt; report dropped")
+			default:
+				// The JobMaster answered: retrying cannot change its answer,
+				// and it is no reason to think it lost.
+				log.Warn().Err(err).Msg("JobMaster rejected the report; dropped")
+			}
+		},
+	})
+}
+
+// enqueueReport sends a task state update to the job's JobMaster. Updates
+// of one job never overtake each other. Updates for a job without a
+// connection are dropped: its JobMaster is gone and will not hear of the
+// attempt again.
 func (te *TaskExecutor) enqueueReport(req *pb.UpdateTaskExecutionStateRequest) {
 	jc := te.jobs[req.JobId]
+	key := attemptKey(req.Attempt)
 	if jc == nil {
-		te.log.Debug().Str("job_id", req.JobId).Str("attempt", attemptKey(req.Attempt)).Str("state", req.State).
+		te.log.Debug().Str("job_id", req.JobId).Str("attempt", key).Str("state", req.State).
 			Msg("no JobMaster connection; task state update dropped")
 		return
 	}
-	jc.reports = append(jc.reports, req)
-	te.pumpReports(jc)
-}
-
-func (te *TaskExecutor) pumpReports(jc *jobConnection) {
-	if jc.reporting || !jc.connected || len(jc.reports) == 0 {
-		return
-	}
-	req := jc.reports[0]
-	jc.reporting = true
-	callRPC(te, func(ctx context.Context) (*pb.Ack, error) { return jc.client.UpdateTaskExecutionState(ctx, req) },
-		func(_ *pb.Ack, err error) {
-			if te.jobs[jc.jobID] != jc {
-				return
-			}
-			log := jc.log.With().Str("attempt", attemptKey(req.Attempt)).Str("state", req.State).Logger()
-			// The JobMaster answered: a rejected update is dropped, not
-			// retried (retrying cannot change the answer), and it is no
-			// reason to think the JobMaster lost.
-			switch status.Code(err) {
-			case codes.NotFound:
-				log.Info().Err(err).Msg("JobMaster does not know the task attempt; state update dropped")
-			case codes.InvalidArgument, codes.FailedPrecondition:
-				log.Warn().Err(err).Msg("JobMaster rejected the task state update; dropped")
-			}
-			if c := status.Code(err); err == nil || c == codes.NotFound || c == codes.InvalidArgument || c == codes.FailedPrecondition {
-				jc.reports = jc.reports[1:]
-				jc.reporting, jc.reportFailures = false, 0
-				te.pumpReports(jc)
-				te.maybeFinishShutdown()
-				return
-			}
-			jc.reportFailures++
-			if te.stopping {
-				log.Warn().Err(err).Msg("task state update failed during shutdown; dropping the job's pending updates")
-				jc.reports, jc.reporting = nil, false
-				te.maybeFinishShutdown()
-				return
-			}
-			if jc.reportFailures >= maxReportAttempts {
-				log.Warn().Err(err).Int("attempts", jc.reportFailures).Msg("task state update failed; JobMaster lost")
-				te.jobMasterLost(jc, fmt.Sprintf("updating task state failed %d times: %v", jc.reportFailures, err), true)
-				return
-			}
-			delay := te.cfg.RegistrationBackoff << (jc.reportFailures - 1)
-			log.Info().Err(err).Dur("retry_in", delay).Msg("task state update failed; retrying")
-			te.after(delay, func() {
-				if te.jobs[jc.jobID] == jc {
-					jc.reporting = false
-					te.pumpReports(jc)
-				}
-			})
-		})
+	log := jc.log.With().Str("attempt", key).Str("state", req.State).Logger()
+	te.sendReport(jc, "UpdateTaskExecutionState "+key+" "+req.State, log, func(ctx context.Context, c pb.JobMasterServiceClient) error {
+		_, err := c.UpdateTaskExecutionState(ctx, req)
+		return err
+	})
 }
 
 // jobMasterLost closes the job's connection, cancels its tasks, frees its
@@ -284,17 +385,17 @@ func (te *TaskExecutor) jobMasterLost(jc *jobConnection, cause string, notify bo
 	if te.jobs[jc.jobID] != jc {
 		return
 	}
-	te.closeJobConnection(jc, cause, notify, nil)
+	te.closeJobConnection(jc, cause, notify, true, nil)
 	for _, s := range te.slots {
 		if s.jobID == jc.jobID {
-			te.freeSlot(s, cause)
+			te.freeSlot(s, cause, errors.New(cause))
 		}
 	}
 	if n := len(te.partitions[jc.jobID]); n > 0 {
 		jc.log.Info().Int("partitions", n).Msg("releasing the job's partitions")
 		delete(te.partitions, jc.jobID)
 	}
-	te.sendSlotReport(false)
+	te.sendSlotReport()
 	te.maybeFinishShutdown()
 }
 
@@ -305,45 +406,60 @@ func (te *TaskExecutor) closeJobIfIdle(jobID string) bool {
 	if jc == nil || te.jobHasSlots(jobID) || len(te.partitions[jobID]) > 0 {
 		return false
 	}
-	te.closeJobConnection(jc, "no more slots of the job on this TaskManager", true, nil)
+	te.closeJobConnection(jc, "no more slots of the job on this TaskManager", true, false, nil)
 	return true
 }
 
-// closeJobConnection forgets the connection and closes it, first telling a
-// connected JobMaster (if notify) with DisconnectTaskManager. done, if not
-// nil, runs on the mailbox when that is over.
-func (te *TaskExecutor) closeJobConnection(jc *jobConnection, cause string, notify bool, done func()) {
+// closeJobConnection forgets the connection, releases the job's runner and
+// closes the connection, first telling a connected JobMaster (if notify)
+// with DisconnectTaskManager. For a lost JobMaster (lost) what is still
+// queued for it is dropped; otherwise the disconnect follows it. done, if
+// not nil, runs on the mailbox when that is over.
+func (te *TaskExecutor) closeJobConnection(jc *jobConnection, cause string, notify, lost bool, done func()) {
 	if te.jobs[jc.jobID] == jc {
 		delete(te.jobs, jc.jobID)
 	}
-	jobID, lis := jc.jobID, jc.dataLis
-	jc.dataLis = nil
-	mailbox.Go(te.mb, func(context.Context) (struct{}, error) {
-		te.runners.stop(jobID)
-		if lis != nil {
-			lis.Close() // after the runner: a new runner of the job may not get it
+	for _, tm := range []clock.Timer{jc.watch, jc.paused} {
+		if tm != nil {
+			tm.Stop()
 		}
-		return struct{}{}, nil
-	}, func(struct{}, error) {})
+	}
+	te.exec.ReleaseJob(jc.jobID)
 	jc.log.Info().Str("cause", cause).Msg("closing the JobMaster connection")
-	if !notify || !jc.connected {
-		jc.cc.Close()
+	finish := func() {
+		jc.closer.Close()
 		if done != nil {
 			done()
 		}
+	}
+	out := jc.out
+	if lost {
+		out.Close(errors.New(cause))
+	}
+	if !notify || !jc.connected {
+		out.Close(errors.New(cause))
+		finish()
 		return
 	}
+	if lost { // a fresh outbox, so the disconnect does not wait for the dropped calls
+		out = te.newJobOutbox(jc.jobID, jc.address)
+	}
 	req := &pb.DisconnectTaskManagerRequest{JobId: jc.jobID, ResourceId: te.cfg.ResourceID, Cause: cause}
-	callRPC(te, func(ctx context.Context) (*pb.Ack, error) {
-		defer jc.cc.Close() // here, so it is closed even if the mailbox stopped
-		return jc.client.DisconnectTaskManager(ctx, req)
-	}, func(_ *pb.Ack, err error) {
-		if err != nil {
-			jc.log.Debug().Err(err).Msg("DisconnectTaskManager failed")
-		}
-		if done != nil {
-			done()
-		}
+	client := jc.client
+	out.Send(outbox.Message{
+		What:     "DisconnectTaskManager",
+		Deadline: te.cfg.RPCTimeout,
+		Call: func(ctx context.Context) error {
+			_, err := client.DisconnectTaskManager(ctx, req)
+			return err
+		},
+		Done: func(err error) {
+			if err != nil {
+				jc.log.Debug().Err(err).Msg("DisconnectTaskManager failed")
+			}
+			out.Close(errors.New(cause))
+			finish()
+		},
 	})
 }
 
@@ -351,9 +467,53 @@ func (te *TaskExecutor) closeJobConnection(jc *jobConnection, cause string, noti
 func (te *TaskExecutor) disconnectJobManager(req *pb.DisconnectJobManagerRequest) error {
 	jc := te.jobs[req.JobId]
 	if jc == nil {
+		te.log.Debug().Str("job_id", req.JobId).Str("cause", req.Cause).Msg("DisconnectJobManager for a job not connected here")
 		return nil
 	}
 	jc.log.Info().Str("cause", req.Cause).Msg("JobMaster disconnected")
 	te.jobMasterLost(jc, "JobMaster disconnected: "+req.Cause, false)
 	return nil
+}
+
+// jobMasterHeartbeat is HeartbeatFromJobManager on the mailbox: the
+// TaskManager's actual state of the job, which the JobMaster reconciles
+// with what it expects.
+func (te *TaskExecutor) jobMasterHeartbeat(req *pb.HeartbeatRequest) (*pb.TaskManagerHeartbeatResponse, error) {
+	jc := te.jobs[req.JobId]
+	if jc == nil {
+		return nil, status.Errorf(codes.NotFound, "no connection to the JobMaster of job %s", req.JobId)
+	}
+	if !jc.connected { // its RegisterTaskManager reply is still on the way
+		return &pb.TaskManagerHeartbeatResponse{SlotReport: te.slotReport()}, nil
+	}
+	if req.SenderId != "" && req.SenderId != jc.jobMasterID {
+		return nil, status.Errorf(codes.FailedPrecondition, "heartbeat from JobMaster %s, but job %s is connected to JobMaster %s", req.SenderId, req.JobId, jc.jobMasterID)
+	}
+	jc.lastSeen = te.clk.Now()
+	resp := &pb.TaskManagerHeartbeatResponse{SlotReport: te.slotReport()}
+	for _, t := range te.sortedTasks() {
+		if t.jobID == req.JobId {
+			resp.Running = append(resp.Running, t.attempt)
+			resp.Metrics = append(resp.Metrics, te.taskMetrics(t))
+		}
+	}
+	resp.Partitions = te.heldPartitions(req.JobId)
+	return resp, nil
+}
+
+func (te *TaskExecutor) sortedJobs() []*jobConnection {
+	out := make([]*jobConnection, 0, len(te.jobs))
+	for _, jc := range te.jobs {
+		out = append(out, jc)
+	}
+	slices.SortFunc(out, func(a, b *jobConnection) int {
+		switch {
+		case a.jobID < b.jobID:
+			return -1
+		case a.jobID > b.jobID:
+			return 1
+		}
+		return 0
+	})
+	return out
 }

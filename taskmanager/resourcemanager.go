@@ -2,52 +2,87 @@ package taskmanager
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/gofl/gofl/internal/heartbeat"
+	"github.com/gofl/gofl/internal/backoff"
+	"github.com/gofl/gofl/internal/clock"
+	"github.com/gofl/gofl/internal/outbox"
 	"github.com/gofl/gofl/internal/version"
 	"github.com/gofl/gofl/rpc/pb"
 )
 
+// slotReportKey makes slot reports latest-value-wins in the outbox.
+const slotReportKey = "slot-report"
+
 // rmConnection is the TaskExecutor's side of its ResourceManager
-// registration. The gRPC connection lives as long as the TaskExecutor; a
-// re-registration reuses it.
+// registration. The client lives as long as the TaskExecutor; every
+// (re)registration gets a fresh outbox, so nothing queued for an older
+// registration reaches the ResourceManager after the new one.
 type rmConnection struct {
-	cc     *grpc.ClientConn
 	client pb.ResourceManagerServiceClient
+	closer io.Closer
+	out    *outbox.Outbox
 	// gen changes with every (re)registration; continuations of an older
 	// one are ignored.
 	gen        uint64
 	registered bool
 	id         string // resource_manager_id of the registered incarnation
-	backoff    time.Duration
-	monitor    *heartbeat.Monitor[string]
-
-	reportInFlight, reportAgain bool
+	timeout    time.Duration
+	lastSeen   time.Time
+	watch      clock.Timer
+	// reported is set once a slot report of this registration was
+	// acknowledged.
+	reported bool
+	// retry paces registrations after the ResourceManager rejected one,
+	// lost this TaskManager, or failed its first slot report; reset once a
+	// slot report is acknowledged.
+	retry *backoff.Backoff
 }
 
-// connectToResourceManager (re)starts registration: attempts with
-// exponential backoff until one succeeds, the ResourceManager rejects it for
+func (te *TaskExecutor) newRMOutbox() *outbox.Outbox {
+	return outbox.New("ResourceManager "+te.cfg.ResourceManagerAddress, te.mb, outbox.Config{
+		CallTimeout: te.cfg.RPCTimeout, Backoff: te.backoffConfig(), Clock: te.clk, Rand: te.rnd.Float64,
+	}, te.log)
+}
+
+// connectToResourceManager (re)starts registration, after a backoff pause
+// if paced: attempts until one succeeds, the ResourceManager rejects it for
 // good, or the TaskExecutor stops. Slots and tasks are kept.
-func (te *TaskExecutor) connectToResourceManager() {
+func (te *TaskExecutor) connectToResourceManager(cause string, paced bool) {
 	rm := te.rm
 	rm.gen = te.nextSeq()
-	rm.registered, rm.id, rm.monitor = false, "", nil
-	rm.reportInFlight, rm.reportAgain = false, false
-	rm.backoff = te.cfg.RegistrationBackoff
-	te.tryRegister(rm.gen, 1)
-}
-
-func (te *TaskExecutor) tryRegister(gen uint64, attempt int) {
-	rm := te.rm
-	if te.stopping || rm.gen != gen {
+	rm.registered, rm.id, rm.reported = false, "", false
+	if rm.watch != nil {
+		rm.watch.Stop()
+		rm.watch = nil
+	}
+	if rm.out != nil {
+		rm.out.Close(errors.New(cause))
+	}
+	rm.out = te.newRMOutbox()
+	gen := rm.gen
+	if !paced {
+		te.registerAtResourceManager(gen)
 		return
 	}
+	delay := rm.retry.Next()
+	te.log.Info().Str("cause", cause).Dur("retry_in", delay).Int("attempt", rm.retry.Attempts()).
+		Msg("registering at the ResourceManager again after a pause")
+	te.after(delay, func() {
+		if rm.gen == gen && !te.stopping {
+			te.registerAtResourceManager(gen)
+		}
+	})
+}
+
+func (te *TaskExecutor) registerAtResourceManager(gen uint64) {
+	rm := te.rm
 	req := &pb.RegisterTaskExecutorRequest{
 		ProtocolVersion: version.ProtocolVersion,
 		Location:        te.location(),
@@ -55,61 +90,68 @@ func (te *TaskExecutor) tryRegister(gen uint64, attempt int) {
 		InstanceId:      te.instanceID,
 	}
 	client := rm.client
-	callRPC(te, func(ctx context.Context) (*pb.RegisterTaskExecutorResponse, error) {
-		return client.RegisterTaskExecutor(ctx, req)
-	}, func(resp *pb.RegisterTaskExecutorResponse, err error) {
-		if te.stopping || rm.gen != gen {
-			return
-		}
-		if err != nil {
-			st := status.Convert(err)
-			switch st.Code() {
-			case codes.FailedPrecondition:
-				te.fail(fmt.Errorf("taskmanager: the ResourceManager at %s rejected the registration of %s (protocol version %d): %s",
-					te.cfg.ResourceManagerAddress, te.cfg.ResourceID, version.ProtocolVersion, st.Message()))
-				return
-			case codes.AlreadyExists:
-				te.fail(fmt.Errorf("taskmanager: the ResourceManager at %s rejected the registration: resource ID %q is held by another live TaskManager: %s",
-					te.cfg.ResourceManagerAddress, te.cfg.ResourceID, st.Message()))
+	var resp *pb.RegisterTaskExecutorResponse
+	rm.out.Send(outbox.Message{
+		What:     "RegisterTaskExecutor",
+		Deadline: -1, // until it succeeds or a newer registration replaces it
+		Call: func(ctx context.Context) error {
+			r, err := client.RegisterTaskExecutor(ctx, req)
+			resp = r
+			return err
+		},
+		Done: func(err error) {
+			if te.stopping || rm.gen != gen || errors.Is(err, outbox.ErrClosed) {
 				return
 			}
-			delay := rm.backoff
-			rm.backoff = min(2*rm.backoff, MaxRegistrationBackoff)
-			ev := te.log.Info()
-			if attempt > 1 {
-				ev = te.log.Debug()
+			if err != nil {
+				st := status.Convert(errors.Unwrap(err))
+				switch status.Code(err) {
+				case codes.FailedPrecondition:
+					te.fail(fmt.Errorf("taskmanager: the ResourceManager at %s rejected the registration of %s (protocol version %d): %s",
+						te.cfg.ResourceManagerAddress, te.cfg.ResourceID, version.ProtocolVersion, st.Message()))
+					return
+				case codes.AlreadyExists:
+					te.fail(fmt.Errorf("taskmanager: the ResourceManager at %s rejected the registration: resource ID %q is held by another live TaskManager: %s",
+						te.cfg.ResourceManagerAddress, te.cfg.ResourceID, st.Message()))
+					return
+				}
+				te.log.Warn().Err(err).Str("resource_manager", te.cfg.ResourceManagerAddress).Msg("registration at the ResourceManager failed")
+				te.connectToResourceManager(fmt.Sprintf("registration failed: %v", err), true)
+				return
 			}
-			ev.Err(err).Int("registration_attempt", attempt).Dur("retry_in", delay).
-				Str("resource_manager", te.cfg.ResourceManagerAddress).Msg("registration at the ResourceManager failed; retrying")
-			te.after(delay, func() { te.tryRegister(gen, attempt+1) })
-			return
-		}
-		timeout := time.Duration(resp.HeartbeatTimeoutMs) * time.Millisecond
-		if timeout <= 0 {
-			timeout = te.cfg.HeartbeatTimeout
-		}
-		rm.registered, rm.id = true, resp.ResourceManagerId
-		rm.monitor = heartbeat.New[string](timeout)
-		rm.monitor.Seen(rm.id, time.Now())
-		te.log.Info().Str("resource_manager_id", rm.id).Int("registration_attempt", attempt).Dur("heartbeat_timeout", timeout).
-			Msg("registered at the ResourceManager")
-		te.sendSlotReport(true)
-		te.watchResourceManager(gen)
+			timeout := time.Duration(resp.HeartbeatTimeoutMs) * time.Millisecond
+			if timeout <= 0 {
+				timeout = te.cfg.HeartbeatTimeout
+			}
+			rm.registered, rm.id, rm.timeout, rm.lastSeen = true, resp.ResourceManagerId, timeout, te.clk.Now()
+			te.log.Info().Str("resource_manager_id", rm.id).Dur("heartbeat_timeout", timeout).Msg("registered at the ResourceManager")
+			te.sendSlotReport()
+			te.watchResourceManager(gen)
+		},
 	})
+}
+
+// resourceManagerHeartbeat records a heartbeat of the registered
+// ResourceManager.
+func (te *TaskExecutor) resourceManagerHeartbeat(senderID string) {
+	if rm := te.rm; rm != nil && rm.registered && (senderID == "" || senderID == rm.id) {
+		rm.lastSeen = te.clk.Now()
+	}
 }
 
 // watchResourceManager registers again once the ResourceManager's
 // heartbeats stop for the heartbeat timeout.
 func (te *TaskExecutor) watchResourceManager(gen uint64) {
 	rm := te.rm
-	te.after(checkPeriod(rm.monitor.Timeout()), func() {
+	left := rm.timeout - te.clk.Now().Sub(rm.lastSeen)
+	rm.watch = te.after(left, func() {
 		if te.stopping || rm.gen != gen || !rm.registered {
 			return
 		}
-		if len(rm.monitor.Expired(time.Now())) > 0 {
-			te.log.Warn().Str("resource_manager_id", rm.id).Dur("heartbeat_timeout", rm.monitor.Timeout()).
+		if silent := te.clk.Now().Sub(rm.lastSeen); silent >= rm.timeout {
+			te.log.Warn().Str("resource_manager_id", rm.id).Dur("heartbeat_timeout", rm.timeout).
 				Msg("ResourceManager heartbeat timed out; registering again")
-			te.connectToResourceManager()
+			te.connectToResourceManager(fmt.Sprintf("heartbeat of ResourceManager %s timed out after %v", rm.id, rm.timeout), false)
 			return
 		}
 		te.watchResourceManager(gen)
@@ -117,39 +159,65 @@ func (te *TaskExecutor) watchResourceManager(gen uint64) {
 }
 
 // sendSlotReport sends the current slot report to the registered
-// ResourceManager. Reports are sent one at a time, the latest winning, so
-// the ResourceManager never sees them out of order. If the first report
-// after a registration fails, or the ResourceManager no longer knows this
-// TaskManager, it registers again; other failures wait for the next
-// heartbeat, which carries the report too.
-func (te *TaskExecutor) sendSlotReport(initial bool) {
+// ResourceManager. A queued report is replaced by a newer one, so the
+// ResourceManager gets the latest without working through stale ones. If
+// the first report after a registration fails, or the ResourceManager no
+// longer knows this TaskManager, it registers again after a pause; other
+// failures wait for the next heartbeat, which carries the report too.
+func (te *TaskExecutor) sendSlotReport() {
 	rm := te.rm
 	if rm == nil || !rm.registered || te.stopping && te.draining {
 		return
 	}
-	if rm.reportInFlight && !initial {
-		rm.reportAgain = true
-		return
-	}
-	rm.reportInFlight, rm.reportAgain = true, false
 	gen := rm.gen
 	req := &pb.SendSlotReportRequest{ResourceId: te.cfg.ResourceID, InstanceId: te.instanceID, SlotReport: te.slotReport()}
 	client := rm.client
-	callRPC(te, func(ctx context.Context) (*pb.Ack, error) { return client.SendSlotReport(ctx, req) },
-		func(_ *pb.Ack, err error) {
-			if rm.gen != gen {
+	rm.out.Send(outbox.Message{
+		What:     "SendSlotReport",
+		Key:      slotReportKey,
+		Deadline: rm.timeout,
+		Call: func(ctx context.Context) error {
+			_, err := client.SendSlotReport(ctx, req)
+			return err
+		},
+		Done: func(err error) {
+			if rm.gen != gen || errors.Is(err, outbox.ErrClosed) {
 				return // a newer registration sends its own report
 			}
-			rm.reportInFlight = false
-			if err != nil {
+			switch {
+			case err == nil:
+				rm.reported = true
+				rm.retry.Reset()
+			case errors.Is(err, outbox.ErrSuperseded):
+			default:
+				initial := !rm.reported
 				te.log.Warn().Err(err).Bool("initial", initial).Msg("slot report to the ResourceManager failed")
 				if !te.stopping && (initial || status.Code(err) == codes.NotFound) {
-					te.connectToResourceManager()
+					te.connectToResourceManager(fmt.Sprintf("slot report failed: %v", err), true)
 				}
-				return
 			}
-			if rm.reportAgain {
-				te.sendSlotReport(false)
+		},
+	})
+}
+
+// disconnectFromResourceManager tells the ResourceManager this TaskManager
+// is leaving; done runs when that is over.
+func (te *TaskExecutor) disconnectFromResourceManager(done func()) {
+	rm := te.rm
+	req := &pb.DisconnectTaskExecutorRequest{ResourceId: te.cfg.ResourceID, Cause: fmt.Sprintf("TaskManager %s is shutting down", te.cfg.ResourceID)}
+	client := rm.client
+	rm.out.Send(outbox.Message{
+		What:     "DisconnectTaskExecutor",
+		Deadline: te.cfg.RPCTimeout,
+		Call: func(ctx context.Context) error {
+			_, err := client.DisconnectTaskExecutor(ctx, req)
+			return err
+		},
+		Done: func(err error) {
+			if err != nil {
+				te.log.Debug().Err(err).Msg("disconnecting from the ResourceManager failed")
 			}
-		})
+			done()
+		},
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -19,64 +20,137 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gofl/gofl/internal/blob"
-	"github.com/gofl/gofl/internal/mailbox"
+	"github.com/gofl/gofl/internal/clock"
 	"github.com/gofl/gofl/jobmanager/failover"
 	"github.com/gofl/gofl/rpc/pb"
 	"github.com/gofl/gofl/taskmanager/runner"
 )
 
+// errRunnerReleased fails a task whose job was released here before its
+// runner served it.
+var errRunnerReleased = errors.New("taskmanager: the job's runner was released")
+
 // runnerPool keeps one job runner process per job: the job binary, fetched
 // from the JobManager's BlobService into a local verified cache (Flink's
-// library cache), started on first use. It is safe for concurrent use; task
-// goroutines call get, the mailbox asks for stop.
+// library cache), started on a job's first task and again after it died.
+// It is safe for concurrent use: the mailbox asks for data addresses and
+// releases, task goroutines for runners. It owns the goroutines of the
+// tasks it runs and of the runners it watches; close waits for them.
 type runnerPool struct {
 	dir   string
 	cache *blob.Cache
 	dial  func(addr string) (*grpc.ClientConn, error)
-	log   zerolog.Logger
-	grace time.Duration
-	// metricsInterval is how often runners sample their tasks' metrics.
-	metricsInterval time.Duration
+	// listen opens a data port: the listener a job's runners inherit and
+	// its advertised address.
+	listen func() (*net.TCPListener, string, error)
+	log    zerolog.Logger
+	clk    clock.Clock
+	grace  time.Duration
+	// rpcTimeout bounds each call to a runner or for offloaded data.
+	rpcTimeout time.Duration
+	// metricsInterval is how often runners sample their tasks' metrics;
+	// heartbeatInterval and heartbeatTimeout watch their liveness.
+	metricsInterval, heartbeatInterval, heartbeatTimeout time.Duration
 	// env is added to every runner's environment (Config.RunnerEnv).
 	env []string
+	// onLost is TaskRunnerHost.RunnerLost.
+	onLost func(jobID string, runner uint64, cause error)
 
-	mu    sync.Mutex
-	procs map[string]*runnerEntry
-	blobs map[string][]byte // offloaded shuffle descriptors by key
+	mu     sync.Mutex
+	jobs   map[string]*jobRunner
+	blobs  map[string][]byte // offloaded shuffle descriptors by key
+	seq    uint64
+	closed bool
+	wg     sync.WaitGroup // added to only under mu while !closed
 }
 
+// jobRunner is one job on this TaskManager: its data port, opened when the
+// job first needs an address (its JobMaster registration) and closed when
+// the job is released, and the runner serving it. Every runner of the job
+// inherits the same port, so the address the JobMaster knows stays valid
+// for as long as the job is here, across runner restarts.
+type jobRunner struct {
+	jobID    string
+	lis      *net.TCPListener // nil: no data port
+	addr     string
+	released bool
+	cur      *runnerEntry // the current runner incarnation, nil if none
+}
+
+// runnerEntry is one runner incarnation; ready closes once its start ended.
 type runnerEntry struct {
+	id    uint64
 	ready chan struct{}
 	proc  *runner.Process
 	err   error
 }
 
-func newRunnerPool(dir string, dial func(string) (*grpc.ClientConn, error), grace time.Duration, log zerolog.Logger) (*runnerPool, error) {
+func newRunnerPool(dir string, log zerolog.Logger) (*runnerPool, error) {
 	store, err := blob.Open(filepath.Join(dir, "blobs"))
 	if err != nil {
 		return nil, err
 	}
-	return &runnerPool{dir: dir, cache: blob.NewCache(store), dial: dial, grace: grace, log: log, procs: map[string]*runnerEntry{}, blobs: map[string][]byte{}}, nil
+	return &runnerPool{dir: dir, cache: blob.NewCache(store), log: log, clk: clock.Real, grace: 5 * time.Second,
+		jobs: map[string]*jobRunner{}, blobs: map[string][]byte{}}, nil
 }
 
-// get returns the job's runner, starting it if needed. It blocks while the
-// binary is fetched and the runner starts; concurrent callers share one start.
-func (p *runnerPool) get(ctx context.Context, jobID, jobMasterAddress string, info *pb.JobInformation, data *net.TCPListener, dataAddr string) (*runner.Process, error) {
+// job returns the job's entry, creating it (and its data port) if needed.
+func (p *runnerPool) job(jobID string) (*jobRunner, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, errRunnerReleased
+	}
+	jr := p.jobs[jobID]
+	if jr == nil {
+		jr = &jobRunner{jobID: jobID}
+		if lis, addr, err := p.listen(); err != nil {
+			p.log.Warn().Err(err).Str("job_id", jobID).Msg("cannot open a data port for the job; its runner will have none")
+		} else {
+			jr.lis, jr.addr = lis, addr
+		}
+		p.jobs[jobID] = jr
+	}
+	return jr, nil
+}
+
+func (p *runnerPool) dataAddress(jobID string) (string, error) {
+	jr, err := p.job(jobID)
+	if err != nil {
+		return "", err
+	}
+	return jr.addr, nil
+}
+
+// get returns the job's runner and its incarnation, starting one if none
+// is up. It blocks while the binary is fetched and the runner starts;
+// concurrent callers share one start.
+func (p *runnerPool) get(ctx context.Context, jr *jobRunner, jobMasterAddress string, info *pb.JobInformation) (*runner.Process, uint64, error) {
 	for attempt := 0; ; attempt++ {
 		p.mu.Lock()
-		e := p.procs[jobID]
-		if e == nil {
-			e = &runnerEntry{ready: make(chan struct{})}
-			p.procs[jobID] = e
+		if jr.released || p.closed {
 			p.mu.Unlock()
-			e.proc, e.err = p.start(ctx, jobID, jobMasterAddress, info, data, dataAddr)
+			return nil, 0, errRunnerReleased
+		}
+		e := jr.cur
+		if e == nil {
+			p.seq++
+			e = &runnerEntry{id: p.seq, ready: make(chan struct{})}
+			jr.cur = e
+			p.mu.Unlock()
+			e.proc, e.err = p.start(ctx, jr, jobMasterAddress, info)
+			p.mu.Lock()
+			if e.err == nil {
+				p.watch(jr, e) // a released job's release stops it once ready
+			}
+			p.mu.Unlock()
 			close(e.ready)
 		} else {
 			p.mu.Unlock()
 			select {
 			case <-e.ready:
 			case <-ctx.Done():
-				return nil, ctx.Err()
+				return nil, 0, ctx.Err()
 			}
 		}
 		alive := e.err == nil
@@ -88,23 +162,46 @@ func (p *runnerPool) get(ctx context.Context, jobID, jobMasterAddress string, in
 			}
 		}
 		if alive {
-			return e.proc, nil
+			return e.proc, e.id, nil
 		}
 		p.mu.Lock()
-		if p.procs[jobID] == e {
-			delete(p.procs, jobID) // a failed or dead runner is started afresh
+		if jr.cur == e {
+			jr.cur = nil // a failed or dead runner is started afresh
 		}
 		p.mu.Unlock()
 		if e.err != nil || attempt > 0 {
 			if e.err != nil {
-				return nil, e.err
+				return nil, 0, e.err
 			}
-			return nil, e.proc.Err()
+			return nil, 0, failover.EnvironmentError(e.proc.Err())
 		}
 	}
 }
 
-func (p *runnerPool) start(ctx context.Context, jobID, jobMasterAddress string, info *pb.JobInformation, data *net.TCPListener, dataAddr string) (*runner.Process, error) {
+// watch reports the runner's end unless the job was released first. Call
+// with mu held.
+func (p *runnerPool) watch(jr *jobRunner, e *runnerEntry) {
+	if p.closed {
+		return // close stops it
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		<-e.proc.Exited()
+		p.mu.Lock()
+		lost := !jr.released && !p.closed
+		if jr.cur == e {
+			jr.cur = nil
+		}
+		p.mu.Unlock()
+		if lost {
+			p.log.Warn().Err(e.proc.Err()).Str("job_id", jr.jobID).Uint64("runner", e.id).Msg("job runner died")
+			p.onLost(jr.jobID, e.id, e.proc.Err())
+		}
+	}()
+}
+
+func (p *runnerPool) start(ctx context.Context, jr *jobRunner, jobMasterAddress string, info *pb.JobInformation) (*runner.Process, error) {
 	key := info.JobBinaryKey
 	cc, err := p.dial(jobMasterAddress)
 	if err != nil {
@@ -127,8 +224,9 @@ func (p *runnerPool) start(ctx context.Context, jobID, jobMasterAddress string, 
 	if par := info.Config["parallelism.default"]; par != "" {
 		env = append(env, runner.EnvParallelism+"="+par)
 	}
-	proc, err := runner.Start(ctx, runner.Spec{JobID: jobID, Binary: path, Args: info.ProgramArgs, Fingerprint: info.Fingerprint,
-		Dir: filepath.Join(p.dir, "jobs", jobID), DataListener: data, DataAddress: dataAddr, Env: env, MetricsInterval: p.metricsInterval}, p.log)
+	proc, err := runner.Start(ctx, runner.Spec{JobID: jr.jobID, Binary: path, Args: info.ProgramArgs, Fingerprint: info.Fingerprint,
+		Dir: filepath.Join(p.dir, "jobs", jr.jobID), DataListener: jr.lis, DataAddress: jr.addr, Env: env,
+		MetricsInterval: p.metricsInterval, HeartbeatInterval: p.heartbeatInterval, HeartbeatTimeout: p.heartbeatTimeout, Clock: p.clk}, p.log)
 	if err != nil {
 		if status.Code(errors.Unwrap(err)) == codes.FailedPrecondition || errors.Is(err, runner.ErrFingerprintMismatch) {
 			// A protocol or graph mismatch does not go away by retrying.
@@ -142,7 +240,10 @@ func (p *runnerPool) start(ctx context.Context, jobID, jobMasterAddress string, 
 // running returns the job's runner if it is up, without starting one.
 func (p *runnerPool) running(jobID string) *runner.Process {
 	p.mu.Lock()
-	e := p.procs[jobID]
+	var e *runnerEntry
+	if jr := p.jobs[jobID]; jr != nil {
+		e = jr.cur
+	}
 	p.mu.Unlock()
 	if e == nil {
 		return nil
@@ -161,6 +262,83 @@ func (p *runnerPool) running(jobID string) *runner.Process {
 	default:
 	}
 	return e.proc
+}
+
+// release ends the job here: its runner is stopped and its data port
+// closed, off the caller's goroutine. Idempotent.
+func (p *runnerPool) release(jobID string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	jr := p.jobs[jobID]
+	if jr == nil {
+		return
+	}
+	delete(p.jobs, jobID)
+	jr.released = true
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		p.stop(jr)
+	}()
+}
+
+// stop ends a released job's runner, then closes its data port (after the
+// runner: a new runner of the job must not get it). Blocking.
+func (p *runnerPool) stop(jr *jobRunner) {
+	p.mu.Lock()
+	e := jr.cur
+	p.mu.Unlock()
+	if e != nil {
+		<-e.ready
+		if e.proc != nil {
+			e.proc.Stop(p.grace)
+		}
+	}
+	if jr.lis != nil {
+		jr.lis.Close()
+	}
+}
+
+// close releases every job and waits for every goroutine of the pool.
+func (p *runnerPool) close() {
+	p.mu.Lock()
+	p.closed = true
+	jobs := p.jobs
+	p.jobs = map[string]*jobRunner{}
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, jr := range jobs {
+		p.mu.Lock()
+		jr.released = true
+		p.mu.Unlock()
+		wg.Add(1)
+		go func() { defer wg.Done(); p.stop(jr) }()
+	}
+	wg.Wait()
+	p.wg.Wait()
+}
+
+// releasePartitions forwards a release to the job's runner, which holds
+// the data, off the caller's goroutine.
+func (p *runnerPool) releasePartitions(req *pb.ReleasePartitionsRequest) {
+	proc := p.running(req.JobId)
+	if proc == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), p.rpcTimeout)
+		defer cancel()
+		if err := proc.ReleasePartitions(ctx, req); err != nil {
+			p.log.Debug().Err(err).Str("job_id", req.JobId).Msg("forwarding the partition release to the job runner failed")
+		}
+	}()
 }
 
 // blob returns an offloaded blob of the job's JobMaster (shuffle
@@ -189,108 +367,117 @@ func (p *runnerPool) blob(ctx context.Context, client pb.JobMasterServiceClient,
 	return resp.Data, nil
 }
 
-// stop ends the job's runner, if any. It blocks until the process is gone.
-func (p *runnerPool) stop(jobID string) {
-	p.mu.Lock()
-	e := p.procs[jobID]
-	delete(p.procs, jobID)
-	p.mu.Unlock()
-	if e == nil {
-		return
-	}
-	<-e.ready
-	if e.proc != nil {
-		e.proc.Stop(p.grace)
-	}
+// remoteTask is a task running in its job's runner.
+type remoteTask struct {
+	attempt *pb.ExecutionAttemptID
+	cancel  context.CancelFunc
+	proc    atomic.Pointer[runner.Process]
 }
 
-func (p *runnerPool) stopAll() {
-	p.mu.Lock()
-	var jobs []string
-	for j := range p.procs {
-		jobs = append(jobs, j)
+func (t *remoteTask) Cancel() { t.cancel() }
+
+func (t *remoteTask) Metrics() *pb.TaskIOMetrics {
+	if proc := t.proc.Load(); proc != nil {
+		return proc.Metrics(t.attempt)
 	}
-	p.mu.Unlock()
-	for _, j := range jobs {
-		p.stop(j)
-	}
+	return nil
 }
 
-// startRemoteTask runs a task in the job's runner: the task goroutine
-// forwards the deployment, relays the runner's state reports and forwards a
-// cancellation, so the TaskExecutor's bookkeeping is the same as for
-// built-in tasks.
-func (te *TaskExecutor) startRemoteTask(ctx context.Context, t *task, req *pb.SubmitTaskRequest, jc *jobConnection) {
-	jobMasterAddress, jmClient, data, dataAddr := jc.address, jc.client, jc.dataLis, jc.dataAddr
-	report := func(state string) {
-		te.mb.Post(func() {
-			te.enqueueReport(&pb.UpdateTaskExecutionStateRequest{JobId: t.jobID, Attempt: t.attempt, State: state})
-		})
-	}
-	// run returns the task's final I/O metrics and accumulator results, as
-	// the runner reported them with the terminal state.
-	run := func(context.Context) (*pb.RunnerTaskState, error) {
-		req, err := te.resolveOffloaded(ctx, jmClient, req)
-		if err != nil {
-			return nil, failover.EnvironmentError(err)
-		}
-		proc, err := te.runners.get(ctx, t.jobID, jobMasterAddress, req.Tdd.JobInformation, data, dataAddr)
-		if err != nil {
-			return nil, err
-		}
-		states := proc.Watch(t.attempt)
-		defer proc.Unwatch(t.attempt)
-		submitCtx, cancel := context.WithTimeout(ctx, te.cfg.RPCTimeout)
-		err = proc.Submit(submitCtx, req)
+// startTask runs a task in the job's runner: its goroutine forwards the
+// deployment, relays the runner's state reports and forwards a
+// cancellation (ctx ending), so the TaskExecutor's bookkeeping is the same
+// as for built-in tasks.
+func (p *runnerPool) startTask(ctx context.Context, cancel context.CancelFunc, req *pb.SubmitTaskRequest, tc TaskContext) RunningTask {
+	t := &remoteTask{attempt: req.Tdd.Attempt, cancel: cancel}
+	jr, err := p.job(req.JobId)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err != nil || p.closed {
 		cancel()
-		if err != nil {
-			return nil, failover.EnvironmentError(fmt.Errorf("submitting to the job runner: %w", err))
+		tc.Ended(TaskResult{Err: failover.EnvironmentError(errRunnerReleased)})
+		return t
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		defer cancel()
+		final, id, err := p.runTask(ctx, jr, req, tc, t)
+		tc.Ended(TaskResult{Err: err, Final: final, Runner: id})
+	}()
+	return t
+}
+
+// runTask returns the task's final I/O metrics and accumulator results, as
+// the runner reported them with the terminal state, and the runner's
+// incarnation.
+func (p *runnerPool) runTask(ctx context.Context, jr *jobRunner, req *pb.SubmitTaskRequest, tc TaskContext, t *remoteTask) (*pb.RunnerTaskState, uint64, error) {
+	req, err := p.resolveOffloaded(ctx, tc.JobMaster, req)
+	if err != nil {
+		return nil, 0, failover.EnvironmentError(err)
+	}
+	proc, id, err := p.get(ctx, jr, tc.JobMasterAddress, req.Tdd.JobInformation)
+	if err != nil {
+		if errors.Is(err, errRunnerReleased) || ctx.Err() != nil {
+			err = failover.EnvironmentError(err)
 		}
-		last := func() *pb.RunnerTaskState { return &pb.RunnerTaskState{Metrics: proc.Metrics(t.attempt)} }
-		done := ctx.Done()
-		var confirm <-chan time.Time
-		for {
-			select {
-			case st := <-states:
-				switch st.State {
-				case StateInitializing, StateRunning:
-					report(st.State)
-				case StateFinished:
-					return st, nil
-				case StateCanceled:
-					return st, context.Canceled
-				case StateFailed:
-					return st, failover.Decode(st.Failure)
-				}
-			case <-done:
-				done = nil
-				cctx, cancel := context.WithTimeout(context.Background(), te.cfg.RPCTimeout)
-				_ = proc.Cancel(cctx, t.jobID, t.attempt)
-				cancel()
-				confirm = time.After(te.cfg.RPCTimeout)
-			case <-confirm:
-				return last(), fmt.Errorf("the job runner did not confirm the cancellation within %v", te.cfg.RPCTimeout)
-			case <-proc.Exited():
-				return last(), failover.EnvironmentError(proc.Err())
+		return nil, 0, err
+	}
+	t.proc.Store(proc)
+	attempt := req.Tdd.Attempt
+	states := proc.Watch(attempt)
+	defer proc.Unwatch(attempt)
+	submitCtx, cancel := context.WithTimeout(ctx, p.rpcTimeout)
+	err = proc.Submit(submitCtx, req)
+	cancel()
+	if err != nil {
+		return nil, id, failover.EnvironmentError(fmt.Errorf("submitting to the job runner: %w", err))
+	}
+	last := func() *pb.RunnerTaskState { return &pb.RunnerTaskState{Metrics: proc.Metrics(attempt)} }
+	done := ctx.Done()
+	var confirm chan struct{}
+	for {
+		select {
+		case st := <-states:
+			switch st.State {
+			case StateInitializing, StateRunning:
+				tc.State(st.State)
+			case StateFinished:
+				return st, id, nil
+			case StateCanceled:
+				return st, id, context.Canceled
+			case StateFailed:
+				return st, id, failover.Decode(st.Failure)
 			}
+		case <-done:
+			done = nil
+			cctx, cancel := context.WithTimeout(context.Background(), p.rpcTimeout)
+			_ = proc.Cancel(cctx, req.JobId, attempt)
+			cancel()
+			ch := make(chan struct{})
+			timer := p.clk.AfterFunc(p.rpcTimeout, func() { close(ch) })
+			defer timer.Stop()
+			confirm = ch
+		case <-confirm:
+			return last(), id, fmt.Errorf("the job runner did not confirm the cancellation within %v", p.rpcTimeout)
+		case <-proc.Exited():
+			return last(), id, failover.EnvironmentError(proc.Err())
 		}
 	}
-	mailbox.Go(te.mb, run, func(final *pb.RunnerTaskState, err error) { te.taskEnded(t, err, final) })
 }
 
 // resolveOffloaded replaces offloaded shuffle descriptors by their inline
 // form, fetched from the JobMaster (as Flink's TaskExecutor loads offloaded
 // TDD data before it creates the task), so the runner needs no connection
 // to the JobManager. req is not modified.
-func (te *TaskExecutor) resolveOffloaded(ctx context.Context, client pb.JobMasterServiceClient, req *pb.SubmitTaskRequest) (*pb.SubmitTaskRequest, error) {
+func (p *runnerPool) resolveOffloaded(ctx context.Context, client pb.JobMasterServiceClient, req *pb.SubmitTaskRequest) (*pb.SubmitTaskRequest, error) {
 	var out *pb.SubmitTaskRequest
 	for i, g := range req.Tdd.GetInputGates() {
 		key := g.GetOffloadedBlobKey()
 		if key == "" {
 			continue
 		}
-		fctx, cancel := context.WithTimeout(ctx, te.cfg.RPCTimeout)
-		data, err := te.runners.blob(fctx, client, req.JobId, key)
+		fctx, cancel := context.WithTimeout(ctx, p.rpcTimeout)
+		data, err := p.blob(fctx, client, req.JobId, key)
 		cancel()
 		if err != nil {
 			return nil, err

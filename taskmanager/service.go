@@ -3,7 +3,6 @@ package taskmanager
 import (
 	"context"
 	"errors"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -70,40 +69,17 @@ func (s *service) DisconnectJobManager(ctx context.Context, req *pb.DisconnectJo
 func (s *service) HeartbeatFromResourceManager(ctx context.Context, req *pb.HeartbeatRequest) (*pb.TaskManagerHeartbeatResponse, error) {
 	te := s.te
 	return onMailbox(ctx, te, func() (*pb.TaskManagerHeartbeatResponse, error) {
-		if rm := te.rm; rm != nil && rm.registered && (req.SenderId == "" || req.SenderId == rm.id) {
-			rm.monitor.Seen(rm.id, time.Now())
-		}
+		te.resourceManagerHeartbeat(req.SenderId)
 		return &pb.TaskManagerHeartbeatResponse{SlotReport: te.slotReport()}, nil
 	})
 }
 
-// HeartbeatFromJobManager answers with the slot report and the job's
-// running attempts. It fails with NOT_FOUND if the TaskManager has no
-// connection to the job's JobMaster and FAILED_PRECONDITION if another
-// JobMaster leads the job here. While the registration reply is still on
-// its way it answers without counting the heartbeat.
+// HeartbeatFromJobManager answers with the slot report, the job's running
+// attempts with their metrics and the job's partitions held here. It fails
+// with NOT_FOUND if the TaskManager has no connection to the job's
+// JobMaster and FAILED_PRECONDITION if another JobMaster leads the job
+// here. While the registration reply is still on its way it answers
+// without counting the heartbeat.
 func (s *service) HeartbeatFromJobManager(ctx context.Context, req *pb.HeartbeatRequest) (*pb.TaskManagerHeartbeatResponse, error) {
-	te := s.te
-	return onMailbox(ctx, te, func() (*pb.TaskManagerHeartbeatResponse, error) {
-		jc := te.jobs[req.JobId]
-		if jc == nil {
-			return nil, status.Errorf(codes.NotFound, "no connection to the JobMaster of job %s", req.JobId)
-		}
-		if !jc.connected { // its RegisterTaskManager reply is still on the way
-			return &pb.TaskManagerHeartbeatResponse{SlotReport: te.slotReport()}, nil
-		}
-		if req.SenderId != "" && req.SenderId != jc.jobMasterID {
-			return nil, status.Errorf(codes.FailedPrecondition, "heartbeat from JobMaster %s, but job %s is connected to JobMaster %s", req.SenderId, req.JobId, jc.jobMasterID)
-		}
-		jc.monitor.Seen(jc.jobMasterID, time.Now())
-		resp := &pb.TaskManagerHeartbeatResponse{SlotReport: te.slotReport()}
-		proc := te.runners.running(req.JobId)
-		for _, t := range te.sortedTasks() {
-			if t.jobID == req.JobId {
-				resp.Running = append(resp.Running, t.attempt)
-				resp.Metrics = append(resp.Metrics, te.taskMetrics(t, proc))
-			}
-		}
-		return resp, nil
-	})
+	return onMailbox(ctx, s.te, func() (*pb.TaskManagerHeartbeatResponse, error) { return s.te.jobMasterHeartbeat(req) })
 }

@@ -103,8 +103,8 @@ func (te *TaskExecutor) requestSlot(req *pb.RequestSlotRequest) error {
 	te.after(te.cfg.SlotTimeout, func() {
 		if s.allocSeq == seq && !s.free() && !s.active && !s.releasing {
 			log.Warn().Dur("timeout", te.cfg.SlotTimeout).Msg("JobMaster did not accept the slot in time; freeing it")
-			te.freeSlot(s, fmt.Sprintf("slot not accepted within %v", te.cfg.SlotTimeout))
-			te.sendSlotReport(false)
+			te.freeSlot(s, fmt.Sprintf("slot not accepted within %v", te.cfg.SlotTimeout), nil)
+			te.sendSlotReport()
 			te.closeJobIfIdle(req.JobId)
 		}
 	})
@@ -113,14 +113,16 @@ func (te *TaskExecutor) requestSlot(req *pb.RequestSlotRequest) error {
 
 // freeSlot cancels the slot's tasks and frees it, at once if none runs,
 // else when the last one ended. The caller sends the slot report.
-func (te *TaskExecutor) freeSlot(s *slot, cause string) {
+// cancelCause is the tasks' failure if the JobMaster did not ask for it
+// (see task.cancelCause).
+func (te *TaskExecutor) freeSlot(s *slot, cause string, cancelCause error) {
 	if s.free() || s.releasing {
 		return
 	}
 	n := 0
-	for _, t := range te.tasks {
+	for _, t := range te.sortedTasks() {
 		if t.allocationID == s.allocationID {
-			te.cancelTask(t)
+			te.cancelTask(t, cancelCause)
 			n++
 		}
 	}
@@ -141,12 +143,13 @@ func (te *TaskExecutor) releaseSlot(s *slot) {
 func (te *TaskExecutor) freeSlotRPC(req *pb.FreeSlotRequest) error {
 	s := te.slotByAllocation(req.AllocationId)
 	if s == nil {
+		te.log.Debug().Str("allocation_id", req.AllocationId).Msg("FreeSlot of an allocation not held here")
 		return nil // already free: idempotent
 	}
 	job := s.jobID
-	te.freeSlot(s, "freed by the JobMaster: "+req.Cause)
+	te.freeSlot(s, "freed by the JobMaster: "+req.Cause, nil)
 	if s.free() {
-		te.sendSlotReport(false)
+		te.sendSlotReport()
 		te.closeJobIfIdle(job)
 	}
 	return nil

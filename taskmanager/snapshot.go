@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/gofl/gofl/rpc/pb"
 )
@@ -40,6 +41,14 @@ type JobInfo struct {
 	Address     string
 	Connected   bool
 	JobMasterID string
+	// DataAddress is the job's data address here, as advertised to the
+	// JobMaster.
+	DataAddress string
+	// PausedUntil, if not zero, is when a registration or offer deferred
+	// after the JobMaster's rejections goes out.
+	PausedUntil time.Time
+	// Tombstones counts the cancelled attempts remembered for the job.
+	Tombstones int
 }
 
 // TaskInfo describes one running task attempt.
@@ -72,14 +81,16 @@ func (te *TaskExecutor) Snapshot(ctx context.Context) (Snapshot, error) {
 			s.Slots = append(s.Slots, SlotInfo{Index: sl.index, AllocationID: sl.allocationID, JobID: sl.jobID, Active: sl.active, Releasing: sl.releasing})
 		}
 		for _, jc := range te.jobs {
-			s.Jobs = append(s.Jobs, JobInfo{JobID: jc.jobID, Address: jc.address, Connected: jc.connected, JobMasterID: jc.jobMasterID})
+			s.Jobs = append(s.Jobs, JobInfo{JobID: jc.jobID, Address: jc.address, Connected: jc.connected, JobMasterID: jc.jobMasterID,
+				DataAddress: jc.dataAddr, PausedUntil: jc.pausedUntil, Tombstones: jc.tombstones.len()})
 		}
 		sort.Slice(s.Jobs, func(i, j int) bool { return s.Jobs[i].JobID < s.Jobs[j].JobID })
 		for _, t := range te.sortedTasks() {
 			s.Tasks = append(s.Tasks, TaskInfo{JobID: t.jobID, Attempt: t.key, AllocationID: t.allocationID, Name: t.name, Invokable: t.invokable, Canceling: t.canceled})
 		}
 		for job, m := range te.partitions {
-			for _, p := range m {
+			for _, hp := range m {
+				p := hp.id
 				s.Partitions = append(s.Partitions, PartitionInfo{JobID: job, ResultID: p.ResultId, PartitionIndex: int(p.PartitionIndex), Producer: attemptKey(p.Producer)})
 			}
 		}

@@ -2,10 +2,13 @@ package taskmanager
 
 import (
 	"context"
-	"crypto/rand"
+	crand "crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"sync/atomic"
@@ -13,9 +16,11 @@ import (
 
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
+	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/gofl/gofl/internal/backoff"
+	"github.com/gofl/gofl/internal/clock"
 	"github.com/gofl/gofl/internal/mailbox"
 	"github.com/gofl/gofl/rpc/pb"
 )
@@ -26,74 +31,117 @@ import (
 type TaskExecutor struct {
 	cfg        Config
 	log        zerolog.Logger
+	clk        clock.Clock
 	instanceID string
 	addr       string
-	lis        net.Listener
+	lis        net.Listener // nil with Config.NoRPCServer
 	srv        *grpc.Server
+	serveDone  chan error
+	svc        *service
 	mb         *mailbox.Mailbox
-	running    atomic.Bool
+	exec       TaskRunner
+	started    atomic.Bool
 
 	// Everything below is owned by the mailbox goroutine.
+	rnd        *rand.Rand
 	rm         *rmConnection
 	slots      []*slot
 	jobs       map[string]*jobConnection
 	tasks      map[string]*task
-	partitions map[string]map[string]*pb.ResultPartitionIDProto // job ID -> partition key -> ID
-	seq        uint64
-	runners    *runnerPool // safe for concurrent use; not mailbox state
-	tempDir    bool
-	stopping   bool
-	draining   bool // tasks and reports done; disconnects sent
-	fatal      error
+	partitions map[string]map[string]*heldPartition // job ID -> partition key -> partition
+	// jobRetry paces registrations and offers at JobMasters that rejected
+	// them, across the job's connections (see jobRejected).
+	jobRetry map[string]*jobRetry
+	seq      uint64
+	tempDir  bool
+	stopping bool
+	draining bool // tasks and reports done; disconnects sent
+	fatal    error
+	// shutdownTimer bounds the shutdown; stopped when Run returns.
+	shutdownTimer clock.Timer
 }
 
-// New validates cfg, listens on cfg.RPCBindAddress and returns a
-// TaskExecutor that serves nothing until Run. Call Run exactly once: it
-// owns the listener.
+// New validates cfg, listens on cfg.RPCBindAddress (unless
+// cfg.NoRPCServer) and returns a TaskExecutor that serves nothing until
+// Start or Run.
 func New(cfg Config, log zerolog.Logger) (*TaskExecutor, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	lis, err := net.Listen("tcp", cfg.RPCBindAddress)
-	if err != nil {
-		return nil, fmt.Errorf("taskmanager: listen on %s: %w", cfg.RPCBindAddress, err)
+	rnd := cfg.Rand
+	if rnd == nil {
+		var seed [16]byte
+		_, _ = crand.Read(seed[:])
+		rnd = rand.New(rand.NewPCG(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:])))
 	}
-	_, port, _ := net.SplitHostPort(lis.Addr().String())
-	addr := net.JoinHostPort(cfg.Host, port)
+	var lis net.Listener
+	addr := cfg.RPCBindAddress
+	if !cfg.NoRPCServer {
+		if lis, err = net.Listen("tcp", cfg.RPCBindAddress); err != nil {
+			return nil, fmt.Errorf("taskmanager: listen on %s: %w", cfg.RPCBindAddress, err)
+		}
+		_, port, _ := net.SplitHostPort(lis.Addr().String())
+		addr = net.JoinHostPort(cfg.Host, port)
+	}
 	if cfg.ResourceID == "" {
-		cfg.ResourceID = addr + "-" + randomHex(3)
+		cfg.ResourceID = addr + "-" + randomHex(rnd, 3)
 	}
 	te := &TaskExecutor{
 		cfg:        cfg,
 		log:        log.With().Str("resource_id", cfg.ResourceID).Logger(),
-		instanceID: randomHex(8),
+		clk:        clock.Or(cfg.Clock),
+		instanceID: randomHex(rnd, 8),
 		addr:       addr,
 		lis:        lis,
-		mb:         mailbox.New(),
+		rnd:        rnd,
 		jobs:       map[string]*jobConnection{},
 		tasks:      map[string]*task{},
-		partitions: map[string]map[string]*pb.ResultPartitionIDProto{},
+		partitions: map[string]map[string]*heldPartition{},
+		jobRetry:   map[string]*jobRetry{},
+	}
+	if cfg.Executor != nil {
+		te.mb = mailbox.NewWithExecutor(cfg.Executor)
+	} else {
+		te.mb = mailbox.New()
 	}
 	for i := range cfg.NumberOfSlots {
 		te.slots = append(te.slots, &slot{index: i})
 	}
-	if cfg.WorkDir == "" {
-		if cfg.WorkDir, err = os.MkdirTemp("", "gofl-tm-"); err != nil {
+	closeLis := func() {
+		if lis != nil {
 			lis.Close()
-			return nil, fmt.Errorf("taskmanager: work directory: %w", err)
 		}
-		te.tempDir = true
-		te.cfg.WorkDir = cfg.WorkDir
 	}
-	if te.runners, err = newRunnerPool(cfg.WorkDir, te.dial, 5*time.Second, te.log); err != nil {
-		lis.Close()
-		return nil, fmt.Errorf("taskmanager: work directory %s: %w", cfg.WorkDir, err)
+	host := TaskRunnerHost{Log: te.log, Clock: te.clk, RunnerLost: func(jobID string, runner uint64, cause error) {
+		te.mb.Post(func() { te.runnerLost(jobID, runner, cause) })
+	}}
+	if cfg.TaskRunner != nil {
+		te.exec = cfg.TaskRunner(host)
+	} else {
+		if cfg.WorkDir == "" {
+			if cfg.WorkDir, err = os.MkdirTemp("", "gofl-tm-"); err != nil {
+				closeLis()
+				return nil, fmt.Errorf("taskmanager: work directory: %w", err)
+			}
+			te.tempDir = true
+			te.cfg.WorkDir = cfg.WorkDir
+		}
+		pool, err := newRunnerPool(cfg.WorkDir, te.log)
+		if err != nil {
+			closeLis()
+			return nil, fmt.Errorf("taskmanager: work directory %s: %w", cfg.WorkDir, err)
+		}
+		pool.dial, pool.listen, pool.clk, pool.onLost = te.dialGRPC, te.listenData, te.clk, host.RunnerLost
+		pool.rpcTimeout, pool.env = cfg.RPCTimeout, cfg.RunnerEnv
+		pool.metricsInterval, pool.heartbeatInterval, pool.heartbeatTimeout = cfg.MetricsInterval, cfg.HeartbeatInterval, cfg.HeartbeatTimeout
+		te.exec = newProcessTaskRunner(pool)
 	}
-	te.runners.metricsInterval = cfg.MetricsInterval
-	te.runners.env = cfg.RunnerEnv
-	te.srv = grpc.NewServer()
-	pb.RegisterTaskExecutorServiceServer(te.srv, &service{te: te})
+	te.svc = &service{te: te}
+	if lis != nil {
+		te.srv = grpc.NewServer()
+		pb.RegisterTaskExecutorServiceServer(te.srv, te.svc)
+	}
 	return te, nil
 }
 
@@ -103,46 +151,76 @@ func (te *TaskExecutor) Address() string { return te.addr }
 // ResourceID is the TaskManager's resource ID.
 func (te *TaskExecutor) ResourceID() string { return te.cfg.ResourceID }
 
-// Run serves the TaskExecutor service, registers at the ResourceManager and
-// blocks until ctx ends or a fatal error (a registration the
-// ResourceManager rejects for good). Then it cancels every task, reports
-// their final states, disconnects from the JobMasters and the
+// Service is the TaskExecutor's RPC service, which its gRPC server serves;
+// the fault simulator calls it directly. Its methods block until the
+// mailbox ran them.
+func (te *TaskExecutor) Service() pb.TaskExecutorServiceServer { return te.svc }
+
+// Start serves the TaskExecutor service (unless Config.NoRPCServer) and
+// starts registering at the ResourceManager. Non-blocking; call it once,
+// or call Run instead. With a Config.Executor that is all a simulation
+// calls: it then drives the turns itself, and a TaskExecutor it never
+// drives again has crashed.
+func (te *TaskExecutor) Start() error {
+	if !te.started.CompareAndSwap(false, true) {
+		return errors.New("taskmanager: Start or Run called twice")
+	}
+	if te.srv != nil {
+		te.serveDone = make(chan error, 1)
+		go func() { te.serveDone <- te.srv.Serve(te.lis) }()
+	}
+	te.mb.Post(te.start)
+	return nil
+}
+
+// Shutdown begins an orderly shutdown (see Run). Non-blocking, idempotent;
+// Done is closed once it is over.
+func (te *TaskExecutor) Shutdown() {
+	te.mb.Post(func() { te.shutdown(fmt.Sprintf("TaskManager %s is shutting down", te.cfg.ResourceID)) })
+}
+
+// Done is closed when the TaskExecutor's mailbox stopped.
+func (te *TaskExecutor) Done() <-chan struct{} { return te.mb.Done() }
+
+// Run is Start, then blocks until ctx ends or a fatal error (a
+// registration the ResourceManager rejects for good). Then it fails every
+// task (an environment failure, so the JobMasters restart them elsewhere),
+// reports their final states, disconnects from the JobMasters and the
 // ResourceManager (bounded by the RPC timeout) and returns once every
 // goroutine it started has ended. It returns nil after ctx ended and the
 // fatal error otherwise.
 func (te *TaskExecutor) Run(ctx context.Context) error {
-	if !te.running.CompareAndSwap(false, true) {
-		return errors.New("taskmanager: Run called twice")
+	if err := te.Start(); err != nil {
+		return err
 	}
-	serveDone := make(chan error, 1)
-	go func() { serveDone <- te.srv.Serve(te.lis) }()
-	te.mb.Post(te.start)
 	watchDone := make(chan struct{})
 	go func() {
 		defer close(watchDone)
 		select {
 		case <-ctx.Done():
-			te.mb.Post(func() { te.shutdown("TaskManager is shutting down") })
+			te.Shutdown()
 		case <-te.mb.Done():
 		}
 	}()
 	te.mb.Run(context.Background()) // ends with te.mb.Close in finishShutdown
 	<-watchDone
-	te.srv.Stop()
-	<-serveDone
-	te.runners.stopAll()
+	if te.shutdownTimer != nil {
+		te.shutdownTimer.Stop()
+	}
+	if te.srv != nil {
+		te.srv.Stop()
+		<-te.serveDone
+	}
+	te.exec.Close()
 	if te.tempDir {
 		_ = os.RemoveAll(te.cfg.WorkDir)
 	}
 	// Past the mailbox's end nothing else touches its state.
 	for _, jc := range te.jobs {
-		jc.cc.Close()
-		if jc.dataLis != nil {
-			jc.dataLis.Close()
-		}
+		jc.closer.Close()
 	}
-	if te.rm != nil {
-		te.rm.cc.Close()
+	if te.rm != nil && te.rm.closer != nil {
+		te.rm.closer.Close()
 	}
 	if te.fatal != nil {
 		te.log.Error().Err(te.fatal).Msg("TaskExecutor stopped")
@@ -155,13 +233,13 @@ func (te *TaskExecutor) Run(ctx context.Context) error {
 func (te *TaskExecutor) start() {
 	te.log.Info().Str("address", te.addr).Str("resource_manager", te.cfg.ResourceManagerAddress).
 		Int("slots", len(te.slots)).Msg("TaskExecutor started")
-	cc, err := te.dial(te.cfg.ResourceManagerAddress)
+	client, closer, err := te.dialResourceManager(te.cfg.ResourceManagerAddress)
 	if err != nil {
 		te.fail(fmt.Errorf("taskmanager: ResourceManager address %q: %w", te.cfg.ResourceManagerAddress, err))
 		return
 	}
-	te.rm = &rmConnection{cc: cc, client: pb.NewResourceManagerServiceClient(cc)}
-	te.connectToResourceManager()
+	te.rm = &rmConnection{client: client, closer: closer, retry: te.newBackoff()}
+	te.connectToResourceManager("starting", false)
 }
 
 // fail stops the TaskExecutor with err, which Run returns.
@@ -172,19 +250,24 @@ func (te *TaskExecutor) fail(err error) {
 	te.shutdown(err.Error())
 }
 
-// shutdown cancels every task; finishShutdown continues once they ended and
-// their states are reported. The whole shutdown is bounded by RPCTimeout.
+// shutdown fails every task; maybeFinishShutdown continues once they ended
+// and their states are reported. The whole shutdown is bounded by
+// RPCTimeout.
 func (te *TaskExecutor) shutdown(cause string) {
 	if te.stopping {
 		return
 	}
 	te.stopping = true
 	te.log.Info().Str("cause", cause).Int("tasks", len(te.tasks)).Msg("TaskExecutor shutting down")
-	for _, t := range te.tasks {
-		te.cancelTask(t)
+	// Not CANCELED: the JobMaster did not ask for it and would never
+	// restart a task it did not cancel.
+	failure := fmt.Errorf("TaskManager %s is shutting down", te.cfg.ResourceID)
+	for _, t := range te.sortedTasks() {
+		te.cancelTask(t, failure)
 	}
-	te.after(te.cfg.RPCTimeout, func() {
-		te.log.Warn().Msg("shutdown timed out; stopping without waiting for the remaining tasks and calls")
+	te.shutdownTimer = te.after(te.cfg.RPCTimeout, func() {
+		te.log.Warn().Dur("timeout", te.cfg.RPCTimeout).Int("tasks", len(te.tasks)).
+			Msg("shutdown timed out; stopping without waiting for the remaining tasks and calls")
 		te.mb.Close()
 	})
 	te.maybeFinishShutdown()
@@ -198,7 +281,7 @@ func (te *TaskExecutor) maybeFinishShutdown() {
 		return
 	}
 	for _, jc := range te.jobs {
-		if jc.connected && len(jc.reports) > 0 {
+		if jc.connected && jc.pendingReports > 0 {
 			return
 		}
 	}
@@ -209,56 +292,35 @@ func (te *TaskExecutor) maybeFinishShutdown() {
 			te.mb.Close()
 		}
 	}
-	for _, jc := range te.jobs {
+	for _, jc := range te.sortedJobs() {
 		pending++
-		te.closeJobConnection(jc, "TaskManager is shutting down", true, done)
+		te.closeJobConnection(jc, fmt.Sprintf("TaskManager %s is shutting down", te.cfg.ResourceID), true, false, done)
 	}
 	if te.rm != nil && te.rm.registered && te.fatal == nil {
 		pending++
-		req := &pb.DisconnectTaskExecutorRequest{ResourceId: te.cfg.ResourceID, Cause: "TaskManager is shutting down"}
-		client := te.rm.client
-		callRPC(te, func(ctx context.Context) (*pb.Ack, error) { return client.DisconnectTaskExecutor(ctx, req) },
-			func(_ *pb.Ack, err error) {
-				if err != nil {
-					te.log.Debug().Err(err).Msg("disconnecting from the ResourceManager failed")
-				}
-				done()
-			})
+		te.disconnectFromResourceManager(done)
 	}
 	done()
 }
 
-// after runs fn on the mailbox after d, unless the mailbox stopped first.
-func (te *TaskExecutor) after(d time.Duration, fn func()) {
-	mailbox.Go(te.mb, func(ctx context.Context) (struct{}, error) {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			return struct{}{}, nil
-		case <-ctx.Done():
-			return struct{}{}, ctx.Err()
-		}
-	}, func(_ struct{}, err error) {
-		if err == nil {
-			fn()
-		}
-	})
+// after runs fn on the mailbox after d on the injected clock, unless the
+// mailbox stopped first.
+func (te *TaskExecutor) after(d time.Duration, fn func()) clock.Timer {
+	return te.clk.AfterFunc(d, func() { te.mb.Post(fn) })
 }
 
-// callRPC runs an outgoing call with the RPC timeout off the mailbox and
-// continues with then on the mailbox.
-func callRPC[T any](te *TaskExecutor, call func(ctx context.Context) (T, error), then func(T, error)) {
-	timeout := te.cfg.RPCTimeout
-	mailbox.Go(te.mb, func(ctx context.Context) (T, error) {
-		ctx, cancel := context.WithTimeout(ctx, timeout)
-		defer cancel()
-		return call(ctx)
-	}, then)
+// newBackoff is the pacing of retries at a peer that answered with a
+// final error, drawn from the TaskExecutor's random source.
+func (te *TaskExecutor) newBackoff() *backoff.Backoff {
+	return backoff.New(te.backoffConfig(), te.rnd.Float64)
 }
 
-func (te *TaskExecutor) dial(addr string) (*grpc.ClientConn, error) {
-	bo := backoff.DefaultConfig
+func (te *TaskExecutor) backoffConfig() backoff.Config {
+	return backoff.Config{Initial: te.cfg.RegistrationBackoff, Max: MaxRegistrationBackoff}
+}
+
+func (te *TaskExecutor) dialGRPC(addr string) (*grpc.ClientConn, error) {
+	bo := grpcbackoff.DefaultConfig
 	bo.BaseDelay = min(te.cfg.RegistrationBackoff, time.Second)
 	bo.MaxDelay = MaxRegistrationBackoff
 	return grpc.NewClient(addr,
@@ -266,32 +328,57 @@ func (te *TaskExecutor) dial(addr string) (*grpc.ClientConn, error) {
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: te.cfg.RPCTimeout}))
 }
 
+func (te *TaskExecutor) dialJobMaster(addr string) (pb.JobMasterServiceClient, io.Closer, error) {
+	if te.cfg.DialJobMaster != nil {
+		return te.cfg.DialJobMaster(addr)
+	}
+	cc, err := te.dialGRPC(addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pb.NewJobMasterServiceClient(cc), cc, nil
+}
+
+func (te *TaskExecutor) dialResourceManager(addr string) (pb.ResourceManagerServiceClient, io.Closer, error) {
+	if te.cfg.DialResourceManager != nil {
+		return te.cfg.DialResourceManager(addr)
+	}
+	cc, err := te.dialGRPC(addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pb.NewResourceManagerServiceClient(cc), cc, nil
+}
+
 func (te *TaskExecutor) location() *pb.TaskManagerLocation {
 	return &pb.TaskManagerLocation{ResourceId: te.cfg.ResourceID, RpcAddress: te.addr, Host: te.cfg.Host}
 }
 
-// listenData opens a data port for a job's runner on the RPC bind host.
-func (te *TaskExecutor) listenData() (*net.TCPListener, error) {
+// listenData opens a data port for a job's runners on the RPC bind host.
+func (te *TaskExecutor) listenData() (*net.TCPListener, string, error) {
 	host, _, err := net.SplitHostPort(te.cfg.RPCBindAddress)
 	if err != nil {
 		host = te.cfg.Host
 	}
 	lis, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return lis.(*net.TCPListener), nil
+	_, port, _ := net.SplitHostPort(lis.Addr().String())
+	return lis.(*net.TCPListener), net.JoinHostPort(te.cfg.Host, port), nil
 }
 
 func (te *TaskExecutor) nextSeq() uint64 { te.seq++; return te.seq }
 
-// checkPeriod is how often a heartbeat timeout is checked.
-func checkPeriod(timeout time.Duration) time.Duration {
-	return max(timeout/10, 5*time.Millisecond)
-}
-
-func randomHex(n int) string {
+func randomHex(rnd *rand.Rand, n int) string {
 	b := make([]byte, n)
-	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = byte(rnd.Uint32())
+	}
 	return hex.EncodeToString(b)
 }
+
+// nopCloser closes nothing.
+type nopCloser struct{}
+
+func (nopCloser) Close() error { return nil }

@@ -11,20 +11,23 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/gofl/gofl/internal/clock"
 	"github.com/gofl/gofl/internal/version"
 	"github.com/gofl/gofl/rpc/pb"
 )
 
 func TestRegistrationRetriesUntilResourceManagerAppears(t *testing.T) {
 	addr := freeAddr(t)
-	te, _, _, _ := startTE(t, Config{ResourceManagerAddress: addr, NumberOfSlots: 3, ResourceID: "tm-a"})
-	time.Sleep(200 * time.Millisecond) // several failed attempts
+	clk := clock.NewFake(time.Unix(1000, 0))
+	te, _, _, _ := startTE(t, Config{ResourceManagerAddress: addr, NumberOfSlots: 3, ResourceID: "tm-a", Clock: clk})
+	// The first attempt failed and the next waits for its backoff.
+	eventually(t, "a registration retry is pending", func() bool { return clk.Pending() > 0 })
 	if s, err := te.Snapshot(context.Background()); err != nil || s.Registered {
 		t.Fatalf("registered without a ResourceManager: %+v, %v", s, err)
 	}
 	rm := newFakeRM()
 	serve(t, addr, func(s *grpc.Server) { pb.RegisterResourceManagerServiceServer(s, rm) })
-	req := recv(t, rm.registers, "registration")
+	req := advanceUntil(t, clk, rm.registers, "registration")
 	if req.ProtocolVersion != version.ProtocolVersion || req.NumberOfSlots != 3 || req.InstanceId == "" {
 		t.Errorf("registration = %v", req)
 	}
@@ -184,13 +187,20 @@ func TestRejectedOffersAreFreedAndReported(t *testing.T) {
 }
 
 func TestUnacceptedSlotTimesOut(t *testing.T) {
-	jm := newFakeJM()
+	jm, rm := newFakeJM(), newFakeRM()
 	jm.offerGate = make(chan struct{})
-	c := newCluster(t, nil, jm, Config{SlotTimeout: 100 * time.Millisecond})
+	rm.heartbeatTimeoutMs, jm.heartbeatTimeoutMs = 3_600_000, 3_600_000
+	clk := clock.NewFake(time.Unix(1000, 0))
+	c := newCluster(t, rm, jm, Config{SlotTimeout: time.Minute, Clock: clk})
 	if err := c.requestSlot("a1", 0, "job1"); err != nil {
 		t.Fatal(err)
 	}
 	recv(t, jm.offers, "offer")
+	clk.Advance(59 * time.Second)
+	if s := c.snapshot(); s.Slots[0].AllocationID != "a1" {
+		t.Fatalf("slot freed before the slot timeout: %+v", s.Slots[0])
+	}
+	clk.Advance(time.Second)
 	eventually(t, "slot freed after the slot timeout", func() bool { return c.snapshot().Slots[0].AllocationID == "" })
 	close(jm.offerGate)
 	eventually(t, "job forgotten", func() bool { return len(c.snapshot().Jobs) == 0 })
@@ -385,10 +395,10 @@ func TestFailuresAreClassified(t *testing.T) {
 }
 
 func TestJobMasterHeartbeatTimeout(t *testing.T) {
-	jm := newFakeJM()
-	// 300 ms with a heartbeat every 30 ms leaves room for a loaded machine.
-	jm.heartbeatTimeoutMs = 300
-	c := newCluster(t, nil, jm, Config{})
+	jm, rm := newFakeJM(), newFakeRM()
+	jm.heartbeatTimeoutMs, rm.heartbeatTimeoutMs = 10_000, 3_600_000
+	clk := clock.NewFake(time.Unix(1000, 0))
+	c := newCluster(t, rm, jm, Config{Clock: clk})
 	c.activeSlot("a1", 0, "job1")
 	a := attempt("sleeper", 0, 0)
 	if err := c.submit("job1", tdd("job1", "a1", "sleep", `{"duration":"1 min"}`, a)); err != nil {
@@ -396,22 +406,20 @@ func TestJobMasterHeartbeatTimeout(t *testing.T) {
 	}
 	c.states(a, 2)
 	// Heartbeats keep the JobMaster alive well past the timeout.
-	for i := 0; i < 20; i++ {
+	for i := 0; i < 10; i++ {
 		if _, err := c.client.HeartbeatFromJobManager(context.Background(), &pb.HeartbeatRequest{SenderId: "jm-1", JobId: "job1"}); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(30 * time.Millisecond)
+		clk.Advance(3 * time.Second)
 	}
 	if s := c.snapshot(); len(s.Tasks) != 1 || len(s.Jobs) != 1 {
 		t.Fatalf("lost the JobMaster despite heartbeats: %+v", s)
 	}
-	start := time.Now()
+	none(t, jm.disconnects, 0, "DisconnectTaskManager despite heartbeats")
+	clk.Advance(10 * time.Second)
 	d := recv(t, jm.disconnects, "DisconnectTaskManager after the heartbeat timeout")
 	if d.JobId != "job1" || !strings.Contains(d.Cause, "heartbeat") {
 		t.Errorf("disconnect = %v", d)
-	}
-	if el := time.Since(start); el > time.Second {
-		t.Errorf("heartbeat loss took %v", el)
 	}
 	eventually(t, "task cancelled and slot freed", func() bool {
 		s := c.snapshot()
@@ -455,19 +463,21 @@ func TestDisconnectJobManagerFreesTheJob(t *testing.T) {
 }
 
 func TestResourceManagerHeartbeatLossReregisters(t *testing.T) {
-	rm := newFakeRM()
-	rm.heartbeatTimeoutMs = 100
-	c := newCluster(t, rm, nil, Config{})
+	rm, jm := newFakeRM(), newFakeJM()
+	rm.heartbeatTimeoutMs, jm.heartbeatTimeoutMs = 10_000, 3_600_000
+	clk := clock.NewFake(time.Unix(1000, 0))
+	c := newCluster(t, rm, jm, Config{Clock: clk})
 	c.activeSlot("a1", 0, "job1")
 	for i := 0; i < 10; i++ {
 		hb, err := c.client.HeartbeatFromResourceManager(context.Background(), &pb.HeartbeatRequest{SenderId: "rm-1"})
 		if err != nil || hb.SlotReport.Slots[0].AllocationId != "a1" {
 			t.Fatalf("heartbeat = %v, %v", hb, err)
 		}
-		time.Sleep(30 * time.Millisecond)
+		clk.Advance(3 * time.Second)
 	}
+	c.snapshot() // the timers' turns ran
 	none(t, rm.registers, 0, "re-registration despite heartbeats")
-	rm.heartbeatTimeoutMs = 60_000
+	clk.Advance(10 * time.Second)
 	recv(t, rm.registers, "re-registration after the heartbeat timeout")
 	for {
 		rep := recv(t, rm.reports, "slot report after re-registration")
@@ -480,20 +490,23 @@ func TestResourceManagerHeartbeatLossReregisters(t *testing.T) {
 	}
 }
 
-func TestShutdownCancelsTasksAndDisconnects(t *testing.T) {
-	c := newCluster(t, nil, nil, Config{})
+func TestShutdownFailsTasksAndDisconnects(t *testing.T) {
+	c := newCluster(t, nil, nil, Config{ResourceID: "tm-a"})
 	c.activeSlot("a1", 0, "job1")
 	a := attempt("sleeper", 0, 0)
 	if err := c.submit("job1", tdd("job1", "a1", "sleep", `{"duration":"1 min"}`, a)); err != nil {
 		t.Fatal(err)
 	}
 	c.states(a, 2)
-	c.cancel()
+	c.cancel() // SIGTERM: Nomad alloc stop, node drain, local provider
 	if err := c.run.wait(t); err != nil {
 		t.Fatalf("Run = %v", err)
 	}
-	if got := c.states(a, 1)[0].State; got != StateCanceled {
-		t.Errorf("state on shutdown = %s", got)
+	// Not CANCELED: the JobMaster did not cancel the task and would never
+	// restart it; a recoverable environment failure makes it fail over.
+	u := c.states(a, 1)[0]
+	if f := u.Failure; u.State != StateFailed || f.GetType() != "environment" || !strings.Contains(f.GetMessage(), "TaskManager tm-a is shutting down") {
+		t.Errorf("update on shutdown = %v", u)
 	}
 	recv(t, c.jm.disconnects, "DisconnectTaskManager on shutdown")
 	if d := recv(t, c.rm.disconnects, "DisconnectTaskExecutor on shutdown"); d.ResourceId != c.te.ResourceID() {
@@ -504,21 +517,59 @@ func TestShutdownCancelsTasksAndDisconnects(t *testing.T) {
 	}
 }
 
+func TestShutdownKeepsCancelsTheJobMasterAskedFor(t *testing.T) {
+	c := newCluster(t, nil, nil, Config{ResourceID: "tm-a"})
+	c.activeSlot("a1", 0, "job1")
+	a := attempt("slow-cancel", 0, 0)
+	if err := c.submit("job1", tdd("job1", "a1", "test-ignore-cancel", "", a)); err != nil {
+		t.Fatal(err)
+	}
+	c.states(a, 2)
+	if _, err := c.client.CancelTask(context.Background(), &pb.CancelTaskRequest{JobId: "job1", Attempt: a}); err != nil {
+		t.Fatal(err)
+	}
+	c.cancel() // the shutdown overtakes the task's end
+	eventually(t, "shutting down", func() bool {
+		_, err := c.client.RequestSlot(context.Background(), &pb.RequestSlotRequest{AllocationId: "x", SlotIndex: 1, JobId: "j", JobMasterAddress: c.jmAddr})
+		return status.Code(err) == codes.Unavailable
+	})
+	testRelease <- struct{}{}
+	if got := c.states(a, 1)[0].State; got != StateCanceled {
+		t.Errorf("state = %s; want CANCELED, as the JobMaster asked", got)
+	}
+	if err := c.run.wait(t); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+}
+
 func TestFailingStateUpdatesLoseTheJobMaster(t *testing.T) {
-	c := newCluster(t, nil, nil, Config{})
+	clk := clock.NewFake(time.Unix(1000, 0))
+	c := newCluster(t, nil, nil, Config{Clock: clk, ReportDeadline: 5 * time.Second})
 	c.activeSlot("a1", 0, "job1")
 	c.jm.updateErr.Store(status.Error(codes.Unavailable, "JobMaster overloaded"))
 	a := attempt("sleeper", 0, 0)
 	if err := c.submit("job1", tdd("job1", "a1", "sleep", `{"duration":"1 min"}`, a)); err != nil {
 		t.Fatal(err)
 	}
-	// INITIALIZING is tried maxReportAttempts times, RUNNING never overtakes it.
-	if got := stateNames(c.states(a, maxReportAttempts)); !slices.Equal(got, []string{StateInitializing, StateInitializing, StateInitializing}) {
-		t.Fatalf("updates = %v", got)
+	// INITIALIZING is retried until its deadline; RUNNING never overtakes it.
+	var d *pb.DisconnectTaskManagerRequest
+	attempts, deadline := 0, time.After(waitFor)
+	for d == nil {
+		select {
+		case u := <-c.jm.updates:
+			if u.State != StateInitializing {
+				t.Fatalf("update %s overtook INITIALIZING", u.State)
+			}
+			attempts++
+		case d = <-c.jm.disconnects:
+		case <-time.After(10 * time.Millisecond): // retries wait on the fake clock
+			clk.Advance(100 * time.Millisecond)
+		case <-deadline:
+			t.Fatal("the JobMaster was not given up")
+		}
 	}
-	d := recv(t, c.jm.disconnects, "DisconnectTaskManager")
-	if !strings.Contains(d.Cause, "updating task state failed 3 times") {
-		t.Errorf("disconnect cause = %q", d.Cause)
+	if attempts < 2 || !strings.Contains(d.Cause, "was not delivered within 5s") {
+		t.Errorf("%d attempts; disconnect cause = %q", attempts, d.Cause)
 	}
 	eventually(t, "task cancelled and slot freed", func() bool {
 		s := c.snapshot()

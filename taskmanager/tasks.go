@@ -1,7 +1,6 @@
 package taskmanager
 
 import (
-	"context"
 	"fmt"
 	"time"
 
@@ -9,7 +8,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/gofl/gofl/internal/mailbox"
 	"github.com/gofl/gofl/jobmanager/failover"
 	"github.com/gofl/gofl/rpc/pb"
 	"github.com/gofl/gofl/taskmanager/invokable"
@@ -25,9 +23,8 @@ const (
 	StateFailed       = "FAILED"
 )
 
-// task is one running task attempt. Its goroutine runs the invokable; the
-// record itself lives on the mailbox and is removed when the goroutine
-// returned.
+// task is one running task attempt. The TaskRunner runs it; the record
+// lives on the mailbox and is removed when the task ended.
 type task struct {
 	key          string
 	attempt      *pb.ExecutionAttemptID
@@ -36,9 +33,16 @@ type task struct {
 	name         string
 	invokable    string
 	produced     []*pb.ResultPartitionDeploymentDescriptor
-	cancel       context.CancelFunc
-	canceled     bool
-	log          zerolog.Logger
+	run          RunningTask
+	ended        bool
+	// canceled is set once the task was asked to stop. cancelCause is nil
+	// if the JobMaster asked (CancelTask, FreeSlot): the task ends
+	// CANCELED. Otherwise the TaskManager stopped it for that reason (it
+	// shuts down, lost the JobMaster) and it ends FAILED with an
+	// environment failure, which the JobMaster restarts.
+	canceled    bool
+	cancelCause error
+	log         zerolog.Logger
 }
 
 // attemptKey renders an ExecutionAttemptID as a map key and log field.
@@ -71,6 +75,11 @@ func (te *TaskExecutor) submitTask(req *pb.SubmitTaskRequest) error {
 		return status.Errorf(codes.FailedPrecondition, "cannot run task %s: this TaskManager is not connected to the JobMaster of job %s", key, req.JobId)
 	case req.JobMasterId != "" && req.JobMasterId != jc.jobMasterID:
 		return status.Errorf(codes.FailedPrecondition, "cannot run task %s: it comes from JobMaster %s, but job %s is led by %s", key, req.JobMasterId, req.JobId, jc.jobMasterID)
+	case jc.tombstones.has(key, te.clk.Now()):
+		// The cancel overtook its deployment: running it now would run an
+		// attempt the JobMaster has given up.
+		jc.log.Warn().Str("attempt", key).Msg("refused the deployment of a task the JobMaster cancelled before")
+		return status.Errorf(codes.FailedPrecondition, "cannot run task %s: the JobMaster cancelled this attempt before its deployment arrived", key)
 	}
 	s := te.slotByAllocation(tdd.AllocationId)
 	switch {
@@ -89,63 +98,59 @@ func (te *TaskExecutor) submitTask(req *pb.SubmitTaskRequest) error {
 	}
 
 	ti := tdd.TaskInformation
-	ctx, cancel := context.WithCancel(te.mb.Context())
 	t := &task{
 		key: key, attempt: tdd.Attempt, jobID: req.JobId, allocationID: tdd.AllocationId,
-		name: ti.TaskName, invokable: ti.Invokable, produced: tdd.ProducedPartitions, cancel: cancel,
+		name: ti.TaskName, invokable: ti.Invokable, produced: tdd.ProducedPartitions,
 		log: jc.log.With().Str("attempt", key).Str("task", ti.TaskName).Logger(),
 	}
 	te.tasks[key] = t
-	env := invokable.Env{
-		JobID: req.JobId, JobVertexID: ti.JobVertexId, TaskName: ti.TaskName,
-		SubtaskIndex: int(tdd.Attempt.SubtaskIndex), Parallelism: int(ti.NumberOfSubtasks),
-		AttemptNumber: int(tdd.Attempt.AttemptNumber), Config: ti.Config,
-	}
 	t.log.Info().Str("invokable", ti.Invokable).Int("slot", s.index).Msg("task submitted")
-	if req.Tdd.GetJobInformation().GetJobBinaryKey() != "" {
-		te.startRemoteTask(ctx, t, req, jc)
-	} else {
-		te.startTask(ctx, t, env)
-	}
+	t.run = te.exec.StartTask(req, TaskContext{
+		JobMaster: jc.client, JobMasterAddress: jc.address,
+		State: func(state string) {
+			te.mb.Post(func() {
+				if !t.ended {
+					te.enqueueReport(&pb.UpdateTaskExecutionStateRequest{JobId: t.jobID, Attempt: t.attempt, State: state})
+				}
+			})
+		},
+		Ended: func(r TaskResult) { te.mb.Post(func() { te.taskEnded(t, r) }) },
+	})
 	return nil
 }
 
-// startTask runs the task on its own goroutine, owned by the mailbox.
-func (te *TaskExecutor) startTask(ctx context.Context, t *task, env invokable.Env) {
-	report := func(state string) {
-		te.mb.Post(func() {
-			te.enqueueReport(&pb.UpdateTaskExecutionStateRequest{JobId: t.jobID, Attempt: t.attempt, State: state})
-		})
+// taskEnded runs on the mailbox when the task ended. r.Final is what the
+// job runner reported with the terminal state: the task's I/O counters
+// (nil counts as zeros, as for a built-in task) and, once FINISHED, its
+// accumulator results.
+func (te *TaskExecutor) taskEnded(t *task, r TaskResult) {
+	if t.ended {
+		t.log.Error().Msg("a task reported its end twice; ignored")
+		return
 	}
-	run := func(context.Context) (struct{}, error) {
-		return struct{}{}, invokable.Run(ctx, t.invokable, env, report)
-	}
-	mailbox.Go(te.mb, run, func(_ struct{}, err error) { te.taskEnded(t, err, nil) })
-}
-
-// taskEnded runs on the mailbox when the task's goroutine returned. final
-// is what the job runner reported with the terminal state: the task's I/O
-// counters (nil counts as zeros, as for a built-in task) and, once
-// FINISHED, its accumulator results.
-func (te *TaskExecutor) taskEnded(t *task, err error, final *pb.RunnerTaskState) {
+	t.ended = true
 	delete(te.tasks, t.key)
-	t.cancel()
+	final, err := r.Final, r.Err
 	metrics := final.GetMetrics()
 	if err == nil && !t.canceled {
 		// The runner runs user code: never relay more than the protocol allows.
 		err = failover.NonRecoverable(runner.CheckAccumulators(final.GetAccumulators()))
 	}
 	if metrics == nil {
-		metrics = &pb.TaskIOMetrics{Attempt: t.attempt, TimestampMs: time.Now().UnixMilli()}
+		metrics = &pb.TaskIOMetrics{Attempt: t.attempt, TimestampMs: te.clk.Now().UnixMilli()}
 	}
 	req := &pb.UpdateTaskExecutionStateRequest{JobId: t.jobID, Attempt: t.attempt, Metrics: metrics}
 	switch {
-	case t.canceled:
+	case t.canceled && t.cancelCause == nil:
 		req.State = StateCanceled
 		t.log.Info().Msg("task canceled")
+	case t.canceled:
+		req.State = StateFailed
+		req.Failure = failureInfo(failover.EnvironmentError(t.cancelCause))
+		t.log.Info().Str("cause", t.cancelCause.Error()).Msg("task stopped by the TaskManager; reported as failed")
 	case err == nil:
 		req.State, req.Accumulators = StateFinished, final.GetAccumulators()
-		te.recordPartitions(t)
+		te.recordPartitions(t, r.Runner)
 		t.log.Info().Msg("task finished")
 	default:
 		req.State = StateFailed
@@ -156,7 +161,7 @@ func (te *TaskExecutor) taskEnded(t *task, err error, final *pb.RunnerTaskState)
 	if s := te.slotByAllocation(t.allocationID); s != nil && s.releasing && !te.slotHasTasks(s) {
 		job := s.jobID
 		te.releaseSlot(s)
-		te.sendSlotReport(false)
+		te.sendSlotReport()
 		te.closeJobIfIdle(job)
 	}
 	te.maybeFinishShutdown()
@@ -173,18 +178,93 @@ func (te *TaskExecutor) slotHasTasks(s *slot) bool {
 	return false
 }
 
-func (te *TaskExecutor) cancelTask(t *task) {
-	if !t.canceled {
-		t.canceled = true
-		t.log.Info().Msg("canceling task")
+// cancelTask asks the task to stop. cause is nil when the JobMaster asked
+// for it, which wins over any reason of the TaskManager's own.
+func (te *TaskExecutor) cancelTask(t *task, cause error) {
+	switch {
+	case !t.canceled:
+		t.canceled, t.cancelCause = true, cause
+		ev := t.log.Info()
+		if cause != nil {
+			ev = ev.Str("cause", cause.Error())
+		}
+		ev.Msg("canceling task")
+	case cause == nil:
+		t.cancelCause = nil
 	}
-	t.cancel()
+	t.run.Cancel()
 }
 
-// cancelTaskRPC is CancelTask on the mailbox; unknown or ended tasks are fine.
+// cancelTaskRPC is CancelTask on the mailbox; unknown or ended tasks are
+// fine. The attempt is remembered, so a deployment of it arriving after
+// the cancel is refused.
 func (te *TaskExecutor) cancelTaskRPC(req *pb.CancelTaskRequest) error {
-	if t := te.tasks[attemptKey(req.Attempt)]; t != nil && t.jobID == req.JobId {
-		te.cancelTask(t)
+	key := attemptKey(req.Attempt)
+	if jc := te.jobs[req.JobId]; jc != nil && req.Attempt != nil {
+		jc.tombstones.add(key, te.clk.Now())
 	}
+	if t := te.tasks[key]; t != nil && t.jobID == req.JobId {
+		te.cancelTask(t, nil)
+		return nil
+	}
+	te.log.Debug().Str("job_id", req.JobId).Str("attempt", key).Bool("connected", te.jobs[req.JobId] != nil).
+		Msg("cancel of an attempt not running here; remembered")
 	return nil
+}
+
+// taskMetrics is the latest I/O metrics sample of a running task; built-in
+// tasks, and runner tasks before their first sample, report zeros.
+func (te *TaskExecutor) taskMetrics(t *task) *pb.TaskIOMetrics {
+	if m := t.run.Metrics(); m != nil {
+		return m
+	}
+	return &pb.TaskIOMetrics{Attempt: t.attempt, TimestampMs: te.clk.Now().UnixMilli()}
+}
+
+// maxTombstonesPerJob bounds a job's tombstones; the oldest go first.
+const maxTombstonesPerJob = 10000
+
+// tombstones remember cancelled attempts for a while (ttl), oldest first.
+type tombstones struct {
+	ttl     time.Duration
+	max     int
+	expires map[string]time.Time
+	order   []string // insertion order = expiry order
+}
+
+func newTombstones(ttl time.Duration, max int) *tombstones {
+	return &tombstones{ttl: ttl, max: max, expires: map[string]time.Time{}}
+}
+
+// add remembers key until now+ttl; a key already there keeps its expiry.
+func (ts *tombstones) add(key string, now time.Time) {
+	ts.prune(now)
+	if _, ok := ts.expires[key]; ok {
+		return
+	}
+	for len(ts.order) >= ts.max {
+		delete(ts.expires, ts.order[0])
+		ts.order = ts.order[1:]
+	}
+	ts.expires[key] = now.Add(ts.ttl)
+	ts.order = append(ts.order, key)
+}
+
+func (ts *tombstones) has(key string, now time.Time) bool {
+	ts.prune(now)
+	_, ok := ts.expires[key]
+	return ok
+}
+
+func (ts *tombstones) len() int { return len(ts.expires) }
+
+func (ts *tombstones) prune(now time.Time) {
+	for len(ts.order) > 0 && !ts.expires[ts.order[0]].After(now) {
+		delete(ts.expires, ts.order[0])
+		ts.order[0] = ""
+		ts.order = ts.order[1:]
+	}
+	if len(ts.order) == 0 {
+		ts.order = nil
+	}
 }

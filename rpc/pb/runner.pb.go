@@ -354,6 +354,106 @@ func (x *TaskMetricsReport) GetTasks() []*TaskIOMetrics {
 	return nil
 }
 
+type RunnerHeartbeatRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How often the runner sends a heartbeat; 0 means every second.
+	IntervalMs    int64 `protobuf:"varint,1,opt,name=interval_ms,json=intervalMs,proto3" json:"interval_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunnerHeartbeatRequest) Reset() {
+	*x = RunnerHeartbeatRequest{}
+	mi := &file_runner_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunnerHeartbeatRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunnerHeartbeatRequest) ProtoMessage() {}
+
+func (x *RunnerHeartbeatRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runner_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunnerHeartbeatRequest.ProtoReflect.Descriptor instead.
+func (*RunnerHeartbeatRequest) Descriptor() ([]byte, []int) {
+	return file_runner_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *RunnerHeartbeatRequest) GetIntervalMs() int64 {
+	if x != nil {
+		return x.IntervalMs
+	}
+	return 0
+}
+
+// A sign of life of the runner: a runner that sends none for the
+// TaskManager's heartbeat timeout (frozen, stopped, swapped out) is killed.
+type RunnerHeartbeat struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Counts the heartbeats of this stream, from 1.
+	Sequence      int64 `protobuf:"varint,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	Pid           int32 `protobuf:"varint,2,opt,name=pid,proto3" json:"pid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunnerHeartbeat) Reset() {
+	*x = RunnerHeartbeat{}
+	mi := &file_runner_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunnerHeartbeat) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunnerHeartbeat) ProtoMessage() {}
+
+func (x *RunnerHeartbeat) ProtoReflect() protoreflect.Message {
+	mi := &file_runner_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunnerHeartbeat.ProtoReflect.Descriptor instead.
+func (*RunnerHeartbeat) Descriptor() ([]byte, []int) {
+	return file_runner_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *RunnerHeartbeat) GetSequence() int64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
+func (x *RunnerHeartbeat) GetPid() int32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
 type RunnerShutdownRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Cause         string                 `protobuf:"bytes,1,opt,name=cause,proto3" json:"cause,omitempty"`
@@ -363,7 +463,7 @@ type RunnerShutdownRequest struct {
 
 func (x *RunnerShutdownRequest) Reset() {
 	*x = RunnerShutdownRequest{}
-	mi := &file_runner_proto_msgTypes[6]
+	mi := &file_runner_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -375,7 +475,7 @@ func (x *RunnerShutdownRequest) String() string {
 func (*RunnerShutdownRequest) ProtoMessage() {}
 
 func (x *RunnerShutdownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runner_proto_msgTypes[6]
+	mi := &file_runner_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -388,7 +488,7 @@ func (x *RunnerShutdownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunnerShutdownRequest.ProtoReflect.Descriptor instead.
 func (*RunnerShutdownRequest) Descriptor() ([]byte, []int) {
-	return file_runner_proto_rawDescGZIP(), []int{6}
+	return file_runner_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RunnerShutdownRequest) GetCause() string {
@@ -426,9 +526,15 @@ const file_runner_proto_rawDesc = "" +
 	"\vinterval_ms\x18\x01 \x01(\x03R\n" +
 	"intervalMs\"A\n" +
 	"\x11TaskMetricsReport\x12,\n" +
-	"\x05tasks\x18\x01 \x03(\v2\x16.gofl.v1.TaskIOMetricsR\x05tasks\"-\n" +
+	"\x05tasks\x18\x01 \x03(\v2\x16.gofl.v1.TaskIOMetricsR\x05tasks\"9\n" +
+	"\x16RunnerHeartbeatRequest\x12\x1f\n" +
+	"\vinterval_ms\x18\x01 \x01(\x03R\n" +
+	"intervalMs\"?\n" +
+	"\x0fRunnerHeartbeat\x12\x1a\n" +
+	"\bsequence\x18\x01 \x01(\x03R\bsequence\x12\x10\n" +
+	"\x03pid\x18\x02 \x01(\x05R\x03pid\"-\n" +
 	"\x15RunnerShutdownRequest\x12\x14\n" +
-	"\x05cause\x18\x01 \x01(\tR\x05cause2\xf6\x03\n" +
+	"\x05cause\x18\x01 \x01(\tR\x05cause2\xc1\x04\n" +
 	"\x10JobRunnerService\x12N\n" +
 	"\tHandshake\x12\x1f.gofl.v1.RunnerHandshakeRequest\x1a .gofl.v1.RunnerHandshakeResponse\x126\n" +
 	"\n" +
@@ -437,7 +543,9 @@ const file_runner_proto_rawDesc = "" +
 	"CancelTask\x12\x1a.gofl.v1.CancelTaskRequest\x1a\f.gofl.v1.Ack\x12D\n" +
 	"\x11ReleasePartitions\x12!.gofl.v1.ReleasePartitionsRequest\x1a\f.gofl.v1.Ack\x12N\n" +
 	"\x0fWatchTaskStates\x12\x1f.gofl.v1.WatchTaskStatesRequest\x1a\x18.gofl.v1.RunnerTaskState0\x01\x12R\n" +
-	"\x10WatchTaskMetrics\x12 .gofl.v1.WatchTaskMetricsRequest\x1a\x1a.gofl.v1.TaskMetricsReport0\x01\x128\n" +
+	"\x10WatchTaskMetrics\x12 .gofl.v1.WatchTaskMetricsRequest\x1a\x1a.gofl.v1.TaskMetricsReport0\x01\x12I\n" +
+	"\n" +
+	"Heartbeats\x12\x1f.gofl.v1.RunnerHeartbeatRequest\x1a\x18.gofl.v1.RunnerHeartbeat0\x01\x128\n" +
 	"\bShutdown\x12\x1e.gofl.v1.RunnerShutdownRequest\x1a\f.gofl.v1.AckB\x1dZ\x1bgithub.com/gofl/gofl/rpc/pbb\x06proto3"
 
 var (
@@ -452,7 +560,7 @@ func file_runner_proto_rawDescGZIP() []byte {
 	return file_runner_proto_rawDescData
 }
 
-var file_runner_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_runner_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_runner_proto_goTypes = []any{
 	(*RunnerHandshakeRequest)(nil),   // 0: gofl.v1.RunnerHandshakeRequest
 	(*RunnerHandshakeResponse)(nil),  // 1: gofl.v1.RunnerHandshakeResponse
@@ -460,38 +568,42 @@ var file_runner_proto_goTypes = []any{
 	(*WatchTaskStatesRequest)(nil),   // 3: gofl.v1.WatchTaskStatesRequest
 	(*WatchTaskMetricsRequest)(nil),  // 4: gofl.v1.WatchTaskMetricsRequest
 	(*TaskMetricsReport)(nil),        // 5: gofl.v1.TaskMetricsReport
-	(*RunnerShutdownRequest)(nil),    // 6: gofl.v1.RunnerShutdownRequest
-	nil,                              // 7: gofl.v1.RunnerTaskState.AccumulatorsEntry
-	(*ExecutionAttemptID)(nil),       // 8: gofl.v1.ExecutionAttemptID
-	(*FailureInfo)(nil),              // 9: gofl.v1.FailureInfo
-	(*TaskIOMetrics)(nil),            // 10: gofl.v1.TaskIOMetrics
-	(*SubmitTaskRequest)(nil),        // 11: gofl.v1.SubmitTaskRequest
-	(*CancelTaskRequest)(nil),        // 12: gofl.v1.CancelTaskRequest
-	(*ReleasePartitionsRequest)(nil), // 13: gofl.v1.ReleasePartitionsRequest
-	(*Ack)(nil),                      // 14: gofl.v1.Ack
+	(*RunnerHeartbeatRequest)(nil),   // 6: gofl.v1.RunnerHeartbeatRequest
+	(*RunnerHeartbeat)(nil),          // 7: gofl.v1.RunnerHeartbeat
+	(*RunnerShutdownRequest)(nil),    // 8: gofl.v1.RunnerShutdownRequest
+	nil,                              // 9: gofl.v1.RunnerTaskState.AccumulatorsEntry
+	(*ExecutionAttemptID)(nil),       // 10: gofl.v1.ExecutionAttemptID
+	(*FailureInfo)(nil),              // 11: gofl.v1.FailureInfo
+	(*TaskIOMetrics)(nil),            // 12: gofl.v1.TaskIOMetrics
+	(*SubmitTaskRequest)(nil),        // 13: gofl.v1.SubmitTaskRequest
+	(*CancelTaskRequest)(nil),        // 14: gofl.v1.CancelTaskRequest
+	(*ReleasePartitionsRequest)(nil), // 15: gofl.v1.ReleasePartitionsRequest
+	(*Ack)(nil),                      // 16: gofl.v1.Ack
 }
 var file_runner_proto_depIdxs = []int32{
-	8,  // 0: gofl.v1.RunnerTaskState.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	9,  // 1: gofl.v1.RunnerTaskState.failure:type_name -> gofl.v1.FailureInfo
-	10, // 2: gofl.v1.RunnerTaskState.metrics:type_name -> gofl.v1.TaskIOMetrics
-	7,  // 3: gofl.v1.RunnerTaskState.accumulators:type_name -> gofl.v1.RunnerTaskState.AccumulatorsEntry
-	10, // 4: gofl.v1.TaskMetricsReport.tasks:type_name -> gofl.v1.TaskIOMetrics
+	10, // 0: gofl.v1.RunnerTaskState.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	11, // 1: gofl.v1.RunnerTaskState.failure:type_name -> gofl.v1.FailureInfo
+	12, // 2: gofl.v1.RunnerTaskState.metrics:type_name -> gofl.v1.TaskIOMetrics
+	9,  // 3: gofl.v1.RunnerTaskState.accumulators:type_name -> gofl.v1.RunnerTaskState.AccumulatorsEntry
+	12, // 4: gofl.v1.TaskMetricsReport.tasks:type_name -> gofl.v1.TaskIOMetrics
 	0,  // 5: gofl.v1.JobRunnerService.Handshake:input_type -> gofl.v1.RunnerHandshakeRequest
-	11, // 6: gofl.v1.JobRunnerService.SubmitTask:input_type -> gofl.v1.SubmitTaskRequest
-	12, // 7: gofl.v1.JobRunnerService.CancelTask:input_type -> gofl.v1.CancelTaskRequest
-	13, // 8: gofl.v1.JobRunnerService.ReleasePartitions:input_type -> gofl.v1.ReleasePartitionsRequest
+	13, // 6: gofl.v1.JobRunnerService.SubmitTask:input_type -> gofl.v1.SubmitTaskRequest
+	14, // 7: gofl.v1.JobRunnerService.CancelTask:input_type -> gofl.v1.CancelTaskRequest
+	15, // 8: gofl.v1.JobRunnerService.ReleasePartitions:input_type -> gofl.v1.ReleasePartitionsRequest
 	3,  // 9: gofl.v1.JobRunnerService.WatchTaskStates:input_type -> gofl.v1.WatchTaskStatesRequest
 	4,  // 10: gofl.v1.JobRunnerService.WatchTaskMetrics:input_type -> gofl.v1.WatchTaskMetricsRequest
-	6,  // 11: gofl.v1.JobRunnerService.Shutdown:input_type -> gofl.v1.RunnerShutdownRequest
-	1,  // 12: gofl.v1.JobRunnerService.Handshake:output_type -> gofl.v1.RunnerHandshakeResponse
-	14, // 13: gofl.v1.JobRunnerService.SubmitTask:output_type -> gofl.v1.Ack
-	14, // 14: gofl.v1.JobRunnerService.CancelTask:output_type -> gofl.v1.Ack
-	14, // 15: gofl.v1.JobRunnerService.ReleasePartitions:output_type -> gofl.v1.Ack
-	2,  // 16: gofl.v1.JobRunnerService.WatchTaskStates:output_type -> gofl.v1.RunnerTaskState
-	5,  // 17: gofl.v1.JobRunnerService.WatchTaskMetrics:output_type -> gofl.v1.TaskMetricsReport
-	14, // 18: gofl.v1.JobRunnerService.Shutdown:output_type -> gofl.v1.Ack
-	12, // [12:19] is the sub-list for method output_type
-	5,  // [5:12] is the sub-list for method input_type
+	6,  // 11: gofl.v1.JobRunnerService.Heartbeats:input_type -> gofl.v1.RunnerHeartbeatRequest
+	8,  // 12: gofl.v1.JobRunnerService.Shutdown:input_type -> gofl.v1.RunnerShutdownRequest
+	1,  // 13: gofl.v1.JobRunnerService.Handshake:output_type -> gofl.v1.RunnerHandshakeResponse
+	16, // 14: gofl.v1.JobRunnerService.SubmitTask:output_type -> gofl.v1.Ack
+	16, // 15: gofl.v1.JobRunnerService.CancelTask:output_type -> gofl.v1.Ack
+	16, // 16: gofl.v1.JobRunnerService.ReleasePartitions:output_type -> gofl.v1.Ack
+	2,  // 17: gofl.v1.JobRunnerService.WatchTaskStates:output_type -> gofl.v1.RunnerTaskState
+	5,  // 18: gofl.v1.JobRunnerService.WatchTaskMetrics:output_type -> gofl.v1.TaskMetricsReport
+	7,  // 19: gofl.v1.JobRunnerService.Heartbeats:output_type -> gofl.v1.RunnerHeartbeat
+	16, // 20: gofl.v1.JobRunnerService.Shutdown:output_type -> gofl.v1.Ack
+	13, // [13:21] is the sub-list for method output_type
+	5,  // [5:13] is the sub-list for method input_type
 	5,  // [5:5] is the sub-list for extension type_name
 	5,  // [5:5] is the sub-list for extension extendee
 	0,  // [0:5] is the sub-list for field type_name
@@ -510,7 +622,7 @@ func file_runner_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runner_proto_rawDesc), len(file_runner_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -30,6 +30,7 @@ const (
 	JobRunnerService_ReleasePartitions_FullMethodName = "/gofl.v1.JobRunnerService/ReleasePartitions"
 	JobRunnerService_WatchTaskStates_FullMethodName   = "/gofl.v1.JobRunnerService/WatchTaskStates"
 	JobRunnerService_WatchTaskMetrics_FullMethodName  = "/gofl.v1.JobRunnerService/WatchTaskMetrics"
+	JobRunnerService_Heartbeats_FullMethodName        = "/gofl.v1.JobRunnerService/Heartbeats"
 	JobRunnerService_Shutdown_FullMethodName          = "/gofl.v1.JobRunnerService/Shutdown"
 )
 
@@ -51,6 +52,11 @@ type JobRunnerServiceClient interface {
 	// moment of the call. A runner whose executor keeps no metrics sends
 	// nothing; an older runner answers UNIMPLEMENTED.
 	WatchTaskMetrics(ctx context.Context, in *WatchTaskMetricsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[TaskMetricsReport], error)
+	// Sends a heartbeat at once and then every interval until the stream
+	// ends. The TaskManager keeps one such stream open for the runner's
+	// lifetime and kills a runner silent for its heartbeat timeout; an older
+	// runner answers UNIMPLEMENTED and is not watched.
+	Heartbeats(ctx context.Context, in *RunnerHeartbeatRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RunnerHeartbeat], error)
 	// Cancels every task and exits.
 	Shutdown(ctx context.Context, in *RunnerShutdownRequest, opts ...grpc.CallOption) (*Ack, error)
 }
@@ -141,6 +147,25 @@ func (c *jobRunnerServiceClient) WatchTaskMetrics(ctx context.Context, in *Watch
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type JobRunnerService_WatchTaskMetricsClient = grpc.ServerStreamingClient[TaskMetricsReport]
 
+func (c *jobRunnerServiceClient) Heartbeats(ctx context.Context, in *RunnerHeartbeatRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RunnerHeartbeat], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &JobRunnerService_ServiceDesc.Streams[2], JobRunnerService_Heartbeats_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[RunnerHeartbeatRequest, RunnerHeartbeat]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type JobRunnerService_HeartbeatsClient = grpc.ServerStreamingClient[RunnerHeartbeat]
+
 func (c *jobRunnerServiceClient) Shutdown(ctx context.Context, in *RunnerShutdownRequest, opts ...grpc.CallOption) (*Ack, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(Ack)
@@ -169,6 +194,11 @@ type JobRunnerServiceServer interface {
 	// moment of the call. A runner whose executor keeps no metrics sends
 	// nothing; an older runner answers UNIMPLEMENTED.
 	WatchTaskMetrics(*WatchTaskMetricsRequest, grpc.ServerStreamingServer[TaskMetricsReport]) error
+	// Sends a heartbeat at once and then every interval until the stream
+	// ends. The TaskManager keeps one such stream open for the runner's
+	// lifetime and kills a runner silent for its heartbeat timeout; an older
+	// runner answers UNIMPLEMENTED and is not watched.
+	Heartbeats(*RunnerHeartbeatRequest, grpc.ServerStreamingServer[RunnerHeartbeat]) error
 	// Cancels every task and exits.
 	Shutdown(context.Context, *RunnerShutdownRequest) (*Ack, error)
 	mustEmbedUnimplementedJobRunnerServiceServer()
@@ -198,6 +228,9 @@ func (UnimplementedJobRunnerServiceServer) WatchTaskStates(*WatchTaskStatesReque
 }
 func (UnimplementedJobRunnerServiceServer) WatchTaskMetrics(*WatchTaskMetricsRequest, grpc.ServerStreamingServer[TaskMetricsReport]) error {
 	return status.Errorf(codes.Unimplemented, "method WatchTaskMetrics not implemented")
+}
+func (UnimplementedJobRunnerServiceServer) Heartbeats(*RunnerHeartbeatRequest, grpc.ServerStreamingServer[RunnerHeartbeat]) error {
+	return status.Errorf(codes.Unimplemented, "method Heartbeats not implemented")
 }
 func (UnimplementedJobRunnerServiceServer) Shutdown(context.Context, *RunnerShutdownRequest) (*Ack, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Shutdown not implemented")
@@ -317,6 +350,17 @@ func _JobRunnerService_WatchTaskMetrics_Handler(srv interface{}, stream grpc.Ser
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type JobRunnerService_WatchTaskMetricsServer = grpc.ServerStreamingServer[TaskMetricsReport]
 
+func _JobRunnerService_Heartbeats_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(RunnerHeartbeatRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(JobRunnerServiceServer).Heartbeats(m, &grpc.GenericServerStream[RunnerHeartbeatRequest, RunnerHeartbeat]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type JobRunnerService_HeartbeatsServer = grpc.ServerStreamingServer[RunnerHeartbeat]
+
 func _JobRunnerService_Shutdown_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RunnerShutdownRequest)
 	if err := dec(in); err != nil {
@@ -372,6 +416,11 @@ var JobRunnerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "WatchTaskMetrics",
 			Handler:       _JobRunnerService_WatchTaskMetrics_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Heartbeats",
+			Handler:       _JobRunnerService_Heartbeats_Handler,
 			ServerStreams: true,
 		},
 	},

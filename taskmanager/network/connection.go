@@ -58,7 +58,7 @@ func (cm *ConnectionManager) Serve(ln net.Listener) error {
 	if cm.closed {
 		cm.mu.Unlock()
 		ln.Close()
-		return errors.New("network: connection manager closed")
+		return errManagerClosed
 	}
 	cm.ln = ln
 	cm.mu.Unlock()
@@ -131,7 +131,7 @@ func (cm *ConnectionManager) client(ctx context.Context, addr string) (*clientCo
 	cm.mu.Lock()
 	if cm.closed {
 		cm.mu.Unlock()
-		return nil, errors.New("network: connection manager closed")
+		return nil, errManagerClosed
 	}
 	cc, ok := cm.clients[addr]
 	if !ok {
@@ -178,7 +178,7 @@ func (cm *ConnectionManager) Close() {
 	}
 	for _, c := range clients {
 		<-c.ready
-		c.fail(errors.New("network: connection manager closed"), false)
+		c.fail(errManagerClosed, false)
 	}
 	for _, s := range servers {
 		s.close(nil)
@@ -558,8 +558,11 @@ type clientConn struct {
 	ctrl     [][]byte
 	credits  []*remoteInputChannel
 	failed   bool
-	wake     chan struct{}
-	done     chan struct{}
+	// handshaken is set once the server's handshake arrived: a failure
+	// after it is a lost connection, before it a failed connect.
+	handshaken bool
+	wake       chan struct{}
+	done       chan struct{}
 }
 
 func newClientConn(cm *ConnectionManager, addr string) *clientConn {
@@ -582,7 +585,7 @@ func (cc *clientConn) dial(ctx context.Context) {
 	cc.cm.mu.Lock()
 	if err == nil && cc.cm.closed {
 		c.Close()
-		err = errors.New("network: connection manager closed")
+		err = errManagerClosed
 	}
 	if err != nil {
 		cc.err = fmt.Errorf("network: connecting to %s: %w", cc.addr, err)
@@ -618,7 +621,7 @@ func (cc *clientConn) register(ch *remoteInputChannel, credit int) (uint32, erro
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	if cc.failed {
-		return 0, cc.err
+		return 0, ch.transportError(cc.err, cc.handshaken)
 	}
 	id := cc.nextID
 	cc.nextID++
@@ -660,7 +663,9 @@ func (cc *clientConn) violation(format string, args ...any) error {
 	return &ProtocolError{Peer: cc.addr, Msg: fmt.Sprintf(format, args...)}
 }
 
-// fail closes the connection and fails its channels with err.
+// fail closes the connection and fails its channels with err; a broken
+// transport fails each with a *PartitionConnectionError for its own
+// partition.
 func (cc *clientConn) fail(err error, logIt bool) {
 	cc.mu.Lock()
 	if cc.failed {
@@ -669,13 +674,11 @@ func (cc *clientConn) fail(err error, logIt bool) {
 	}
 	cc.failed = true
 	cc.err = err
+	lost := cc.handshaken
 	chans := cc.channels
 	cc.channels = map[uint32]*remoteInputChannel{}
 	close(cc.done)
 	cc.mu.Unlock()
-	if logIt {
-		cc.log.Error().Err(err).Msg("data connection failed")
-	}
 	if cc.conn != nil {
 		cc.conn.Close()
 	}
@@ -684,8 +687,20 @@ func (cc *clientConn) fail(err error, logIt bool) {
 		delete(cc.cm.clients, cc.addr)
 	}
 	cc.cm.mu.Unlock()
+	affected := 0
 	for _, ch := range chans {
-		ch.onError(err)
+		if ch.onError(ch.transportError(err, lost)) {
+			affected++
+		}
+	}
+	if logIt {
+		// A producer closing after every channel got EndOfPartition is
+		// no failure.
+		ev := cc.log.Debug()
+		if affected > 0 {
+			ev = cc.log.Error()
+		}
+		ev.Err(err).Int("failedChannels", affected).Msg("data connection failed")
 	}
 }
 
@@ -697,7 +712,7 @@ func (cc *clientConn) readLoop() {
 	cc.mu.Unlock()
 	if !failed {
 		if err == io.EOF {
-			err = fmt.Errorf("network: connection to %s closed by peer", cc.addr)
+			err = fmt.Errorf("network: connection to %s closed by peer: %w", cc.addr, err)
 		} else if !errors.As(err, new(*ProtocolError)) {
 			err = fmt.Errorf("network: connection to %s: %w", cc.addr, err)
 		}
@@ -716,9 +731,16 @@ func (cc *clientConn) lookup(id uint32) (*remoteInputChannel, error) {
 }
 
 func (cc *clientConn) read() error {
+	// A server that accepted but does not answer counts as a failed
+	// connect after ConnectTimeout.
+	cc.conn.SetReadDeadline(time.Now().Add(cc.cm.cfg.ConnectTimeout))
 	if err := readMagic(cc.br, cc.addr); err != nil {
 		return err
 	}
+	cc.conn.SetReadDeadline(time.Time{})
+	cc.mu.Lock()
+	cc.handshaken = true
+	cc.mu.Unlock()
 	maxFrame := cc.cm.cfg.MaxFrameSize
 	bufSize := cc.cm.cfg.BufferSize
 	var hdr [bufferResponseHeaderSize]byte
@@ -863,6 +885,7 @@ type remoteInputChannel struct {
 	backlog      int
 	unannounced  int
 	waiting      bool // listening on the floating pool
+	eop          bool // EndOfPartition received: nothing more expected
 	err          error
 	released     bool
 	backoff      time.Duration
@@ -888,7 +911,7 @@ func (ch *remoteInputChannel) requestSubpartition() error {
 	defer cancel()
 	cc, err := ch.cm.client(ctx, ch.spec.Address)
 	if err != nil {
-		return err
+		return ch.transportError(err, false)
 	}
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
@@ -959,6 +982,9 @@ func (ch *remoteInputChannel) onBuffer(b *Buffer, seq uint32, backlog int) error
 		return fmt.Errorf("buffer out of order: sequence number %d, expected %d", seq, exp)
 	}
 	ch.expectedSeq++
+	if b.isEvent && b.size == 1 && EventKind(b.seg[0]) == KindEndOfPartition {
+		ch.eop = true
+	}
 	wasEmpty := ch.head == len(ch.received)
 	if wasEmpty && ch.head > 0 {
 		ch.received, ch.head = ch.received[:0], 0
@@ -1060,13 +1086,34 @@ func (ch *remoteInputChannel) getNextBuffer() (*Buffer, bool, error) {
 	return b, ch.head < len(ch.received), nil
 }
 
-func (ch *remoteInputChannel) onError(err error) {
+// onError fails the channel unless it already received EndOfPartition:
+// then everything it expected is here, and a connection closing (the
+// producer's runner exiting) is a clean end. It reports whether the
+// channel failed.
+func (ch *remoteInputChannel) onError(err error) bool {
 	ch.mu.Lock()
-	if ch.err == nil && !ch.released {
+	if ch.eop || ch.released {
+		ch.mu.Unlock()
+		return false
+	}
+	if ch.err == nil {
 		ch.err = err
 	}
 	ch.mu.Unlock()
 	ch.g.notify(ch.idx)
+	return true
+}
+
+// transportError is err as this channel's failure: a broken or failed
+// connection (lost tells which) becomes a *PartitionConnectionError naming
+// the channel's partition, so the producer is rerun; anything else (a
+// protocol violation, this runner shutting down) stays as it is.
+func (ch *remoteInputChannel) transportError(err error, lost bool) error {
+	if !isConnectionLoss(err) {
+		return err
+	}
+	return &PartitionConnectionError{ID: ch.spec.Partition, Subpartition: ch.spec.Subpartition,
+		Remote: ch.spec.Address, Lost: lost, Err: err}
 }
 
 func (ch *remoteInputChannel) onRemoteError(notFound bool, msg string) {

@@ -59,6 +59,18 @@
 // (PartitionRequestInitialBackoff .. MaxBackoff); then the channel fails
 // with a *ChannelError wrapping *PartitionNotFoundError.
 //
+// A remote channel whose producer cannot be reached — the connect is
+// refused, times out (Config.ConnectTimeout, also for the handshake) or is
+// closed before the handshake — or whose connection breaks (EOF, reset)
+// before it received EndOfPartition fails with a
+// *PartitionConnectionError (Flink's PartitionConnectionException) for
+// its own partition, also when several channels share the connection.
+// Both errors are PartitionExceptions and match ErrPartitionNotFound: the
+// task reports partition-data-missing and the JobMaster reruns the
+// producer. A channel that received EndOfPartition ignores the connection
+// closing; a protocol violation or this runner's own shutdown is no
+// PartitionException.
+//
 // # Credit-based flow control
 //
 // A remote channel owns BuffersPerChannel exclusive buffers, announced as

@@ -6,7 +6,8 @@ import (
 	"sync"
 )
 
-// ErrPartitionNotFound is matched (errors.Is) by every PartitionNotFoundError.
+// ErrPartitionNotFound is matched (errors.Is) by every PartitionException:
+// PartitionNotFoundError and PartitionConnectionError.
 var ErrPartitionNotFound = errors.New("partition not found")
 
 // PartitionNotFoundError says that a requested partition is not registered
@@ -27,6 +28,11 @@ func (e *PartitionNotFoundError) Error() string {
 }
 
 func (e *PartitionNotFoundError) Is(target error) bool { return target == ErrPartitionNotFound }
+
+// ConsumedPartition implements PartitionException.
+func (e *PartitionNotFoundError) ConsumedPartition() InputChannelSpec {
+	return InputChannelSpec{Partition: e.ID, Subpartition: e.Subpartition, Address: e.Remote}
+}
 
 // ResultPartitionManager is the registry of a runner's result partitions; it
 // serves subpartition views to local input channels and to the data server.

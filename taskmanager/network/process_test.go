@@ -58,8 +58,21 @@ func runProducerProcess() int {
 	return 0
 }
 
-// startProducerProcess re-executes the test binary as a producer.
+// startProducerProcess re-executes the test binary as a producer; stop
+// closes its stdin and expects a clean exit.
 func startProducerProcess(tb testing.TB, n, size int) (addr string, stop func()) {
+	cmd, addr, stdin := startProducerCmd(tb, n, size)
+	return addr, func() {
+		stdin.Close()
+		if err := cmd.Wait(); err != nil {
+			tb.Errorf("producer process: %v", err)
+		}
+	}
+}
+
+// startProducerCmd starts the producer process and returns it with its
+// data address and stdin; the caller waits for it.
+func startProducerCmd(tb testing.TB, n, size int) (*exec.Cmd, string, io.WriteCloser) {
 	exe, err := os.Executable()
 	if err != nil {
 		tb.Fatal(err)
@@ -84,10 +97,5 @@ func startProducerProcess(tb testing.TB, n, size int) (addr string, stop func())
 		cmd.Wait()
 		tb.Fatalf("producer process: %q %v", line, err)
 	}
-	return strings.TrimSpace(strings.TrimPrefix(line, "ADDR ")), func() {
-		stdin.Close()
-		if err := cmd.Wait(); err != nil {
-			tb.Errorf("producer process: %v", err)
-		}
-	}
+	return cmd, strings.TrimSpace(strings.TrimPrefix(line, "ADDR ")), stdin
 }

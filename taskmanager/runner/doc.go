@@ -8,6 +8,8 @@
 // GOFL_ROLE=runner and GOFL_RUNNER_SOCKET set, waits for its Unix socket,
 // checks the protocol version in a handshake, forwards deployments and
 // cancellations, and receives every task state transition on one stream.
+// The runner heartbeats on another; a runner silent for the TaskManager's
+// heartbeat timeout (stopped, frozen) is killed.
 // The runner side (Serve) is what the SDK's runner role, or any other
 // runner, calls with an Executor that runs the tasks.
 package runner

@@ -16,14 +16,21 @@ import (
 
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
+	"github.com/gofl/gofl/internal/clock"
 	"github.com/gofl/gofl/internal/version"
 	"github.com/gofl/gofl/rpc/pb"
 )
 
 // ErrRunnerExited is wrapped by failures caused by the runner process ending.
 var ErrRunnerExited = errors.New("runner: job runner exited")
+
+// ErrUnresponsive is wrapped, besides ErrRunnerExited, by the exit error of
+// a runner the TaskManager killed because it stopped heartbeating.
+var ErrUnresponsive = errors.New("runner: job runner stopped heartbeating")
 
 // Spec says how to start one job's runner.
 type Spec struct {
@@ -46,6 +53,14 @@ type Spec struct {
 	// MetricsInterval is how often the runner samples its tasks' I/O
 	// metrics (default DefaultMetricsInterval).
 	MetricsInterval time.Duration
+	// HeartbeatInterval is how often the runner sends a sign of life
+	// (default DefaultHeartbeatInterval); HeartbeatTimeout, if positive, is
+	// how long it may stay silent before it is killed (SIGKILL to its
+	// process group), which ends the Process with ErrUnresponsive.
+	HeartbeatInterval time.Duration
+	HeartbeatTimeout  time.Duration
+	// Clock times the heartbeat timeout; default clock.Real.
+	Clock clock.Clock
 }
 
 // Process is a running job runner as seen from the TaskManager. It is safe
@@ -68,6 +83,9 @@ type Process struct {
 	stopOnce sync.Once
 	watchWG  sync.WaitGroup
 	cancel   context.CancelFunc
+	// killCause is why the TaskManager killed the runner, if it did; it
+	// becomes part of the exit error.
+	killCause error
 }
 
 // Start launches the runner and returns once it answered the handshake. On
@@ -125,7 +143,14 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error)
 		if err == nil {
 			err = errors.New("exit status 0")
 		}
-		p.exitErr = fmt.Errorf("%w: %v (log: %s)", ErrRunnerExited, err, logPath)
+		p.mu.Lock()
+		cause := p.killCause
+		p.mu.Unlock()
+		if cause != nil {
+			p.exitErr = fmt.Errorf("%w: %w: %v (log: %s)", ErrRunnerExited, cause, err, logPath)
+		} else {
+			p.exitErr = fmt.Errorf("%w: %v (log: %s)", ErrRunnerExited, err, logPath)
+		}
 		close(p.exited)
 	}()
 	if err := p.connect(ctx, socket); err != nil {
@@ -136,9 +161,16 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error)
 	if spec.MetricsInterval <= 0 {
 		spec.MetricsInterval = DefaultMetricsInterval
 	}
+	if spec.HeartbeatInterval <= 0 {
+		spec.HeartbeatInterval = DefaultHeartbeatInterval
+	}
 	p.watchWG.Add(2)
 	go p.watch(wctx)
 	go p.watchMetrics(wctx, spec.MetricsInterval)
+	if spec.HeartbeatTimeout > 0 {
+		p.watchWG.Add(1)
+		go p.watchHeartbeats(wctx, spec.HeartbeatInterval, spec.HeartbeatTimeout, clock.Or(spec.Clock))
+	}
 	p.log.Info().Str("binary", spec.Binary).Str("log", logPath).Msg("job runner started")
 	return p, nil
 }
@@ -227,6 +259,47 @@ func (p *Process) watch(ctx context.Context) {
 			ch <- st
 		}
 	}
+}
+
+// watchHeartbeats keeps the runner's heartbeat stream open and kills the
+// runner once it stayed silent for timeout: a stopped or frozen runner
+// would otherwise hold its tasks and partitions forever.
+func (p *Process) watchHeartbeats(ctx context.Context, interval, timeout time.Duration, clk clock.Clock) {
+	defer p.watchWG.Done()
+	timer := clk.AfterFunc(timeout, func() { p.unresponsive(timeout) })
+	defer timer.Stop()
+	stream, err := p.client.Heartbeats(ctx, &pb.RunnerHeartbeatRequest{IntervalMs: interval.Milliseconds()})
+	for err == nil {
+		if _, err = stream.Recv(); err == nil {
+			timer.Reset(timeout)
+		}
+	}
+	if status.Code(err) == codes.Unimplemented {
+		p.log.Info().Msg("the job runner sends no heartbeats; its liveness is not watched")
+		return
+	}
+	// The stream broke: the runner is exiting, or Stop ends the watch. A
+	// runner that hangs on its way out is still killed at the timeout.
+	select {
+	case <-p.exited:
+	case <-ctx.Done():
+	}
+}
+
+// unresponsive kills the runner for not heartbeating within timeout.
+func (p *Process) unresponsive(timeout time.Duration) {
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	p.mu.Lock()
+	if p.killCause == nil {
+		p.killCause = fmt.Errorf("%w for %v; killed by the TaskManager", ErrUnresponsive, timeout)
+	}
+	p.mu.Unlock()
+	p.log.Warn().Dur("heartbeat_timeout", timeout).Msg("job runner stopped heartbeating; killing it")
+	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
 }
 
 func attemptKey(a *pb.ExecutionAttemptID) string {

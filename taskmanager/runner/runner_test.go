@@ -187,3 +187,26 @@ func TestStopEndsTheProcess(t *testing.T) {
 		t.Fatal("the runner process still exists")
 	}
 }
+
+func TestUnresponsiveRunnerIsKilled(t *testing.T) {
+	p, err := Start(context.Background(), Spec{JobID: "job1", Binary: testRunner, Fingerprint: "fp1", Dir: shortDir(t),
+		StartTimeout: 10 * time.Second, HeartbeatInterval: 50 * time.Millisecond, HeartbeatTimeout: time.Second}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Stop(2 * time.Second) })
+	_, ch := submit(t, p, 0, "sleep", `{"duration":"1h"}`)
+	states(t, ch, 2)
+	if err := syscall.Kill(p.Pid(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Exited():
+	case <-time.After(30 * time.Second):
+		_ = syscall.Kill(p.Pid(), syscall.SIGCONT)
+		t.Fatal("a stopped runner was not killed")
+	}
+	if !errors.Is(p.Err(), ErrRunnerExited) || !errors.Is(p.Err(), ErrUnresponsive) || !strings.Contains(p.Err().Error(), "killed") {
+		t.Fatalf("exit error %v", p.Err())
+	}
+}

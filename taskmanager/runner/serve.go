@@ -90,6 +90,12 @@ type Info struct {
 	ProtocolVersion int32
 }
 
+// DefaultHeartbeatInterval is how often a runner heartbeats unless the
+// TaskManager asks for another interval.
+const DefaultHeartbeatInterval = time.Second
+
+const minHeartbeatInterval = 10 * time.Millisecond
+
 // ErrFingerprintMismatch means the job's builder produced a different graph
 // in the runner than on the client: a non-deterministic builder.
 var ErrFingerprintMismatch = errors.New("runner: JobGraph fingerprint mismatch")
@@ -207,6 +213,31 @@ func (s *server) WatchTaskStates(_ *pb.WatchTaskStatesRequest, stream pb.JobRunn
 				return err
 			}
 		case <-stream.Context().Done():
+			return nil
+		}
+	}
+}
+
+// Heartbeats sends a sign of life every interval: from its own goroutine,
+// so only a runner that cannot run at all (stopped, frozen) falls silent.
+func (s *server) Heartbeats(req *pb.RunnerHeartbeatRequest, stream pb.JobRunnerService_HeartbeatsServer) error {
+	interval := time.Duration(req.IntervalMs) * time.Millisecond
+	if interval <= 0 {
+		interval = DefaultHeartbeatInterval
+	}
+	interval = max(interval, minHeartbeatInterval)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	pid := int32(os.Getpid())
+	for seq := int64(1); ; seq++ {
+		if err := stream.Send(&pb.RunnerHeartbeat{Sequence: seq, Pid: pid}); err != nil {
+			return err
+		}
+		select {
+		case <-tick.C:
+		case <-stream.Context().Done():
+			return nil
+		case <-s.stopping:
 			return nil
 		}
 	}
