@@ -662,9 +662,13 @@ func TestFaultTaskManagerStoppedLongerThanHeartbeatTimeout(t *testing.T) {
 	})
 	// Whatever happens, nothing stays frozen after the test.
 	t.Cleanup(func() {
-		_ = syscall.Kill(tmPid, syscall.SIGCONT)
-		_ = syscall.Kill(runner, syscall.SIGCONT)
-		_ = syscall.Kill(runner, syscall.SIGKILL)
+		_ = syscall.Kill(tmPid, syscall.SIGCONT) // not reaped yet: the cluster's cleanup runs after this one
+		for _, pid := range runnerPids(id) {
+			if pid == runner {
+				_ = syscall.Kill(runner, syscall.SIGCONT)
+				_ = syscall.Kill(runner, syscall.SIGKILL)
+			}
+		}
 	})
 	if v := c.jobVertex(id, src); allIn("RUNNING")(v.Subtasks) != nil {
 		t.Fatalf("sources no longer all running before the freeze: %+v; the job is too fast for the test", v.Subtasks)
