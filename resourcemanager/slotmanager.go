@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"slices"
 	"time"
+
+	"github.com/gofl/gofl/internal/backoff"
 )
 
 // slotManager is the ResourceManager's bookkeeping, Flink's
@@ -13,10 +15,18 @@ import (
 // to make next. It has no goroutines, no clock and no I/O: time comes in as
 // arguments and RequestSlot calls go out as return values. The
 // ResourceManager owns it on its mailbox.
+//
+// Slot reports are level-triggered: every report (a heartbeat's answer or a
+// TaskExecutor's own SendSlotReport) is compared with the RM's view, and
+// the TaskExecutor is the truth about what it holds, except where the RM
+// knows better: a slot with a RequestSlot in flight, and a slot the RM
+// changed after the report was requested (see applySlotReport). Reports can
+// come late, twice or out of order; a later solicited report (a heartbeat
+// requested after the RM's last change) always settles a slot, so the view
+// converges once the RM stops changing it.
 type slotManager struct {
-	evenly  bool
-	newID   func() string // allocation IDs
-	version uint64        // bumped on every change the RM itself makes to a slot
+	cfg     slotManagerConfig
+	version uint64 // bumped on every change the RM itself makes to a slot
 
 	tms    []*tmSlots // registration order: the default slot selection order
 	tmByID map[string]*tmSlots
@@ -31,6 +41,27 @@ type slotManager struct {
 	// slot and a reconcile is O(jobs), not O(slots).
 	free    int               // free slots (blocked ones included)
 	tallies map[string]*tally // by job ID, only non-zero ones
+
+	stale map[string]*tmSlots // TaskManagers whose reports disagreed with a kept slot
+}
+
+// slotManagerConfig configures a slotManager. Zero fields take the
+// defaults noted.
+type slotManagerConfig struct {
+	// EvenlySpreadOut: cluster.evenly-spread-out-slots.
+	EvenlySpreadOut bool
+	// NewID returns a new allocation ID; required.
+	NewID func() string
+	// RejectWindow: a slot this RM allocated to a job that a report shows
+	// free again within this time, while the job has not declared since,
+	// was refused by the job (the TaskExecutor freed it after a rejected
+	// offer). Default 20 s (two default heartbeat intervals).
+	RejectWindow time.Duration
+	// RejectBackoff is the pause in requesting slots for a job after such
+	// rejections, growing with each consecutive one.
+	RejectBackoff backoff.Config
+	// Rand draws the pause's jitter, uniform in [0, 1); nil: math/rand/v2.
+	Rand func() float64
 }
 
 type slotState int
@@ -54,6 +85,12 @@ type slot struct {
 	// changed is the slotManager version of the RM's last own change.
 	changed uint64
 	gone    bool // removed with its TaskManager or from its slot report
+	// allocatedAt is when this RM's RequestSlot for the current allocation
+	// succeeded, and declared the job's declaration count then; zero until
+	// a report shows the allocation held past the reject window, and for
+	// allocations adopted from reports. See slotManagerConfig.RejectWindow.
+	allocatedAt time.Time
+	declared    uint64
 }
 
 type tmSlots struct {
@@ -62,6 +99,14 @@ type tmSlots struct {
 	slots      []*slot // ascending index
 	free       int     // free slots
 	blocked    int     // free slots that are blocked
+	// syncedAsOf is the newest version at which a report this TaskManager
+	// answered was requested (a heartbeat's asOf): its unsolicited reports
+	// are applied as of then, since they may have been sent before.
+	syncedAsOf uint64
+	// stale: a report disagreed with a slot whose RM state it could not
+	// override (call in flight, or changed after the report was
+	// requested); a solicited report once nothing is in flight settles it.
+	stale bool
 }
 
 type jobRequirement struct {
@@ -75,6 +120,12 @@ type jobRequirement struct {
 	// required) to not; zero while fulfilled. It restarts after each timeout
 	// notice.
 	unfulfilledSince time.Time
+	// declared counts the job's declarations; rejections counts the slots
+	// it refused in a row (see slotManagerConfig.RejectWindow), and no slot
+	// is requested for it before holdUntil.
+	declared   uint64
+	rejections int
+	holdUntil  time.Time
 }
 
 // reportedSlot is one slot of a TaskExecutor's slot report.
@@ -106,14 +157,39 @@ type notice struct {
 // tally is what a job holds.
 type tally struct{ allocated, pending int }
 
-func newSlotManager(evenly bool, newID func() string) *slotManager {
+// reportOutcome is what applying a slot report changed, for the log.
+type reportOutcome struct {
+	// Adopted: allocations the TaskExecutor holds that the RM did not know.
+	Adopted []reportedSlot
+	// Freed: allocations the RM believed in that the TaskExecutor no
+	// longer holds.
+	Freed []reportedSlot
+	// Rejected: jobs that refused a slot just allocated to them and are now
+	// on hold.
+	Rejected []rejection
+	// Kept counts slots the report could not override.
+	Kept int
+}
+
+// rejection is a job put on hold after refusing a slot.
+type rejection struct {
+	JobID, AllocationID string
+	Index               int32
+	Hold                time.Duration
+	InARow              int
+}
+
+func newSlotManager(cfg slotManagerConfig) *slotManager {
+	if cfg.RejectWindow <= 0 {
+		cfg.RejectWindow = 20 * time.Second
+	}
 	return &slotManager{
-		evenly:  evenly,
-		newID:   newID,
+		cfg:     cfg,
 		tmByID:  map[string]*tmSlots{},
 		jobByID: map[string]*jobRequirement{},
 		pending: map[string]*slot{},
 		tallies: map[string]*tally{},
+		stale:   map[string]*tmSlots{},
 	}
 }
 
@@ -169,7 +245,9 @@ func (sm *slotManager) addTaskManager(resourceID string) {
 	if _, ok := sm.tmByID[resourceID]; ok {
 		return
 	}
-	tm := &tmSlots{resourceID: resourceID}
+	// Nothing the RM did before the TaskManager existed can be newer than
+	// its reports.
+	tm := &tmSlots{resourceID: resourceID, syncedAsOf: sm.version}
 	sm.tms = append(sm.tms, tm)
 	sm.tmByID[resourceID] = tm
 }
@@ -189,6 +267,7 @@ func (sm *slotManager) removeTaskManager(resourceID string) {
 		s.gone = true
 	}
 	delete(sm.tmByID, resourceID)
+	delete(sm.stale, resourceID)
 	for i, t := range sm.tms {
 		if t == tm {
 			sm.tms = append(sm.tms[:i:i], sm.tms[i+1:]...)
@@ -197,21 +276,43 @@ func (sm *slotManager) removeTaskManager(resourceID string) {
 	}
 }
 
-// applySlotReport makes a TaskExecutor's report the truth for its slots:
-// the reported set of slots, each free or allocated. Two exceptions keep
-// what the RM knows better: a slot with a RequestSlot in flight stays
-// pending until the call returns, and a slot the RM changed after asOf (the
-// Version when the report was requested, e.g. a heartbeat that crossed a
-// RequestSlot) keeps its state. It reports false for an unknown TaskManager.
-func (sm *slotManager) applySlotReport(resourceID string, report []reportedSlot, asOf uint64) bool {
+// applySlotReport applies a solicited report: the answer to a heartbeat
+// requested when the version was asOf. The report is the truth for the
+// TaskExecutor's slots: the set of slots, each free or allocated (an
+// allocation the RM did not know is adopted, one it believed in that the
+// TaskExecutor no longer reports is freed). Two exceptions keep what the RM
+// knows better: a slot with a RequestSlot in flight stays pending until the
+// call returns, and a slot the RM changed after asOf keeps its state (the
+// report may predate the change). It reports false for an unknown
+// TaskManager.
+func (sm *slotManager) applySlotReport(resourceID string, report []reportedSlot, asOf uint64, now time.Time) (reportOutcome, bool) {
+	return sm.apply(resourceID, report, asOf, true, now)
+}
+
+// applyPushedReport applies a report the TaskExecutor sent on its own
+// (SendSlotReport). Nothing tells when it was sent, so it counts as
+// requested at the newest asOf of the TaskExecutor's answered heartbeats:
+// slots the RM changed since are kept, and if the report disagrees with
+// them, wantReports asks for a heartbeat to settle them.
+func (sm *slotManager) applyPushedReport(resourceID string, report []reportedSlot, now time.Time) (reportOutcome, bool) {
 	tm, ok := sm.tmByID[resourceID]
 	if !ok {
-		return false
+		return reportOutcome{}, false
+	}
+	return sm.apply(resourceID, report, tm.syncedAsOf, false, now)
+}
+
+func (sm *slotManager) apply(resourceID string, report []reportedSlot, asOf uint64, solicited bool, now time.Time) (reportOutcome, bool) {
+	var out reportOutcome
+	tm, ok := sm.tmByID[resourceID]
+	if !ok {
+		return out, false
 	}
 	old := make(map[int32]*slot, len(tm.slots))
 	for _, s := range tm.slots {
 		old[s.index] = s
 	}
+	disagrees := false
 	seen := make(map[int32]bool, len(report))
 	next := make([]*slot, 0, len(report))
 	for _, r := range report {
@@ -226,16 +327,13 @@ func (sm *slotManager) applySlotReport(resourceID string, report []reportedSlot,
 		}
 		next = append(next, s)
 		if s.state == slotPending || s.changed > asOf {
+			out.Kept++
+			if r.AllocationID != s.allocationID {
+				disagrees = true
+			}
 			continue
 		}
-		sm.update(s, func() {
-			if r.AllocationID == "" {
-				s.state, s.allocationID, s.jobID = slotFree, "", ""
-			} else {
-				s.state, s.allocationID, s.jobID = slotAllocated, r.AllocationID, r.JobID
-				s.blocked = false
-			}
-		})
+		sm.applySlot(s, r, now, &out)
 	}
 	// A slot missing from the report is gone, unless a call for it is in flight.
 	for _, s := range tm.slots {
@@ -243,6 +341,8 @@ func (sm *slotManager) applySlotReport(resourceID string, report []reportedSlot,
 		case seen[s.index]:
 		case s.state == slotPending:
 			next = append(next, s)
+			out.Kept++
+			disagrees = true
 		default:
 			sm.account(s, -1)
 			s.gone = true
@@ -251,7 +351,89 @@ func (sm *slotManager) applySlotReport(resourceID string, report []reportedSlot,
 	slices.SortFunc(next, func(a, b *slot) int { return cmp.Compare(a.index, b.index) })
 	tm.slots = next
 	tm.reported = true
-	return true
+	if solicited {
+		tm.syncedAsOf = max(tm.syncedAsOf, asOf)
+		if out.Kept == 0 {
+			tm.stale = false // everything settled
+		}
+	}
+	tm.stale = tm.stale || disagrees
+	if tm.stale {
+		sm.stale[tm.resourceID] = tm
+	} else {
+		delete(sm.stale, tm.resourceID)
+	}
+	return out, true
+}
+
+// applySlot makes s what the report r says (s is neither pending nor
+// changed after the report was requested).
+func (sm *slotManager) applySlot(s *slot, r reportedSlot, now time.Time, out *reportOutcome) {
+	if s.state == slotAllocated && r.AllocationID == s.allocationID {
+		if !s.allocatedAt.IsZero() && now.Sub(s.allocatedAt) > sm.cfg.RejectWindow {
+			// Held past the window: the job took it, so its run of
+			// rejections (if any) is over.
+			if j := sm.jobByID[s.jobID]; j != nil {
+				j.rejections = 0
+			}
+			s.allocatedAt = time.Time{}
+		}
+		return
+	}
+	if s.state == slotAllocated {
+		out.Freed = append(out.Freed, reportedSlot{Index: s.index, AllocationID: s.allocationID, JobID: s.jobID})
+		sm.rejected(s, now, out)
+	}
+	if r.AllocationID != "" {
+		out.Adopted = append(out.Adopted, r)
+	}
+	sm.update(s, func() {
+		s.allocatedAt, s.declared = time.Time{}, 0
+		if r.AllocationID == "" {
+			s.state, s.allocationID, s.jobID = slotFree, "", ""
+		} else {
+			s.state, s.allocationID, s.jobID = slotAllocated, r.AllocationID, r.JobID
+			s.blocked = false
+		}
+	})
+}
+
+// rejected handles a slot the RM allocated that a report shows gone: if it
+// went within the reject window and its job has not declared since, the
+// job refused it (a rejected offer), and requesting slots for the job
+// pauses, longer with each rejection in a row, until it declares again.
+// Without this, a JobMaster that keeps refusing (e.g. still counting a dead
+// TaskManager's slots) and the RM that keeps re-requesting trade offers as
+// fast as the network allows. Rejections during a pause count as one.
+func (sm *slotManager) rejected(s *slot, now time.Time, out *reportOutcome) {
+	j := sm.jobByID[s.jobID]
+	if j == nil || s.allocatedAt.IsZero() || s.declared != j.declared || now.Sub(s.allocatedAt) > sm.cfg.RejectWindow {
+		return
+	}
+	if now.Before(j.holdUntil) {
+		return
+	}
+	d := sm.cfg.RejectBackoff.Delay(j.rejections, sm.cfg.Rand)
+	j.rejections++
+	j.holdUntil = now.Add(d)
+	out.Rejected = append(out.Rejected, rejection{JobID: j.id, AllocationID: s.allocationID, Index: s.index, Hold: d, InARow: j.rejections})
+}
+
+// wantReports lists, in registration order, the TaskManagers whose last
+// reports disagreed with slots the RM changed and that have no RequestSlot
+// in flight: a heartbeat now brings a report that settles them.
+func (sm *slotManager) wantReports() []string {
+	if len(sm.stale) == 0 {
+		return nil
+	}
+	var out []string
+	for _, tm := range sm.tms {
+		if !tm.stale || slices.ContainsFunc(tm.slots, func(s *slot) bool { return s.state == slotPending }) {
+			continue
+		}
+		out = append(out, tm.resourceID)
+	}
+	return out
 }
 
 // setRequirement records that jobID needs slots slots in total (0: none).
@@ -267,6 +449,10 @@ func (sm *slotManager) setRequirement(jobID string, slots int) {
 		j.noticed = false
 	}
 	j.required = slots
+	// A declaration ends a pause after rejected slots: the job says anew
+	// what it needs.
+	j.declared++
+	j.rejections, j.holdUntil = 0, time.Time{}
 }
 
 // removeJob drops a job's requirement. Slots stay allocated to it until
@@ -295,11 +481,16 @@ func (sm *slotManager) requirement(jobID string) int {
 
 // allocate matches free slots to jobs short of their requirement, in
 // declaration order, marks the chosen slots pending and returns the
-// RequestSlot calls to make. Never reclaims: a job holding more than it
-// requires keeps its slots until the TaskExecutor reports them free.
-func (sm *slotManager) allocate() []slotRequest {
+// RequestSlot calls to make. Jobs on hold after rejected slots are skipped
+// until now reaches their holdUntil (see nextWake). Never reclaims: a job
+// holding more than it requires keeps its slots until the TaskExecutor
+// reports them free.
+func (sm *slotManager) allocate(now time.Time) []slotRequest {
 	var out []slotRequest
 	for _, j := range sm.jobs {
+		if now.Before(j.holdUntil) {
+			continue
+		}
 		for {
 			x := sm.tallyOf(j.id)
 			if j.required <= x.allocated+x.pending {
@@ -311,7 +502,7 @@ func (sm *slotManager) allocate() []slotRequest {
 			}
 			sm.version++
 			sm.update(s, func() {
-				s.state, s.allocationID, s.jobID, s.changed = slotPending, sm.newID(), j.id, sm.version
+				s.state, s.allocationID, s.jobID, s.changed = slotPending, sm.cfg.NewID(), j.id, sm.version
 			})
 			sm.pending[s.allocationID] = s
 			out = append(out, slotRequest{AllocationID: s.allocationID, ResourceID: s.tm.resourceID, SlotIndex: s.index, JobID: j.id})
@@ -330,7 +521,7 @@ func (sm *slotManager) pickFree() *slot {
 		if tm.free-tm.blocked == 0 {
 			continue
 		}
-		if !sm.evenly {
+		if !sm.cfg.EvenlySpreadOut {
 			return tm.firstPickable()
 		}
 		// used/total < best's used/total
@@ -353,11 +544,11 @@ func (tm *tmSlots) firstPickable() *slot {
 	return nil
 }
 
-// requestDone records a RequestSlot result: on success the slot is
+// requestDone records a RequestSlot result at now: on success the slot is
 // allocated to the job, on failure it is free again but blocked until
 // endBackoff. It reports false for a call it no longer tracks (its
 // TaskManager was removed).
-func (sm *slotManager) requestDone(allocationID string, ok bool) bool {
+func (sm *slotManager) requestDone(allocationID string, ok bool, now time.Time) bool {
 	s, found := sm.pending[allocationID]
 	if !found {
 		return false
@@ -368,6 +559,10 @@ func (sm *slotManager) requestDone(allocationID string, ok bool) bool {
 		s.changed = sm.version
 		if ok {
 			s.state = slotAllocated
+			s.allocatedAt, s.declared = now, 0
+			if j := sm.jobByID[s.jobID]; j != nil {
+				s.declared = j.declared
+			}
 		} else {
 			s.state, s.allocationID, s.jobID, s.blocked = slotFree, "", "", true
 		}
@@ -379,7 +574,8 @@ func (sm *slotManager) requestDone(allocationID string, ok bool) bool {
 }
 
 // endBackoff makes slots whose RequestSlot failed eligible again; the RM
-// calls it on every heartbeat tick.
+// calls it on every heartbeat tick, so a slot failing for good is tried at
+// most once per heartbeat interval.
 func (sm *slotManager) endBackoff() {
 	for _, s := range sm.blocked {
 		if s.blocked && !s.gone {
@@ -423,6 +619,18 @@ func (sm *slotManager) notices(now time.Time, timeout time.Duration) []notice {
 		}
 	}
 	return out
+}
+
+// nextWake is the earliest end of a job's hold after now (zero: none):
+// allocate must run again then.
+func (sm *slotManager) nextWake(now time.Time) time.Time {
+	var t time.Time
+	for _, j := range sm.jobs {
+		if now.Before(j.holdUntil) && (t.IsZero() || j.holdUntil.Before(t)) {
+			t = j.holdUntil
+		}
+	}
+	return t
 }
 
 // missingSlots is how many slots the jobs need beyond what they hold and
