@@ -58,10 +58,11 @@ func (rm *ResourceManager) workerEvent(ev providers.WorkerEvent) {
 			Str("cause", why).Msg("worker terminated")
 		// Act at once rather than waiting for the heartbeat timeout; the
 		// JobMasters hear of it even if its TaskExecutor never registered
-		// here or was already removed (NotifyTaskManagerLost is idempotent).
-		if !rm.dropTaskExecutor(e.WorkerID, "worker terminated: "+why) {
+		// here, unless they were told when it was unregistered.
+		if !rm.dropTaskExecutor(e.WorkerID, "worker terminated: "+why) && !rm.told[e.WorkerID] {
 			rm.notifyTaskManagerLost(e.WorkerID, fmt.Errorf("%w: %s: worker terminated: %s", ErrTaskManagerLost, e.WorkerID, why))
 		}
+		delete(rm.told, e.WorkerID) // its ID is not used again
 		rm.reconcile()
 	}
 }

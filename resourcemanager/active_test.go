@@ -261,10 +261,10 @@ func TestActiveStartsAndReleasesTaskManagers(t *testing.T) {
 		t.Fatal(err)
 	}
 	fjm.freeAll(t)
-	eventually(t, "the freed slots are reported", func() bool { return c.freeSlots() == 8 })
+	eventually(t, "the freed slots are reported", func() bool { return c.freeSlots() == 6 })
 	c.advance(29 * time.Second)
-	if n := len(c.taskManagerIDs()); n != 4 {
-		t.Fatalf("%d TaskManagers before the idle timeout, want 4", n)
+	if n := len(c.taskManagerIDs()); n != 3 {
+		t.Fatalf("%d TaskManagers before the idle timeout, want 3", n)
 	}
 	c.advance(time.Second)
 	eventually(t, "idle workers are released", func() bool { return len(c.taskManagerIDs()) == 0 })

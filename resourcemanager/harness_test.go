@@ -236,6 +236,9 @@ func startRMWithLogs(t *testing.T, cfg Config, logs *logBuffer, listening func(a
 			t.Logf("ResourceManager log:\n%s", logs.String())
 		}
 	})
+	// Run's first turn arms the heartbeat timer: wait for it, so that the
+	// test's clock starts with the RM running.
+	eventually(t, "the ResourceManager started", func() bool { return c.clk.Pending() > 0 })
 	c.settle()
 	return c
 }

@@ -188,6 +188,9 @@ type ResourceManager struct {
 	teHB    *heartbeat.Monitor[string]
 	jms     map[string]*jobMaster // by job ID
 	jmHB    *heartbeat.Monitor[string]
+	// told: TaskManagers the JobMasters were told are lost since they last
+	// registered; a WorkerTerminated for them tells no one again.
+	told    map[string]bool
 	hbTimer clock.Timer // the heartbeat interval's timer
 	wake    clock.Timer // the next hold or planner deadline
 	wakeAt  time.Time
@@ -234,6 +237,7 @@ func New(cfg Config, log zerolog.Logger) *ResourceManager {
 		dial: cfg.DialTaskExecutor,
 		rnd:  rnd,
 		tes:  map[string]*taskExecutor{},
+		told: map[string]bool{},
 		teHB: heartbeat.New[string](cfg.HeartbeatTimeout),
 		jms:  map[string]*jobMaster{},
 		jmHB: heartbeat.New[string](cfg.HeartbeatTimeout),
@@ -563,6 +567,7 @@ func (rm *ResourceManager) registerTaskExecutor(req *pb.RegisterTaskExecutorRequ
 		Rand:        rm.rnd.Float64,
 	}, rm.log.With().Str("resource_id", te.resourceID).Str("instance_id", te.instanceID).Logger())
 	rm.tes[te.resourceID] = te
+	delete(rm.told, te.resourceID)
 	rm.teOrder = append(rm.teOrder, te.resourceID)
 	rm.teHB.Seen(te.resourceID, now)
 	rm.sm.addTaskManager(te.resourceID)
@@ -595,7 +600,7 @@ func (rm *ResourceManager) sendSlotReport(req *pb.SendSlotReportRequest) error {
 	if te.instanceID != req.GetInstanceId() {
 		return status.Errorf(codes.NotFound, "TaskExecutor %s is registered with instance %s, not %s", te.resourceID, te.instanceID, req.GetInstanceId())
 	}
-	out, _ := rm.sm.applyPushedReport(te.resourceID, fromReport(req.GetSlotReport()), rm.clk.Now())
+	out, _ := rm.sm.applyPushedReport(te.resourceID, fromReport(req.GetSlotReport()), te.heartbeating, rm.clk.Now())
 	rm.logReport(te, "slot report", out)
 	rm.reconcile()
 	return nil
@@ -669,11 +674,11 @@ func (rm *ResourceManager) dropTaskExecutor(resourceID, why string) bool {
 // that the TaskManager is gone, so they drop it now rather than at their
 // heartbeat timeout. JobMasters ignore TaskManagers they do not know.
 func (rm *ResourceManager) notifyTaskManagerLost(resourceID string, cause error) {
+	rm.told[resourceID] = true
 	for _, id := range slices.Sorted(maps.Keys(rm.jms)) {
 		rm.jms[id].gw.NotifyTaskManagerLost(resourceID, cause)
 	}
 }
-
 
 func (rm *ResourceManager) expireTaskExecutors(now time.Time) {
 	expired := rm.teHB.Expired(now)

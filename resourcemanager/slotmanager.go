@@ -19,14 +19,20 @@ import (
 // Slot reports are level-triggered: every report (a heartbeat's answer or a
 // TaskExecutor's own SendSlotReport) is compared with the RM's view, and
 // the TaskExecutor is the truth about what it holds, except where the RM
-// knows better: a slot with a RequestSlot in flight, and a slot the RM
-// changed after the report was requested (see applySlotReport). Reports can
-// come late, twice or out of order; a later solicited report (a heartbeat
-// requested after the RM's last change) always settles a slot, so the view
-// converges once the RM stops changing it.
+// knows better: a slot with a RequestSlot in flight, and a slot that
+// changed after the report was requested (see applySlotReport). Only
+// heartbeat answers, at most one in flight per TaskExecutor and each
+// stamped with the version it was requested at, change the view; a pushed
+// report that disagrees with it, or a failed RequestSlot, makes the RM ask
+// for one at once (wantReports). So reports that come late, twice or out of
+// order cost at most a heartbeat, and the view converges to the
+// TaskExecutor's once the RM stops changing its slots.
 type slotManager struct {
-	cfg     slotManagerConfig
-	version uint64 // bumped on every change the RM itself makes to a slot
+	cfg slotManagerConfig
+	// version is bumped on every change to a slot (by the RM, or by a
+	// report) and when a report disagrees with a slot it cannot override;
+	// a report requested at version v only overrides slots unchanged since.
+	version uint64
 
 	tms    []*tmSlots // registration order: the default slot selection order
 	tmByID map[string]*tmSlots
@@ -82,7 +88,7 @@ type slot struct {
 	// blocked: a RequestSlot for this slot failed; it is not picked again
 	// until the next endBackoff (heartbeat tick), so failures never loop hot.
 	blocked bool
-	// changed is the slotManager version of the RM's last own change.
+	// changed is the slotManager version of the slot's last change.
 	changed uint64
 	gone    bool // removed with its TaskManager or from its slot report
 	// allocatedAt is when this RM's RequestSlot for the current allocation
@@ -99,14 +105,12 @@ type tmSlots struct {
 	slots      []*slot // ascending index
 	free       int     // free slots
 	blocked    int     // free slots that are blocked
-	// syncedAsOf is the newest version at which a report this TaskManager
-	// answered was requested (a heartbeat's asOf): its unsolicited reports
-	// are applied as of then, since they may have been sent before.
-	syncedAsOf uint64
-	// stale: a report disagreed with a slot whose RM state it could not
+	// stale: a report disagreed with a slot whose state it could not
 	// override (call in flight, or changed after the report was
-	// requested); a solicited report once nothing is in flight settles it.
-	stale bool
+	// requested), at version staleAt; a solicited report requested after
+	// that which agrees with every slot it cannot override settles it.
+	stale   bool
+	staleAt uint64
 }
 
 type jobRequirement struct {
@@ -245,9 +249,7 @@ func (sm *slotManager) addTaskManager(resourceID string) {
 	if _, ok := sm.tmByID[resourceID]; ok {
 		return
 	}
-	// Nothing the RM did before the TaskManager existed can be newer than
-	// its reports.
-	tm := &tmSlots{resourceID: resourceID, syncedAsOf: sm.version}
+	tm := &tmSlots{resourceID: resourceID}
 	sm.tms = append(sm.tms, tm)
 	sm.tmByID[resourceID] = tm
 }
@@ -282,37 +284,80 @@ func (sm *slotManager) removeTaskManager(resourceID string) {
 // allocation the RM did not know is adopted, one it believed in that the
 // TaskExecutor no longer reports is freed). Two exceptions keep what the RM
 // knows better: a slot with a RequestSlot in flight stays pending until the
-// call returns, and a slot the RM changed after asOf keeps its state (the
-// report may predate the change). It reports false for an unknown
-// TaskManager.
+// call returns, and a slot changed after asOf (by the RM, or by a newer
+// report) keeps its state: the report may predate the change. It reports
+// false for an unknown TaskManager.
 func (sm *slotManager) applySlotReport(resourceID string, report []reportedSlot, asOf uint64, now time.Time) (reportOutcome, bool) {
-	return sm.apply(resourceID, report, asOf, true, now)
-}
-
-// applyPushedReport applies a report the TaskExecutor sent on its own
-// (SendSlotReport). Nothing tells when it was sent, so it counts as
-// requested at the newest asOf of the TaskExecutor's answered heartbeats:
-// slots the RM changed since are kept, and if the report disagrees with
-// them, wantReports asks for a heartbeat to settle them.
-func (sm *slotManager) applyPushedReport(resourceID string, report []reportedSlot, now time.Time) (reportOutcome, bool) {
 	tm, ok := sm.tmByID[resourceID]
 	if !ok {
 		return reportOutcome{}, false
 	}
-	return sm.apply(resourceID, report, tm.syncedAsOf, false, now)
+	out, disagrees := sm.apply(tm, report, asOf, now)
+	switch {
+	case disagrees:
+		sm.markStale(tm)
+	case asOf >= tm.staleAt:
+		// Requested after the last disagreement: settled.
+		tm.stale = false
+		delete(sm.stale, tm.resourceID)
+	}
+	return out, true
 }
 
-func (sm *slotManager) apply(resourceID string, report []reportedSlot, asOf uint64, solicited bool, now time.Time) (reportOutcome, bool) {
-	var out reportOutcome
+// applyPushedReport takes a report the TaskExecutor sent on its own
+// (SendSlotReport). The first report of a TaskManager makes its slots
+// usable. Later ones are hints only: nothing tells when they were sent, so
+// one that arrives late, twice or out of order could undo newer knowledge.
+// If it disagrees with the RM's view, or hbInFlight (the answer of a
+// heartbeat sent before it arrived may predate it, and must not settle
+// it), wantReports asks for a heartbeat, whose answer is applied. The cost
+// of a stale push is thus one heartbeat, never a wrong view. (A sequence
+// number in slot reports would let pushes be applied directly.)
+func (sm *slotManager) applyPushedReport(resourceID string, report []reportedSlot, hbInFlight bool, now time.Time) (reportOutcome, bool) {
 	tm, ok := sm.tmByID[resourceID]
 	if !ok {
-		return out, false
+		return reportOutcome{}, false
 	}
+	if !tm.reported {
+		// Nothing happened to its slots yet that the report could predate.
+		out, _ := sm.apply(tm, report, sm.version, now)
+		return out, true
+	}
+	if hbInFlight || !tm.agrees(report) {
+		sm.markStale(tm)
+	}
+	return reportOutcome{}, true
+}
+
+// agrees reports whether a report shows every slot as the RM sees it.
+func (tm *tmSlots) agrees(report []reportedSlot) bool {
+	if len(report) != len(tm.slots) {
+		return false
+	}
+	for _, r := range report {
+		i, found := slices.BinarySearchFunc(tm.slots, r.Index, func(s *slot, i int32) int { return cmp.Compare(s.index, i) })
+		if !found || tm.slots[i].allocationID != r.AllocationID {
+			return false
+		}
+	}
+	return true
+}
+
+// markStale records that the TaskManager's slots need a report requested
+// from now on (see wantReports).
+func (sm *slotManager) markStale(tm *tmSlots) {
+	sm.version++
+	tm.stale, tm.staleAt = true, sm.version
+	sm.stale[tm.resourceID] = tm
+}
+
+// apply makes the report the truth for tm's slots but those pending or
+// changed after asOf; it reports whether it disagreed with any of those.
+func (sm *slotManager) apply(tm *tmSlots, report []reportedSlot, asOf uint64, now time.Time) (out reportOutcome, disagrees bool) {
 	old := make(map[int32]*slot, len(tm.slots))
 	for _, s := range tm.slots {
 		old[s.index] = s
 	}
-	disagrees := false
 	seen := make(map[int32]bool, len(report))
 	next := make([]*slot, 0, len(report))
 	for _, r := range report {
@@ -351,23 +396,13 @@ func (sm *slotManager) apply(resourceID string, report []reportedSlot, asOf uint
 	slices.SortFunc(next, func(a, b *slot) int { return cmp.Compare(a.index, b.index) })
 	tm.slots = next
 	tm.reported = true
-	if solicited {
-		tm.syncedAsOf = max(tm.syncedAsOf, asOf)
-		if out.Kept == 0 {
-			tm.stale = false // everything settled
-		}
-	}
-	tm.stale = tm.stale || disagrees
-	if tm.stale {
-		sm.stale[tm.resourceID] = tm
-	} else {
-		delete(sm.stale, tm.resourceID)
-	}
-	return out, true
+	return out, disagrees
 }
 
 // applySlot makes s what the report r says (s is neither pending nor
-// changed after the report was requested).
+// changed after the report was requested). A change counts as a change
+// of the slot (changed), so a report requested before it, arriving later,
+// cannot undo it.
 func (sm *slotManager) applySlot(s *slot, r reportedSlot, now time.Time, out *reportOutcome) {
 	if s.state == slotAllocated && r.AllocationID == s.allocationID {
 		if !s.allocatedAt.IsZero() && now.Sub(s.allocatedAt) > sm.cfg.RejectWindow {
@@ -380,6 +415,9 @@ func (sm *slotManager) applySlot(s *slot, r reportedSlot, now time.Time, out *re
 		}
 		return
 	}
+	if s.state == slotFree && r.AllocationID == "" {
+		return
+	}
 	if s.state == slotAllocated {
 		out.Freed = append(out.Freed, reportedSlot{Index: s.index, AllocationID: s.allocationID, JobID: s.jobID})
 		sm.rejected(s, now, out)
@@ -387,7 +425,9 @@ func (sm *slotManager) applySlot(s *slot, r reportedSlot, now time.Time, out *re
 	if r.AllocationID != "" {
 		out.Adopted = append(out.Adopted, r)
 	}
+	sm.version++
 	sm.update(s, func() {
+		s.changed = sm.version
 		s.allocatedAt, s.declared = time.Time{}, 0
 		if r.AllocationID == "" {
 			s.state, s.allocationID, s.jobID = slotFree, "", ""
@@ -569,6 +609,9 @@ func (sm *slotManager) requestDone(allocationID string, ok bool, now time.Time) 
 	})
 	if !ok {
 		sm.blocked = append(sm.blocked, s)
+		// The TaskExecutor may hold the slot after all (the call timed out
+		// after it arrived), or another allocation took it: ask.
+		sm.markStale(s.tm)
 	}
 	return true
 }

@@ -20,7 +20,8 @@ import (
 //	                        "free" or JOB/ALLOC, index = position
 //	snapshot                remember the version (a heartbeat request is sent)
 //	late-report TM SLOT...  a heartbeat's report requested at the snapshot arrives now
-//	push TM SLOT...         a report the TaskExecutor sent on its own (SendSlotReport)
+//	push TM SLOT...         a report the TaskExecutor sent on its own (SendSlotReport):
+//	                        applied if it is the first, else a hint
 //	                        every report prints what it changed:
 //	                        > adopted TM/INDEX JOB/ALLOC
 //	                        > freed TM/INDEX JOB/ALLOC
@@ -95,7 +96,7 @@ match
 > request tm1/1 a a3
 > request tm3/1 a a4
 `},
-		{name: "a failed request frees the slot, which waits for the next tick", script: `
+		{name: "a failed request frees the slot, which waits for the next tick, and asks for a report", script: `
 tm tm1
 report tm1 free
 require a 1
@@ -103,8 +104,11 @@ match
 > request tm1/0 a a1
 fail a1
 match
+> sync tm1
 slots tm1
 > total=1 free=1
+report tm1 free
+match
 tick
 match
 > request tm1/0 a a2
@@ -207,6 +211,8 @@ match
 > request tm1/0 a a1
 fail a1
 match
+> sync tm1
+report tm1 free
 after 30s
 match
 after 30s
@@ -282,22 +288,32 @@ tick
 match
 > request tm1/0 a a4
 `},
-		{name: "a duplicated report changes nothing the second time", script: `
+		{name: "the first pushed report makes the slots usable; later ones are hints", script: `
 tm tm1
-report tm1 free free
-push tm1 x/x1 free
-> adopted tm1/0 x/x1
-push tm1 x/x1 free
+push tm1 free x/x1
+> adopted tm1/1 x/x1
+slots tm1
+> total=2 free=1
+push tm1 free x/x1
+match
+push tm1 free free
 state tm1
-> x/x1 free
+> free x/x1
+match
+> sync tm1
+report tm1 free free
+> freed tm1/1 x/x1
+match
 `},
-		{name: "a pushed report older than a grant keeps the grant; a heartbeat settles it", script: `
+		{name: "duplicated and reordered pushes cost a heartbeat, never a wrong view", script: `
 tm tm1
 report tm1 free free
 require a 1
 match
 > request tm1/0 a a1
 ok a1
+push tm1 free free
+push tm1 x/x1 free
 push tm1 free free
 state tm1
 > a/a1 free
@@ -308,7 +324,7 @@ match
 state tm1
 > a/a1 free
 `},
-		{name: "a pushed report crossing a call in flight asks for a heartbeat once the call returned", script: `
+		{name: "a push crossing a call in flight asks for a heartbeat once the call returned", script: `
 tm tm1
 report tm1 free free
 require a 1
@@ -328,30 +344,38 @@ after 1s
 match
 > request tm1/0 a a2
 `},
-		{name: "a pushed report after a heartbeat that saw the grant is believed", script: `
+		{name: "a push that agrees changes nothing, unless a heartbeat answer may predate it", script: `
 tm tm1
 report tm1 free free
-require a 1
+push tm1 free free
+match
+snapshot
+push tm1 free free
+late-report tm1 free free
+match
+> sync tm1
+report tm1 free free
+match
+`},
+		{name: "a heartbeat answer older than a push that arrived meanwhile does not settle it", script: `
+tm tm1
+report tm1 free free
+require a 2
 match
 > request tm1/0 a a1
+> request tm1/1 a a2
 ok a1
-report tm1 a/a1 free
-after 30s
+ok a2
+drop a
+snapshot
 push tm1 free free
+late-report tm1 free a/a2
 > freed tm1/0 a/a1
 match
-> request tm1/0 a a2
-`},
-		{name: "reordered pushes: the older one arriving last is corrected by the next heartbeat", script: `
-tm tm1
+> sync tm1
 report tm1 free free
-push tm1 free free
-push tm1 x/x1 free
-> adopted tm1/0 x/x1
-state tm1
-> x/x1 free
-report tm1 free free
-> freed tm1/0 x/x1
+> freed tm1/1 a/a2
+match
 state tm1
 > free free
 `},
@@ -537,6 +561,7 @@ func runSlotScript(t *testing.T, evenly bool, script string) string {
 	sm := newSlotManager(scriptConfig(evenly, func() string { n++; return fmt.Sprintf("a%d", n) }))
 	now := time.Unix(1_000_000, 0)
 	var snapshot uint64
+	inFlight := false // a heartbeat was sent (snapshot) and not answered (late-report)
 	var out []string
 	emit := func(format string, args ...any) { out = append(out, "> "+fmt.Sprintf(format, args...)) }
 	parseReport := func(fields []string) []reportedSlot {
@@ -573,8 +598,9 @@ func runSlotScript(t *testing.T, evenly bool, script string) string {
 				out, ok = sm.applySlotReport(f[1], parseReport(f[2:]), sm.Version(), now)
 			case "late-report":
 				out, ok = sm.applySlotReport(f[1], parseReport(f[2:]), snapshot, now)
+				inFlight = false
 			default:
-				out, ok = sm.applyPushedReport(f[1], parseReport(f[2:]), now)
+				out, ok = sm.applyPushedReport(f[1], parseReport(f[2:]), inFlight, now)
 			}
 			if !ok {
 				emit("unknown")
@@ -589,7 +615,7 @@ func runSlotScript(t *testing.T, evenly bool, script string) string {
 				emit("rejected %s hold %s", r.JobID, r.Hold)
 			}
 		case "snapshot":
-			snapshot = sm.Version()
+			snapshot, inFlight = sm.Version(), true
 		case "require":
 			k, _ := strconv.Atoi(f[2])
 			sm.setRequirement(f[1], k)
