@@ -846,7 +846,9 @@ func (rm *ResourceManager) heartbeatTaskExecutor(te *taskExecutor) {
 	}, func(resp *pb.TaskManagerHeartbeatResponse, err error) {
 		te.heartbeating = false
 		if rm.tes[te.resourceID] != te {
-			return // unregistered or replaced meanwhile
+			rm.log.Debug().Err(err).Str("resource_id", te.resourceID).Str("instance_id", te.instanceID).
+				Msg("heartbeat answer from a TaskExecutor unregistered meanwhile; ignored")
+			return
 		}
 		if err != nil {
 			rm.log.Debug().Err(err).Str("resource_id", te.resourceID).Msg("heartbeat to TaskExecutor failed")
@@ -880,6 +882,7 @@ func (rm *ResourceManager) heartbeatJobMaster(jm *jobMaster) {
 	}, func(_ struct{}, err error) {
 		jm.heartbeating = false
 		if rm.jms[jm.jobID] != jm || jm.gw != gw {
+			rm.log.Debug().Err(err).Str("job_id", jm.jobID).Msg("heartbeat answer from a JobMaster disconnected or replaced meanwhile; ignored")
 			return
 		}
 		if err != nil {
