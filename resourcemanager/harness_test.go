@@ -260,19 +260,33 @@ func (c *cluster) dial(addr string) (pb.TaskExecutorServiceClient, io.Closer, er
 // happens until the test acts or advances the clock.
 func (c *cluster) settle() {
 	c.t.Helper()
+	c.settleOr(func() error { return nil })
+}
+
+// settleOr is settle that fails early with the error check returns while
+// it waits.
+func (c *cluster) settleOr(check func() error) {
+	c.t.Helper()
 	deadline := time.Now().Add(waitFor)
-	for {
-		idle1, started1 := c.fakesIdle()
-		if idle1 && c.exec.idle() {
-			if idle2, started2 := c.fakesIdle(); idle2 && started1 == started2 {
-				return
-			}
+	for !c.idle() {
+		if err := check(); err != nil {
+			c.t.Fatal(err)
 		}
 		if time.Now().After(deadline) {
 			c.t.Fatal("the ResourceManager did not settle")
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// idle reports whether the RM and the fakes were idle at one instant.
+func (c *cluster) idle() bool {
+	idle1, started1 := c.fakesIdle()
+	if !idle1 || !c.exec.idle() {
+		return false
+	}
+	idle2, started2 := c.fakesIdle()
+	return idle2 && started1 == started2
 }
 
 func (c *cluster) fakesIdle() (idle bool, started int) {

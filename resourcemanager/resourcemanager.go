@@ -192,6 +192,7 @@ type ResourceManager struct {
 	// registered; a WorkerTerminated for them tells no one again.
 	told    map[string]bool
 	hbTimer clock.Timer // the heartbeat interval's timer
+	stopped bool        // Run is cleaning up: callbacks do nothing
 	wake    clock.Timer // the next hold or planner deadline
 	wakeAt  time.Time
 	// Active mode only (nil planner: passive).
@@ -209,6 +210,10 @@ type taskExecutor struct {
 	// out carries every call to the TaskExecutor but heartbeats, in order.
 	out          *outbox.Outbox
 	heartbeating bool // a heartbeat call is in flight
+	// hbFailed: the last heartbeat failed; reports are not asked for
+	// again before the next tick, so an unreachable TaskExecutor is not
+	// called in a loop until its heartbeat timeout.
+	hbFailed bool
 }
 
 type jobMaster struct {
@@ -340,6 +345,7 @@ func (rm *ResourceManager) Run(ctx context.Context) {
 	rm.Start()
 	rm.mb.Run(ctx)
 	// The mailbox stopped: its state is ours alone now.
+	rm.stopped = true
 	if rm.hbTimer != nil {
 		rm.hbTimer.Stop()
 	}
@@ -699,7 +705,7 @@ func (rm *ResourceManager) reconcile() {
 		rm.requestSlot(r)
 	}
 	for _, id := range rm.sm.wantReports() {
-		if te := rm.tes[id]; te != nil {
+		if te := rm.tes[id]; te != nil && !te.hbFailed {
 			rm.heartbeatTaskExecutor(te)
 		}
 	}
@@ -785,6 +791,9 @@ func (rm *ResourceManager) requestSlot(r slotRequest) {
 			return err
 		},
 		Done: func(err error) {
+			if rm.stopped {
+				return
+			}
 			if rm.tes[r.ResourceID] != te {
 				log.Debug().Err(err).Msg("RequestSlot ended after its TaskExecutor was unregistered; ignored")
 				return
@@ -814,7 +823,9 @@ func (rm *ResourceManager) heartbeatTick() {
 		rm.disconnectJobMaster(id, fmt.Errorf("heartbeat timeout: the JobMaster did not answer within %s", rm.cfg.HeartbeatTimeout))
 	}
 	for _, id := range rm.teOrder {
-		rm.heartbeatTaskExecutor(rm.tes[id])
+		te := rm.tes[id]
+		te.hbFailed = false
+		rm.heartbeatTaskExecutor(te)
 	}
 	for _, id := range slices.Sorted(maps.Keys(rm.jms)) {
 		rm.heartbeatJobMaster(rm.jms[id])
@@ -851,9 +862,11 @@ func (rm *ResourceManager) heartbeatTaskExecutor(te *taskExecutor) {
 			return
 		}
 		if err != nil {
+			te.hbFailed = true
 			rm.log.Debug().Err(err).Str("resource_id", te.resourceID).Msg("heartbeat to TaskExecutor failed")
 			return
 		}
+		te.hbFailed = false
 		now := rm.clk.Now()
 		te.lastHeartbeat = now
 		rm.teHB.Seen(te.resourceID, now)

@@ -546,6 +546,35 @@ func TestPushedReportCrossingARequestSlot(t *testing.T) {
 	}
 }
 
+// TestReportsFromAnUnreachableTaskExecutorDoNotLoop: reports that prompt
+// a heartbeat the TaskExecutor does not answer prompt no more until the
+// next tick.
+func TestReportsFromAnUnreachableTaskExecutorDoNotLoop(t *testing.T) {
+	cfg := testConfig()
+	cfg.HeartbeatTimeout = time.Hour
+	c := startRM(t, cfg)
+	te := c.startTE("tm1", 2)
+	te.register(t, c)
+	te.set(func(te *fakeTE) { te.unreachable = true })
+	for i := range 5 {
+		te.setSlot(0, fmt.Sprint("x", i), "other")
+		te.sendReport(t, c)
+	}
+	if n := te.heartbeatCount(); n != 1 {
+		t.Fatalf("%d heartbeats for 5 disagreeing reports of an unreachable TaskExecutor, want 1", n)
+	}
+	c.advance(time.Second)
+	if n := te.heartbeatCount(); n != 2 {
+		t.Fatalf("%d heartbeats after a tick, want 2", n)
+	}
+	// Reachable again: the next tick's heartbeat settles it.
+	te.set(func(te *fakeTE) { te.unreachable = false })
+	c.advance(time.Second)
+	if free := c.freeSlots(); free != 1 {
+		t.Fatalf("free slots = %d, want 1 (slot 0 adopted)", free)
+	}
+}
+
 // TestRejectedOffersBackOff: a TaskExecutor whose JobMaster rejects every
 // slot frees it at once; the RM pauses requesting slots for that job
 // instead of storming (before: ~100 rejected offers a second).
@@ -554,7 +583,19 @@ func TestRejectedOffersBackOff(t *testing.T) {
 	te := c.startTE("tm1", 4)
 	te.set(func(te *fakeTE) { te.reject = true })
 	te.register(t, c)
-	c.job("a", 1) // settles: the RM stopped requesting on its own
+	if err := c.rm.RegisterJobMaster(ctxT(t), "a", "jm-a:6123", &fakeJM{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.rm.DeclareResourceRequirements(ctxT(t), "a", 1); err != nil {
+		t.Fatal(err)
+	}
+	// The RM must stop requesting on its own, with the clock standing still.
+	c.settleOr(func() error {
+		if n := te.attemptCount(); n > 20 {
+			return fmt.Errorf("offer storm: %d RequestSlot calls without the clock moving", n)
+		}
+		return nil
+	})
 	if n := te.attemptCount(); n != 1 {
 		t.Fatalf("%d RequestSlot calls right after the declaration, want 1", n)
 	}
