@@ -19,7 +19,7 @@ import (
 // that never ends, without periodic heartbeats: driven by the reports and
 // the heartbeats they prompt alone.
 func TestSlotReportsConverge(t *testing.T) {
-	for seed := uint64(1); seed <= 500; seed++ {
+	for seed := uint64(1); seed <= 300; seed++ {
 		w := newConvergeWorld(seed)
 		if err := w.run(); err != nil {
 			t.Fatalf("seed %d: %v\nlast steps:\n%s", seed, err, strings.Join(w.trace[max(0, len(w.trace)-60):], "\n"))
