@@ -33,7 +33,7 @@ func (rm *ResourceManager) onWorkerEvent(ev providers.WorkerEvent) {
 }
 
 func (rm *ResourceManager) workerEvent(ev providers.WorkerEvent) {
-	now := time.Now()
+	now := rm.clk.Now()
 	planner := rm.planner
 	if planner == nil {
 		planner = newWorkerPlanner(workerPlannerConfig{}) // passive: nothing to plan
@@ -56,16 +56,21 @@ func (rm *ResourceManager) workerEvent(ev providers.WorkerEvent) {
 		}
 		ev.Str("worker_id", e.WorkerID).Int("exit_status", e.ExitStatus).Bool("released", e.Released).
 			Str("cause", why).Msg("worker terminated")
-		// Act at once rather than waiting for the heartbeat timeout.
-		rm.dropTaskExecutor(e.WorkerID, "worker terminated: "+why)
+		// Act at once rather than waiting for the heartbeat timeout; the
+		// JobMasters hear of it even if its TaskExecutor never registered
+		// here, unless they were told when it was unregistered.
+		if !rm.dropTaskExecutor(e.WorkerID, "worker terminated: "+why) && !rm.told[e.WorkerID] {
+			rm.notifyTaskManagerLost(e.WorkerID, fmt.Errorf("%w: %s: worker terminated: %s", ErrTaskManagerLost, e.WorkerID, why))
+		}
+		delete(rm.told, e.WorkerID) // its ID is not used again
 		rm.reconcile()
 	}
 }
 
 // planWorkers runs the planner after every matching round and carries out
-// its decisions. Runs on the mailbox.
-func (rm *ResourceManager) planWorkers() {
-	now := time.Now()
+// its decisions; it returns when the planner wants to run again (zero:
+// no deadline). Runs on the mailbox.
+func (rm *ResourceManager) planWorkers(now time.Time) time.Time {
 	for _, id := range rm.planner.startingIDs() {
 		if _, _, reported := rm.sm.slotsOf(id); reported {
 			rm.planner.ready(now, id)
@@ -84,11 +89,11 @@ func (rm *ResourceManager) planWorkers() {
 	for range a.Request {
 		rm.requestWorker()
 	}
-	rm.setWake(a.WakeAt)
 	if released {
 		// Its slots are gone: match again, outside this round.
 		rm.mb.Post(rm.reconcile)
 	}
+	return a.WakeAt
 }
 
 func (rm *ResourceManager) requestWorker() {
@@ -99,7 +104,7 @@ func (rm *ResourceManager) requestWorker() {
 		defer cancel()
 		return driver.RequestWorker(ctx, spec)
 	}, func(id string, err error) {
-		rm.planner.requestDone(time.Now(), id, err)
+		rm.planner.requestDone(rm.clk.Now(), id, err)
 		if err != nil {
 			rm.log.Warn().Err(err).Msg("the provider could not start a TaskManager")
 		} else {
@@ -147,28 +152,6 @@ func (rm *ResourceManager) failWaitingJobs(cause string) {
 			f.NotifyResourceAllocationFailed(err)
 		}
 	}
-}
-
-// setWake arranges a reconcile at t (zero: none), replacing the previous
-// wake-up.
-func (rm *ResourceManager) setWake(t time.Time) {
-	if t.Equal(rm.wakeAt) {
-		return
-	}
-	if rm.wake != nil {
-		rm.wake.Stop()
-		rm.wake = nil
-	}
-	rm.wakeAt = t
-	if t.IsZero() {
-		return
-	}
-	rm.wake = time.AfterFunc(time.Until(t), func() {
-		rm.mb.Post(func() {
-			rm.wakeAt = time.Time{}
-			rm.reconcile()
-		})
-	})
 }
 
 // ActiveConfigFromConf reads an active ResourceManager's settings from the

@@ -204,8 +204,11 @@ func startFakeJobMaster(t *testing.T) (*fakeJobMaster, string) {
 func startActiveRM(t *testing.T, active ActiveConfig) (*cluster, *teDriver) {
 	logs := &logBuffer{}
 	drv := newTEDriver(t, logs)
-	cfg := fastConfig()
-	cfg.HeartbeatTimeout = time.Minute // only provider events explain prompt removals
+	cfg := testConfig()
+	// Only provider events explain prompt removals; the real TaskExecutors
+	// (on the wall clock) learn this timeout too and must not time out the
+	// RM, whose heartbeats follow the fake clock.
+	cfg.HeartbeatTimeout = time.Minute
 	cfg.Workers = drv
 	cfg.Active = active
 	c := startRMWithLogs(t, cfg, logs, func(addr string) {
@@ -220,7 +223,7 @@ func startActiveRM(t *testing.T, active ActiveConfig) (*cluster, *teDriver) {
 // exactly the TaskManagers it needs, a crashed one is removed at once and
 // replaced, and idle ones are released after resourcemanager.taskmanager-timeout.
 func TestActiveStartsAndReleasesTaskManagers(t *testing.T) {
-	c, drv := startActiveRM(t, ActiveConfig{Worker: providers.WorkerSpec{Slots: 2}, IdleTimeout: 300 * time.Millisecond})
+	c, drv := startActiveRM(t, ActiveConfig{Worker: providers.WorkerSpec{Slots: 2}, IdleTimeout: 30 * time.Second})
 	fjm, jmAddr := startFakeJobMaster(t)
 	gw := &fakeJM{}
 	if err := c.rm.RegisterJobMaster(ctxT(t), "job", jmAddr, gw); err != nil {
@@ -243,8 +246,11 @@ func TestActiveStartsAndReleasesTaskManagers(t *testing.T) {
 	// A worker dies: removed at once (the heartbeat timeout is a minute),
 	// and a replacement starts for the two slots the job lost.
 	drv.crash("worker-2")
-	fjm.lost("worker-2")
 	eventually(t, "worker-2 is removed", func() bool { return !slices.Contains(c.taskManagerIDs(), "worker-2") })
+	if lost := gw.lostList(); !slices.Equal(lost, []string{"worker-2"}) {
+		t.Fatalf("the JobMaster was told %v were lost, want [worker-2]", lost)
+	}
+	fjm.lost("worker-2") // as the JobMaster does when told
 	eventually(t, "the job has 5 slots again", func() bool { return fjm.count() == 5 })
 	if n := drv.requests(); n != 4 {
 		t.Fatalf("%d workers requested, want 4 (one replacement)", n)
@@ -255,11 +261,17 @@ func TestActiveStartsAndReleasesTaskManagers(t *testing.T) {
 		t.Fatal(err)
 	}
 	fjm.freeAll(t)
+	eventually(t, "the freed slots are reported", func() bool { return c.freeSlots() == 6 })
+	c.advance(29 * time.Second)
+	if n := len(c.taskManagerIDs()); n != 3 {
+		t.Fatalf("%d TaskManagers before the idle timeout, want 3", n)
+	}
+	c.advance(time.Second)
 	eventually(t, "idle workers are released", func() bool { return len(c.taskManagerIDs()) == 0 })
 	if n := drv.requests(); n != 4 {
 		t.Fatalf("%d workers requested in all, want 4", n)
 	}
-	if log := c.logs.String(); !strings.Contains(log, "idle for 300ms") || !strings.Contains(log, "worker terminated") {
+	if log := c.logs.String(); !strings.Contains(log, "idle for 30s") || !strings.Contains(log, "worker terminated") {
 		t.Errorf("the log does not say why workers went:\n%s", log)
 	}
 }
@@ -268,7 +280,7 @@ func TestActiveStartsAndReleasesTaskManagers(t *testing.T) {
 // and, after max attempts, the waiting job is told.
 func TestActiveGivesUpAfterFailedStarts(t *testing.T) {
 	c, drv := startActiveRM(t, ActiveConfig{Worker: providers.WorkerSpec{Slots: 1}, MaxFailedStarts: 3,
-		RetryInterval: 20 * time.Millisecond, MaxRetryInterval: 50 * time.Millisecond})
+		RetryInterval: time.Second, MaxRetryInterval: 2 * time.Second})
 	drv.mu.Lock()
 	drv.fail = 4 // the first two fail together (one attempt), then two probes
 	drv.mu.Unlock()
@@ -279,7 +291,13 @@ func TestActiveGivesUpAfterFailedStarts(t *testing.T) {
 	if err := c.rm.DeclareResourceRequirements(ctxT(t), "job", 2); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the job is told", func() bool { return gw.failure() != nil })
+	// Failures 1 (the first two together), 2 and 3, paused ~1 s and ~2 s.
+	for i := 0; i < 10 && gw.failure() == nil; i++ {
+		c.advance(time.Second)
+	}
+	if drv.requests() != 4 {
+		t.Fatalf("%d workers requested, want 4 (two at first, then one probe per pause)", drv.requests())
+	}
 	if err := gw.failure(); !errors.Is(err, ErrWorkerStartFailed) || !strings.Contains(err.Error(), "injected start failure") {
 		t.Fatalf("failure = %v", err)
 	}
@@ -287,6 +305,11 @@ func TestActiveGivesUpAfterFailedStarts(t *testing.T) {
 		t.Fatal("no NotifyNotEnoughResources")
 	}
 	// It keeps probing and recovers once starts work again.
+	// The next probe (after the maximum pause) starts a worker; once it
+	// registered, the rest is requested without a pause.
+	for i := 0; i < 10 && drv.requests() < 5; i++ {
+		c.advance(time.Second)
+	}
 	eventually(t, "workers start after all", func() bool { return len(c.taskManagerIDs()) == 2 })
 }
 

@@ -10,6 +10,24 @@
 // slots: each is free or allocated to a job (allocation ID + job ID). The
 // first report makes the slots usable.
 //
+// Slot reports are level-triggered and safe against reordering. Every
+// heartbeat's answer carries a report, stamped with the slot manager's
+// version when the heartbeat was sent; at most one heartbeat per
+// TaskExecutor is in flight, so answers arrive in order. An answer is the
+// truth for every slot except one with a RequestSlot in flight or one that
+// changed after the heartbeat was sent (the answer may predate the
+// change): allocations the RM did not know are adopted, allocations the
+// TaskExecutor no longer reports are freed. A report the TaskExecutor
+// pushes itself (SendSlotReport, e.g. after freeing a slot) carries no
+// such stamp, so after the first one it is a hint: if it disagrees with the
+// RM's view, or a heartbeat answer that may predate it is on its way, the
+// RM sends a heartbeat at once (as soon as no RequestSlot to that
+// TaskExecutor is in flight), and that answer decides. A failed RequestSlot
+// prompts one too. Late, duplicated or reordered reports thus cost a
+// heartbeat, never a wrong view; the view converges to the TaskExecutor's
+// once the RM stops changing its slots. (Sequence numbers in reports would
+// let pushed reports be applied directly.)
+//
 // JobMasters live in the same process. They register with a
 // JobMasterGateway and declare a requirement: the total number of slots
 // their job needs. Slots are uniform; there are no resource profiles yet.
@@ -19,12 +37,24 @@
 // exists the ResourceManager picks one (the first registered TaskManager
 // with a free slot, or with cluster.evenly-spread-out-slots the TaskManager
 // with the lowest fraction of slots in use), marks it pending under a new
-// allocation ID, and calls TaskExecutor.RequestSlot. The TaskExecutor then
-// offers the slot to the JobMaster itself. On success the slot is allocated;
-// on failure it is free again and is not picked again before the next
-// heartbeat tick, so failures never loop hot. A pending slot keeps its state
-// whatever slot reports say until its call returns, and a heartbeat's report
-// requested before a RequestSlot returned does not undo that call's result.
+// allocation ID, and calls TaskExecutor.RequestSlot through the
+// TaskExecutor's outbox (internal/outbox: FIFO, one call in flight,
+// transient failures retried with jittered backoff until the RPC timeout).
+// The TaskExecutor then offers the slot to the JobMaster itself. On success
+// the slot is allocated; on final failure it is free again and is not
+// picked again before the next heartbeat tick, so failures never loop hot.
+// A pending slot keeps its state whatever slot reports say until its call
+// returns.
+//
+// A slot the RM allocated to a job that a report shows free again within
+// two heartbeat intervals, while the job has not declared since, was
+// refused by the job: its JobMaster rejected the offer (say, still counting
+// a dead TaskManager's slots) and the TaskExecutor freed it. The RM then
+// pauses requesting slots for that job (internal/backoff from 100 ms,
+// doubling, jittered, capped at the heartbeat interval; refusals during a
+// pause count once) until the pause ends or the job declares again, and a
+// slot the job keeps past that window ends the run. Without it the RM and
+// the JobMaster would trade offers as fast as the network allows.
 // Matching runs after every change: registration, slot report, requirement,
 // RPC result, lost TaskExecutor, tick. The ResourceManager never reclaims
 // slots: when R < A the JobMaster frees slots through the TaskExecutors,
@@ -38,10 +68,17 @@
 //
 // Every heartbeat.interval the ResourceManager heartbeats every
 // TaskExecutor (the response's slot report is reconciled) and every
-// JobMaster. A TaskExecutor not heard from within heartbeat.timeout is
-// unregistered and its slots removed; a JobMaster likewise is disconnected
-// and its requirement dropped. DisconnectTaskExecutor and a provider's
-// WorkerTerminated event act at once.
+// JobMaster, at most one heartbeat in flight per peer, off the mailbox, so
+// a hung JobMaster or TaskExecutor delays no other. A TaskExecutor not
+// heard from within heartbeat.timeout is unregistered and its slots
+// removed; a JobMaster likewise is disconnected and its requirement
+// dropped. DisconnectTaskExecutor and a provider's WorkerTerminated event
+// act at once. Whenever a TaskExecutor is unregistered (heartbeat timeout,
+// disconnect, replacement by a new process, release) or the provider
+// reports its worker terminated, every JobMaster is told through
+// JobMasterGateway.NotifyTaskManagerLost, so a job drops a dead TaskManager
+// as fast as the provider notices (0.1 s locally), not at its own
+// heartbeat timeout.
 //
 // # Active mode
 //
@@ -80,13 +117,22 @@
 // # Structure
 //
 // slotManager holds the bookkeeping and matching as plain methods without
-// goroutines, clock or I/O (tested by scenario scripts). ResourceManager
-// wraps it: its state lives on one mailbox goroutine (internal/mailbox);
-// gRPC handlers and the in-process API use mailbox.Call, outgoing RPCs run
-// with mailbox.Go under a per-call timeout and continue on the mailbox, and
-// heartbeat.Monitor tracks when peers were last heard. In active mode
-// active.go carries out the planner's decisions: RequestWorker and
-// ReleaseWorker run with mailbox.Go, the driver's events are posted to the
-// mailbox, and one timer wakes the planner at its next deadline. Run starts
-// the driver and closes it (stopping every worker) when it returns.
+// goroutines, clock or I/O (tested by scenario scripts and a model of a
+// TaskExecutor behind a reordering network). ResourceManager wraps it: its
+// state lives on one mailbox (internal/mailbox); gRPC handlers and the
+// in-process API use mailbox.Call, calls to a TaskExecutor go through its
+// outbox and heartbeats through mailbox.Go, all continuing on the mailbox,
+// and heartbeat.Monitor tracks when peers were last heard. Calls to
+// JobMasters are Go calls that must not block (the JobMaster posts to its
+// own mailbox). In active mode active.go carries out the planner's
+// decisions: RequestWorker and ReleaseWorker run with mailbox.Go, the
+// driver's events are posted to the mailbox. One timer wakes the RM at the
+// next deadline (a job's pause, the planner's), another ticks the
+// heartbeat interval; both are clock.AfterFunc re-armed from the mailbox.
+//
+// For the fault simulator, Config injects the clock, the mailbox's
+// Executor, the TaskExecutor dialer and the random source (IDs, jitter);
+// Start posts the first turn without blocking, and Run is Start plus the
+// mailbox loop plus cleanup: it starts the driver and closes it (stopping
+// every worker) when it returns.
 package resourcemanager

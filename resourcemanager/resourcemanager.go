@@ -2,13 +2,16 @@ package resourcemanager
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
+	crand "crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
+	"math/rand/v2"
 	"net"
+	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -17,8 +20,11 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/gofl/gofl/internal/backoff"
+	"github.com/gofl/gofl/internal/clock"
 	"github.com/gofl/gofl/internal/heartbeat"
 	"github.com/gofl/gofl/internal/mailbox"
+	"github.com/gofl/gofl/internal/outbox"
 	"github.com/gofl/gofl/providers"
 	"github.com/gofl/gofl/rpc/pb"
 	"github.com/gofl/gofl/rpc/restapi"
@@ -34,6 +40,9 @@ var (
 	// ErrJobMasterNotRegistered: a requirement was declared for a job whose
 	// JobMaster is not registered (or was disconnected).
 	ErrJobMasterNotRegistered = errors.New("resourcemanager: job master not registered")
+	// ErrTaskManagerLost is the cause given to JobMasters through
+	// NotifyTaskManagerLost; it wraps why.
+	ErrTaskManagerLost = errors.New("resourcemanager: TaskManager lost")
 )
 
 // DefaultRPCTimeout is the per-call timeout of outgoing RPCs when
@@ -41,7 +50,11 @@ var (
 const DefaultRPCTimeout = 10 * time.Second
 
 // JobMasterGateway is what the ResourceManager needs from a job's JobMaster
-// (implemented by jobmaster).
+// (implemented by jobmaster). JobMasters live in the ResourceManager's
+// process, so these are Go calls, not RPCs. The Notify methods are called
+// on the ResourceManager's mailbox: they must never block (the JobMaster
+// posts to its own mailbox), or one slow job would stall the
+// ResourceManager for every other.
 type JobMasterGateway interface {
 	// NotifyNotEnoughResources: the cluster cannot provide the declared
 	// requirement; acquired is how many slots the job holds (allocated, or
@@ -49,9 +62,9 @@ type JobMasterGateway interface {
 	// it must not block. May be called repeatedly.
 	NotifyNotEnoughResources(acquired int)
 	// HeartbeatFromResourceManager blocks until the JobMaster answered or
-	// ctx ends; an error means it is gone. Called every heartbeat interval
-	// from a goroutine the ResourceManager owns, never concurrently with
-	// itself for the same JobMaster.
+	// ctx ends; an error other than ctx's means it is gone. Called every
+	// heartbeat interval off the ResourceManager's mailbox, at most one call
+	// in flight per JobMaster, so a hung JobMaster delays nobody else.
 	HeartbeatFromResourceManager(ctx context.Context) error
 	// NotifyTaskManagerLost: the TaskManager's worker ended (the provider
 	// said so) or it was unregistered; the JobMaster drops it at once
@@ -61,12 +74,32 @@ type JobMasterGateway interface {
 	NotifyTaskManagerLost(resourceID string, cause error)
 }
 
+// DialTaskExecutor connects to a TaskExecutor's RPC address. It must not
+// block on the network (gRPC connects lazily); the Closer ends the
+// connection when the TaskExecutor is unregistered or the ResourceManager
+// stops.
+type DialTaskExecutor func(addr string) (pb.TaskExecutorServiceClient, io.Closer, error)
+
 // Config holds the ResourceManager's settings.
 type Config struct {
 	HeartbeatInterval, HeartbeatTimeout time.Duration // heartbeat.interval / heartbeat.timeout
 	SlotRequestTimeout                  time.Duration // slot.request.timeout
 	EvenlySpreadOut                     bool          // cluster.evenly-spread-out-slots
-	RPCTimeout                          time.Duration // per outgoing call; default 10 s
+	// RPCTimeout bounds each outgoing call, and a RequestSlot with its
+	// retries; default 10 s.
+	RPCTimeout time.Duration
+
+	// Clock is the source of time and timers; nil: clock.Real.
+	Clock clock.Clock
+	// Executor, if set, runs the mailbox's turns and outgoing calls (the
+	// fault simulator); nil: the ResourceManager's own goroutine.
+	Executor mailbox.Executor
+	// DialTaskExecutor connects to TaskExecutors; nil: gRPC with insecure
+	// credentials.
+	DialTaskExecutor DialTaskExecutor
+	// Rand draws IDs and jitter; nil: seeded from crypto/rand. Used only on
+	// the mailbox.
+	Rand *rand.Rand
 
 	// Workers is the provider's worker half. Nil: standalone, the
 	// ResourceManager is passive and never starts or stops TaskManagers.
@@ -139,23 +172,31 @@ func (c Config) withDefaults() Config {
 // lives on one mailbox goroutine; every exported method is safe from any
 // goroutine.
 type ResourceManager struct {
-	cfg Config
-	log zerolog.Logger
-	id  string
-	mb  *mailbox.Mailbox
-	svc *service
+	cfg  Config
+	log  zerolog.Logger
+	id   string
+	mb   *mailbox.Mailbox
+	svc  *service
+	clk  clock.Clock
+	dial DialTaskExecutor
 
 	// Owned by the mailbox.
+	rnd     *rand.Rand
 	sm      *slotManager
 	tes     map[string]*taskExecutor // by resource ID
 	teOrder []string                 // registration order, for the REST view
 	teHB    *heartbeat.Monitor[string]
 	jms     map[string]*jobMaster // by job ID
 	jmHB    *heartbeat.Monitor[string]
+	// told: TaskManagers the JobMasters were told are lost since they last
+	// registered; a WorkerTerminated for them tells no one again.
+	told    map[string]bool
+	hbTimer clock.Timer // the heartbeat interval's timer
+	stopped bool        // Run is cleaning up: callbacks do nothing
+	wake    clock.Timer // the next hold or planner deadline
+	wakeAt  time.Time
 	// Active mode only (nil planner: passive).
 	planner   *workerPlanner
-	wake      *time.Timer
-	wakeAt    time.Time
 	releasing map[string]bool // workers with a ReleaseWorker call decided
 }
 
@@ -164,9 +205,15 @@ type taskExecutor struct {
 	rpcAddress, dataAddress, host string
 	numberOfSlots                 int
 	registeredAt, lastHeartbeat   time.Time
-	conn                          *grpc.ClientConn
+	closer                        io.Closer
 	client                        pb.TaskExecutorServiceClient
-	heartbeating                  bool // a heartbeat call is in flight
+	// out carries every call to the TaskExecutor but heartbeats, in order.
+	out          *outbox.Outbox
+	heartbeating bool // a heartbeat call is in flight
+	// hbFailed: the last heartbeat failed; reports are not asked for
+	// again before the next tick, so an unreachable TaskExecutor is not
+	// called in a loop until its heartbeat timeout.
+	hbFailed bool
 }
 
 type jobMaster struct {
@@ -175,22 +222,46 @@ type jobMaster struct {
 	heartbeating   bool
 }
 
-// New returns a ResourceManager; it serves once Run runs. Zero durations
-// take Flink's defaults (heartbeat 10 s / 50 s, slot request 5 min, RPC 10 s).
+// New returns a ResourceManager; it serves once Start or Run ran. Zero
+// durations take Flink's defaults (heartbeat 10 s / 50 s, slot request
+// 5 min, RPC 10 s).
 func New(cfg Config, log zerolog.Logger) *ResourceManager {
 	cfg = cfg.withDefaults()
-	id := randomID()
+	rnd := cfg.Rand
+	if rnd == nil {
+		var seed [16]byte
+		_, _ = crand.Read(seed[:])
+		rnd = rand.New(rand.NewPCG(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:])))
+	}
+	id := newID(rnd)
 	rm := &ResourceManager{
 		cfg:  cfg,
 		log:  log.With().Str("resource_manager_id", id).Logger(),
 		id:   id,
-		mb:   mailbox.New(),
-		sm:   newSlotManager(cfg.EvenlySpreadOut, randomID),
+		clk:  clock.Or(cfg.Clock),
+		dial: cfg.DialTaskExecutor,
+		rnd:  rnd,
 		tes:  map[string]*taskExecutor{},
+		told: map[string]bool{},
 		teHB: heartbeat.New[string](cfg.HeartbeatTimeout),
 		jms:  map[string]*jobMaster{},
 		jmHB: heartbeat.New[string](cfg.HeartbeatTimeout),
 	}
+	if cfg.Executor != nil {
+		rm.mb = mailbox.NewWithExecutor(cfg.Executor)
+	} else {
+		rm.mb = mailbox.New()
+	}
+	if rm.dial == nil {
+		rm.dial = dialGRPC
+	}
+	rm.sm = newSlotManager(slotManagerConfig{
+		EvenlySpreadOut: cfg.EvenlySpreadOut,
+		NewID:           func() string { return newID(rm.rnd) },
+		RejectWindow:    2 * cfg.HeartbeatInterval,
+		RejectBackoff:   rejectBackoff(cfg.HeartbeatInterval),
+		Rand:            rnd.Float64,
+	})
 	if cfg.Workers != nil {
 		rm.planner = newWorkerPlanner(workerPlannerConfig{
 			SlotsPerWorker:      cfg.Active.Worker.Slots,
@@ -200,6 +271,7 @@ func New(cfg Config, log zerolog.Logger) *ResourceManager {
 			MaxFailedStarts:     cfg.Active.MaxFailedStarts,
 			RetryInterval:       cfg.Active.RetryInterval,
 			MaxRetryInterval:    cfg.Active.MaxRetryInterval,
+			Rand:                rnd.Float64,
 		})
 		rm.releasing = map[string]bool{}
 	}
@@ -207,11 +279,30 @@ func New(cfg Config, log zerolog.Logger) *ResourceManager {
 	return rm
 }
 
-// randomID is 32 hex digits, like Flink's IDs.
-func randomID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+// rejectBackoff is the pause in requesting slots for a job that refused the
+// slots just allocated to it (see slotManagerConfig.RejectWindow). The
+// first pause is short: the usual cause is a JobMaster that has not yet
+// dropped a lost TaskManager (NotifyTaskManagerLost is on its way through
+// its mailbox), which takes a turn or two. It doubles per rejection in a row
+// and is capped at the heartbeat interval: a job that does need the slots
+// then waits at most one interval longer, the latency at which the RM
+// learns slot state anyway, while a JobMaster that keeps refusing costs one
+// offer per interval instead of one per round trip.
+func rejectBackoff(heartbeatInterval time.Duration) backoff.Config {
+	return backoff.Config{Initial: min(100*time.Millisecond, heartbeatInterval), Max: heartbeatInterval, Multiplier: 2, Jitter: 0.2}
+}
+
+// newID is 32 hex digits, like Flink's IDs.
+func newID(r *rand.Rand) string {
+	return fmt.Sprintf("%016x%016x", r.Uint64(), r.Uint64())
+}
+
+func dialGRPC(addr string) (pb.TaskExecutorServiceClient, io.Closer, error) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, err
+	}
+	return pb.NewTaskExecutorServiceClient(conn), conn, nil
 }
 
 // ID is this instance's resource_manager_id; TaskExecutors see it in
@@ -222,11 +313,12 @@ func (rm *ResourceManager) ID() string { return rm.id }
 // JobManager's gRPC server.
 func (rm *ResourceManager) Service() pb.ResourceManagerServiceServer { return rm.svc }
 
-// Run serves until ctx ends: it runs the mailbox and the heartbeat ticker.
-// It blocks; call it once. When it returns, every goroutine it started has
-// ended and every connection to a TaskExecutor is closed; later calls fail
-// with ErrStopped.
-func (rm *ResourceManager) Run(ctx context.Context) {
+// Start starts serving without blocking: it starts the provider's worker
+// driver (active mode) and posts the first turn, which arms the heartbeat
+// timer and, in active mode, starts the minimum number of workers. Call
+// Start once, or Run, which calls it. With a Config.Executor the caller
+// then drives the turns; otherwise Run runs them.
+func (rm *ResourceManager) Start() {
 	rm.log.Info().Dur("heartbeat_interval", rm.cfg.HeartbeatInterval).Dur("heartbeat_timeout", rm.cfg.HeartbeatTimeout).
 		Dur("slot_request_timeout", rm.cfg.SlotRequestTimeout).Bool("evenly_spread_out", rm.cfg.EvenlySpreadOut).
 		Bool("active", rm.planner != nil).Msg("ResourceManager started")
@@ -234,38 +326,40 @@ func (rm *ResourceManager) Run(ctx context.Context) {
 		if err := rm.cfg.Workers.Start(rm.onWorkerEvent); err != nil {
 			rm.log.Error().Err(err).Msg("the provider's worker driver did not start; no TaskManagers will be started")
 		}
-		// Reach the minimum number of slots without waiting for a job.
-		rm.mb.Post(rm.reconcile)
 	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(rm.cfg.HeartbeatInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-rm.mb.Done():
-				return
-			case <-t.C:
-				if !rm.mb.Post(rm.tick) {
-					return
-				}
-			}
+	rm.mb.Post(func() {
+		rm.hbTimer = rm.clk.AfterFunc(rm.cfg.HeartbeatInterval, func() { rm.mb.Post(rm.heartbeatTick) })
+		if rm.planner != nil {
+			// Reach the minimum number of slots without waiting for a job.
+			rm.reconcile()
 		}
-	}()
+	})
+}
+
+// Run is Start, then serves until ctx ends. It blocks; call it once. When
+// it returns, every goroutine it started has ended (with a Config.Executor:
+// the calls handed to it are cancelled), every connection to a
+// TaskExecutor is closed and, in active mode, the driver is closed
+// (stopping every worker); later calls fail with ErrStopped.
+func (rm *ResourceManager) Run(ctx context.Context) {
+	rm.Start()
 	rm.mb.Run(ctx)
-	wg.Wait()
 	// The mailbox stopped: its state is ours alone now.
-	for _, te := range rm.tes {
-		te.conn.Close()
+	rm.stopped = true
+	if rm.hbTimer != nil {
+		rm.hbTimer.Stop()
+	}
+	if rm.wake != nil {
+		rm.wake.Stop()
+	}
+	for _, id := range rm.teOrder {
+		te := rm.tes[id]
+		te.out.Close(ErrStopped)
+		if err := te.closer.Close(); err != nil {
+			rm.log.Debug().Err(err).Str("resource_id", id).Msg("closing the connection to a TaskExecutor")
+		}
 	}
 	if rm.planner != nil {
-		if rm.wake != nil {
-			rm.wake.Stop()
-		}
 		closeCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		if err := rm.cfg.Workers.Close(closeCtx); err != nil {
 			rm.log.Warn().Err(err).Msg("stopping the workers")
@@ -302,7 +396,7 @@ func (rm *ResourceManager) RegisterJobMaster(ctx context.Context, jobID, jobMast
 			jm.gw, jm.address = gw, jobMasterAddress
 			rm.log.Info().Str("job_id", jobID).Str("address", jobMasterAddress).Msg("JobMaster re-registered")
 		}
-		rm.jmHB.Seen(jobID, time.Now())
+		rm.jmHB.Seen(jobID, rm.clk.Now())
 		return struct{}{}, nil
 	})
 	return err
@@ -310,9 +404,11 @@ func (rm *ResourceManager) RegisterJobMaster(ctx context.Context, jobID, jobMast
 
 // DeclareResourceRequirements sets how many slots the job needs in total.
 // Called by the JobMaster whenever its requirement changes. Blocks until
-// recorded or ctx ends. Idempotent. Fails with ErrJobMasterNotRegistered if
-// the job's JobMaster is not registered. Lowering the requirement never
-// reclaims slots: the JobMaster frees them through the TaskExecutors.
+// recorded or ctx ends. Idempotent, except that any declaration ends a
+// pause in requesting slots for the job after it refused some. Fails with
+// ErrJobMasterNotRegistered if the job's JobMaster is not registered.
+// Lowering the requirement never reclaims slots: the JobMaster frees them
+// through the TaskExecutors.
 func (rm *ResourceManager) DeclareResourceRequirements(ctx context.Context, jobID string, slots int) error {
 	if jobID == "" || slots < 0 {
 		return fmt.Errorf("%w: job %q declared %d slots", ErrInvalidArgument, jobID, slots)
@@ -432,7 +528,7 @@ func dataPort(addr string) int {
 
 // registerTaskExecutor runs on the mailbox. It returns a gRPC status error.
 func (rm *ResourceManager) registerTaskExecutor(req *pb.RegisterTaskExecutorRequest) (*pb.RegisterTaskExecutorResponse, error) {
-	now := time.Now()
+	now := rm.clk.Now()
 	loc := req.GetLocation()
 	// Registrations not heard from within the timeout are gone: replace them.
 	rm.expireTaskExecutors(now)
@@ -452,7 +548,7 @@ func (rm *ResourceManager) registerTaskExecutor(req *pb.RegisterTaskExecutorRequ
 		te.lastHeartbeat = now
 		return rm.registrationResponse(), nil
 	}
-	conn, err := grpc.NewClient(loc.GetRpcAddress(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	client, closer, err := rm.dial(loc.GetRpcAddress())
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "rpc_address %q: %v", loc.GetRpcAddress(), err)
 	}
@@ -465,10 +561,19 @@ func (rm *ResourceManager) registerTaskExecutor(req *pb.RegisterTaskExecutorRequ
 		numberOfSlots: int(req.GetNumberOfSlots()),
 		registeredAt:  now,
 		lastHeartbeat: now,
-		conn:          conn,
-		client:        pb.NewTaskExecutorServiceClient(conn),
+		closer:        closer,
+		client:        client,
 	}
+	te.out = outbox.New("TaskExecutor "+te.resourceID, rm.mb, outbox.Config{
+		CallTimeout: rm.cfg.RPCTimeout,
+		Deadline:    rm.cfg.RPCTimeout,
+		Backoff:     backoff.Config{Initial: 50 * time.Millisecond, Max: time.Second},
+		Retryable:   retryableToTaskExecutor,
+		Clock:       rm.clk,
+		Rand:        rm.rnd.Float64,
+	}, rm.log.With().Str("resource_id", te.resourceID).Str("instance_id", te.instanceID).Logger())
 	rm.tes[te.resourceID] = te
+	delete(rm.told, te.resourceID)
 	rm.teOrder = append(rm.teOrder, te.resourceID)
 	rm.teHB.Seen(te.resourceID, now)
 	rm.sm.addTaskManager(te.resourceID)
@@ -485,6 +590,13 @@ func (rm *ResourceManager) registrationResponse() *pb.RegisterTaskExecutorRespon
 	}
 }
 
+// retryableToTaskExecutor tells the transient failures of a call to a
+// TaskExecutor (retried by its outbox) from answers: RESOURCE_EXHAUSTED
+// from RequestSlot means the slot is taken, which retrying will not change.
+func retryableToTaskExecutor(err error) bool {
+	return status.Code(err) != codes.ResourceExhausted && outbox.Retryable(err)
+}
+
 // sendSlotReport runs on the mailbox. It returns a gRPC status error.
 func (rm *ResourceManager) sendSlotReport(req *pb.SendSlotReportRequest) error {
 	te, ok := rm.tes[req.GetResourceId()]
@@ -494,9 +606,27 @@ func (rm *ResourceManager) sendSlotReport(req *pb.SendSlotReportRequest) error {
 	if te.instanceID != req.GetInstanceId() {
 		return status.Errorf(codes.NotFound, "TaskExecutor %s is registered with instance %s, not %s", te.resourceID, te.instanceID, req.GetInstanceId())
 	}
-	rm.sm.applySlotReport(te.resourceID, fromReport(req.GetSlotReport()), rm.sm.Version())
+	out, _ := rm.sm.applyPushedReport(te.resourceID, fromReport(req.GetSlotReport()), te.heartbeating, rm.clk.Now())
+	rm.logReport(te, "slot report", out)
 	rm.reconcile()
 	return nil
+}
+
+// logReport logs what a slot report changed in the RM's view.
+func (rm *ResourceManager) logReport(te *taskExecutor, source string, out reportOutcome) {
+	for _, a := range out.Adopted {
+		rm.log.Info().Str("resource_id", te.resourceID).Int32("slot_index", a.Index).Str("allocation_id", a.AllocationID).
+			Str("job_id", a.JobID).Str("source", source).Msg("TaskExecutor holds an allocation the ResourceManager did not know; adopted")
+	}
+	for _, f := range out.Freed {
+		rm.log.Debug().Str("resource_id", te.resourceID).Int32("slot_index", f.Index).Str("allocation_id", f.AllocationID).
+			Str("job_id", f.JobID).Str("source", source).Msg("slot freed on the TaskExecutor")
+	}
+	for _, r := range out.Rejected {
+		rm.log.Info().Str("job_id", r.JobID).Str("resource_id", te.resourceID).Int32("slot_index", r.Index).
+			Str("allocation_id", r.AllocationID).Dur("hold", r.Hold).Int("rejections_in_a_row", r.InARow).
+			Msg("the job refused a slot just allocated to it; pausing slot requests for it until it declares again or the pause ends")
+	}
 }
 
 func fromReport(r *pb.SlotReport) []reportedSlot {
@@ -518,7 +648,8 @@ func (rm *ResourceManager) removeTaskExecutor(resourceID, why string) {
 }
 
 // dropTaskExecutor is removeTaskExecutor without releasing the worker or
-// reconciling; it reports whether the TaskExecutor was registered.
+// reconciling; it reports whether the TaskExecutor was registered. Every
+// JobMaster is told the TaskManager is lost.
 func (rm *ResourceManager) dropTaskExecutor(resourceID, why string) bool {
 	te, ok := rm.tes[resourceID]
 	if !ok {
@@ -532,27 +663,53 @@ func (rm *ResourceManager) dropTaskExecutor(resourceID, why string) bool {
 		}
 	}
 	rm.teHB.Remove(resourceID)
+	// Forget its calls in flight first: their Done then finds nothing.
 	rm.sm.removeTaskManager(resourceID)
-	te.conn.Close()
+	cause := fmt.Errorf("%w: %s: %s", ErrTaskManagerLost, resourceID, why)
+	te.out.Close(cause)
+	if err := te.closer.Close(); err != nil {
+		rm.log.Debug().Err(err).Str("resource_id", resourceID).Msg("closing the connection to a TaskExecutor")
+	}
 	rm.log.Warn().Str("resource_id", resourceID).Str("instance_id", te.instanceID).Str("address", te.rpcAddress).
 		Str("reason", why).Msg("TaskExecutor unregistered; its slots are removed")
+	rm.notifyTaskManagerLost(resourceID, cause)
 	return true
 }
 
+// notifyTaskManagerLost tells every registered JobMaster, in job ID order,
+// that the TaskManager is gone, so they drop it now rather than at their
+// heartbeat timeout. JobMasters ignore TaskManagers they do not know.
+func (rm *ResourceManager) notifyTaskManagerLost(resourceID string, cause error) {
+	rm.told[resourceID] = true
+	for _, id := range slices.Sorted(maps.Keys(rm.jms)) {
+		rm.jms[id].gw.NotifyTaskManagerLost(resourceID, cause)
+	}
+}
+
 func (rm *ResourceManager) expireTaskExecutors(now time.Time) {
-	for _, id := range rm.teHB.Expired(now) {
+	expired := rm.teHB.Expired(now)
+	slices.Sort(expired) // deterministic, for the simulator
+	for _, id := range expired {
 		rm.removeTaskExecutor(id, fmt.Sprintf("heartbeat timeout: no heartbeat response within %s", rm.cfg.HeartbeatTimeout))
 	}
 }
 
 // reconcile matches free slots to requirements and sends the resulting
-// RequestSlot calls, then notifies jobs that cannot be satisfied. Runs on
-// the mailbox after every change.
+// RequestSlot calls, asks TaskExecutors whose reports disagreed with the
+// RM's recent changes for a fresh one, notifies jobs that cannot be
+// satisfied and, in active mode, plans workers. Runs on the mailbox after
+// every change.
 func (rm *ResourceManager) reconcile() {
-	for _, r := range rm.sm.allocate() {
+	now := rm.clk.Now()
+	for _, r := range rm.sm.allocate(now) {
 		rm.requestSlot(r)
 	}
-	for _, n := range rm.sm.notices(time.Now(), rm.cfg.SlotRequestTimeout) {
+	for _, id := range rm.sm.wantReports() {
+		if te := rm.tes[id]; te != nil && !te.hbFailed {
+			rm.heartbeatTaskExecutor(te)
+		}
+	}
+	for _, n := range rm.sm.notices(now, rm.cfg.SlotRequestTimeout) {
 		jm, ok := rm.jms[n.JobID]
 		if !ok {
 			continue
@@ -573,11 +730,43 @@ func (rm *ResourceManager) reconcile() {
 		}
 		jm.gw.NotifyNotEnoughResources(n.Acquired)
 	}
+	wake := rm.sm.nextWake(now)
 	if rm.planner != nil {
-		rm.planWorkers()
+		if t := rm.planWorkers(now); !t.IsZero() && (wake.IsZero() || t.Before(wake)) {
+			wake = t
+		}
 	}
+	rm.setWake(wake)
 }
 
+// setWake arranges a reconcile at t (zero: none), replacing the previous
+// wake-up.
+func (rm *ResourceManager) setWake(t time.Time) {
+	if t.Equal(rm.wakeAt) {
+		return
+	}
+	if rm.wake != nil {
+		rm.wake.Stop()
+		rm.wake = nil
+	}
+	rm.wakeAt = t
+	if t.IsZero() {
+		return
+	}
+	rm.wake = rm.clk.AfterFunc(t.Sub(rm.clk.Now()), func() {
+		rm.mb.Post(func() {
+			if !rm.wakeAt.Equal(t) {
+				return // replaced meanwhile
+			}
+			rm.wakeAt = time.Time{}
+			rm.reconcile()
+		})
+	})
+}
+
+// requestSlot sends a RequestSlot through the TaskExecutor's outbox, which
+// retries transient failures until the RPC timeout; the outcome goes to the
+// slot manager either way.
 func (rm *ResourceManager) requestSlot(r slotRequest) {
 	te := rm.tes[r.ResourceID]
 	address := ""
@@ -591,40 +780,55 @@ func (rm *ResourceManager) requestSlot(r slotRequest) {
 		JobMasterAddress:  address,
 		ResourceManagerId: rm.id,
 	}
-	client, timeout := te.client, rm.cfg.RPCTimeout
-	rm.log.Debug().Str("job_id", r.JobID).Str("resource_id", r.ResourceID).Int32("slot_index", r.SlotIndex).
-		Str("allocation_id", r.AllocationID).Msg("requesting slot")
-	mailbox.Go(rm.mb, func(ctx context.Context) (*pb.Ack, error) {
-		ctx, cancel := context.WithTimeout(ctx, timeout)
-		defer cancel()
-		return client.RequestSlot(ctx, req)
-	}, func(_ *pb.Ack, err error) {
-		if !rm.sm.requestDone(r.AllocationID, err == nil) {
-			return // the TaskExecutor is gone
-		}
-		if err != nil {
-			rm.log.Warn().Err(err).Str("job_id", r.JobID).Str("resource_id", r.ResourceID).Int32("slot_index", r.SlotIndex).
-				Str("allocation_id", r.AllocationID).Msg("RequestSlot failed; the slot is free again and will be retried after the next heartbeat tick")
-		} else {
-			rm.log.Info().Str("job_id", r.JobID).Str("resource_id", r.ResourceID).Int32("slot_index", r.SlotIndex).
-				Str("allocation_id", r.AllocationID).Msg("slot allocated")
-		}
-		rm.reconcile()
+	client := te.client
+	log := rm.log.With().Str("job_id", r.JobID).Str("resource_id", r.ResourceID).Int32("slot_index", r.SlotIndex).
+		Str("allocation_id", r.AllocationID).Logger()
+	log.Debug().Msg("requesting slot")
+	te.out.Send(outbox.Message{
+		What: fmt.Sprintf("RequestSlot %s (slot %d for job %s)", r.AllocationID, r.SlotIndex, r.JobID),
+		Call: func(ctx context.Context) error {
+			_, err := client.RequestSlot(ctx, req)
+			return err
+		},
+		Done: func(err error) {
+			if rm.stopped {
+				return
+			}
+			if rm.tes[r.ResourceID] != te {
+				log.Debug().Err(err).Msg("RequestSlot ended after its TaskExecutor was unregistered; ignored")
+				return
+			}
+			if !rm.sm.requestDone(r.AllocationID, err == nil, rm.clk.Now()) {
+				log.Warn().Err(err).Msg("RequestSlot ended for a slot the slot manager no longer tracks as pending; ignored")
+				return
+			}
+			if err != nil {
+				log.Warn().Err(err).Msg("RequestSlot failed; the slot is free again and will be retried after the next heartbeat tick")
+			} else {
+				log.Info().Msg("slot allocated")
+			}
+			rm.reconcile()
+		},
 	})
 }
 
-// tick runs every heartbeat interval on the mailbox.
-func (rm *ResourceManager) tick() {
-	now := time.Now()
+// heartbeatTick runs every heartbeat interval on the mailbox.
+func (rm *ResourceManager) heartbeatTick() {
+	rm.hbTimer.Reset(rm.cfg.HeartbeatInterval)
+	now := rm.clk.Now()
 	rm.expireTaskExecutors(now)
-	for _, id := range rm.jmHB.Expired(now) {
+	expired := rm.jmHB.Expired(now)
+	slices.Sort(expired)
+	for _, id := range expired {
 		rm.disconnectJobMaster(id, fmt.Errorf("heartbeat timeout: the JobMaster did not answer within %s", rm.cfg.HeartbeatTimeout))
 	}
-	for _, te := range rm.tes {
+	for _, id := range rm.teOrder {
+		te := rm.tes[id]
+		te.hbFailed = false
 		rm.heartbeatTaskExecutor(te)
 	}
-	for _, jm := range rm.jms {
-		rm.heartbeatJobMaster(jm)
+	for _, id := range slices.Sorted(maps.Keys(rm.jms)) {
+		rm.heartbeatJobMaster(rm.jms[id])
 	}
 	rm.sm.endBackoff()
 	rm.reconcile()
@@ -634,6 +838,10 @@ func (rm *ResourceManager) heartbeatTimeout() time.Duration {
 	return min(rm.cfg.RPCTimeout, rm.cfg.HeartbeatTimeout)
 }
 
+// heartbeatTaskExecutor sends a heartbeat unless one is in flight; its
+// answer carries a slot report requested now. Heartbeats bypass the
+// outbox: at most one in flight, never retried (the next interval is the
+// retry).
 func (rm *ResourceManager) heartbeatTaskExecutor(te *taskExecutor) {
 	if te.heartbeating {
 		return
@@ -649,22 +857,31 @@ func (rm *ResourceManager) heartbeatTaskExecutor(te *taskExecutor) {
 	}, func(resp *pb.TaskManagerHeartbeatResponse, err error) {
 		te.heartbeating = false
 		if rm.tes[te.resourceID] != te {
-			return // unregistered or replaced meanwhile
+			rm.log.Debug().Err(err).Str("resource_id", te.resourceID).Str("instance_id", te.instanceID).
+				Msg("heartbeat answer from a TaskExecutor unregistered meanwhile; ignored")
+			return
 		}
 		if err != nil {
+			te.hbFailed = true
 			rm.log.Debug().Err(err).Str("resource_id", te.resourceID).Msg("heartbeat to TaskExecutor failed")
 			return
 		}
-		now := time.Now()
+		te.hbFailed = false
+		now := rm.clk.Now()
 		te.lastHeartbeat = now
 		rm.teHB.Seen(te.resourceID, now)
-		if resp.GetSlotReport() != nil {
-			rm.sm.applySlotReport(te.resourceID, fromReport(resp.GetSlotReport()), asOf)
-			rm.reconcile()
+		if resp.GetSlotReport() == nil {
+			rm.log.Warn().Str("resource_id", te.resourceID).Msg("heartbeat answer without a slot report")
+			return
 		}
+		out, _ := rm.sm.applySlotReport(te.resourceID, fromReport(resp.GetSlotReport()), asOf, now)
+		rm.logReport(te, "heartbeat", out)
+		rm.reconcile()
 	})
 }
 
+// heartbeatJobMaster calls the JobMaster's gateway off the mailbox, at most
+// one call in flight per JobMaster.
 func (rm *ResourceManager) heartbeatJobMaster(jm *jobMaster) {
 	if jm.heartbeating {
 		return
@@ -678,6 +895,7 @@ func (rm *ResourceManager) heartbeatJobMaster(jm *jobMaster) {
 	}, func(_ struct{}, err error) {
 		jm.heartbeating = false
 		if rm.jms[jm.jobID] != jm || jm.gw != gw {
+			rm.log.Debug().Err(err).Str("job_id", jm.jobID).Msg("heartbeat answer from a JobMaster disconnected or replaced meanwhile; ignored")
 			return
 		}
 		if err != nil {
@@ -690,6 +908,6 @@ func (rm *ResourceManager) heartbeatJobMaster(jm *jobMaster) {
 			rm.disconnectJobMaster(jm.jobID, fmt.Errorf("heartbeat failed: %w", err))
 			return
 		}
-		rm.jmHB.Seen(jm.jobID, time.Now())
+		rm.jmHB.Seen(jm.jobID, rm.clk.Now())
 	})
 }

@@ -3,6 +3,7 @@ package resourcemanager
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -11,7 +12,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/gofl/gofl/internal/mailbox"
 	"github.com/gofl/gofl/providers"
 	"github.com/gofl/gofl/rpc/pb"
 	"github.com/gofl/gofl/rpc/restapi"
@@ -31,24 +31,23 @@ func wantCode(t *testing.T, err error, code codes.Code, mentions ...string) {
 
 func TestRegisterTaskExecutor(t *testing.T) {
 	t.Run("ok", func(t *testing.T) {
-		c := startRM(t, fastConfig())
-		te := startTE(t, "tm1", 2)
+		c := startRM(t, testConfig())
+		te := c.startTE("tm1", 2)
 		resp := te.register(t, c)
-		if resp.ResourceManagerId != c.rm.ID() || resp.HeartbeatIntervalMs != 100 || resp.HeartbeatTimeoutMs != 300 {
-			t.Fatalf("response = %v; want RM id %s, 100/300 ms", resp, c.rm.ID())
+		if resp.ResourceManagerId != c.rm.ID() || resp.HeartbeatIntervalMs != 1000 || resp.HeartbeatTimeoutMs != 3000 {
+			t.Fatalf("response = %v; want RM id %s, 1000/3000 ms", resp, c.rm.ID())
 		}
 		if ids := c.taskManagerIDs(); !slices.Equal(ids, []string{"tm1"}) {
 			t.Fatalf("TaskManagers = %v", ids)
 		}
-		eventually(t, "the RM heartbeats the TaskExecutor", func() bool {
-			te.mu.Lock()
-			defer te.mu.Unlock()
-			return te.heartbeats >= 2
-		})
+		c.advance(2 * time.Second)
+		if n := te.heartbeatCount(); n != 2 {
+			t.Fatalf("%d heartbeats in two intervals, want 2", n)
+		}
 	})
 	t.Run("wrong protocol version", func(t *testing.T) {
-		c := startRM(t, fastConfig())
-		req := startTE(t, "tm1", 1).registration()
+		c := startRM(t, testConfig())
+		req := c.startTE("tm1", 1).registration()
 		req.ProtocolVersion = 2
 		_, err := c.client.RegisterTaskExecutor(ctxT(t), req)
 		wantCode(t, err, codes.FailedPrecondition, "protocol 2", "protocol 1")
@@ -57,8 +56,8 @@ func TestRegisterTaskExecutor(t *testing.T) {
 		}
 	})
 	t.Run("invalid input", func(t *testing.T) {
-		c := startRM(t, fastConfig())
-		te := startTE(t, "tm1", 1)
+		c := startRM(t, testConfig())
+		te := c.startTE("tm1", 1)
 		for _, tc := range []struct {
 			name    string
 			edit    func(*pb.RegisterTaskExecutorRequest)
@@ -81,11 +80,18 @@ func TestRegisterTaskExecutor(t *testing.T) {
 			t.Fatalf("registered anyway: %v", ids)
 		}
 	})
+	t.Run("undialable address", func(t *testing.T) {
+		c := startRM(t, testConfig())
+		req := c.startTE("tm1", 1).registration()
+		req.Location.RpcAddress = "dns://%%bad"
+		_, err := c.client.RegisterTaskExecutor(ctxT(t), req)
+		wantCode(t, err, codes.InvalidArgument, "rpc_address")
+	})
 	t.Run("duplicate resource ID while alive", func(t *testing.T) {
-		c := startRM(t, fastConfig())
-		first := startTE(t, "tm1", 1)
+		c := startRM(t, testConfig())
+		first := c.startTE("tm1", 1)
 		first.register(t, c)
-		second := startTE(t, "tm1", 1) // another process claiming the same resource ID
+		second := c.startTE("tm1", 1) // another process claiming the same resource ID
 		_, err := c.client.RegisterTaskExecutor(ctxT(t), second.registration())
 		wantCode(t, err, codes.AlreadyExists, "tm1", first.addr)
 		tm, err := c.rm.TaskManager(ctxT(t), "tm1")
@@ -94,8 +100,8 @@ func TestRegisterTaskExecutor(t *testing.T) {
 		}
 	})
 	t.Run("a new instance on the same address replaces the old one", func(t *testing.T) {
-		c := startRM(t, fastConfig())
-		old := startTE(t, "tm1", 1)
+		c := startRM(t, testConfig())
+		old := c.startTE("tm1", 1)
 		old.register(t, c)
 		req := old.registration()
 		req.InstanceId = "restarted"
@@ -111,8 +117,8 @@ func TestRegisterTaskExecutor(t *testing.T) {
 		}
 	})
 	t.Run("same instance is idempotent", func(t *testing.T) {
-		c := startRM(t, fastConfig())
-		te := startTE(t, "tm1", 2)
+		c := startRM(t, testConfig())
+		te := c.startTE("tm1", 2)
 		te.register(t, c)
 		te.register(t, c)
 		if _, err := c.client.RegisterTaskExecutor(ctxT(t), te.registration()); err != nil {
@@ -126,13 +132,13 @@ func TestRegisterTaskExecutor(t *testing.T) {
 		}
 	})
 	t.Run("stale registration is replaced", func(t *testing.T) {
-		cfg := fastConfig()
+		cfg := testConfig()
 		cfg.HeartbeatInterval = time.Hour // no tick: the registration itself must notice the old one is stale
 		c := startRM(t, cfg)
-		old := startTE(t, "tm1", 1)
+		old := c.startTE("tm1", 1)
 		old.register(t, c)
-		time.Sleep(cfg.HeartbeatTimeout + 50*time.Millisecond)
-		restarted := startTE(t, "tm1", 3)
+		c.advance(cfg.HeartbeatTimeout + time.Millisecond)
+		restarted := c.startTE("tm1", 3)
 		restarted.register(t, c)
 		tm, err := c.rm.TaskManager(ctxT(t), "tm1")
 		if err != nil || tm.Path != restarted.addr || tm.SlotsNumber != 3 {
@@ -145,13 +151,12 @@ func TestRegisterTaskExecutor(t *testing.T) {
 }
 
 func TestSlotMatchingTwoJobs(t *testing.T) {
-	c := startRM(t, fastConfig())
-	tm1, tm2 := startTE(t, "tm1", 2), startTE(t, "tm2", 2)
+	c := startRM(t, testConfig())
+	tm1, tm2 := c.startTE("tm1", 2), c.startTE("tm2", 2)
 	tm1.register(t, c)
 	tm2.register(t, c)
 	c.job("a", 3)
 	c.job("b", 1)
-	eventually(t, "4 slots granted", func() bool { return len(tm1.granted())+len(tm2.granted()) == 4 })
 	if a, b := tm1.grantedTo("a")+tm2.grantedTo("a"), tm1.grantedTo("b")+tm2.grantedTo("b"); a != 3 || b != 1 {
 		t.Fatalf("granted a=%d b=%d, want 3 and 1", a, b)
 	}
@@ -161,17 +166,19 @@ func TestSlotMatchingTwoJobs(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for _, r := range append(tm1.granted(), tm2.granted()...) {
-		if seen[r.AllocationId] || r.AllocationId == "" {
-			t.Fatalf("allocation ID %q not unique", r.AllocationId)
+		if seen[r.AllocationId] || len(r.AllocationId) != 32 {
+			t.Fatalf("allocation ID %q not unique or not 32 hex digits", r.AllocationId)
 		}
 		seen[r.AllocationId] = true
 		if r.ResourceManagerId != c.rm.ID() || r.JobMasterAddress != "jm-"+r.JobId+":6123" {
 			t.Fatalf("RequestSlot = %v; want RM id %s and the job's JobMaster address", r, c.rm.ID())
 		}
 	}
-	eventually(t, "no free slots", func() bool { return c.freeSlots() == 0 })
-	// Nothing more is requested: requirements are met.
-	time.Sleep(250 * time.Millisecond)
+	if free := c.freeSlots(); free != 0 {
+		t.Fatalf("free slots = %d, want 0", free)
+	}
+	// Nothing more is requested over a few heartbeats: requirements are met.
+	c.advance(3 * time.Second)
 	if n := tm1.attemptCount() + tm2.attemptCount(); n != 4 {
 		t.Fatalf("%d RequestSlot calls, want 4", n)
 	}
@@ -187,24 +194,18 @@ func TestSlotSelection(t *testing.T) {
 		{"spreads evenly when configured", true, []int{1, 1, 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := fastConfig()
+			cfg := testConfig()
 			cfg.EvenlySpreadOut = tc.evenly
 			c := startRM(t, cfg)
-			tes := []*fakeTE{startTE(t, "tm1", 4), startTE(t, "tm2", 4), startTE(t, "tm3", 4)}
+			tes := []*fakeTE{c.startTE("tm1", 4), c.startTE("tm2", 4), c.startTE("tm3", 4)}
 			for _, te := range tes {
 				te.register(t, c)
 			}
 			c.job("a", 3)
 			var got []int
-			eventually(t, "3 slots granted", func() bool {
-				got = got[:0]
-				total := 0
-				for _, te := range tes {
-					got = append(got, len(te.granted()))
-					total += len(te.granted())
-				}
-				return total == 3
-			})
+			for _, te := range tes {
+				got = append(got, len(te.granted()))
+			}
 			if !slices.Equal(got, tc.want) {
 				t.Fatalf("granted per TaskManager = %v, want %v", got, tc.want)
 			}
@@ -212,66 +213,141 @@ func TestSlotSelection(t *testing.T) {
 	}
 }
 
-func TestRequestSlotFailureIsRetriedWithoutHotLoop(t *testing.T) {
-	c := startRM(t, fastConfig())
-	te := startTE(t, "tm1", 1)
-	te.failNext(3)
+// TestRequestSlotsToATaskExecutorAreOrdered: calls to one TaskExecutor go
+// through its outbox, one at a time, in the order the RM made them.
+func TestRequestSlotsToATaskExecutorAreOrdered(t *testing.T) {
+	c := startRM(t, testConfig())
+	te := c.startTE("tm1", 4)
+	te.register(t, c)
+	c.job("a", 4)
+	var order []int32
+	for _, r := range te.granted() {
+		order = append(order, r.SlotIndex)
+	}
+	if !slices.Equal(order, []int32{0, 1, 2, 3}) {
+		t.Fatalf("slots granted in order %v, want 0..3", order)
+	}
+	if n := te.get(func(te *fakeTE) int { return te.maxInFlight }); n != 1 {
+		t.Fatalf("%d RequestSlot calls in flight at once, want 1", n)
+	}
+}
+
+func TestRequestSlotTransientFailuresAreRetried(t *testing.T) {
+	c := startRM(t, testConfig())
+	te := c.startTE("tm1", 1)
+	te.set(func(te *fakeTE) { te.failRequests = 3 })
 	te.register(t, c)
 	jm := c.job("a", 1)
-	eventually(t, "the slot granted after 3 failures", func() bool { return len(te.granted()) == 1 })
-	if n := te.attemptCount(); n != 4 {
-		t.Fatalf("%d RequestSlot calls, want 4 (3 failed, 1 retry per heartbeat tick)", n)
+	if n := te.attemptCount(); n != 1 {
+		t.Fatalf("%d RequestSlot calls before the retry pause passed, want 1", n)
 	}
-	eventually(t, "the RM sees the slot allocated", func() bool { return c.freeSlots() == 0 })
+	// The outbox retries after 50, 100 and 200 ms (±20%).
+	c.advance(500 * time.Millisecond)
+	if n, g := te.attemptCount(), len(te.granted()); n != 4 || g != 1 {
+		t.Fatalf("%d RequestSlot calls, %d granted; want 4 (3 failed, retried) and 1", n, g)
+	}
+	if free := c.freeSlots(); free != 0 {
+		t.Fatalf("free slots = %d, want 0", free)
+	}
 	if n := jm.noticeList(); len(n) != 0 {
 		t.Errorf("notified not enough resources %v; the slot was there all along", n)
+	}
+	if strings.Contains(c.logs.String(), "RequestSlot failed") {
+		t.Error("a RequestSlot that succeeded on a retry was logged as failed")
+	}
+}
+
+func TestRequestSlotFailingForGoodWaitsForTheNextTick(t *testing.T) {
+	c := startRM(t, testConfig())
+	te := c.startTE("tm1", 1)
+	te.set(func(te *fakeTE) {
+		te.failRequests = 3
+		te.failWith = status.Error(codes.FailedPrecondition, "injected: not registered at this ResourceManager")
+	})
+	te.register(t, c)
+	c.job("a", 1)
+	for tick := 1; tick <= 3; tick++ {
+		if n := te.attemptCount(); n != tick {
+			t.Fatalf("before tick %d: %d RequestSlot calls, want %d (one per heartbeat interval)", tick, n, tick)
+		}
+		c.advance(time.Second)
+	}
+	if n, g := te.attemptCount(), len(te.granted()); n != 4 || g != 1 {
+		t.Fatalf("%d RequestSlot calls, %d granted; want 4 and 1", n, g)
 	}
 	if !strings.Contains(c.logs.String(), "RequestSlot failed") {
 		t.Error("the log does not mention the failed RequestSlot")
 	}
 }
 
+func TestRequestSlotRetriesEndAtTheRPCTimeout(t *testing.T) {
+	cfg := testConfig()
+	cfg.RPCTimeout = 2 * time.Second
+	cfg.HeartbeatInterval = time.Hour // only the outbox's retries
+	c := startRM(t, cfg)
+	te := c.startTE("tm1", 1)
+	te.set(func(te *fakeTE) { te.failRequests = 1000 })
+	te.register(t, c)
+	c.job("a", 1)
+	c.advance(3 * time.Second)
+	n := te.attemptCount()
+	if n < 4 || n > 8 {
+		t.Fatalf("%d attempts within the 2 s RPC timeout; want a handful (backoff 50 ms doubling to 1 s)", n)
+	}
+	if log := c.logs.String(); !strings.Contains(log, "RequestSlot failed") || !strings.Contains(log, "delivery deadline passed") {
+		t.Errorf("the log does not say the RequestSlot failed for good at its deadline:\n%s", log)
+	}
+	// Blocked until the next tick: no more attempts.
+	c.advance(10 * time.Second)
+	if m := te.attemptCount(); m != n {
+		t.Fatalf("%d more attempts without a tick", m-n)
+	}
+}
+
 func TestRequestSlotRejectedByATaskExecutorWithAStaleView(t *testing.T) {
 	// The TaskExecutor allocated slot 0 to another job but has not reported
-	// it yet; the RM's RequestSlot is refused and its next heartbeat corrects
-	// the RM, which then uses slot 1.
-	c := startRM(t, fastConfig())
-	te := startTE(t, "tm1", 2)
+	// it yet; the RM's RequestSlot is refused (not retried), the RM uses
+	// slot 1, and its next heartbeat adopts the allocation of slot 0.
+	c := startRM(t, testConfig())
+	te := c.startTE("tm1", 2)
 	te.register(t, c)
 	te.setSlot(0, "x1", "other")
 	c.job("a", 1)
-	eventually(t, "slot 1 granted to a", func() bool {
-		g := te.granted()
-		return len(g) == 1 && g[0].SlotIndex == 1
-	})
-	eventually(t, "no free slots", func() bool { return c.freeSlots() == 0 })
+	if g := te.granted(); len(g) != 1 || g[0].SlotIndex != 1 || te.attemptCount() != 2 {
+		t.Fatalf("granted %v after %d calls; want slot 1 after 2", g, te.attemptCount())
+	}
+	c.advance(time.Second)
+	if free := c.freeSlots(); free != 0 {
+		t.Fatalf("free slots = %d, want 0", free)
+	}
+	if !strings.Contains(c.logs.String(), "adopted") {
+		t.Error("the log does not mention the adopted allocation")
+	}
 }
 
 func TestNotEnoughResources(t *testing.T) {
-	cfg := fastConfig()
-	cfg.SlotRequestTimeout = 600 * time.Millisecond
+	cfg := testConfig()
+	cfg.SlotRequestTimeout = 5 * time.Second
 	c := startRM(t, cfg)
-	te := startTE(t, "tm1", 2)
+	te := c.startTE("tm1", 2)
 	te.register(t, c)
-	declared := time.Now()
 	jm := c.job("a", 3)
 	// At once: the cluster has 2 slots, the job needs 3.
 	if n := jm.noticeList(); !slices.Equal(n, []int{2}) {
 		t.Fatalf("notices right after declaring = %v, want [2]", n)
 	}
-	eventually(t, "both slots granted", func() bool { return len(te.granted()) == 2 })
+	if g := len(te.granted()); g != 2 {
+		t.Fatalf("%d slots granted, want 2", g)
+	}
 	// Not again on every tick while nothing changes.
-	time.Sleep(300 * time.Millisecond)
-	if n := jm.noticeList(); !slices.Equal(n, []int{2}) && time.Since(declared) < cfg.SlotRequestTimeout {
+	c.advance(4 * time.Second)
+	if n := jm.noticeList(); !slices.Equal(n, []int{2}) {
 		t.Fatalf("notices = %v, want just [2] before the slot request timeout", n)
 	}
 	// After slot.request.timeout: again, with a warning.
-	eventually(t, "a second notice after the slot request timeout", func() bool { return len(jm.noticeList()) == 2 })
-	if since := time.Since(declared); since < cfg.SlotRequestTimeout {
-		t.Fatalf("second notice after %s, before the slot request timeout %s", since, cfg.SlotRequestTimeout)
-	}
-	if n := jm.noticeList(); n[1] != 2 {
-		t.Fatalf("notices = %v, want acquired 2 again", n)
+	c.advance(time.Second)
+	if n := jm.noticeList(); !slices.Equal(n, []int{2, 2}) {
+		t.Fatalf("notices = %v, want [2 2] at the slot request timeout", n)
 	}
 	log := c.logs.String()
 	for _, want := range []string{`"level":"warn"`, "job a", "requires 3 slots", "2 are available"} {
@@ -280,48 +356,64 @@ func TestNotEnoughResources(t *testing.T) {
 		}
 	}
 	// A new TaskManager makes the requirement satisfiable.
-	more := startTE(t, "tm2", 1)
+	more := c.startTE("tm2", 1)
 	more.register(t, c)
-	eventually(t, "the third slot granted", func() bool { return more.grantedTo("a") == 1 })
+	if more.grantedTo("a") != 1 {
+		t.Fatal("the third slot was not granted")
+	}
 }
 
 func TestTaskExecutorHeartbeatTimeout(t *testing.T) {
-	c := startRM(t, fastConfig())
-	tm1, tm2 := startTE(t, "tm1", 1), startTE(t, "tm2", 1)
+	c := startRM(t, testConfig())
+	tm1, tm2 := c.startTE("tm1", 1), c.startTE("tm2", 1)
 	tm1.register(t, c)
-	c.job("a", 1)
-	eventually(t, "slot granted on tm1", func() bool { return len(tm1.granted()) == 1 })
+	jm := c.job("a", 1)
+	if len(tm1.granted()) != 1 {
+		t.Fatal("slot not granted on tm1")
+	}
 	tm2.register(t, c)
-	tm1.setSilent(true)
-	start := time.Now()
-	eventually(t, "tm1 unregistered", func() bool { return slices.Equal(c.taskManagerIDs(), []string{"tm2"}) })
-	// Last heard at most one interval before it went silent.
-	if d := time.Since(start); d < 150*time.Millisecond {
-		t.Fatalf("unregistered %s after going silent, well before the heartbeat timeout", d)
+	tm1.set(func(te *fakeTE) { te.unreachable = true })
+	// Last heard at registration (t0); the timeout is 3 s, checked on ticks.
+	c.advance(3 * time.Second)
+	if ids := c.taskManagerIDs(); !slices.Equal(ids, []string{"tm1", "tm2"}) {
+		t.Fatalf("TaskManagers = %v before the heartbeat timeout passed", ids)
+	}
+	c.advance(time.Second)
+	if ids := c.taskManagerIDs(); !slices.Equal(ids, []string{"tm2"}) {
+		t.Fatalf("TaskManagers = %v after the heartbeat timeout, want [tm2]", ids)
 	}
 	if log := c.logs.String(); !strings.Contains(log, "heartbeat timeout") || !strings.Contains(log, "tm1") {
 		t.Errorf("the log does not say why tm1 was removed:\n%s", log)
 	}
+	if lost := jm.lostList(); !slices.Equal(lost, []string{"tm1"}) {
+		t.Fatalf("the JobMaster was told %v were lost, want [tm1]", lost)
+	}
 	// Its slot is gone, so the job is matched again on tm2.
-	eventually(t, "slot granted on tm2", func() bool { return tm2.grantedTo("a") == 1 })
+	if tm2.grantedTo("a") != 1 {
+		t.Fatal("the slot was not granted on tm2")
+	}
 }
 
 func TestJobMasterHeartbeatTimeoutDropsItsRequirement(t *testing.T) {
-	c := startRM(t, fastConfig())
+	c := startRM(t, testConfig())
 	jm := c.job("a", 2)
-	eventually(t, "the JobMaster heartbeated", func() bool {
-		jm.mu.Lock()
-		defer jm.mu.Unlock()
-		return jm.heartbeats >= 2
-	})
-	jm.setDead()
-	eventually(t, "the JobMaster disconnected", func() bool {
-		err := c.rm.DeclareResourceRequirements(ctxT(t), "a", 2)
-		return errors.Is(err, ErrJobMasterNotRegistered)
-	})
-	te := startTE(t, "tm1", 2)
+	c.advance(2 * time.Second)
+	if n := jm.heartbeatCount(); n != 2 {
+		t.Fatalf("%d heartbeats to the JobMaster in two intervals, want 2", n)
+	}
+	jm.set(func(jm *fakeJM) { jm.unanswered = true })
+	// Last heard at 2 s: still registered at 5 s, gone at 6 s.
+	c.advance(3 * time.Second)
+	if err := c.rm.DeclareResourceRequirements(ctxT(t), "a", 2); err != nil {
+		t.Fatalf("disconnected before the heartbeat timeout: %v", err)
+	}
+	c.advance(time.Second)
+	if err := c.rm.DeclareResourceRequirements(ctxT(t), "a", 2); !errors.Is(err, ErrJobMasterNotRegistered) {
+		t.Fatalf("after the heartbeat timeout: %v, want ErrJobMasterNotRegistered", err)
+	}
+	te := c.startTE("tm1", 2)
 	te.register(t, c)
-	time.Sleep(300 * time.Millisecond)
+	c.advance(time.Second)
 	if n := te.attemptCount(); n != 0 {
 		t.Fatalf("%d RequestSlot calls for a disconnected job", n)
 	}
@@ -331,19 +423,56 @@ func TestJobMasterHeartbeatTimeoutDropsItsRequirement(t *testing.T) {
 }
 
 func TestJobMasterHeartbeatErrorDisconnectsAtOnce(t *testing.T) {
-	cfg := fastConfig()
+	cfg := testConfig()
 	cfg.HeartbeatTimeout = time.Hour
 	c := startRM(t, cfg)
 	jm := c.job("a", 1)
-	jm.setFail(errors.New("job master stopped"))
-	eventually(t, "the JobMaster disconnected", func() bool {
-		return errors.Is(c.rm.DeclareResourceRequirements(ctxT(t), "a", 1), ErrJobMasterNotRegistered)
-	})
+	jm.set(func(jm *fakeJM) { jm.fail = errors.New("job master stopped") })
+	c.advance(time.Second)
+	if err := c.rm.DeclareResourceRequirements(ctxT(t), "a", 1); !errors.Is(err, ErrJobMasterNotRegistered) {
+		t.Fatalf("after a failed heartbeat: %v, want ErrJobMasterNotRegistered", err)
+	}
+}
+
+// TestHungJobMasterDoesNotStallOthers: a JobMaster whose heartbeat never
+// returns holds up nothing: another job gets its slots and heartbeats, and
+// the hung one gets no second heartbeat while the first is in flight.
+func TestHungJobMasterDoesNotStallOthers(t *testing.T) {
+	cfg := testConfig()
+	cfg.RPCTimeout = time.Hour // the hung call stays in flight for the whole test
+	cfg.HeartbeatTimeout = time.Hour
+	c := startRM(t, cfg)
+	hung := c.job("hung", 1)
+	hung.set(func(jm *fakeJM) { jm.hang = true })
+	te := c.startTE("tm1", 2)
+	te.register(t, c)
+	if te.grantedTo("hung") != 1 {
+		t.Fatal("the hung job's slot was not granted before its heartbeat hung")
+	}
+	// From now on the RM never settles (the hung call is in flight): wait
+	// for events instead.
+	c.clk.Advance(time.Second)
+	eventually(t, "the hung JobMaster's heartbeat started", func() bool { return hung.heartbeatCount() == 1 })
+	jm := &fakeJM{}
+	if err := c.rm.RegisterJobMaster(ctxT(t), "b", "jm-b:6123", jm); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.rm.DeclareResourceRequirements(ctxT(t), "b", 1); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "job b gets its slot", func() bool { return te.grantedTo("b") == 1 })
+	for i := 1; i <= 3; i++ {
+		c.clk.Advance(time.Second)
+		eventually(t, fmt.Sprintf("heartbeat %d to job b's JobMaster", i), func() bool { return jm.heartbeatCount() == i })
+	}
+	if n := hung.heartbeatCount(); n != 1 {
+		t.Fatalf("%d heartbeats to the hung JobMaster, want 1 (one in flight at most)", n)
+	}
 }
 
 func TestSlotReportsReconcile(t *testing.T) {
-	c := startRM(t, fastConfig())
-	te := startTE(t, "tm1", 3)
+	c := startRM(t, testConfig())
+	te := c.startTE("tm1", 3)
 	if _, err := c.client.RegisterTaskExecutor(ctxT(t), te.registration()); err != nil {
 		t.Fatal(err)
 	}
@@ -363,12 +492,15 @@ func TestSlotReportsReconcile(t *testing.T) {
 	// A report in a heartbeat response.
 	te.setSlot(1, "x2", "other")
 	te.setSlot(0, "", "")
-	eventually(t, "the heartbeat's report reconciled", func() bool {
-		tm, err := c.rm.TaskManager(ctxT(t), "tm1")
-		return err == nil && tm.FreeSlots == 2
-	})
+	c.advance(time.Second)
+	if tm, err := c.rm.TaskManager(ctxT(t), "tm1"); err != nil || tm.FreeSlots != 2 {
+		t.Fatalf("TaskManager = %+v, %v; want 2 free slots", tm, err)
+	}
 	te.setSlot(0, "x1", "other")
-	eventually(t, "the heartbeat's report reconciled", func() bool { return c.freeSlots() == 1 })
+	c.advance(time.Second)
+	if free := c.freeSlots(); free != 1 {
+		t.Fatalf("free slots = %d, want 1", free)
+	}
 
 	// Reports from unknown TaskExecutors or another process are refused.
 	_, err := c.client.SendSlotReport(ctxT(t), &pb.SendSlotReportRequest{ResourceId: "nope", InstanceId: "x", SlotReport: &pb.SlotReport{}})
@@ -377,15 +509,164 @@ func TestSlotReportsReconcile(t *testing.T) {
 	wantCode(t, err, codes.NotFound, "tm1", "old")
 }
 
+// TestPushedReportCrossingARequestSlot: a report the TaskExecutor sent
+// before it granted a slot, arriving after the grant, does not free it;
+// the RM asks for a fresh report instead (a heartbeat, without waiting for
+// the tick), which settles it either way.
+func TestPushedReportCrossingARequestSlot(t *testing.T) {
+	cfg := testConfig()
+	cfg.HeartbeatInterval = time.Hour // no tick: every heartbeat here is one the RM asked for
+	c := startRM(t, cfg)
+	te := c.startTE("tm1", 2)
+	te.register(t, c)
+	stale := &pb.SendSlotReportRequest{ResourceId: te.id, InstanceId: te.instance,
+		SlotReport: &pb.SlotReport{Slots: []*pb.SlotStatus{{SlotIndex: 0}, {SlotIndex: 1}}}}
+	c.job("a", 1)
+	if len(te.granted()) != 1 || c.freeSlots() != 1 {
+		t.Fatalf("granted %d, free %d; want 1 and 1", len(te.granted()), c.freeSlots())
+	}
+	if _, err := c.client.SendSlotReport(ctxT(t), stale); err != nil {
+		t.Fatal(err)
+	}
+	c.settle()
+	if n := te.heartbeatCount(); n != 1 {
+		t.Fatalf("%d heartbeats after a report that contradicted a fresh grant, want 1", n)
+	}
+	if free, n := c.freeSlots(), te.attemptCount(); free != 1 || n != 1 {
+		t.Fatalf("free slots %d, %d RequestSlot calls; want the grant kept (1, 1)", free, n)
+	}
+	// Now the TaskExecutor really frees it; its report is believed at once
+	// (the RM did not change that slot since its last heartbeat), and the
+	// slot is requested again.
+	c.declare("a", 1) // a new declaration: no pause after a refused slot
+	te.setSlot(0, "", "")
+	te.sendReport(t, c)
+	if n := te.attemptCount(); n != 2 {
+		t.Fatalf("%d RequestSlot calls, want 2 (the freed slot requested again)", n)
+	}
+}
+
+// TestReportsFromAnUnreachableTaskExecutorDoNotLoop: reports that prompt
+// a heartbeat the TaskExecutor does not answer prompt no more until the
+// next tick.
+func TestReportsFromAnUnreachableTaskExecutorDoNotLoop(t *testing.T) {
+	cfg := testConfig()
+	cfg.HeartbeatTimeout = time.Hour
+	c := startRM(t, cfg)
+	te := c.startTE("tm1", 2)
+	te.register(t, c)
+	te.set(func(te *fakeTE) { te.unreachable = true })
+	for i := range 5 {
+		te.setSlot(0, fmt.Sprint("x", i), "other")
+		te.sendReport(t, c)
+	}
+	if n := te.heartbeatCount(); n != 1 {
+		t.Fatalf("%d heartbeats for 5 disagreeing reports of an unreachable TaskExecutor, want 1", n)
+	}
+	c.advance(time.Second)
+	if n := te.heartbeatCount(); n != 2 {
+		t.Fatalf("%d heartbeats after a tick, want 2", n)
+	}
+	// Reachable again: the next tick's heartbeat settles it.
+	te.set(func(te *fakeTE) { te.unreachable = false })
+	c.advance(time.Second)
+	if free := c.freeSlots(); free != 1 {
+		t.Fatalf("free slots = %d, want 1 (slot 0 adopted)", free)
+	}
+}
+
+// TestRejectedOffersBackOff: a TaskExecutor whose JobMaster rejects every
+// slot frees it at once; the RM pauses requesting slots for that job
+// instead of storming (before: ~100 rejected offers a second).
+func TestRejectedOffersBackOff(t *testing.T) {
+	c := startRM(t, testConfig())
+	te := c.startTE("tm1", 4)
+	te.set(func(te *fakeTE) { te.reject = true })
+	te.register(t, c)
+	if err := c.rm.RegisterJobMaster(ctxT(t), "a", "jm-a:6123", &fakeJM{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.rm.DeclareResourceRequirements(ctxT(t), "a", 1); err != nil {
+		t.Fatal(err)
+	}
+	// The RM must stop requesting on its own, with the clock standing still.
+	c.settleOr(func() error {
+		if n := te.attemptCount(); n > 20 {
+			return fmt.Errorf("offer storm: %d RequestSlot calls without the clock moving", n)
+		}
+		return nil
+	})
+	if n := te.attemptCount(); n != 1 {
+		t.Fatalf("%d RequestSlot calls right after the declaration, want 1", n)
+	}
+	c.advance(10 * time.Second)
+	// Pauses 0.1, 0.2, 0.4, 0.8 s, then one per heartbeat interval (1 s).
+	n := te.attemptCount()
+	if n < 8 || n > 16 {
+		t.Fatalf("%d RequestSlot calls in 10 s of rejected offers; want about 14", n)
+	}
+	if !strings.Contains(c.logs.String(), "refused a slot") {
+		t.Error("the log does not mention the pause")
+	}
+	// The job declares again (it dropped the dead TaskManager): requested
+	// at once, and kept.
+	te.set(func(te *fakeTE) { te.reject = false })
+	c.declare("a", 1)
+	if m := te.attemptCount(); m != n+1 {
+		t.Fatalf("%d RequestSlot calls after the declaration, want 1", m-n)
+	}
+	c.advance(10 * time.Second)
+	if m, free := te.attemptCount(), c.freeSlots(); m != n+1 || free != 3 {
+		t.Fatalf("%d more RequestSlot calls, %d free slots; want 1 and 3", m-n, free)
+	}
+}
+
+// TestTaskManagerLostIsToldToEveryJobMaster: every way a TaskManager goes
+// reaches every JobMaster at once.
+func TestTaskManagerLostIsToldToEveryJobMaster(t *testing.T) {
+	cfg := testConfig()
+	cfg.HeartbeatTimeout = time.Hour
+	c := startRM(t, cfg)
+	a, b := c.job("a", 0), c.job("b", 0)
+	tm3 := c.startTE("tm3", 1)
+	c.startTE("tm1", 1).register(t, c)
+	c.startTE("tm2", 1).register(t, c)
+	tm3.register(t, c)
+	if _, err := c.client.DisconnectTaskExecutor(ctxT(t), &pb.DisconnectTaskExecutorRequest{ResourceId: "tm1", Cause: "shutting down"}); err != nil {
+		t.Fatal(err)
+	}
+	c.onRM(func() {
+		c.rm.workerEvent(providers.WorkerTerminated{WorkerID: "tm2", Cause: errors.New("exit status 137"), ExitStatus: 137})
+		// A worker whose TaskExecutor never registered: told all the same.
+		c.rm.workerEvent(providers.WorkerTerminated{WorkerID: "tm9", Cause: errors.New("exit status 1"), ExitStatus: 1})
+	})
+	req := tm3.registration()
+	req.InstanceId = "restarted" // a new process on the same address
+	if _, err := c.client.RegisterTaskExecutor(ctxT(t), req); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"tm1", "tm2", "tm9", "tm3"}
+	for name, jm := range map[string]*fakeJM{"a": a, "b": b} {
+		if lost := jm.lostList(); !slices.Equal(lost, want) {
+			t.Errorf("JobMaster %s was told %v were lost, want %v", name, lost, want)
+		}
+		jm.mu.Lock()
+		for _, cause := range jm.causes {
+			if !errors.Is(cause, ErrTaskManagerLost) {
+				t.Errorf("cause %v does not wrap ErrTaskManagerLost", cause)
+			}
+		}
+		jm.mu.Unlock()
+	}
+}
+
 func TestTaskManagersView(t *testing.T) {
-	c := startRM(t, fastConfig())
-	tm1, tm2 := startTE(t, "tm1", 3), startTE(t, "tm2", 1)
-	before := time.Now().UnixMilli()
+	c := startRM(t, testConfig())
+	tm1, tm2 := c.startTE("tm1", 3), c.startTE("tm2", 1)
 	tm1.register(t, c)
 	tm2.register(t, c)
 	c.job("a", 1)
-	eventually(t, "slot granted", func() bool { return len(tm1.granted()) == 1 })
-	eventually(t, "the RM sees it allocated", func() bool { return c.freeSlots() == 3 })
+	c.advance(1500 * time.Millisecond) // heard from in the heartbeat at 1 s
 	tms, err := c.rm.TaskManagers(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
@@ -397,8 +678,8 @@ func TestTaskManagersView(t *testing.T) {
 	if got.Path != tm1.addr || got.DataPort != 6121 || got.SlotsNumber != 3 || got.FreeSlots != 2 {
 		t.Fatalf("tm1 = %+v; want path %s, dataPort 6121, 3 slots, 2 free", got, tm1.addr)
 	}
-	if now := time.Now().UnixMilli(); got.TimeSinceLastHeartbeat < before || got.TimeSinceLastHeartbeat > now {
-		t.Fatalf("timeSinceLastHeartbeat = %d, want epoch millis in [%d, %d]", got.TimeSinceLastHeartbeat, before, now)
+	if want := t0.Add(time.Second).UnixMilli(); got.TimeSinceLastHeartbeat != want {
+		t.Fatalf("timeSinceLastHeartbeat = %d, want the epoch millis of the last heartbeat, %d", got.TimeSinceLastHeartbeat, want)
 	}
 	one, err := c.rm.TaskManager(ctxT(t), "tm2")
 	if err != nil || one != tms[1] {
@@ -422,10 +703,10 @@ func TestDataPort(t *testing.T) {
 }
 
 func TestDisconnectTaskExecutorActsAtOnce(t *testing.T) {
-	cfg := fastConfig()
+	cfg := testConfig()
 	cfg.HeartbeatTimeout = time.Hour
 	c := startRM(t, cfg)
-	tm1, tm2 := startTE(t, "tm1", 1), startTE(t, "tm2", 1)
+	tm1, tm2 := c.startTE("tm1", 1), c.startTE("tm2", 1)
 	tm1.register(t, c)
 	tm2.register(t, c)
 	if _, err := c.client.DisconnectTaskExecutor(ctxT(t), &pb.DisconnectTaskExecutorRequest{ResourceId: "tm1", Cause: "shutting down"}); err != nil {
@@ -439,12 +720,9 @@ func TestDisconnectTaskExecutorActsAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The provider path: a worker ended.
-	if _, err := mailbox.Call(ctxT(t), c.rm.mb, func() (struct{}, error) {
+	c.onRM(func() {
 		c.rm.workerEvent(providers.WorkerTerminated{WorkerID: "tm2", Cause: errors.New("exit status 137"), ExitStatus: 137})
-		return struct{}{}, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 	if ids := c.taskManagerIDs(); len(ids) != 0 {
 		t.Fatalf("TaskManagers = %v, want none", ids)
 	}
@@ -454,7 +732,7 @@ func TestDisconnectTaskExecutorActsAtOnce(t *testing.T) {
 }
 
 func TestInProcessAPIValidationAndStop(t *testing.T) {
-	c := startRM(t, fastConfig())
+	c := startRM(t, testConfig())
 	ctx := ctxT(t)
 	if err := c.rm.RegisterJobMaster(ctx, "", "addr", &fakeJM{}); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("empty job ID: %v", err)

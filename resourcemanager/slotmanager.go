@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"slices"
 	"time"
+
+	"github.com/gofl/gofl/internal/backoff"
 )
 
 // slotManager is the ResourceManager's bookkeeping, Flink's
@@ -13,10 +15,24 @@ import (
 // to make next. It has no goroutines, no clock and no I/O: time comes in as
 // arguments and RequestSlot calls go out as return values. The
 // ResourceManager owns it on its mailbox.
+//
+// Slot reports are level-triggered: every report (a heartbeat's answer or a
+// TaskExecutor's own SendSlotReport) is compared with the RM's view, and
+// the TaskExecutor is the truth about what it holds, except where the RM
+// knows better: a slot with a RequestSlot in flight, and a slot that
+// changed after the report was requested (see applySlotReport). Only
+// heartbeat answers, at most one in flight per TaskExecutor and each
+// stamped with the version it was requested at, change the view; a pushed
+// report that disagrees with it, or a failed RequestSlot, makes the RM ask
+// for one at once (wantReports). So reports that come late, twice or out of
+// order cost at most a heartbeat, and the view converges to the
+// TaskExecutor's once the RM stops changing its slots.
 type slotManager struct {
-	evenly  bool
-	newID   func() string // allocation IDs
-	version uint64        // bumped on every change the RM itself makes to a slot
+	cfg slotManagerConfig
+	// version is bumped on every change to a slot (by the RM, or by a
+	// report) and when a report disagrees with a slot it cannot override;
+	// a report requested at version v only overrides slots unchanged since.
+	version uint64
 
 	tms    []*tmSlots // registration order: the default slot selection order
 	tmByID map[string]*tmSlots
@@ -31,6 +47,27 @@ type slotManager struct {
 	// slot and a reconcile is O(jobs), not O(slots).
 	free    int               // free slots (blocked ones included)
 	tallies map[string]*tally // by job ID, only non-zero ones
+
+	stale map[string]*tmSlots // TaskManagers whose reports disagreed with a kept slot
+}
+
+// slotManagerConfig configures a slotManager. Zero fields take the
+// defaults noted.
+type slotManagerConfig struct {
+	// EvenlySpreadOut: cluster.evenly-spread-out-slots.
+	EvenlySpreadOut bool
+	// NewID returns a new allocation ID; required.
+	NewID func() string
+	// RejectWindow: a slot this RM allocated to a job that a report shows
+	// free again within this time, while the job has not declared since,
+	// was refused by the job (the TaskExecutor freed it after a rejected
+	// offer). Default 20 s (two default heartbeat intervals).
+	RejectWindow time.Duration
+	// RejectBackoff is the pause in requesting slots for a job after such
+	// rejections, growing with each consecutive one.
+	RejectBackoff backoff.Config
+	// Rand draws the pause's jitter, uniform in [0, 1); nil: math/rand/v2.
+	Rand func() float64
 }
 
 type slotState int
@@ -51,9 +88,15 @@ type slot struct {
 	// blocked: a RequestSlot for this slot failed; it is not picked again
 	// until the next endBackoff (heartbeat tick), so failures never loop hot.
 	blocked bool
-	// changed is the slotManager version of the RM's last own change.
+	// changed is the slotManager version of the slot's last change.
 	changed uint64
 	gone    bool // removed with its TaskManager or from its slot report
+	// allocatedAt is when this RM's RequestSlot for the current allocation
+	// succeeded, and declared the job's declaration count then; zero until
+	// a report shows the allocation held past the reject window, and for
+	// allocations adopted from reports. See slotManagerConfig.RejectWindow.
+	allocatedAt time.Time
+	declared    uint64
 }
 
 type tmSlots struct {
@@ -62,6 +105,12 @@ type tmSlots struct {
 	slots      []*slot // ascending index
 	free       int     // free slots
 	blocked    int     // free slots that are blocked
+	// stale: a report disagreed with a slot whose state it could not
+	// override (call in flight, or changed after the report was
+	// requested), at version staleAt; a solicited report requested after
+	// that which agrees with every slot it cannot override settles it.
+	stale   bool
+	staleAt uint64
 }
 
 type jobRequirement struct {
@@ -75,6 +124,12 @@ type jobRequirement struct {
 	// required) to not; zero while fulfilled. It restarts after each timeout
 	// notice.
 	unfulfilledSince time.Time
+	// declared counts the job's declarations; rejections counts the slots
+	// it refused in a row (see slotManagerConfig.RejectWindow), and no slot
+	// is requested for it before holdUntil.
+	declared   uint64
+	rejections int
+	holdUntil  time.Time
 }
 
 // reportedSlot is one slot of a TaskExecutor's slot report.
@@ -106,14 +161,39 @@ type notice struct {
 // tally is what a job holds.
 type tally struct{ allocated, pending int }
 
-func newSlotManager(evenly bool, newID func() string) *slotManager {
+// reportOutcome is what applying a slot report changed, for the log.
+type reportOutcome struct {
+	// Adopted: allocations the TaskExecutor holds that the RM did not know.
+	Adopted []reportedSlot
+	// Freed: allocations the RM believed in that the TaskExecutor no
+	// longer holds.
+	Freed []reportedSlot
+	// Rejected: jobs that refused a slot just allocated to them and are now
+	// on hold.
+	Rejected []rejection
+	// Kept counts slots the report could not override.
+	Kept int
+}
+
+// rejection is a job put on hold after refusing a slot.
+type rejection struct {
+	JobID, AllocationID string
+	Index               int32
+	Hold                time.Duration
+	InARow              int
+}
+
+func newSlotManager(cfg slotManagerConfig) *slotManager {
+	if cfg.RejectWindow <= 0 {
+		cfg.RejectWindow = 20 * time.Second
+	}
 	return &slotManager{
-		evenly:  evenly,
-		newID:   newID,
+		cfg:     cfg,
 		tmByID:  map[string]*tmSlots{},
 		jobByID: map[string]*jobRequirement{},
 		pending: map[string]*slot{},
 		tallies: map[string]*tally{},
+		stale:   map[string]*tmSlots{},
 	}
 }
 
@@ -189,6 +269,7 @@ func (sm *slotManager) removeTaskManager(resourceID string) {
 		s.gone = true
 	}
 	delete(sm.tmByID, resourceID)
+	delete(sm.stale, resourceID)
 	for i, t := range sm.tms {
 		if t == tm {
 			sm.tms = append(sm.tms[:i:i], sm.tms[i+1:]...)
@@ -197,17 +278,82 @@ func (sm *slotManager) removeTaskManager(resourceID string) {
 	}
 }
 
-// applySlotReport makes a TaskExecutor's report the truth for its slots:
-// the reported set of slots, each free or allocated. Two exceptions keep
-// what the RM knows better: a slot with a RequestSlot in flight stays
-// pending until the call returns, and a slot the RM changed after asOf (the
-// Version when the report was requested, e.g. a heartbeat that crossed a
-// RequestSlot) keeps its state. It reports false for an unknown TaskManager.
-func (sm *slotManager) applySlotReport(resourceID string, report []reportedSlot, asOf uint64) bool {
+// applySlotReport applies a solicited report: the answer to a heartbeat
+// requested when the version was asOf. The report is the truth for the
+// TaskExecutor's slots: the set of slots, each free or allocated (an
+// allocation the RM did not know is adopted, one it believed in that the
+// TaskExecutor no longer reports is freed). Two exceptions keep what the RM
+// knows better: a slot with a RequestSlot in flight stays pending until the
+// call returns, and a slot changed after asOf (by the RM, or by a newer
+// report) keeps its state: the report may predate the change. It reports
+// false for an unknown TaskManager.
+func (sm *slotManager) applySlotReport(resourceID string, report []reportedSlot, asOf uint64, now time.Time) (reportOutcome, bool) {
 	tm, ok := sm.tmByID[resourceID]
 	if !ok {
+		return reportOutcome{}, false
+	}
+	out, disagrees := sm.apply(tm, report, asOf, now)
+	switch {
+	case disagrees:
+		sm.markStale(tm)
+	case asOf >= tm.staleAt:
+		// Requested after the last disagreement: settled.
+		tm.stale = false
+		delete(sm.stale, tm.resourceID)
+	}
+	return out, true
+}
+
+// applyPushedReport takes a report the TaskExecutor sent on its own
+// (SendSlotReport). The first report of a TaskManager makes its slots
+// usable. Later ones are hints only: nothing tells when they were sent, so
+// one that arrives late, twice or out of order could undo newer knowledge.
+// If it disagrees with the RM's view, or hbInFlight (the answer of a
+// heartbeat sent before it arrived may predate it, and must not settle
+// it), wantReports asks for a heartbeat, whose answer is applied. The cost
+// of a stale push is thus one heartbeat, never a wrong view. (A sequence
+// number in slot reports would let pushes be applied directly.)
+func (sm *slotManager) applyPushedReport(resourceID string, report []reportedSlot, hbInFlight bool, now time.Time) (reportOutcome, bool) {
+	tm, ok := sm.tmByID[resourceID]
+	if !ok {
+		return reportOutcome{}, false
+	}
+	if !tm.reported {
+		// Nothing happened to its slots yet that the report could predate.
+		out, _ := sm.apply(tm, report, sm.version, now)
+		return out, true
+	}
+	if hbInFlight || !tm.agrees(report) {
+		sm.markStale(tm)
+	}
+	return reportOutcome{}, true
+}
+
+// agrees reports whether a report shows every slot as the RM sees it.
+func (tm *tmSlots) agrees(report []reportedSlot) bool {
+	if len(report) != len(tm.slots) {
 		return false
 	}
+	for _, r := range report {
+		i, found := slices.BinarySearchFunc(tm.slots, r.Index, func(s *slot, i int32) int { return cmp.Compare(s.index, i) })
+		if !found || tm.slots[i].allocationID != r.AllocationID {
+			return false
+		}
+	}
+	return true
+}
+
+// markStale records that the TaskManager's slots need a report requested
+// from now on (see wantReports).
+func (sm *slotManager) markStale(tm *tmSlots) {
+	sm.version++
+	tm.stale, tm.staleAt = true, sm.version
+	sm.stale[tm.resourceID] = tm
+}
+
+// apply makes the report the truth for tm's slots but those pending or
+// changed after asOf; it reports whether it disagreed with any of those.
+func (sm *slotManager) apply(tm *tmSlots, report []reportedSlot, asOf uint64, now time.Time) (out reportOutcome, disagrees bool) {
 	old := make(map[int32]*slot, len(tm.slots))
 	for _, s := range tm.slots {
 		old[s.index] = s
@@ -226,16 +372,13 @@ func (sm *slotManager) applySlotReport(resourceID string, report []reportedSlot,
 		}
 		next = append(next, s)
 		if s.state == slotPending || s.changed > asOf {
+			out.Kept++
+			if r.AllocationID != s.allocationID {
+				disagrees = true
+			}
 			continue
 		}
-		sm.update(s, func() {
-			if r.AllocationID == "" {
-				s.state, s.allocationID, s.jobID = slotFree, "", ""
-			} else {
-				s.state, s.allocationID, s.jobID = slotAllocated, r.AllocationID, r.JobID
-				s.blocked = false
-			}
-		})
+		sm.applySlot(s, r, now, &out)
 	}
 	// A slot missing from the report is gone, unless a call for it is in flight.
 	for _, s := range tm.slots {
@@ -243,6 +386,8 @@ func (sm *slotManager) applySlotReport(resourceID string, report []reportedSlot,
 		case seen[s.index]:
 		case s.state == slotPending:
 			next = append(next, s)
+			out.Kept++
+			disagrees = true
 		default:
 			sm.account(s, -1)
 			s.gone = true
@@ -251,7 +396,84 @@ func (sm *slotManager) applySlotReport(resourceID string, report []reportedSlot,
 	slices.SortFunc(next, func(a, b *slot) int { return cmp.Compare(a.index, b.index) })
 	tm.slots = next
 	tm.reported = true
-	return true
+	return out, disagrees
+}
+
+// applySlot makes s what the report r says (s is neither pending nor
+// changed after the report was requested). A change counts as a change
+// of the slot (changed), so a report requested before it, arriving later,
+// cannot undo it.
+func (sm *slotManager) applySlot(s *slot, r reportedSlot, now time.Time, out *reportOutcome) {
+	if s.state == slotAllocated && r.AllocationID == s.allocationID {
+		if !s.allocatedAt.IsZero() && now.Sub(s.allocatedAt) > sm.cfg.RejectWindow {
+			// Held past the window: the job took it, so its run of
+			// rejections (if any) is over.
+			if j := sm.jobByID[s.jobID]; j != nil {
+				j.rejections = 0
+			}
+			s.allocatedAt = time.Time{}
+		}
+		return
+	}
+	if s.state == slotFree && r.AllocationID == "" {
+		return
+	}
+	if s.state == slotAllocated {
+		out.Freed = append(out.Freed, reportedSlot{Index: s.index, AllocationID: s.allocationID, JobID: s.jobID})
+		sm.rejected(s, now, out)
+	}
+	if r.AllocationID != "" {
+		out.Adopted = append(out.Adopted, r)
+	}
+	sm.version++
+	sm.update(s, func() {
+		s.changed = sm.version
+		s.allocatedAt, s.declared = time.Time{}, 0
+		if r.AllocationID == "" {
+			s.state, s.allocationID, s.jobID = slotFree, "", ""
+		} else {
+			s.state, s.allocationID, s.jobID = slotAllocated, r.AllocationID, r.JobID
+			s.blocked = false
+		}
+	})
+}
+
+// rejected handles a slot the RM allocated that a report shows gone: if it
+// went within the reject window and its job has not declared since, the
+// job refused it (a rejected offer), and requesting slots for the job
+// pauses, longer with each rejection in a row, until it declares again.
+// Without this, a JobMaster that keeps refusing (e.g. still counting a dead
+// TaskManager's slots) and the RM that keeps re-requesting trade offers as
+// fast as the network allows. Rejections during a pause count as one.
+func (sm *slotManager) rejected(s *slot, now time.Time, out *reportOutcome) {
+	j := sm.jobByID[s.jobID]
+	if j == nil || s.allocatedAt.IsZero() || s.declared != j.declared || now.Sub(s.allocatedAt) > sm.cfg.RejectWindow {
+		return
+	}
+	if now.Before(j.holdUntil) {
+		return
+	}
+	d := sm.cfg.RejectBackoff.Delay(j.rejections, sm.cfg.Rand)
+	j.rejections++
+	j.holdUntil = now.Add(d)
+	out.Rejected = append(out.Rejected, rejection{JobID: j.id, AllocationID: s.allocationID, Index: s.index, Hold: d, InARow: j.rejections})
+}
+
+// wantReports lists, in registration order, the TaskManagers whose last
+// reports disagreed with slots the RM changed and that have no RequestSlot
+// in flight: a heartbeat now brings a report that settles them.
+func (sm *slotManager) wantReports() []string {
+	if len(sm.stale) == 0 {
+		return nil
+	}
+	var out []string
+	for _, tm := range sm.tms {
+		if !tm.stale || slices.ContainsFunc(tm.slots, func(s *slot) bool { return s.state == slotPending }) {
+			continue
+		}
+		out = append(out, tm.resourceID)
+	}
+	return out
 }
 
 // setRequirement records that jobID needs slots slots in total (0: none).
@@ -267,6 +489,10 @@ func (sm *slotManager) setRequirement(jobID string, slots int) {
 		j.noticed = false
 	}
 	j.required = slots
+	// A declaration ends a pause after rejected slots: the job says anew
+	// what it needs.
+	j.declared++
+	j.rejections, j.holdUntil = 0, time.Time{}
 }
 
 // removeJob drops a job's requirement. Slots stay allocated to it until
@@ -295,11 +521,16 @@ func (sm *slotManager) requirement(jobID string) int {
 
 // allocate matches free slots to jobs short of their requirement, in
 // declaration order, marks the chosen slots pending and returns the
-// RequestSlot calls to make. Never reclaims: a job holding more than it
-// requires keeps its slots until the TaskExecutor reports them free.
-func (sm *slotManager) allocate() []slotRequest {
+// RequestSlot calls to make. Jobs on hold after rejected slots are skipped
+// until now reaches their holdUntil (see nextWake). Never reclaims: a job
+// holding more than it requires keeps its slots until the TaskExecutor
+// reports them free.
+func (sm *slotManager) allocate(now time.Time) []slotRequest {
 	var out []slotRequest
 	for _, j := range sm.jobs {
+		if now.Before(j.holdUntil) {
+			continue
+		}
 		for {
 			x := sm.tallyOf(j.id)
 			if j.required <= x.allocated+x.pending {
@@ -311,7 +542,7 @@ func (sm *slotManager) allocate() []slotRequest {
 			}
 			sm.version++
 			sm.update(s, func() {
-				s.state, s.allocationID, s.jobID, s.changed = slotPending, sm.newID(), j.id, sm.version
+				s.state, s.allocationID, s.jobID, s.changed = slotPending, sm.cfg.NewID(), j.id, sm.version
 			})
 			sm.pending[s.allocationID] = s
 			out = append(out, slotRequest{AllocationID: s.allocationID, ResourceID: s.tm.resourceID, SlotIndex: s.index, JobID: j.id})
@@ -330,7 +561,7 @@ func (sm *slotManager) pickFree() *slot {
 		if tm.free-tm.blocked == 0 {
 			continue
 		}
-		if !sm.evenly {
+		if !sm.cfg.EvenlySpreadOut {
 			return tm.firstPickable()
 		}
 		// used/total < best's used/total
@@ -353,11 +584,11 @@ func (tm *tmSlots) firstPickable() *slot {
 	return nil
 }
 
-// requestDone records a RequestSlot result: on success the slot is
+// requestDone records a RequestSlot result at now: on success the slot is
 // allocated to the job, on failure it is free again but blocked until
 // endBackoff. It reports false for a call it no longer tracks (its
 // TaskManager was removed).
-func (sm *slotManager) requestDone(allocationID string, ok bool) bool {
+func (sm *slotManager) requestDone(allocationID string, ok bool, now time.Time) bool {
 	s, found := sm.pending[allocationID]
 	if !found {
 		return false
@@ -368,18 +599,26 @@ func (sm *slotManager) requestDone(allocationID string, ok bool) bool {
 		s.changed = sm.version
 		if ok {
 			s.state = slotAllocated
+			s.allocatedAt, s.declared = now, 0
+			if j := sm.jobByID[s.jobID]; j != nil {
+				s.declared = j.declared
+			}
 		} else {
 			s.state, s.allocationID, s.jobID, s.blocked = slotFree, "", "", true
 		}
 	})
 	if !ok {
 		sm.blocked = append(sm.blocked, s)
+		// The TaskExecutor may hold the slot after all (the call timed out
+		// after it arrived), or another allocation took it: ask.
+		sm.markStale(s.tm)
 	}
 	return true
 }
 
 // endBackoff makes slots whose RequestSlot failed eligible again; the RM
-// calls it on every heartbeat tick.
+// calls it on every heartbeat tick, so a slot failing for good is tried at
+// most once per heartbeat interval.
 func (sm *slotManager) endBackoff() {
 	for _, s := range sm.blocked {
 		if s.blocked && !s.gone {
@@ -423,6 +662,18 @@ func (sm *slotManager) notices(now time.Time, timeout time.Duration) []notice {
 		}
 	}
 	return out
+}
+
+// nextWake is the earliest end of a job's hold after now (zero: none):
+// allocate must run again then.
+func (sm *slotManager) nextWake(now time.Time) time.Time {
+	var t time.Time
+	for _, j := range sm.jobs {
+		if now.Before(j.holdUntil) && (t.IsZero() || j.holdUntil.Before(t)) {
+			t = j.holdUntil
+		}
+	}
+	return t
 }
 
 // missingSlots is how many slots the jobs need beyond what they hold and

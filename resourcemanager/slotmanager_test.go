@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gofl/gofl/internal/backoff"
 )
 
 // TestSlotManagerScenarios runs the slot manager through scenarios. Each is
@@ -14,18 +16,29 @@ import (
 //
 //	tm TM                   a TaskManager registers (no usable slots yet)
 //	lose TM                 it is removed (heartbeat timeout, disconnect)
-//	report TM SLOT...       its slot report; SLOT is "free" or JOB/ALLOC, index = position
+//	report TM SLOT...       a heartbeat's slot report, requested just now; SLOT is
+//	                        "free" or JOB/ALLOC, index = position
 //	snapshot                remember the version (a heartbeat request is sent)
-//	late-report TM SLOT...  a report requested at the snapshot arrives now
+//	late-report TM SLOT...  a heartbeat's report requested at the snapshot arrives now
+//	push TM SLOT...         a report the TaskExecutor sent on its own (SendSlotReport):
+//	                        applied if it is the first, else a hint
+//	                        every report prints what it changed:
+//	                        > adopted TM/INDEX JOB/ALLOC
+//	                        > freed TM/INDEX JOB/ALLOC
+//	                        > rejected JOB hold DURATION
 //	require JOB N           the job declares N slots
 //	drop JOB                the job's JobMaster disconnects
 //	match                   allocate + notices, as the RM does after every change:
 //	                        > request TM/INDEX JOB ALLOC
 //	                        > notify JOB acquired=A required=R available=V [timed out]
+//	                        > sync TM       (a heartbeat to settle a disagreeing report)
+//	                        > wake +DURATION (the next end of a job's hold)
 //	ok ALLOC | fail ALLOC   a RequestSlot call returned
 //	tick                    heartbeat tick: failed slots may be requested again
-//	after DURATION          time passes (slot.request.timeout is 1m)
+//	after DURATION          time passes (slot.request.timeout is 1m, the reject
+//	                        window 20s, holds 1s doubling up to 8s)
 //	slots TM                > total=T free=F
+//	state TM                > each slot: free, JOB/ALLOC or pending:JOB/ALLOC
 //	missing                 > slots an active provider would start workers for
 func TestSlotManagerScenarios(t *testing.T) {
 	tests := []struct {
@@ -73,6 +86,7 @@ tm tm1
 tm tm2
 tm tm3
 report tm1 x/old free free free
+> adopted tm1/0 x/old
 report tm2 free free
 report tm3 free free free free
 require a 4
@@ -82,7 +96,7 @@ match
 > request tm1/1 a a3
 > request tm3/1 a a4
 `},
-		{name: "a failed request frees the slot, which waits for the next tick", script: `
+		{name: "a failed request frees the slot, which waits for the next tick, and asks for a report", script: `
 tm tm1
 report tm1 free
 require a 1
@@ -90,8 +104,11 @@ match
 > request tm1/0 a a1
 fail a1
 match
+> sync tm1
 slots tm1
 > total=1 free=1
+report tm1 free
+match
 tick
 match
 > request tm1/0 a a2
@@ -115,13 +132,17 @@ require a 1
 match
 > request tm1/0 a a1
 report tm1 free other/x
+> adopted tm1/1 other/x
 slots tm1
 > total=2 free=0
 ok a1
 report tm1 a/a1 free
+> freed tm1/1 other/x
 slots tm1
 > total=2 free=1
+after 21s
 report tm1 free free free
+> freed tm1/0 a/a1
 match
 > request tm1/0 a a2
 `},
@@ -137,12 +158,16 @@ late-report tm1 free
 slots tm1
 > total=1 free=0
 report tm1 free
+> freed tm1/0 a/a1
+> rejected a hold 1s
 slots tm1
 > total=1 free=1
 `},
 		{name: "never reclaims: a lower requirement leaves slots allocated", script: `
 tm tm1
 report tm1 a/x1 a/x2 free
+> adopted tm1/0 a/x1
+> adopted tm1/1 a/x2
 require a 1
 match
 slots tm1
@@ -186,6 +211,8 @@ match
 > request tm1/0 a a1
 fail a1
 match
+> sync tm1
+report tm1 free
 after 30s
 match
 after 30s
@@ -235,6 +262,7 @@ require b 1
 match
 > notify b acquired=0 required=1 available=0
 report tm1 free a/a2
+> freed tm1/0 a/a1
 match
 > request tm1/0 b a3
 `},
@@ -259,6 +287,250 @@ ok a2
 tick
 match
 > request tm1/0 a a4
+`},
+		{name: "the first pushed report makes the slots usable; later ones are hints", script: `
+tm tm1
+push tm1 free x/x1
+> adopted tm1/1 x/x1
+slots tm1
+> total=2 free=1
+push tm1 free x/x1
+match
+push tm1 free free
+state tm1
+> free x/x1
+match
+> sync tm1
+report tm1 free free
+> freed tm1/1 x/x1
+match
+`},
+		{name: "duplicated and reordered pushes cost a heartbeat, never a wrong view", script: `
+tm tm1
+report tm1 free free
+require a 1
+match
+> request tm1/0 a a1
+ok a1
+push tm1 free free
+push tm1 x/x1 free
+push tm1 free free
+state tm1
+> a/a1 free
+match
+> sync tm1
+report tm1 a/a1 free
+match
+state tm1
+> a/a1 free
+`},
+		{name: "a push crossing a call in flight asks for a heartbeat once the call returned", script: `
+tm tm1
+report tm1 free free
+require a 1
+match
+> request tm1/0 a a1
+push tm1 free free
+match
+ok a1
+match
+> sync tm1
+report tm1 free free
+> freed tm1/0 a/a1
+> rejected a hold 1s
+match
+> wake +1s
+after 1s
+match
+> request tm1/0 a a2
+`},
+		{name: "a push that agrees changes nothing, unless a heartbeat answer may predate it", script: `
+tm tm1
+report tm1 free free
+push tm1 free free
+match
+snapshot
+push tm1 free free
+late-report tm1 free free
+match
+> sync tm1
+report tm1 free free
+match
+`},
+		{name: "a heartbeat answer older than a push that arrived meanwhile does not settle it", script: `
+tm tm1
+report tm1 free free
+require a 2
+match
+> request tm1/0 a a1
+> request tm1/1 a a2
+ok a1
+ok a2
+drop a
+snapshot
+push tm1 free free
+late-report tm1 free a/a2
+> freed tm1/0 a/a1
+match
+> sync tm1
+report tm1 free free
+> freed tm1/1 a/a2
+match
+state tm1
+> free free
+`},
+		{name: "a late heartbeat answer does not undo a newer failure; the next one adopts what the TaskExecutor holds", script: `
+tm tm1
+report tm1 free
+require a 1
+snapshot
+match
+> request tm1/0 a a1
+fail a1
+late-report tm1 a/a1
+state tm1
+> free
+match
+> sync tm1
+report tm1 a/a1
+> adopted tm1/0 a/a1
+match
+state tm1
+> a/a1
+`},
+		{name: "a slot the TaskExecutor gave to another allocation is adopted, whatever the RM believed", script: `
+tm tm1
+report tm1 free
+require a 1
+match
+> request tm1/0 a a1
+ok a1
+after 30s
+report tm1 b/x9
+> adopted tm1/0 b/x9
+> freed tm1/0 a/a1
+match
+> notify a acquired=0 required=1 available=0
+`},
+		{name: "rejected slots pause the job's requests, doubling, until it declares again", script: `
+tm tm1
+report tm1 free free
+require a 1
+match
+> request tm1/0 a a1
+ok a1
+report tm1 free free
+> freed tm1/0 a/a1
+> rejected a hold 1s
+match
+> wake +1s
+after 999ms
+match
+> wake +1ms
+after 1ms
+match
+> request tm1/0 a a2
+ok a2
+report tm1 free free
+> freed tm1/0 a/a2
+> rejected a hold 2s
+match
+> wake +2s
+require a 1
+match
+> request tm1/0 a a3
+ok a3
+report tm1 free free
+> freed tm1/0 a/a3
+> rejected a hold 1s
+`},
+		{name: "other jobs are matched while one is on hold", script: `
+tm tm1
+report tm1 free
+require a 1
+match
+> request tm1/0 a a1
+ok a1
+report tm1 free
+> freed tm1/0 a/a1
+> rejected a hold 1s
+require b 1
+match
+> request tm1/0 b a2
+> notify a acquired=0 required=1 available=0
+> wake +1s
+`},
+		{name: "slots refused together count as one rejection", script: `
+tm tm1
+report tm1 free free free
+require a 3
+match
+> request tm1/0 a a1
+> request tm1/1 a a2
+> request tm1/2 a a3
+ok a1
+ok a2
+ok a3
+report tm1 free a/a2 free
+> freed tm1/0 a/a1
+> freed tm1/2 a/a3
+> rejected a hold 1s
+report tm1 free free free
+> freed tm1/1 a/a2
+match
+> wake +1s
+`},
+		{name: "no rejection: freed after the window, after a new declaration, or adopted", script: `
+tm tm1
+report tm1 free free x/x1
+> adopted tm1/2 x/x1
+require a 1
+require x 1
+match
+> request tm1/0 a a1
+ok a1
+after 21s
+report tm1 free free x/x1
+> freed tm1/0 a/a1
+match
+> request tm1/0 a a2
+ok a2
+require a 1
+report tm1 free free free
+> freed tm1/0 a/a2
+> freed tm1/2 x/x1
+match
+> request tm1/0 a a3
+> request tm1/1 x a4
+`},
+		{name: "a slot kept past the window ends the run of rejections", script: `
+tm tm1
+report tm1 free free
+require a 2
+match
+> request tm1/0 a a1
+> request tm1/1 a a2
+ok a1
+ok a2
+report tm1 free a/a2
+> freed tm1/0 a/a1
+> rejected a hold 1s
+after 1s
+match
+> request tm1/0 a a3
+ok a3
+after 21s
+report tm1 a/a3 a/a2
+report tm1 free a/a2
+> freed tm1/0 a/a3
+after 1s
+report tm1 free a/a2
+match
+> request tm1/0 a a4
+ok a4
+report tm1 free a/a2
+> freed tm1/0 a/a4
+> rejected a hold 1s
 `},
 		{name: "missing slots count what neither holdings nor calls in flight cover", script: `
 tm tm1
@@ -286,9 +558,10 @@ missing
 func runSlotScript(t *testing.T, evenly bool, script string) string {
 	t.Helper()
 	n := 0
-	sm := newSlotManager(evenly, func() string { n++; return fmt.Sprintf("a%d", n) })
+	sm := newSlotManager(scriptConfig(evenly, func() string { n++; return fmt.Sprintf("a%d", n) }))
 	now := time.Unix(1_000_000, 0)
 	var snapshot uint64
+	inFlight := false // a heartbeat was sent (snapshot) and not answered (late-report)
 	var out []string
 	emit := func(format string, args ...any) { out = append(out, "> "+fmt.Sprintf(format, args...)) }
 	parseReport := func(fields []string) []reportedSlot {
@@ -317,21 +590,39 @@ func runSlotScript(t *testing.T, evenly bool, script string) string {
 			sm.addTaskManager(f[1])
 		case "lose":
 			sm.removeTaskManager(f[1])
-		case "report":
-			if !sm.applySlotReport(f[1], parseReport(f[2:]), sm.Version()) {
+		case "report", "late-report", "push":
+			var out reportOutcome
+			var ok bool
+			switch f[0] {
+			case "report":
+				out, ok = sm.applySlotReport(f[1], parseReport(f[2:]), sm.Version(), now)
+			case "late-report":
+				out, ok = sm.applySlotReport(f[1], parseReport(f[2:]), snapshot, now)
+				inFlight = false
+			default:
+				out, ok = sm.applyPushedReport(f[1], parseReport(f[2:]), inFlight, now)
+			}
+			if !ok {
 				emit("unknown")
 			}
+			for _, a := range out.Adopted {
+				emit("adopted %s/%d %s/%s", f[1], a.Index, a.JobID, a.AllocationID)
+			}
+			for _, x := range out.Freed {
+				emit("freed %s/%d %s/%s", f[1], x.Index, x.JobID, x.AllocationID)
+			}
+			for _, r := range out.Rejected {
+				emit("rejected %s hold %s", r.JobID, r.Hold)
+			}
 		case "snapshot":
-			snapshot = sm.Version()
-		case "late-report":
-			sm.applySlotReport(f[1], parseReport(f[2:]), snapshot)
+			snapshot, inFlight = sm.Version(), true
 		case "require":
 			k, _ := strconv.Atoi(f[2])
 			sm.setRequirement(f[1], k)
 		case "drop":
 			sm.removeJob(f[1])
 		case "match":
-			for _, r := range sm.allocate() {
+			for _, r := range sm.allocate(now) {
 				emit("request %s/%d %s %s", r.ResourceID, r.SlotIndex, r.JobID, r.AllocationID)
 			}
 			for _, x := range sm.notices(now, time.Minute) {
@@ -341,8 +632,14 @@ func runSlotScript(t *testing.T, evenly bool, script string) string {
 				}
 				emit("%s", s)
 			}
+			for _, id := range sm.wantReports() {
+				emit("sync %s", id)
+			}
+			if w := sm.nextWake(now); !w.IsZero() {
+				emit("wake +%s", w.Sub(now))
+			}
 		case "ok", "fail":
-			sm.requestDone(f[1], f[0] == "ok")
+			sm.requestDone(f[1], f[0] == "ok", now)
 		case "tick":
 			sm.endBackoff()
 		case "after":
@@ -354,6 +651,8 @@ func runSlotScript(t *testing.T, evenly bool, script string) string {
 		case "slots":
 			total, free, _ := sm.slotsOf(f[1])
 			emit("total=%d free=%d", total, free)
+		case "state":
+			emit("%s", sm.describe(f[1]))
 		case "missing":
 			emit("%d", sm.missingSlots())
 		default:
@@ -364,6 +663,35 @@ func runSlotScript(t *testing.T, evenly bool, script string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+func scriptConfig(evenly bool, newID func() string) slotManagerConfig {
+	return slotManagerConfig{
+		EvenlySpreadOut: evenly,
+		NewID:           newID,
+		RejectWindow:    20 * time.Second,
+		RejectBackoff:   backoff.Config{Initial: time.Second, Max: 8 * time.Second, Jitter: -1},
+	}
+}
+
+// describe is a TaskManager's slots as the RM sees them.
+func (sm *slotManager) describe(resourceID string) string {
+	tm, ok := sm.tmByID[resourceID]
+	if !ok {
+		return "unknown"
+	}
+	var out []string
+	for _, s := range tm.slots {
+		switch s.state {
+		case slotFree:
+			out = append(out, "free")
+		case slotAllocated:
+			out = append(out, s.jobID+"/"+s.allocationID)
+		case slotPending:
+			out = append(out, "pending:"+s.jobID+"/"+s.allocationID)
+		}
+	}
+	return strings.Join(out, " ")
 }
 
 // checkCounters recomputes the incremental counters from the slots.
@@ -429,7 +757,7 @@ func BenchmarkMatch10000Slots(b *testing.B) {
 		b.Run(fmt.Sprintf("evenly=%v", evenly), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				n := 0
-				sm := newSlotManager(evenly, func() string { n++; return strconv.Itoa(n) })
+				sm := newSlotManager(scriptConfig(evenly, func() string { n++; return strconv.Itoa(n) }))
 				free := make([]reportedSlot, 10)
 				for k := range free {
 					free[k].Index = int32(k)
@@ -437,18 +765,18 @@ func BenchmarkMatch10000Slots(b *testing.B) {
 				for tm := 0; tm < 1000; tm++ {
 					id := "tm" + strconv.Itoa(tm)
 					sm.addTaskManager(id)
-					sm.applySlotReport(id, free, sm.Version())
+					sm.applySlotReport(id, free, sm.Version(), time.Unix(0, 0))
 				}
 				sm.setRequirement("job", 10000)
 				now := time.Unix(0, 0)
-				reqs := sm.allocate()
+				reqs := sm.allocate(now)
 				sm.notices(now, time.Minute)
 				if len(reqs) != 10000 {
 					b.Fatalf("%d requests", len(reqs))
 				}
 				for _, r := range reqs {
-					sm.requestDone(r.AllocationID, true)
-					sm.allocate()
+					sm.requestDone(r.AllocationID, true, now)
+					sm.allocate(now)
 					sm.notices(now, time.Minute)
 				}
 			}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/gofl/gofl/internal/backoff"
 )
 
 // workerPlanner is the active ResourceManager's decision logic about
@@ -22,8 +24,8 @@ import (
 // Failures. A failed start is a rejected RequestWorker, a worker that ends
 // before it is ready, or one not ready within the registration timeout
 // (which is then released). After a failure no worker is requested before
-// the backoff passed (the retry interval, doubled with each consecutive
-// failure up to the maximum) and then only one at a time until a worker
+// the backoff passed (internal/backoff: the retry interval, doubled with
+// each consecutive failure up to the maximum, ±20% jitter) and then only one at a time until a worker
 // becomes ready, which resets the count. Failures that arrive during a
 // backoff pause belong to the attempt that started it, so a burst failing
 // together counts once. When the count reaches maxFailedStarts, plan
@@ -53,6 +55,8 @@ type workerPlannerConfig struct {
 	MaxFailedStarts     int           // resourcemanager.start-worker.max-attempts
 	RetryInterval       time.Duration // resourcemanager.start-worker.retry-interval
 	MaxRetryInterval    time.Duration // resourcemanager.start-worker.max-retry-interval
+	// Rand draws the backoff's jitter, uniform in [0, 1); nil: math/rand/v2.
+	Rand func() float64
 }
 
 type workerPhase int
@@ -182,11 +186,8 @@ func (p *workerPlanner) failed(now time.Time, why string) {
 		return // part of the attempt already backing off
 	}
 	p.failures++
-	backoff := p.cfg.RetryInterval
-	for i := 1; i < p.failures && backoff < p.cfg.MaxRetryInterval; i++ {
-		backoff *= 2
-	}
-	p.retryAt = now.Add(min(backoff, p.cfg.MaxRetryInterval))
+	bo := backoff.Config{Initial: p.cfg.RetryInterval, Max: p.cfg.MaxRetryInterval, Multiplier: 2, Jitter: 0.2}
+	p.retryAt = now.Add(bo.Delay(p.failures-1, p.cfg.Rand))
 	if p.failures >= p.cfg.MaxFailedStarts {
 		p.exhausted = true
 	}

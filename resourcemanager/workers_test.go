@@ -16,6 +16,7 @@ func plannerConfig() workerPlannerConfig {
 		MaxFailedStarts:     3,
 		RetryInterval:       time.Second,
 		MaxRetryInterval:    5 * time.Second,
+		Rand:                func() float64 { return 0.5 }, // the middle of the jitter band: exact pauses
 	}
 }
 
@@ -243,6 +244,29 @@ func TestWorkerPlannerBackoff(t *testing.T) {
 	w.missing, w.total = 8, 4
 	if a := w.plan(p, now); a.Request != 2 || p.failures != 0 {
 		t.Fatalf("after a success: %+v, failures %d", a, p.failures)
+	}
+}
+
+// TestWorkerPlannerBackoffJitter: pauses vary by ±20%, so RMs restarted
+// together do not retry in step, and never exceed the maximum.
+func TestWorkerPlannerBackoffJitter(t *testing.T) {
+	for _, tc := range []struct {
+		rnd        float64
+		first, cap time.Duration
+	}{{0, 800 * time.Millisecond, 4 * time.Second}, {0.999999, 1200 * time.Millisecond, 5 * time.Second}} {
+		cfg := plannerConfig()
+		cfg.Rand = func() float64 { return tc.rnd }
+		p := newWorkerPlanner(cfg)
+		now := t0
+		var pauses []time.Duration
+		for range 5 {
+			p.failed(now, "x")
+			pauses = append(pauses, p.retryAt.Sub(now).Round(time.Millisecond))
+			now = p.retryAt
+		}
+		if pauses[0] != tc.first || pauses[4] != tc.cap {
+			t.Fatalf("rnd %v: pauses %v, want first %v, last %v", tc.rnd, pauses, tc.first, tc.cap)
+		}
 	}
 }
 
