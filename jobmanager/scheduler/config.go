@@ -54,10 +54,12 @@ type Config struct {
 	// ExceptionHistorySize bounds the failures kept for the REST API.
 	ExceptionHistorySize int
 	// MissingTaskGrace is how long an attempt whose deployment its
-	// TaskManager acknowledged may be missing from that TaskManager's
-	// reports (TaskManagerReport) before it is failed: a task that just
-	// ended is gone from the reports while its final state may still be on
-	// its way. 0 fails it at the first report that misses it.
+	// TaskManager acknowledged, or a finished attempt's partition, may be
+	// missing from that TaskManager's reports (TaskManagerReport) before
+	// it counts as gone: a task that just ended is no longer reported while
+	// its final state may still be on its way, and a TaskManager that is
+	// reconnecting answers with nothing. 0: at the first report that misses
+	// it.
 	MissingTaskGrace time.Duration
 	// StrictTransitions makes an illegal state transition inside the core
 	// (a bug: the core itself got its states wrong) panic, for tests and the

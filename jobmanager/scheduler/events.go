@@ -80,9 +80,9 @@ type DeploymentAcknowledged struct{ Attempt eg.ExecutionAttemptID }
 // The scheduler reconciles it with what it expects there (Flink's
 // ExecutionDeploymentReconciler): attempts it does not know or no longer
 // wants are cancelled; acknowledged attempts the TaskManager does not run
-// fail once missing for Config.MissingTaskGrace; tracked BLOCKING
-// partitions of finished producers that the TaskManager no longer holds are
-// lost (as in PartitionsLost). Level-triggered: every report is compared
+// fail, and tracked BLOCKING partitions of finished producers that the
+// TaskManager no longer holds are lost (as in PartitionsLost), once missing
+// from its reports for Config.MissingTaskGrace. Level-triggered: every report is compared
 // in full, so a lost message is made good by the next report.
 type TaskManagerReport struct {
 	TaskManagerID string

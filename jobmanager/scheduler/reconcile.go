@@ -164,7 +164,7 @@ func (s *Scheduler) reconcile(r TaskManagerReport) {
 		case eg.Failed, eg.Canceled:
 			delete(m, v)
 		case eg.Finished:
-			tracked := 0
+			tracked, gone := 0, len(lost)
 			for _, p := range s.g.ProducedPartitions(buf[:0], v) {
 				if !s.tracker.heldBy(p, tm) {
 					continue
@@ -183,8 +183,14 @@ func (s *Scheduler) reconcile(r TaskManagerReport) {
 					lost = append(lost, p)
 				}
 			}
-			if tracked == 0 {
+			switch {
+			case tracked == 0:
 				delete(m, v) // nothing left to hold there
+			case len(lost) == gone:
+				e.missing = false
+			case s.missingTooLong(e, r.RequestedAt):
+			default:
+				lost = lost[:gone] // not yet
 			}
 		default: // DEPLOYING, INITIALIZING, RUNNING, CANCELING
 			if _, ok := running[s.g.AttemptID(v)]; ok {
@@ -194,10 +200,7 @@ func (s *Scheduler) reconcile(r TaskManagerReport) {
 			if e.at >= r.RequestedAt {
 				continue // acknowledged after the report was asked for
 			}
-			if !e.missing {
-				e.missing, e.missingSince = true, r.RequestedAt
-			}
-			if r.RequestedAt-e.missingSince >= s.cfg.MissingTaskGrace {
+			if s.missingTooLong(e, r.RequestedAt) {
 				missing = append(missing, v)
 			}
 		}
@@ -219,6 +222,16 @@ func (s *Scheduler) reconcile(r TaskManagerReport) {
 	}
 	cause := &reconcileError{msg: strings.Join(why, "; "), missing: len(missing) > 0, lost: len(lost) > 0}
 	s.failAndRerunLost(missing, lost, failover.EnvironmentError(cause))
+}
+
+// missingTooLong notes that a report asked for at requestedAt missed
+// (part of) e and reports whether it has been missing for the grace
+// period: its final state or a report may still be on the way.
+func (s *Scheduler) missingTooLong(e *ackEntry, requestedAt time.Duration) bool {
+	if !e.missing {
+		e.missing, e.missingSince = true, requestedAt
+	}
+	return requestedAt-e.missingSince >= s.cfg.MissingTaskGrace
 }
 
 // wanted reports whether the scheduler wants attempt id to run on tm: it
