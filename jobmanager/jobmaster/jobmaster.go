@@ -412,11 +412,28 @@ func (jm *JobMaster) execute(r *scheduler.Ready) {
 	if r.ResourceRequirements != nil {
 		jm.declare(*r.ResourceRequirements)
 	}
+	// Cancellations go first: an old attempt leaves its slot before a new
+	// one arrives. Only an attempt deployed in this very Ready (the job
+	// failed right after) is cancelled after its deployment.
+	var deployed map[eg.ExecutionAttemptID]bool
+	if len(r.Deployments) > 0 && len(r.Cancellations) > 0 {
+		deployed = make(map[eg.ExecutionAttemptID]bool, len(r.Deployments))
+		for _, d := range r.Deployments {
+			deployed[attemptID(d.Descriptor.Attempt)] = true
+		}
+	}
+	for _, c := range r.Cancellations {
+		if !deployed[c.Attempt] {
+			jm.cancel(c)
+		}
+	}
 	for _, d := range r.Deployments {
 		jm.deploy(d)
 	}
 	for _, c := range r.Cancellations {
-		jm.cancel(c)
+		if deployed[c.Attempt] {
+			jm.cancel(c)
+		}
 	}
 	for _, pr := range r.PartitionReleases {
 		tm := jm.tms[pr.TaskManagerID]
@@ -546,7 +563,11 @@ func (jm *JobMaster) maybeClose() {
 	jm.log.Info().Str("status", jm.result.Status.String()).Msg("job master stopped")
 	jm.releaseConnections()
 	jm.mb.Close()
-	jm.doneOnce.Do(func() { close(jm.done) })
+	if jm.cfg.Executor != nil {
+		// No Run to return: the job is done now. (Run closes done only
+		// once the mailbox stopped running turns.)
+		jm.doneOnce.Do(func() { close(jm.done) })
+	}
 }
 
 // releaseConnections closes every TaskManager connection once.
