@@ -281,4 +281,3 @@ func TestDeploymentToAMissingTaskManagerDoesNotReenterStep(t *testing.T) {
 		t.Fatalf("result %+v", r)
 	}
 }
-

@@ -126,8 +126,8 @@ type fakeTM struct {
 	hbBlock chan struct{}
 	// freeSlotErr, if set, answers FreeSlot.
 	freeSlotErr error
-	heartbeats int
-	closed     bool
+	heartbeats  int
+	closed      bool
 }
 
 func (f *fakeTM) record(method string, a *pb.ExecutionAttemptID) {
@@ -279,7 +279,7 @@ func testConfig(clk clock.Clock, restarts int) Config {
 	}
 	return Config{Scheduler: sc, HeartbeatInterval: hbInterval, HeartbeatTimeout: hbTimeout, RPCTimeout: 5 * time.Second,
 		RetryBackoff: backoff.Config{Initial: 100 * time.Millisecond, Max: time.Second, Jitter: -1},
-		Address: "jm:1", Clock: clk, Rand: rand.New(rand.NewPCG(1, 2))}
+		Address:      "jm:1", Clock: clk, Rand: rand.New(rand.NewPCG(1, 2))}
 }
 
 // start runs a JobMaster for jg; fakes TaskManagers are created on dial.

@@ -164,7 +164,7 @@ type taskManager struct {
 	// out carries every call to the TaskManager but heartbeats, in order.
 	out *outbox.Outbox
 	// unreachable counts consecutive heartbeats that failed to connect.
-	unreachable int
+	unreachable  int
 	heartbeating bool // a heartbeat is in flight
 }
 
@@ -533,7 +533,9 @@ func (jm *JobMaster) endJob() {
 	}
 	jm.result = Result{Status: st, Cause: cause}
 	jm.send(jm.rmOut, outbox.Message{What: "DisconnectJobMaster",
-		Call: func(ctx context.Context) error { return jm.rm.DisconnectJobMaster(ctx, jm.jobID, fmt.Errorf("job %s", st)) }})
+		Call: func(ctx context.Context) error {
+			return jm.rm.DisconnectJobMaster(ctx, jm.jobID, fmt.Errorf("job %s", st))
+		}})
 	for _, id := range jm.sortedTaskManagers() {
 		tm := jm.tms[id]
 		req := &pb.DisconnectJobManagerRequest{JobId: jm.jobID, Cause: fmt.Sprintf("job %s", st)}

@@ -126,5 +126,3 @@ func TestResourceManagerEndsWithTheNewestRequirement(t *testing.T) {
 		t.Fatalf("the ResourceManager ends with %v, want 3", d)
 	}
 }
-
-
