@@ -82,7 +82,9 @@ type DeploymentAcknowledged struct{ Attempt eg.ExecutionAttemptID }
 // wants are cancelled; acknowledged attempts the TaskManager does not run
 // fail, and tracked BLOCKING partitions of finished producers that the
 // TaskManager no longer holds are lost (as in PartitionsLost), once missing
-// from its reports for Config.MissingTaskGrace. Level-triggered: every report is compared
+// from its reports for Config.MissingTaskGrace. Partitions are checked
+// only on TaskManagers that have listed partitions in a report before (an
+// older TaskManager does not report them). Level-triggered: every report is compared
 // in full, so a lost message is made good by the next report.
 type TaskManagerReport struct {
 	TaskManagerID string

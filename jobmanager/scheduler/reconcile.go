@@ -83,6 +83,7 @@ func (s *Scheduler) deploymentFailed(e DeploymentFailed) error {
 
 func (s *Scheduler) taskManagerLost(tm string, cause error) {
 	delete(s.acks, tm)
+	delete(s.reportsPartitions, tm)
 	// Forget the TaskManager's partitions first, so failover sees them gone.
 	lost := s.tracker.taskManagerLost(tm)
 	victims := s.pool.taskManagerLost(tm)
@@ -142,6 +143,13 @@ func (s *Scheduler) reconcile(r TaskManagerReport) {
 		return
 	}
 	tm := r.TaskManagerID
+	if len(r.Partitions) > 0 && !s.reportsPartitions[tm] {
+		if s.reportsPartitions == nil {
+			s.reportsPartitions = map[string]bool{}
+		}
+		s.reportsPartitions[tm] = true
+	}
+	checkPartitions := s.reportsPartitions[tm]
 	running := make(map[eg.ExecutionAttemptID]struct{}, len(r.Running))
 	for _, id := range r.Running {
 		running[id] = struct{}{}
@@ -170,7 +178,7 @@ func (s *Scheduler) reconcile(r TaskManagerReport) {
 					continue
 				}
 				tracked++
-				if e.at >= r.RequestedAt {
+				if e.at >= r.RequestedAt || !checkPartitions {
 					continue // finished after the report was asked for
 				}
 				if held == nil {

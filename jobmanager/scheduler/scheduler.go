@@ -66,6 +66,10 @@ type Scheduler struct {
 	// acknowledged, for reconciling its reports. Entries of attempts that
 	// ended are dropped lazily, at the TaskManager's next report.
 	acks map[string]map[eg.VertexIndex]*ackEntry
+	// reportsPartitions marks the TaskManagers that have listed partitions
+	// in a report: only theirs are checked for lost partitions, so an older
+	// TaskManager that does not report them loses none.
+	reportsPartitions map[string]bool
 	// bugs collects illegal transitions of this Step; they fail the job.
 	bugs []error
 }
@@ -480,7 +484,7 @@ func (s *Scheduler) finishJob() {
 
 func (s *Scheduler) endJob(status JobStatus, cause error) {
 	s.deployer.dropPendingRestarts()
-	s.acks = nil
+	s.acks, s.reportsPartitions = nil, nil
 	s.tracker.releaseAll()
 	s.pool.releaseAll(fmt.Sprintf("job %s", status))
 	s.timers.clear()
