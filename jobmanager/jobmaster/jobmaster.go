@@ -605,6 +605,9 @@ func (jm *JobMaster) heartbeatTick() {
 		jm.log.Warn().Str("resource_id", id).Dur("timeout", jm.cfg.HeartbeatTimeout).Msg("TaskManager heartbeat timed out")
 		jm.dropTaskManager(id, fmt.Errorf("heartbeat of TaskManager %s timed out after %v", id, jm.cfg.HeartbeatTimeout))
 	}
+	if jm.ended {
+		return // losing them ended the job
+	}
 	for _, id := range jm.sortedTaskManagers() {
 		jm.heartbeat(id, jm.tms[id])
 	}
