@@ -59,7 +59,7 @@ func (rm *ResourceManager) workerEvent(ev providers.WorkerEvent) {
 		// Act at once rather than waiting for the heartbeat timeout; the
 		// JobMasters hear of it even if its TaskExecutor never registered
 		// here, unless they were told when it was unregistered.
-		if !rm.dropTaskExecutor(e.WorkerID, "worker terminated: "+why) && !rm.told[e.WorkerID] {
+		if !rm.dropTaskExecutor(e.WorkerID, "worker terminated: "+why, true) && !rm.told[e.WorkerID] {
 			rm.notifyTaskManagerLost(e.WorkerID, fmt.Errorf("%w: %s: worker terminated: %s", ErrTaskManagerLost, e.WorkerID, why))
 		}
 		delete(rm.told, e.WorkerID) // its ID is not used again
@@ -80,7 +80,7 @@ func (rm *ResourceManager) planWorkers(now time.Time) time.Time {
 	a := rm.planner.plan(now, rm.sm.missingSlots(), rm.sm.freeSlots(), rm.sm.totalSlots(), rm.sm.idle)
 	released := false
 	for _, r := range a.Release {
-		released = rm.dropTaskExecutor(r.ID, "released: "+r.Reason) || released
+		released = rm.dropTaskExecutor(r.ID, "released: "+r.Reason, true) || released
 		rm.releaseWorker(r.ID, r.Reason)
 	}
 	if a.Exhausted {

@@ -536,7 +536,7 @@ func (rm *ResourceManager) registerTaskExecutor(req *pb.RegisterTaskExecutorRequ
 		// A new process on the old one's address: the old one is gone (it
 		// cannot hold the port any more), though the new one may have been
 		// answering the old registration's heartbeats. Replace it.
-		rm.removeTaskExecutor(te.resourceID, fmt.Sprintf("restarted as instance %s", req.GetInstanceId()))
+		rm.removeTaskExecutor(te.resourceID, fmt.Sprintf("restarted as instance %s", req.GetInstanceId()), true)
 	}
 	if te, ok := rm.tes[loc.GetResourceId()]; ok {
 		if te.instanceID != req.GetInstanceId() {
@@ -638,19 +638,25 @@ func fromReport(r *pb.SlotReport) []reportedSlot {
 }
 
 // removeTaskExecutor unregisters a TaskExecutor at once, forgets its slots
-// and, in active mode, releases its worker if it still runs. Runs on the
-// mailbox; a no-op for an unknown one.
-func (rm *ResourceManager) removeTaskExecutor(resourceID, why string) {
-	if rm.dropTaskExecutor(resourceID, why) {
+// and, in active mode, releases its worker if it still runs. confirmed
+// says the TaskManager is known to be gone (it said so, or a new instance
+// took its place), not merely silent. Runs on the mailbox; a no-op for an
+// unknown one.
+func (rm *ResourceManager) removeTaskExecutor(resourceID, why string, confirmed bool) {
+	if rm.dropTaskExecutor(resourceID, why, confirmed) {
 		rm.releaseWorker(resourceID, why)
 		rm.reconcile()
 	}
 }
 
 // dropTaskExecutor is removeTaskExecutor without releasing the worker or
-// reconciling; it reports whether the TaskExecutor was registered. Every
-// JobMaster is told the TaskManager is lost.
-func (rm *ResourceManager) dropTaskExecutor(resourceID, why string) bool {
+// reconciling; it reports whether the TaskExecutor was registered. If the
+// loss is confirmed every JobMaster is told. A TaskManager that only went
+// silent is not: the JobMasters judge its liveness by their own heartbeats,
+// which a TaskManager that is merely cut off from the JobManager answers
+// the same way, and it stops its tasks (heartbeat-timeout fencing) before
+// a JobMaster gives up on it and runs them elsewhere.
+func (rm *ResourceManager) dropTaskExecutor(resourceID, why string, confirmed bool) bool {
 	te, ok := rm.tes[resourceID]
 	if !ok {
 		return false
@@ -672,7 +678,9 @@ func (rm *ResourceManager) dropTaskExecutor(resourceID, why string) bool {
 	}
 	rm.log.Warn().Str("resource_id", resourceID).Str("instance_id", te.instanceID).Str("address", te.rpcAddress).
 		Str("reason", why).Msg("TaskExecutor unregistered; its slots are removed")
-	rm.notifyTaskManagerLost(resourceID, cause)
+	if confirmed {
+		rm.notifyTaskManagerLost(resourceID, cause)
+	}
 	return true
 }
 
@@ -690,7 +698,7 @@ func (rm *ResourceManager) expireTaskExecutors(now time.Time) {
 	expired := rm.teHB.Expired(now)
 	slices.Sort(expired) // deterministic, for the simulator
 	for _, id := range expired {
-		rm.removeTaskExecutor(id, fmt.Sprintf("heartbeat timeout: no heartbeat response within %s", rm.cfg.HeartbeatTimeout))
+		rm.removeTaskExecutor(id, fmt.Sprintf("heartbeat timeout: no heartbeat response within %s", rm.cfg.HeartbeatTimeout), false)
 	}
 }
 
@@ -834,8 +842,11 @@ func (rm *ResourceManager) heartbeatTick() {
 	rm.reconcile()
 }
 
+// heartbeatTimeout bounds one heartbeat call: at most an interval, so a
+// lost request or answer costs one heartbeat, not the whole timeout (only
+// one heartbeat per peer is in flight).
 func (rm *ResourceManager) heartbeatTimeout() time.Duration {
-	return min(rm.cfg.RPCTimeout, rm.cfg.HeartbeatTimeout)
+	return min(rm.cfg.RPCTimeout, rm.cfg.HeartbeatInterval)
 }
 
 // heartbeatTaskExecutor sends a heartbeat unless one is in flight; its

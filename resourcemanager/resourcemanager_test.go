@@ -385,8 +385,11 @@ func TestTaskExecutorHeartbeatTimeout(t *testing.T) {
 	if log := c.logs.String(); !strings.Contains(log, "heartbeat timeout") || !strings.Contains(log, "tm1") {
 		t.Errorf("the log does not say why tm1 was removed:\n%s", log)
 	}
-	if lost := jm.lostList(); !slices.Equal(lost, []string{"tm1"}) {
-		t.Fatalf("the JobMaster was told %v were lost, want [tm1]", lost)
+	// Silence is not a confirmed loss: the JobMaster judges by its own
+	// heartbeats, which a TaskManager cut off only from the JobManager's
+	// network answers no differently.
+	if lost := jm.lostList(); len(lost) != 0 {
+		t.Fatalf("the JobMaster was told %v were lost after a heartbeat timeout, want none", lost)
 	}
 	// Its slot is gone, so the job is matched again on tm2.
 	if tm2.grantedTo("a") != 1 {

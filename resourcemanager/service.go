@@ -61,7 +61,7 @@ func (s *service) SendSlotReport(ctx context.Context, req *pb.SendSlotReportRequ
 // succeeds).
 func (s *service) DisconnectTaskExecutor(ctx context.Context, req *pb.DisconnectTaskExecutorRequest) (*pb.Ack, error) {
 	_, err := call(ctx, s.rm, func() (struct{}, error) {
-		s.rm.removeTaskExecutor(req.GetResourceId(), fmt.Sprintf("disconnected by the TaskExecutor: %s", req.GetCause()))
+		s.rm.removeTaskExecutor(req.GetResourceId(), fmt.Sprintf("disconnected by the TaskExecutor: %s", req.GetCause()), true)
 		return struct{}{}, nil
 	})
 	if err != nil {

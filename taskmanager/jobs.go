@@ -201,10 +201,8 @@ func (te *TaskExecutor) registerAtJobMaster(jc *jobConnection) {
 				te.jobMasterLost(jc, fmt.Sprintf("registration at JobMaster %s failed: %v", jc.address, err), false)
 				return
 			}
-			timeout := time.Duration(resp.HeartbeatTimeoutMs) * time.Millisecond
-			if timeout <= 0 {
-				timeout = te.cfg.HeartbeatTimeout
-			}
+			timeout := fencingTimeout(time.Duration(resp.HeartbeatTimeoutMs)*time.Millisecond,
+				time.Duration(resp.HeartbeatIntervalMs)*time.Millisecond, te.cfg.HeartbeatTimeout)
 			jc.connected, jc.jobMasterID, jc.hbTimeout, jc.lastSeen = true, resp.JobMasterId, timeout, te.clk.Now()
 			jc.log = jc.log.With().Str("job_master_id", jc.jobMasterID).Logger()
 			jc.log.Info().Str("job_master", jc.address).Str("data_address", jc.dataAddr).Dur("heartbeat_timeout", timeout).
@@ -215,8 +213,25 @@ func (te *TaskExecutor) registerAtJobMaster(jc *jobConnection) {
 	})
 }
 
+// fencingTimeout is how long the TaskExecutor waits for a JobMaster's
+// heartbeat before it stops the job's tasks: one heartbeat interval less
+// than the JobMaster's own timeout. The JobMaster last heard from us after
+// we last heard from it (its request came first, our answer after), so
+// when the two are cut apart this side gives up first, by at least an
+// interval, and a subtask never runs here while the JobMaster has already
+// started it elsewhere. A timeout too short for that margin is kept whole.
+func fencingTimeout(timeout, interval, fallback time.Duration) time.Duration {
+	if timeout <= 0 {
+		return fallback
+	}
+	if interval > 0 && timeout-interval >= interval {
+		return timeout - interval
+	}
+	return timeout
+}
+
 // watchJobMaster treats the JobMaster as lost once its heartbeats stop for
-// the heartbeat timeout.
+// the fencing timeout.
 func (te *TaskExecutor) watchJobMaster(jc *jobConnection) {
 	left := jc.hbTimeout - te.clk.Now().Sub(jc.lastSeen)
 	jc.watch = te.after(left, func() {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -73,7 +72,7 @@ func (c *ClusterConfig) defaults() {
 		c.HeartbeatTimeout = 5 * time.Second
 	}
 	if c.RPCTimeout <= 0 {
-		c.RPCTimeout = 2 * time.Second
+		c.RPCTimeout = time.Second
 	}
 	if c.MaxTask <= 0 {
 		c.MinTask, c.MaxTask = 100*time.Millisecond, 3*time.Second
@@ -103,6 +102,7 @@ type cluster struct {
 	// partitions finished producers left, by ResultPartitionID: the
 	// TaskManager node incarnation holding them.
 	partitions map[string]string
+	lost       map[string]bool // partitions that died with their holder
 	violations []string
 	finished   map[string]string // subtask → attempt that finished
 }
@@ -119,7 +119,11 @@ type simTM struct {
 func RunCluster(cfg ClusterConfig) Result {
 	cfg.defaults()
 	s := New(cfg.Seed, cfg.Faults, cfg.RPCTimeout)
-	c := &cluster{cfg: cfg, s: s, running: map[string]map[string]string{}, partitions: map[string]string{}, finished: map[string]string{}}
+	// Logs tell simulated time.
+	cfg.Log = cfg.Log.Hook(zerolog.HookFunc(func(e *zerolog.Event, _ zerolog.Level, _ string) {
+		e.Str("sim", s.Clock.Now().Format("15:04:05.000"))
+	}))
+	c := &cluster{cfg: cfg, s: s, running: map[string]map[string]string{}, partitions: map[string]string{}, lost: map[string]bool{}, finished: map[string]string{}}
 	start := s.Clock.Now()
 	c.jmNode = s.AddNode("jobmanager")
 	c.rm = resourcemanager.New(resourcemanager.Config{
@@ -246,6 +250,7 @@ func (c *cluster) crash(tm *simTM) {
 	for p, holder := range c.partitions {
 		if strings.HasPrefix(holder, prefix) {
 			delete(c.partitions, p)
+			c.lost[p] = true
 		}
 	}
 }
@@ -257,7 +262,7 @@ func (c *cluster) injectFaults() {
 		at := time.Duration(s.Rand.Int64N(horizon))
 		tm := c.tms[s.Rand.IntN(len(c.tms))]
 		s.Clock.AfterFunc(at, func() {
-			if !tm.node.Alive() || c.status() != "running" {
+			if !tm.node.Alive() || s.Calm() {
 				return
 			}
 			c.crash(tm)
@@ -371,35 +376,52 @@ func (r *simRunner) StartTask(req *pb.SubmitTaskRequest, tc taskmanager.TaskCont
 			return
 		}
 		tc.State("INITIALIZING")
-		if err := t.inputsMissing(); err != nil {
-			t.end(err)
-			return
-		}
-		tc.State("RUNNING")
-		t.timer = s.Clock.AfterFunc(d, func() {
-			if r.alive() && !t.ended {
-				t.end(nil)
-			}
+		t.awaitInputs(s.Clock.Now().Add(partitionRequestTimeout), func() {
+			tc.State("RUNNING")
+			t.timer = s.Clock.AfterFunc(d, func() {
+				if r.alive() && !t.ended {
+					t.end(nil)
+				}
+			})
 		})
 	})
 	return t
 }
 
-// inputsMissing fails a consumer whose BLOCKING inputs are gone, as a
-// reader finds them missing on the producer's TaskManager.
-func (t *simTask) inputsMissing() error {
+// partitionRequestTimeout is how long a reader keeps asking for a
+// partition its producer has not produced yet (the data plane's
+// partition-request backoff, taskmanager/network).
+const partitionRequestTimeout = 10 * time.Second
+
+// awaitInputs runs then once every BLOCKING input partition exists. A
+// partition whose holder crashed, or that is still missing at deadline,
+// fails the task as a reader finds it missing on the producer's side.
+func (t *simTask) awaitInputs(deadline time.Time, then func()) {
+	r, s := t.r, t.r.c.s
+	if !r.alive() || t.ended {
+		return
+	}
+	var missing string
 	for _, g := range t.req.Tdd.InputGates {
-		if g.PartitionType != pb.ResultPartitionType_BLOCKING {
+		if g.PartitionType != pb.ResultPartitionType_RESULT_PARTITION_TYPE_BLOCKING {
 			continue
 		}
 		for _, d := range g.GetInline().GetDescriptors() {
 			id := eg.ResultPartitionID{Result: jobgraph.ResultID(g.ResultId), Partition: d.PartitionIndex, Producer: attemptID(d.Producer)}.String()
-			if _, ok := t.r.c.partitions[id]; !ok {
-				return &failover.PartitionNotFoundError{ResultPartitionID: id, Detail: "on " + d.ProducerTaskManagerId}
+			if _, ok := r.c.partitions[id]; !ok && missing == "" {
+				missing = id
+				if r.c.lost[id] || !s.Clock.Now().Before(deadline) {
+					t.end(&failover.PartitionNotFoundError{ResultPartitionID: id, Detail: "on " + d.ProducerTaskManagerId})
+					return
+				}
 			}
 		}
 	}
-	return nil
+	if missing == "" {
+		then()
+		return
+	}
+	s.Clock.AfterFunc(100*time.Millisecond, func() { t.awaitInputs(deadline, then) })
 }
 
 func attemptID(p *pb.ExecutionAttemptID) eg.ExecutionAttemptID {
@@ -520,5 +542,3 @@ func (l lossyRM) DisconnectJobMaster(ctx context.Context, jobID string, cause er
 	}
 	return l.c.rm.DisconnectJobMaster(ctx, jobID, cause)
 }
-
-var _ = slices.Contains[[]string]

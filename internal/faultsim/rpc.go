@@ -3,6 +3,7 @@ package faultsim
 import (
 	"context"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -55,14 +56,14 @@ func (c *conn) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.Call
 // Invoke delivers one request through the faulty network and runs the
 // receiver's handler on the simulation's thread. It sets s.replyDelay: how
 // long the answer takes to come back to the caller.
-func (c *conn) Invoke(_ context.Context, method string, args, reply any, _ ...grpc.CallOption) error {
+func (c *conn) Invoke(ctx context.Context, method string, args, reply any, _ ...grpc.CallOption) error {
 	s := c.s
 	ep := s.endpoints[c.addr]
 	if ep == nil || !ep.node.alive {
 		return status.Errorf(codes.Unavailable, "%s to %s: connection refused", method, c.addr)
 	}
 	if s.cut[[2]string{c.from.Name, ep.node.Name}] {
-		s.replyDelay = s.callTimeout
+		s.replyDelay = s.waitedFor(ctx)
 		return status.Errorf(codes.DeadlineExceeded, "%s to %s: no answer (partitioned)", method, c.addr)
 	}
 	call := handler(ep, method)
@@ -72,7 +73,7 @@ func (c *conn) Invoke(_ context.Context, method string, args, reply any, _ ...gr
 	req := args.(proto.Message)
 	f := s.net
 	if f.Drop > 0 && s.Rand.Float64() < f.Drop/2 {
-		s.replyDelay = s.callTimeout
+		s.replyDelay = s.waitedFor(ctx)
 		s.tracef("drop request %s %s->%s", method, c.from.Name, ep.node.Name)
 		return status.Errorf(codes.DeadlineExceeded, "%s to %s: request lost", method, c.addr)
 	}
@@ -87,7 +88,7 @@ func (c *conn) Invoke(_ context.Context, method string, args, reply any, _ ...gr
 		})
 	}
 	if f.Drop > 0 && s.Rand.Float64() < f.Drop/2 {
-		s.replyDelay = s.callTimeout
+		s.replyDelay = s.waitedFor(ctx)
 		s.tracef("drop reply %s %s->%s", method, c.from.Name, ep.node.Name)
 		return status.Errorf(codes.DeadlineExceeded, "%s to %s: reply lost", method, c.addr)
 	}
@@ -118,4 +119,20 @@ func handler(ep *endpoint, method string) func(req proto.Message) (any, error) {
 		}
 	}
 	return nil
+}
+
+type nopCloser struct{}
+
+func (nopCloser) Close() error { return nil }
+
+// waitedFor is how long a caller waits for an answer that never comes: its
+// call's deadline (set against the real clock by the endpoint, so rounded
+// to keep runs reproducible), or the simulation's call timeout.
+func (s *Sim) waitedFor(ctx context.Context) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		if d := time.Until(dl).Round(10 * time.Millisecond); d > 0 {
+			return d
+		}
+	}
+	return s.callTimeout
 }

@@ -46,7 +46,8 @@ type Sim struct {
 	// replyDelay is set by invoke for the call being delivered.
 	replyDelay time.Duration
 	// cut holds partitioned node pairs (both orders).
-	cut map[[2]string]bool
+	cut  map[[2]string]bool
+	calm bool // HealAll was called
 	// endpoints by simulated address.
 	endpoints map[string]*endpoint
 }
@@ -79,6 +80,7 @@ type Node struct {
 
 type box struct {
 	node   *Node
+	inc    int
 	m      *mailbox.Mailbox
 	turns  []func()
 	queued bool // in sim.ready
@@ -116,22 +118,29 @@ func (n *Node) Restart() {
 	n.sim.tracef("restart %s (incarnation %d)", n.Name, n.Incarnation)
 }
 
-// Executor is the mailbox.Executor for endpoints of this node.
-func (n *Node) Executor() mailbox.Executor { return nodeExec{n} }
+// Executor is the mailbox.Executor for endpoints of this node's current
+// incarnation: once the node crashes, nothing its endpoints post or call
+// runs again, even after a restart.
+func (n *Node) Executor() mailbox.Executor { return nodeExec{n, n.Incarnation} }
 
-type nodeExec struct{ n *Node }
+type nodeExec struct {
+	n   *Node
+	inc int
+}
+
+func (e nodeExec) live() bool { return e.n.alive && e.n.Incarnation == e.inc }
 
 func (e nodeExec) box(m *mailbox.Mailbox) *box {
 	b := e.n.boxes[m]
 	if b == nil {
-		b = &box{node: e.n, m: m}
+		b = &box{node: e.n, inc: e.inc, m: m}
 		e.n.boxes[m] = b
 	}
 	return b
 }
 
 func (e nodeExec) Post(m *mailbox.Mailbox, fn func()) {
-	if !e.n.alive {
+	if !e.live() {
 		return
 	}
 	b := e.box(m)
@@ -145,18 +154,17 @@ func (e nodeExec) Post(m *mailbox.Mailbox, fn func()) {
 func (e nodeExec) Call(m *mailbox.Mailbox, fn func()) { fn() }
 
 func (e nodeExec) Go(m *mailbox.Mailbox, call func(context.Context), then func()) {
-	s, n, inc := e.n.sim, e.n, e.n.Incarnation
+	s := e.n.sim
+	if !e.live() {
+		return
+	}
 	s.Clock.AfterFunc(s.latency(), func() {
-		if !n.alive || n.Incarnation != inc {
+		if !e.live() {
 			return
 		}
 		s.replyDelay = s.latency()
 		call(context.Background())
-		s.Clock.AfterFunc(s.replyDelay, func() {
-			if n.alive && n.Incarnation == inc {
-				e.Post(m, then)
-			}
-		})
+		s.Clock.AfterFunc(s.replyDelay, func() { e.Post(m, then) })
 	})
 }
 
@@ -170,6 +178,9 @@ func (s *Sim) latency() time.Duration {
 
 // Partition cuts (or, with cut false, heals) the link between a and b.
 func (s *Sim) Partition(a, b string, cut bool) {
+	if cut && s.calm {
+		return
+	}
 	if cut {
 		s.cut[[2]string{a, b}], s.cut[[2]string{b, a}] = true, true
 	} else {
@@ -179,8 +190,10 @@ func (s *Sim) Partition(a, b string, cut bool) {
 	s.tracef("partition %s-%s %v", a, b, cut)
 }
 
-// HealAll removes every partition and stops injecting message faults.
+// HealAll removes every partition and stops injecting faults: later
+// partitions are ignored and Calm reports true.
 func (s *Sim) HealAll() {
+	s.calm = true
 	clear(s.cut)
 	s.net.Drop, s.net.Duplicate, s.net.Late = 0, 0, 0
 	s.tracef("heal")
@@ -194,7 +207,8 @@ func (s *Sim) Step() bool {
 	if len(s.ready) > 0 {
 		i := s.Rand.IntN(len(s.ready))
 		b := s.ready[i]
-		if len(b.turns) == 0 || !b.node.alive { // its node crashed
+		live := b.node.alive && b.node.Incarnation == b.inc
+		if len(b.turns) == 0 || !live { // its node crashed
 			b.queued, b.turns = false, nil
 			s.ready = slices.Delete(s.ready, i, i+1)
 			return true
@@ -202,13 +216,11 @@ func (s *Sim) Step() bool {
 		fn := b.turns[0]
 		b.turns[0] = nil
 		b.turns = b.turns[1:]
-		if len(b.turns) == 0 || !b.node.alive {
+		if len(b.turns) == 0 {
 			b.queued = false
 			s.ready = slices.Delete(s.ready, i, i+1)
 		}
-		if b.node.alive {
-			fn()
-		}
+		fn()
 		return true
 	}
 	return s.Clock.Step()
@@ -233,6 +245,9 @@ func (s *Sim) RunUntil(limit time.Time, cond func() bool) bool {
 	}
 	return true
 }
+
+// Calm reports whether HealAll ended the faults.
+func (s *Sim) Calm() bool { return s.calm }
 
 // Steps is the number of steps taken.
 func (s *Sim) Steps() int { return s.steps }

@@ -1,0 +1,110 @@
+package faultsim
+
+import (
+	"flag"
+	"fmt"
+	"github.com/gofl/gofl/jobgraph"
+	"github.com/rs/zerolog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gofl/gofl/jobmanager/failover"
+	"github.com/gofl/gofl/jobmanager/scheduler"
+	"github.com/gofl/gofl/jobmanager/simulator"
+)
+
+func baseConfig(seed uint64, batch bool) ClusterConfig {
+	return ClusterConfig{
+		Seed: seed, TaskManagers: 3, Slots: 2,
+		Job:       simulator.WordcountJob(4, batch),
+		Scheduler: simConfig(scheduler.StrategyPipelinedRegion, scheduler.FailoverRegion),
+	}
+}
+
+func simConfig(strategy, fo string) scheduler.Config {
+	cfg := scheduler.DefaultConfig()
+	cfg.Strategy, cfg.Failover = strategy, fo
+	cfg.Restart.Type = failover.RestartTypeFixedDelay
+	cfg.Restart.FixedDelayAttempts = 1000
+	cfg.Restart.FixedDelay = 100 * time.Millisecond
+	return cfg
+}
+
+func TestHealthyClusterFinishes(t *testing.T) {
+	for _, batch := range []bool{false, true} {
+		r := RunCluster(baseConfig(1, batch))
+		if len(r.Violations) > 0 || r.Status != scheduler.JobFinished {
+			t.Fatalf("batch=%v: %s after %d steps:\n%s", batch, r.Status, r.Steps, strings.Join(r.Violations, "\n"))
+		}
+		t.Logf("batch=%v: finished in %v simulated, %d steps", batch, r.Simulated, r.Steps)
+	}
+}
+
+// profile draws one run's configuration from its seed: strategy, failover,
+// batch or streaming, and how hostile the network and the processes are.
+func profile(seed uint64) ClusterConfig {
+	strategies := []string{scheduler.StrategyPipelinedRegion, scheduler.StrategyEager, scheduler.StrategyLazyFromSources, scheduler.StrategyLazyFromSourcesBatchRequests}
+	fos := []string{scheduler.FailoverRegion, scheduler.FailoverFull}
+	cfg := baseConfig(seed, seed%2 == 0)
+	cfg.Scheduler = simConfig(strategies[seed/2%4], fos[seed/8%2])
+	switch seed / 16 % 4 {
+	case 0: // lossy network only
+		cfg.Faults = Faults{Drop: 0.05, Duplicate: 0.05, MinLatency: 100 * time.Microsecond, MaxLatency: 30 * time.Millisecond, Late: 0.02, LateLatency: 3 * time.Second}
+		cfg.LoseRMMessages = true
+	case 1: // crashes
+		cfg.Crashes = 2
+	case 2: // partitions
+		cfg.Partitions = 2
+	case 3: // everything
+		cfg.Faults = Faults{Drop: 0.05, Duplicate: 0.05, MinLatency: 100 * time.Microsecond, MaxLatency: 30 * time.Millisecond, Late: 0.02, LateLatency: 3 * time.Second}
+		cfg.LoseRMMessages = true
+		cfg.Crashes, cfg.Partitions = 2, 1
+	}
+	return cfg
+}
+
+func TestFaultySeeds(t *testing.T) {
+	n := uint64(*seeds)
+	failed := 0
+	for seed := uint64(1); seed <= n; seed++ {
+		r := RunCluster(profile(seed))
+		if len(r.Violations) > 0 {
+			failed++
+			if failed <= 5 {
+				t.Errorf("seed %d (%s): %d violations, first: %s", seed, describe(profile(seed)), len(r.Violations), strings.Join(r.Violations[:min(3, len(r.Violations))], " | "))
+			}
+		}
+	}
+	if failed > 0 {
+		t.Errorf("%d of %d seeds failed", failed, n)
+	}
+}
+
+func describe(c ClusterConfig) string {
+	return fmt.Sprintf("%s/%s batch=%v drop=%.2f crashes=%d partitions=%d", c.Scheduler.Strategy, c.Scheduler.Failover, c.Job.Type == jobgraph.Batch, c.Faults.Drop, c.Crashes, c.Partitions)
+}
+
+var (
+	replaySeed = flag.Uint64("seed", 0, "replay this seed of the fault simulation (TestReplay), with logs")
+	seeds      = flag.Uint64("seeds", 2000, "how many seeds TestFaultySeeds runs")
+)
+
+// TestReplay replays one seed with the endpoints' logs:
+// go test ./internal/faultsim -run TestReplay -seed N -v
+func TestReplay(t *testing.T) {
+	if *replaySeed == 0 {
+		t.Skip("no -seed given")
+	}
+	cfg := profile(*replaySeed)
+	cfg.Log = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, NoColor: true, PartsExclude: []string{zerolog.TimestampFieldName}})
+	t.Logf("seed %d: %s", *replaySeed, describe(cfg))
+	r := RunCluster(cfg)
+	for _, l := range r.Trace {
+		t.Log("fault: " + l)
+	}
+	for _, v := range r.Violations {
+		t.Error(v)
+	}
+}
