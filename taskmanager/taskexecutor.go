@@ -131,6 +131,7 @@ func (te *TaskExecutor) Run(ctx context.Context) error {
 	te.srv.Stop()
 	<-serveDone
 	te.runners.stopAll()
+	te.runners.close()
 	if te.tempDir {
 		_ = os.RemoveAll(te.cfg.WorkDir)
 	}
