@@ -96,6 +96,11 @@ func (p *runnerPool) get(ctx context.Context, jobID, jobMasterAddress string, in
 			delete(p.procs, jobID) // a failed or dead runner is started afresh
 		}
 		p.mu.Unlock()
+		if e.err == nil {
+			// The dead runner's connection and watchers outlive its
+			// process until stopped (Stop is idempotent, and quick now).
+			e.proc.Stop(p.grace)
+		}
 		if e.err != nil || attempt > 0 {
 			if e.err != nil {
 				return nil, e.err
