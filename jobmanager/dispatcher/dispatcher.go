@@ -46,6 +46,10 @@ type Config struct {
 	// newest job's result is always kept. 0 means 50 MiB.
 	ResultCacheBytes int64
 	Version          string
+	// JobMasterOptions, if set, adjusts each JobMaster's configuration
+	// before it is built (a test or the fault simulator injects its clock,
+	// executor, dialer and randomness).
+	JobMasterOptions func(*jobmaster.Config)
 }
 
 // Dispatcher runs jobs.
@@ -122,13 +126,17 @@ func (d *Dispatcher) jobConfig(jg *jobgraph.JobGraph) (*conf.Configuration, erro
 }
 
 func (d *Dispatcher) jobMasterConfig(c *conf.Configuration) jobmaster.Config {
-	return jobmaster.Config{
+	cfg := jobmaster.Config{
 		Scheduler:           scheduler.ConfigFromConf(c),
 		HeartbeatInterval:   conf.HeartbeatInterval.Get(c),
 		HeartbeatTimeout:    conf.HeartbeatTimeout.Get(c),
 		RPCFailureThreshold: conf.HeartbeatRPCFailureThreshold.Get(c),
 		Address:             d.cfg.Address,
 	}
+	if d.cfg.JobMasterOptions != nil {
+		d.cfg.JobMasterOptions(&cfg)
+	}
+	return cfg
 }
 
 // SubmitJob implements rest.Dispatcher.

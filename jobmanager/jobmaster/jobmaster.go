@@ -2,11 +2,14 @@ package jobmaster
 
 import (
 	"context"
-	"crypto/rand"
+	crand "crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -16,8 +19,11 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/gofl/gofl/internal/backoff"
+	"github.com/gofl/gofl/internal/clock"
 	"github.com/gofl/gofl/internal/heartbeat"
 	"github.com/gofl/gofl/internal/mailbox"
+	"github.com/gofl/gofl/internal/outbox"
 	"github.com/gofl/gofl/internal/version"
 	"github.com/gofl/gofl/jobgraph"
 	eg "github.com/gofl/gofl/jobmanager/executiongraph"
@@ -28,17 +34,37 @@ import (
 	"github.com/gofl/gofl/rpc/restapi"
 )
 
-// ErrProtocolMismatch rejects a TaskManager speaking another protocol version.
-var ErrProtocolMismatch = errors.New("jobmaster: protocol version mismatch")
+var (
+	// ErrProtocolMismatch rejects a TaskManager speaking another protocol version.
+	ErrProtocolMismatch = errors.New("jobmaster: protocol version mismatch")
+	// ErrJobEnded closes the outboxes still busy when the job has ended
+	// and Config.RPCTimeout has passed.
+	ErrJobEnded = errors.New("jobmaster: job ended")
+	// ErrTaskManagerReplaced closes the outbox of a TaskManager that
+	// registered again at another address.
+	ErrTaskManagerReplaced = errors.New("jobmaster: TaskManager registered again")
+)
 
-// ResourceManager is what a JobMaster needs from the ResourceManager. Each
-// method blocks until the ResourceManager recorded it or ctx ends, and is
-// idempotent.
+// ResourceManager is what a JobMaster needs from the ResourceManager, in
+// process. Each method blocks until the ResourceManager recorded the call
+// or ctx ends, and is idempotent. The JobMaster calls them off its mailbox,
+// one at a time and in order, through its ResourceManager outbox.
 type ResourceManager interface {
+	// RegisterJobMaster connects the job's JobMaster (gw); it is retried
+	// with backoff until it succeeds.
 	RegisterJobMaster(ctx context.Context, jobID, jobMasterAddress string, gw resourcemanager.JobMasterGateway) error
+	// DeclareResourceRequirements sets the slots the job needs in total;
+	// it fails with resourcemanager.ErrJobMasterNotRegistered when the
+	// ResourceManager does not know the JobMaster (any more), which makes
+	// the JobMaster register again and declare its newest requirement.
 	DeclareResourceRequirements(ctx context.Context, jobID string, slots int) error
+	// DisconnectJobMaster drops the job once it ended.
 	DisconnectJobMaster(ctx context.Context, jobID string, cause error) error
 }
+
+// DialFunc connects to a TaskManager's RPC address; the Closer releases the
+// connection. It must not block on the network (grpc.NewClient does not).
+type DialFunc func(addr string) (pb.TaskExecutorServiceClient, io.Closer, error)
 
 // Config of one JobMaster.
 type Config struct {
@@ -49,9 +75,27 @@ type Config struct {
 	// with the TaskManager unreachable before it counts as lost
 	// (heartbeat.rpc-failure-threshold); 0 or less disables it.
 	RPCFailureThreshold int
-	RPCTimeout          time.Duration
+	// RPCTimeout bounds each outgoing call attempt, a task deployment with
+	// its retries, and how long a job that ended waits for its last calls;
+	// default 10 s.
+	RPCTimeout time.Duration
+	// RetryBackoff spaces the retries of outgoing calls (package backoff's
+	// defaults when zero).
+	RetryBackoff backoff.Config
 	// Address is the JobManager's RPC address TaskManagers reach it at.
 	Address string
+
+	// Clock gives the time of heartbeats, timers and the scheduler's
+	// logical time; nil is clock.Real.
+	Clock clock.Clock
+	// Executor runs the mailbox's turns and outgoing calls (the fault
+	// simulator); nil runs them on the JobMaster's own goroutines.
+	Executor mailbox.Executor
+	// DialTaskManager connects to TaskManagers; nil dials gRPC with
+	// insecure credentials.
+	DialTaskManager DialFunc
+	// Rand draws IDs and jitter; nil is seeded from crypto/rand.
+	Rand *rand.Rand
 }
 
 // Result is how a job ended.
@@ -69,11 +113,22 @@ type JobMaster struct {
 	log   zerolog.Logger
 	rm    ResourceManager
 	mb    *mailbox.Mailbox
+	clk   clock.Clock
+	rnd   *rand.Rand
+	dial  DialFunc
 	sched *scheduler.Scheduler
 	start time.Time
 
-	tms     map[string]*taskManager
-	hb      *heartbeat.Monitor[string]
+	tms map[string]*taskManager
+	hb  *heartbeat.Monitor[string]
+	// rmOut carries every call to the ResourceManager, in order.
+	rmOut *outbox.Outbox
+	// registering is set while a RegisterJobMaster is queued.
+	registering bool
+	// requirement is the newest slot requirement, declared again after a
+	// re-registration; -1 before the first.
+	requirement int
+
 	blobs   map[string][]byte
 	metrics map[subtaskKey]*attemptMetrics // newest task I/O metrics per subtask
 	// accumulators of the newest FINISHED attempt per subtask, and their
@@ -81,10 +136,19 @@ type JobMaster struct {
 	accumulators     map[subtaskKey]attemptAccumulators
 	accumulatorBytes int
 	execResult       *restapi.JobExecutionResult // once the job is globally terminal
-	wake             *time.Timer
 	statusAt         map[scheduler.JobStatus]time.Time
-	pending          int // outgoing calls still running after the job ended
-	ended            bool
+
+	wake     clock.Timer // the scheduler's WakeAt
+	hbTimer  clock.Timer // the next heartbeat round
+	endTimer clock.Timer // gives up on the last calls of an ended job
+	// stepping is set while a Step's Ready is carried out; events that
+	// arise meanwhile wait in followUps (raft's Ready/Advance: a Ready is
+	// handled in full before the next Step).
+	stepping  bool
+	followUps []scheduler.Event
+	pending   int // messages in the outboxes not yet done
+	ended     bool
+	released  bool // TaskManager connections closed
 
 	doneOnce sync.Once
 	done     chan struct{}
@@ -93,11 +157,15 @@ type JobMaster struct {
 }
 
 type taskManager struct {
+	loc    eg.TaskManagerLocation
+	addr   string
+	client pb.TaskExecutorServiceClient
+	closer io.Closer
+	// out carries every call to the TaskManager but heartbeats, in order.
+	out *outbox.Outbox
 	// unreachable counts consecutive heartbeats that failed to connect.
-	unreachable int
-	loc         eg.TaskManagerLocation
-	conn        *grpc.ClientConn
-	client      pb.TaskExecutorServiceClient
+	unreachable  int
+	heartbeating bool // a heartbeat is in flight
 }
 
 // New builds the job's ExecutionGraph and scheduler. Errors wrap
@@ -106,29 +174,70 @@ func New(cfg Config, jg *jobgraph.JobGraph, rm ResourceManager, log zerolog.Logg
 	if cfg.RPCTimeout <= 0 {
 		cfg.RPCTimeout = 10 * time.Second
 	}
-	var graphID [8]byte
-	_, _ = rand.Read(graphID[:])
-	sched, err := scheduler.New(cfg.Scheduler, jg, binary.BigEndian.Uint64(graphID[:]))
+	rnd := cfg.Rand
+	if rnd == nil {
+		var seed [32]byte
+		_, _ = crand.Read(seed[:])
+		rnd = rand.New(rand.NewChaCha8(seed))
+	}
+	if cfg.Scheduler.Jitter == nil {
+		cfg.Scheduler.Jitter = rnd.Float64
+	}
+	sched, err := scheduler.New(cfg.Scheduler, jg, rnd.Uint64())
 	if err != nil {
 		return nil, err
 	}
-	return &JobMaster{
-		cfg: cfg, id: randomID(), jobID: jg.JobID, jg: jg, rm: rm, sched: sched,
-		log:          log.With().Str("job_id", jg.JobID).Str("job", jg.Name).Logger(),
-		mb:           mailbox.New(),
+	dial := cfg.DialTaskManager
+	if dial == nil {
+		dial = dialGRPC
+	}
+	mb := mailbox.New()
+	if cfg.Executor != nil {
+		mb = mailbox.NewWithExecutor(cfg.Executor)
+	}
+	jm := &JobMaster{
+		cfg: cfg, id: randomID(rnd), jobID: jg.JobID, jg: jg, rm: rm, sched: sched,
+		log: log.With().Str("job_id", jg.JobID).Str("job", jg.Name).Logger(),
+		mb:  mb, clk: clock.Or(cfg.Clock), rnd: rnd, dial: dial,
 		tms:          map[string]*taskManager{},
 		hb:           heartbeat.New[string](cfg.HeartbeatTimeout),
+		requirement:  -1,
 		blobs:        map[string][]byte{},
 		metrics:      map[subtaskKey]*attemptMetrics{},
 		accumulators: map[subtaskKey]attemptAccumulators{},
 		statusAt:     map[scheduler.JobStatus]time.Time{},
 		done:         make(chan struct{}),
-	}, nil
+	}
+	jm.rmOut = outbox.New("resourcemanager", mb, jm.outboxConfig(rmRetryable), jm.log)
+	return jm, nil
 }
 
-func randomID() string {
+func dialGRPC(addr string) (pb.TaskExecutorServiceClient, io.Closer, error) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, err
+	}
+	return pb.NewTaskExecutorServiceClient(conn), conn, nil
+}
+
+func (jm *JobMaster) outboxConfig(retryable func(error) bool) outbox.Config {
+	return outbox.Config{CallTimeout: jm.cfg.RPCTimeout, Backoff: jm.cfg.RetryBackoff, Retryable: retryable,
+		Clock: jm.clk, Rand: jm.rnd.Float64}
+}
+
+// rmRetryable: the in-process ResourceManager fails for good only on a bad
+// argument, when it stopped, or for a JobMaster it does not know (which
+// the JobMaster answers by registering again); everything else, such as
+// a busy ResourceManager missing the call's deadline, is retried.
+func rmRetryable(err error) bool {
+	return !errors.Is(err, resourcemanager.ErrInvalidArgument) && !errors.Is(err, resourcemanager.ErrStopped) &&
+		!errors.Is(err, resourcemanager.ErrJobMasterNotRegistered)
+}
+
+func randomID(rnd *rand.Rand) string {
 	var b [16]byte
-	_, _ = rand.Read(b[:])
+	binary.BigEndian.PutUint64(b[:8], rnd.Uint64())
+	binary.BigEndian.PutUint64(b[8:], rnd.Uint64())
 	return hex.EncodeToString(b[:])
 }
 
@@ -144,35 +253,29 @@ func (jm *JobMaster) Done() <-chan struct{} { return jm.done }
 // Result is valid after Done.
 func (jm *JobMaster) Result() Result { return jm.result }
 
+// Start arms the JobMaster's timers and posts its first work (registering
+// with the ResourceManager, then scheduling). It does not block; call it
+// once, before the mailbox runs: Run calls it, and with a Config.Executor
+// the simulator calls it and drives the turns.
+func (jm *JobMaster) Start() {
+	jm.start = jm.clk.Now()
+	jm.statusAt[scheduler.JobCreated] = jm.start
+	jm.wake = jm.clk.AfterFunc(time.Hour, func() { jm.mb.Post(func() { jm.step(scheduler.Tick{}) }) })
+	jm.wake.Stop()
+	jm.hbTimer = jm.clk.AfterFunc(jm.cfg.HeartbeatInterval, func() { jm.mb.Post(jm.heartbeatTick) })
+	jm.mb.Post(jm.registerWithResourceManager)
+}
+
 // Run drives the job until it ends or ctx ends. It blocks.
 func (jm *JobMaster) Run(ctx context.Context) {
-	jm.start = time.Now()
-	jm.statusAt[scheduler.JobCreated] = jm.start
-	jm.wake = time.AfterFunc(time.Hour, func() { jm.mb.Post(func() { jm.step(scheduler.Tick{}) }) })
-	jm.wake.Stop()
-	ticker := time.NewTicker(jm.cfg.HeartbeatInterval)
-	tickerDone := make(chan struct{})
-	stopTicker := make(chan struct{})
-	go func() {
-		defer close(tickerDone)
-		for {
-			select {
-			case <-ticker.C:
-				jm.mb.Post(jm.heartbeatTick)
-			case <-stopTicker:
-				return
-			}
-		}
-	}()
-	jm.mb.Post(jm.connectResourceManager)
+	jm.Start()
 	jm.mb.Run(ctx)
-	ticker.Stop()
-	close(stopTicker)
-	<-tickerDone
 	jm.wake.Stop()
-	for _, tm := range jm.tms {
-		_ = tm.conn.Close()
+	jm.hbTimer.Stop()
+	if jm.endTimer != nil {
+		jm.endTimer.Stop()
 	}
+	jm.releaseConnections()
 	if !jm.ended {
 		jm.result = Result{Status: jm.sched.Status(), Cause: errors.New("jobmaster: stopped before the job ended")}
 		jm.final = jm.snapshot()
@@ -180,38 +283,125 @@ func (jm *JobMaster) Run(ctx context.Context) {
 	jm.doneOnce.Do(func() { close(jm.done) })
 }
 
-func (jm *JobMaster) now() time.Duration { return time.Since(jm.start) }
+func (jm *JobMaster) now() time.Duration { return jm.clk.Now().Sub(jm.start) }
 
-func (jm *JobMaster) connectResourceManager() {
-	mailbox.Go(jm.mb, func(ctx context.Context) (struct{}, error) {
-		ctx, cancel := context.WithTimeout(ctx, jm.cfg.RPCTimeout)
-		defer cancel()
-		return struct{}{}, jm.rm.RegisterJobMaster(ctx, jm.jobID, jm.cfg.Address, jm)
-	}, func(_ struct{}, err error) {
-		if err != nil {
-			jm.log.Warn().Err(err).Msg("registering with the ResourceManager failed; retrying")
-			time.AfterFunc(time.Second, func() { jm.mb.Post(jm.connectResourceManager) })
-			return
-		}
-		if jm.sched.Status() == scheduler.JobCreated {
-			jm.step(scheduler.StartScheduling{})
-		}
+// ---- the ResourceManager ----
+
+// registerWithResourceManager queues a RegisterJobMaster, retried with
+// backoff until it succeeds; then the job starts, or its newest
+// requirement is declared again.
+func (jm *JobMaster) registerWithResourceManager() {
+	if jm.registering || jm.ended {
+		return
+	}
+	jm.registering = true
+	jm.send(jm.rmOut, outbox.Message{
+		What: "RegisterJobMaster",
+		Call: func(ctx context.Context) error { return jm.rm.RegisterJobMaster(ctx, jm.jobID, jm.cfg.Address, jm) },
+		Done: func(err error) {
+			jm.registering = false
+			if err != nil {
+				jm.log.Error().Err(err).Msg("registering with the ResourceManager failed for good")
+				return
+			}
+			if jm.sched.Status() == scheduler.JobCreated {
+				jm.feed(scheduler.StartScheduling{})
+			} else if jm.requirement >= 0 && !jm.ended {
+				jm.declare(jm.requirement)
+			}
+		},
 	})
 }
 
-// step feeds one event to the core and carries out its Ready.
+// declare queues the job's slot requirement; a newer one replaces it while
+// it waits.
+func (jm *JobMaster) declare(n int) {
+	jm.requirement = n
+	jm.send(jm.rmOut, outbox.Message{
+		What: fmt.Sprintf("DeclareResourceRequirements %d", n),
+		Key:  "requirements",
+		Call: func(ctx context.Context) error { return jm.rm.DeclareResourceRequirements(ctx, jm.jobID, n) },
+		Done: func(err error) {
+			if errors.Is(err, resourcemanager.ErrJobMasterNotRegistered) && !jm.ended {
+				jm.log.Warn().Err(err).Msg("the ResourceManager does not know this JobMaster; registering again")
+				jm.registerWithResourceManager()
+			}
+		},
+	})
+}
+
+// ---- stepping the scheduler ----
+
+// step feeds one event to the core, carries out its Ready, and then the
+// events that arose meanwhile (outcomes known at once, such as a deployment
+// to a TaskManager that is gone), each with its own Ready. It returns the
+// first Ready and the core's verdict on ev. It must not be called while a
+// Ready is carried out: use feed.
 func (jm *JobMaster) step(ev scheduler.Event) (scheduler.Ready, error) {
+	if jm.stepping {
+		panic(fmt.Sprintf("jobmaster: step(%T) while carrying out a Ready", ev))
+	}
+	jm.stepping = true
+	defer func() { jm.stepping = false }()
 	err := jm.sched.Step(jm.now(), ev)
 	r := jm.sched.Ready()
 	jm.execute(&r)
+	jm.drain()
 	return r, err
+}
+
+// drain steps the events held back, in order, each Ready in full.
+func (jm *JobMaster) drain() {
+	for len(jm.followUps) > 0 {
+		next := jm.followUps[0]
+		jm.followUps = jm.followUps[1:]
+		if err := jm.sched.Step(jm.now(), next); err != nil {
+			jm.log.Debug().Err(err).Str("event", fmt.Sprintf("%T", next)).Msg("event rejected")
+		}
+		r := jm.sched.Ready()
+		jm.execute(&r)
+	}
+	jm.followUps = nil
+}
+
+// feed steps ev now, or after the Ready being carried out.
+func (jm *JobMaster) feed(ev scheduler.Event) {
+	if jm.stepping {
+		jm.followUps = append(jm.followUps, ev)
+		return
+	}
+	if _, err := jm.step(ev); err != nil {
+		jm.log.Debug().Err(err).Str("event", fmt.Sprintf("%T", ev)).Msg("event rejected")
+	}
+}
+
+// hold runs fn with the events it causes held back; the caller steps them
+// afterwards (step, or flush).
+func (jm *JobMaster) hold(fn func()) {
+	was := jm.stepping
+	jm.stepping = true
+	fn()
+	jm.stepping = was
+}
+
+// flush steps the events held back, outside a step.
+func (jm *JobMaster) flush() {
+	if jm.stepping || len(jm.followUps) == 0 {
+		return
+	}
+	jm.stepping = true
+	defer func() { jm.stepping = false }()
+	jm.drain()
 }
 
 func (jm *JobMaster) execute(r *scheduler.Ready) {
 	for _, c := range r.JobStatus {
-		jm.statusAt[c.To] = time.Now()
+		jm.statusAt[c.To] = jm.clk.Now()
 		ev := jm.log.Info()
-		if c.Cause != nil {
+		switch {
+		case errors.Is(c.Cause, scheduler.ErrIllegalState):
+			ev = jm.log.Error().Err(c.Cause).Str("graph", fmt.Sprintf("%x", jm.sched.Graph().ID))
+		case c.Cause != nil:
 			ev = jm.log.Warn().Err(c.Cause)
 		}
 		ev.Str("from", c.From.String()).Str("to", c.To.String()).Msg("job status changed")
@@ -220,32 +410,43 @@ func (jm *JobMaster) execute(r *scheduler.Ready) {
 		jm.blobs[b.Key] = b.Data
 	}
 	if r.ResourceRequirements != nil {
-		n := *r.ResourceRequirements
-		jm.call("declare resource requirements", func(ctx context.Context) error {
-			return jm.rm.DeclareResourceRequirements(ctx, jm.jobID, n)
-		}, nil)
+		jm.declare(*r.ResourceRequirements)
+	}
+	// Cancellations go first: an old attempt leaves its slot before a new
+	// one arrives. Only an attempt deployed in this very Ready (the job
+	// failed right after) is cancelled after its deployment.
+	var deployed map[eg.ExecutionAttemptID]bool
+	if len(r.Deployments) > 0 && len(r.Cancellations) > 0 {
+		deployed = make(map[eg.ExecutionAttemptID]bool, len(r.Deployments))
+		for _, d := range r.Deployments {
+			deployed[attemptID(d.Descriptor.Attempt)] = true
+		}
+	}
+	for _, c := range r.Cancellations {
+		if !deployed[c.Attempt] {
+			jm.cancel(c)
+		}
 	}
 	for _, d := range r.Deployments {
 		jm.deploy(d)
 	}
 	for _, c := range r.Cancellations {
-		tm := jm.tms[c.TaskManager.ID]
-		if tm == nil {
-			continue // its loss is handled by the scheduler
+		if deployed[c.Attempt] {
+			jm.cancel(c)
 		}
-		req := &pb.CancelTaskRequest{JobId: jm.jobID, Attempt: attemptProto(c.Attempt)}
-		jm.call("cancel task", func(ctx context.Context) error { _, err := tm.client.CancelTask(ctx, req); return err }, nil)
 	}
 	for _, pr := range r.PartitionReleases {
 		tm := jm.tms[pr.TaskManagerID]
 		if tm == nil {
-			continue
+			continue // gone: so are its partitions
 		}
 		req := &pb.ReleasePartitionsRequest{JobId: jm.jobID}
 		for _, p := range pr.Partitions {
-			req.Partitions = append(req.Partitions, &pb.ResultPartitionIDProto{ResultId: string(p.Result), PartitionIndex: p.Partition, Producer: attemptProto(p.Producer)})
+			req.Partitions = append(req.Partitions, partitionProto(p))
 		}
-		jm.call("release partitions", func(ctx context.Context) error { _, err := tm.client.ReleasePartitions(ctx, req); return err }, nil)
+		c := tm.client
+		jm.send(tm.out, outbox.Message{What: fmt.Sprintf("ReleasePartitions (%d)", len(req.Partitions)),
+			Call: func(ctx context.Context) error { _, err := c.ReleasePartitions(ctx, req); return err }})
 	}
 	for _, sr := range r.SlotReleases {
 		tm := jm.tms[sr.TaskManagerID]
@@ -253,7 +454,9 @@ func (jm *JobMaster) execute(r *scheduler.Ready) {
 			continue
 		}
 		req := &pb.FreeSlotRequest{AllocationId: string(sr.Allocation), Cause: sr.Cause}
-		jm.call("free slot", func(ctx context.Context) error { _, err := tm.client.FreeSlot(ctx, req); return err }, nil)
+		c := tm.client
+		jm.send(tm.out, outbox.Message{What: "FreeSlot " + string(sr.Allocation),
+			Call: func(ctx context.Context) error { _, err := c.FreeSlot(ctx, req); return err }})
 	}
 	if r.HasWakeAt {
 		jm.wake.Reset(max(0, r.WakeAt-jm.now()))
@@ -263,109 +466,207 @@ func (jm *JobMaster) execute(r *scheduler.Ready) {
 	}
 }
 
+// deploy submits a TDD. The TaskManager has Config.RPCTimeout to accept
+// it; if it does not, the attempt fails and is cancelled there, through
+// the same outbox, so an attempt started despite a lost answer does not
+// keep its slot.
 func (jm *JobMaster) deploy(d scheduler.Deployment) {
-	tm := jm.tms[d.TaskManager.ID]
 	id := attemptID(d.Descriptor.Attempt)
+	tm := jm.tms[d.TaskManager.ID]
 	if tm == nil {
-		jm.step(scheduler.DeploymentFailed{Attempt: id, Cause: fmt.Errorf("TaskManager %s is not connected", d.TaskManager.ID)})
+		jm.feed(scheduler.DeploymentFailed{Attempt: id, TaskManager: d.TaskManager, Cause: fmt.Errorf("TaskManager %s is not connected", d.TaskManager.ID)})
 		return
 	}
 	req := &pb.SubmitTaskRequest{JobId: jm.jobID, JobMasterId: jm.id, Tdd: d.Descriptor}
-	jm.call("submit task", func(ctx context.Context) error { _, err := tm.client.SubmitTask(ctx, req); return err },
-		func(err error) { jm.step(scheduler.DeploymentFailed{Attempt: id, Cause: err}) })
-}
-
-// call runs an outgoing RPC with the RPC timeout; onError runs on the mailbox.
-func (jm *JobMaster) call(what string, rpc func(ctx context.Context) error, onError func(error)) {
-	jm.pending++
-	mailbox.Go(jm.mb, func(ctx context.Context) (struct{}, error) {
-		ctx, cancel := context.WithTimeout(ctx, jm.cfg.RPCTimeout)
-		defer cancel()
-		return struct{}{}, rpc(ctx)
-	}, func(_ struct{}, err error) {
-		jm.pending--
-		if err != nil {
-			jm.log.Warn().Err(err).Str("call", what).Msg("outgoing call failed")
-			if onError != nil && !jm.ended {
-				onError(err)
+	c := tm.client
+	jm.send(tm.out, outbox.Message{
+		What: "SubmitTask " + id.String(), Deadline: jm.cfg.RPCTimeout,
+		Call: func(ctx context.Context) error { _, err := c.SubmitTask(ctx, req); return err },
+		Done: func(err error) {
+			if err != nil {
+				jm.feed(scheduler.DeploymentFailed{Attempt: id, TaskManager: d.TaskManager, Cause: err})
+				return
 			}
-		}
-		jm.maybeClose()
+			jm.feed(scheduler.DeploymentAcknowledged{Attempt: id})
+		},
 	})
 }
 
-// endJob tells the ResourceManager the job is done; the mailbox closes once
-// the last outgoing call (slot releases) returned.
+// cancel asks a TaskManager to cancel a task, retried until it answers or
+// is lost.
+func (jm *JobMaster) cancel(c scheduler.Cancellation) {
+	tm := jm.tms[c.TaskManager.ID]
+	if tm == nil {
+		return // its loss is handled by the scheduler
+	}
+	req := &pb.CancelTaskRequest{JobId: jm.jobID, Attempt: attemptProto(c.Attempt)}
+	cl := tm.client
+	jm.send(tm.out, outbox.Message{What: "CancelTask " + c.Attempt.String(),
+		Call: func(ctx context.Context) error { _, err := cl.CancelTask(ctx, req); return err }})
+}
+
+// send queues m and counts it until done, so an ended job stops only once
+// its last calls are through.
+func (jm *JobMaster) send(out *outbox.Outbox, m outbox.Message) {
+	jm.pending++
+	done := m.Done
+	m.Done = func(err error) {
+		jm.pending--
+		if done != nil {
+			done(err)
+		}
+		jm.maybeClose()
+	}
+	out.Send(m)
+}
+
+// endJob tells the ResourceManager and the TaskManagers the job is done;
+// the mailbox closes once the last outgoing call is through, at most
+// Config.RPCTimeout later.
 func (jm *JobMaster) endJob() {
 	jm.ended = true
+	jm.hbTimer.Stop()
 	st := jm.sched.Status()
 	var cause error
 	if h := jm.sched.ExceptionHistory(); st == scheduler.JobFailed && len(h) > 0 {
 		cause = h[len(h)-1].Cause
 	}
 	jm.result = Result{Status: st, Cause: cause}
-	jm.call("disconnect from ResourceManager", func(ctx context.Context) error {
-		return jm.rm.DisconnectJobMaster(ctx, jm.jobID, fmt.Errorf("job %s", st))
-	}, nil)
-	for _, tm := range jm.tms {
+	jm.send(jm.rmOut, outbox.Message{What: "DisconnectJobMaster",
+		Call: func(ctx context.Context) error {
+			return jm.rm.DisconnectJobMaster(ctx, jm.jobID, fmt.Errorf("job %s", st))
+		}})
+	for _, id := range jm.sortedTaskManagers() {
+		tm := jm.tms[id]
 		req := &pb.DisconnectJobManagerRequest{JobId: jm.jobID, Cause: fmt.Sprintf("job %s", st)}
 		c := tm.client
-		jm.call("disconnect TaskManager", func(ctx context.Context) error { _, err := c.DisconnectJobManager(ctx, req); return err }, nil)
+		jm.send(tm.out, outbox.Message{What: "DisconnectJobManager",
+			Call: func(ctx context.Context) error { _, err := c.DisconnectJobManager(ctx, req); return err }})
 	}
+	jm.endTimer = jm.clk.AfterFunc(jm.cfg.RPCTimeout, func() {
+		jm.mb.Post(func() {
+			cause := fmt.Errorf("%w %s %v ago", ErrJobEnded, st, jm.cfg.RPCTimeout)
+			jm.rmOut.Close(cause)
+			for _, id := range jm.sortedTaskManagers() {
+				jm.tms[id].out.Close(cause)
+			}
+		})
+	})
 }
 
 func (jm *JobMaster) maybeClose() {
-	if jm.ended && jm.pending == 0 {
-		jm.final = jm.snapshot()
-		jm.log.Info().Str("status", jm.result.Status.String()).Msg("job master stopped")
-		jm.mb.Close()
+	if !jm.ended || jm.pending > 0 || jm.released {
+		return
+	}
+	if jm.endTimer != nil {
+		jm.endTimer.Stop()
+	}
+	jm.final = jm.snapshot()
+	jm.log.Info().Str("status", jm.result.Status.String()).Msg("job master stopped")
+	jm.releaseConnections()
+	jm.mb.Close()
+	if jm.cfg.Executor != nil {
+		// No Run to return: the job is done now. (Run closes done only
+		// once the mailbox stopped running turns.)
+		jm.doneOnce.Do(func() { close(jm.done) })
 	}
 }
 
+// releaseConnections closes every TaskManager connection once.
+func (jm *JobMaster) releaseConnections() {
+	if jm.released {
+		return
+	}
+	jm.released = true
+	for _, tm := range jm.tms {
+		_ = tm.closer.Close()
+	}
+}
+
+func (jm *JobMaster) sortedTaskManagers() []string {
+	ids := make([]string, 0, len(jm.tms))
+	for id := range jm.tms {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// ---- TaskManager heartbeats ----
+
+// heartbeatTick drops TaskManagers silent for the heartbeat timeout and
+// heartbeats the others, at most one heartbeat in flight each; it re-arms
+// itself.
 func (jm *JobMaster) heartbeatTick() {
 	if jm.ended {
 		return
 	}
-	now := time.Now()
-	for _, id := range jm.hb.Expired(now) {
+	for _, id := range jm.hb.Expired(jm.clk.Now()) {
 		jm.log.Warn().Str("resource_id", id).Dur("timeout", jm.cfg.HeartbeatTimeout).Msg("TaskManager heartbeat timed out")
 		jm.dropTaskManager(id, fmt.Errorf("heartbeat of TaskManager %s timed out after %v", id, jm.cfg.HeartbeatTimeout))
 	}
-	for id, tm := range jm.tms {
-		id, c := id, tm.client
-		req := &pb.HeartbeatRequest{SenderId: jm.id, JobId: jm.jobID}
-		mailbox.Go(jm.mb, func(ctx context.Context) (*pb.TaskManagerHeartbeatResponse, error) {
-			ctx, cancel := context.WithTimeout(ctx, jm.cfg.HeartbeatInterval+jm.cfg.HeartbeatTimeout)
-			defer cancel()
-			return c.HeartbeatFromJobManager(ctx, req)
-		}, func(resp *pb.TaskManagerHeartbeatResponse, err error) {
-			tm := jm.tms[id]
-			if tm == nil || tm.client != c {
-				return // dropped or replaced meanwhile
-			}
-			if status.Code(err) == codes.Unavailable {
-				// The process is gone (connection refused): Flink's
-				// heartbeat.rpc-failure-threshold notices this without
-				// waiting for the heartbeat timeout.
-				if tm.unreachable++; jm.cfg.RPCFailureThreshold > 0 && tm.unreachable >= jm.cfg.RPCFailureThreshold {
-					jm.log.Warn().Str("resource_id", id).Int("failed_heartbeats", tm.unreachable).Err(err).Msg("TaskManager unreachable")
-					jm.dropTaskManager(id, fmt.Errorf("TaskManager %s unreachable for %d heartbeats: %w", id, tm.unreachable, err))
-				}
-				return
-			}
-			if err == nil {
-				tm.unreachable = 0
-			}
-			if err == nil && jm.hb.Tracked(id) {
-				jm.hb.Seen(id, time.Now())
-				for _, m := range resp.GetMetrics() {
-					jm.recordMetrics(m, false)
-				}
-			}
-		})
+	if jm.ended {
+		return // losing them ended the job
 	}
+	for _, id := range jm.sortedTaskManagers() {
+		jm.heartbeat(id, jm.tms[id])
+	}
+	jm.hbTimer.Reset(jm.cfg.HeartbeatInterval)
 }
 
+func (jm *JobMaster) heartbeat(id string, tm *taskManager) {
+	if tm.heartbeating {
+		return
+	}
+	tm.heartbeating = true
+	requestedAt := jm.now()
+	c := tm.client
+	req := &pb.HeartbeatRequest{SenderId: jm.id, JobId: jm.jobID}
+	mailbox.Go(jm.mb, func(ctx context.Context) (*pb.TaskManagerHeartbeatResponse, error) {
+		ctx, cancel := context.WithTimeout(ctx, jm.cfg.HeartbeatInterval+jm.cfg.HeartbeatTimeout)
+		defer cancel()
+		return c.HeartbeatFromJobManager(ctx, req)
+	}, func(resp *pb.TaskManagerHeartbeatResponse, err error) {
+		tm.heartbeating = false
+		if jm.tms[id] != tm || jm.ended {
+			return // dropped or replaced meanwhile
+		}
+		if status.Code(err) == codes.Unavailable {
+			// The process is gone (connection refused): Flink's
+			// heartbeat.rpc-failure-threshold notices this without
+			// waiting for the heartbeat timeout.
+			if tm.unreachable++; jm.cfg.RPCFailureThreshold > 0 && tm.unreachable >= jm.cfg.RPCFailureThreshold {
+				jm.log.Warn().Str("resource_id", id).Int("failed_heartbeats", tm.unreachable).Err(err).Msg("TaskManager unreachable")
+				jm.dropTaskManager(id, fmt.Errorf("TaskManager %s unreachable for %d heartbeats: %w", id, tm.unreachable, err))
+			}
+			return
+		}
+		if err != nil {
+			jm.log.Debug().Err(err).Str("resource_id", id).Msg("heartbeat failed")
+			return
+		}
+		tm.unreachable = 0
+		if !jm.hb.Tracked(id) {
+			return
+		}
+		jm.hb.Seen(id, jm.clk.Now())
+		for _, m := range resp.GetMetrics() {
+			jm.recordMetrics(m, false)
+		}
+		report := scheduler.TaskManagerReport{TaskManagerID: id, RequestedAt: requestedAt}
+		for _, a := range resp.GetRunning() {
+			report.Running = append(report.Running, attemptID(a))
+		}
+		for _, p := range resp.GetPartitions() {
+			report.Partitions = append(report.Partitions, partitionID(p))
+		}
+		jm.feed(report)
+	})
+}
+
+// dropTaskManager forgets a TaskManager that is gone: the scheduler fails
+// its tasks and reruns the producers of the partitions it held, then its
+// outbox closes (the calls still queued fail, their outcomes follow).
 func (jm *JobMaster) dropTaskManager(id string, cause error) {
 	tm := jm.tms[id]
 	if tm == nil {
@@ -373,7 +674,10 @@ func (jm *JobMaster) dropTaskManager(id string, cause error) {
 	}
 	delete(jm.tms, id)
 	jm.hb.Remove(id)
-	_ = tm.conn.Close()
+	jm.hold(func() {
+		tm.out.Close(cause)
+		_ = tm.closer.Close()
+	})
 	jm.step(scheduler.TaskManagerLost{TaskManagerID: id, Cause: failover.EnvironmentError(cause)})
 }
 
@@ -381,7 +685,7 @@ func (jm *JobMaster) dropTaskManager(id string, cause error) {
 
 // NotifyNotEnoughResources implements resourcemanager.JobMasterGateway.
 func (jm *JobMaster) NotifyNotEnoughResources(acquired int) {
-	jm.mb.Post(func() { jm.step(scheduler.NotEnoughResources{Acquired: acquired}) })
+	jm.mb.Post(func() { jm.feed(scheduler.NotEnoughResources{Acquired: acquired}) })
 }
 
 // NotifyResourceAllocationFailed implements
@@ -389,13 +693,25 @@ func (jm *JobMaster) NotifyNotEnoughResources(acquired int) {
 // could not start TaskManagers, so waiting slot requests fail now rather
 // than at slot.request.timeout.
 func (jm *JobMaster) NotifyResourceAllocationFailed(cause error) {
-	jm.mb.Post(func() { jm.step(scheduler.ResourceAllocationFailed{Cause: cause}) })
+	jm.mb.Post(func() { jm.feed(scheduler.ResourceAllocationFailed{Cause: cause}) })
 }
 
 // HeartbeatFromResourceManager implements resourcemanager.JobMasterGateway.
 func (jm *JobMaster) HeartbeatFromResourceManager(ctx context.Context) error {
 	_, err := mailbox.Call(ctx, jm.mb, func() (struct{}, error) { return struct{}{}, nil })
 	return err
+}
+
+// NotifyTaskManagerLost implements resourcemanager.JobMasterGateway: the
+// provider reported the TaskManager's worker ended, so it is dropped now
+// rather than after a heartbeat timeout. Non-blocking; idempotent.
+func (jm *JobMaster) NotifyTaskManagerLost(resourceID string, cause error) {
+	jm.mb.Post(func() {
+		if cause == nil {
+			cause = errors.New("its worker ended")
+		}
+		jm.dropTaskManager(resourceID, fmt.Errorf("TaskManager %s lost: %w", resourceID, cause))
+	})
 }
 
 // ---- called by TaskManagers through the JobManager's JobMasterService ----
@@ -413,21 +729,26 @@ func (jm *JobMaster) RegisterTaskManager(ctx context.Context, req *pb.RegisterTa
 		if jm.ended {
 			return nil, status.Errorf(codes.FailedPrecondition, "jobmaster: job %s has ended", jm.jobID)
 		}
-		if tm := jm.tms[loc.ResourceId]; tm == nil || tm.loc.ID != loc.ResourceId || tm.conn.Target() != loc.RpcAddress {
-			conn, err := grpc.NewClient(loc.RpcAddress, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if tm := jm.tms[loc.ResourceId]; tm == nil || tm.addr != loc.RpcAddress {
+			client, closer, err := jm.dial(loc.RpcAddress)
 			if err != nil {
 				return nil, status.Errorf(codes.InvalidArgument, "jobmaster: TaskManager address %q: %v", loc.RpcAddress, err)
 			}
 			if tm != nil {
-				_ = tm.conn.Close()
+				jm.hold(func() {
+					tm.out.Close(fmt.Errorf("%w at %s", ErrTaskManagerReplaced, loc.RpcAddress))
+					_ = tm.closer.Close()
+				})
 			}
 			jm.tms[loc.ResourceId] = &taskManager{
 				loc:  eg.TaskManagerLocation{ID: loc.ResourceId, Host: loc.Host, DataAddress: loc.DataAddress},
-				conn: conn, client: pb.NewTaskExecutorServiceClient(conn),
+				addr: loc.RpcAddress, client: client, closer: closer,
+				out: outbox.New("TaskManager "+loc.ResourceId, jm.mb, jm.outboxConfig(nil), jm.log),
 			}
 			jm.log.Info().Str("resource_id", loc.ResourceId).Str("address", loc.RpcAddress).Msg("TaskManager registered")
+			jm.flush() // the outcomes of the calls the old outbox dropped
 		}
-		jm.hb.Seen(loc.ResourceId, time.Now())
+		jm.hb.Seen(loc.ResourceId, jm.clk.Now())
 		return &pb.RegisterTaskManagerResponse{JobMasterId: jm.id,
 			HeartbeatIntervalMs: jm.cfg.HeartbeatInterval.Milliseconds(), HeartbeatTimeoutMs: jm.cfg.HeartbeatTimeout.Milliseconds()}, nil
 	})
@@ -499,18 +820,30 @@ func (jm *JobMaster) DisconnectTaskManager(ctx context.Context, req *pb.Disconne
 }
 
 // ReportPartitionsLost: a TaskManager lost partitions of this job that it
-// had produced (its job runner died). Called by TaskManagers through the
+// had produced (its job runner died). Their producers rerun with their
+// consumers; partitions of older attempts, or not tracked on that
+// TaskManager, are ignored. Called by TaskManagers through the
 // JobMasterService; idempotent.
-// TODO(#9): rerun their producers (scheduler event).
 func (jm *JobMaster) ReportPartitionsLost(ctx context.Context, req *pb.ReportPartitionsLostRequest) (*pb.Ack, error) {
-	return nil, status.Error(codes.Unimplemented, "jobmaster: ReportPartitionsLost is not implemented yet")
-}
-
-// NotifyTaskManagerLost implements resourcemanager.JobMasterGateway: the
-// provider reported the TaskManager's worker ended, so it is dropped now
-// rather than after a heartbeat timeout.
-func (jm *JobMaster) NotifyTaskManagerLost(resourceID string, cause error) {
-	jm.mb.Post(func() { jm.dropTaskManager(resourceID, cause) })
+	if req.ResourceId == "" {
+		return nil, status.Error(codes.InvalidArgument, "jobmaster: partitions lost without a resource ID")
+	}
+	ev := scheduler.PartitionsLost{TaskManagerID: req.ResourceId, Cause: errors.New(req.Cause)}
+	if req.Cause == "" {
+		ev.Cause = errors.New("no cause given")
+	}
+	for _, p := range req.Partitions {
+		if p.GetProducer() == nil {
+			return nil, status.Error(codes.InvalidArgument, "jobmaster: a lost partition without its producer")
+		}
+		ev.Partitions = append(ev.Partitions, partitionID(p))
+	}
+	return mailbox.Call(ctx, jm.mb, func() (*pb.Ack, error) {
+		if _, err := jm.step(ev); err != nil {
+			return nil, status.Error(codes.FailedPrecondition, err.Error())
+		}
+		return &pb.Ack{}, nil
+	})
 }
 
 // GetBlob serves offloaded shuffle descriptors.
@@ -539,6 +872,14 @@ func attemptProto(id eg.ExecutionAttemptID) *pb.ExecutionAttemptID {
 
 func attemptID(p *pb.ExecutionAttemptID) eg.ExecutionAttemptID {
 	return eg.ExecutionAttemptID{Graph: p.GetGraph(), JobVertex: jobgraph.VertexID(p.GetJobVertexId()), Subtask: p.GetSubtaskIndex(), Attempt: p.GetAttemptNumber()}
+}
+
+func partitionProto(p eg.ResultPartitionID) *pb.ResultPartitionIDProto {
+	return &pb.ResultPartitionIDProto{ResultId: string(p.Result), PartitionIndex: p.Partition, Producer: attemptProto(p.Producer)}
+}
+
+func partitionID(p *pb.ResultPartitionIDProto) eg.ResultPartitionID {
+	return eg.ResultPartitionID{Result: jobgraph.ResultID(p.GetResultId()), Partition: p.GetPartitionIndex(), Producer: attemptID(p.GetProducer())}
 }
 
 var (

@@ -70,7 +70,7 @@ func millis(t time.Time) int64 {
 func (jm *JobMaster) snapshot() Snapshot {
 	g := jm.sched.Graph()
 	st := jm.sched.Status()
-	now := time.Now()
+	now := jm.clk.Now()
 	start := jm.statusAt[scheduler.JobCreated]
 	end := time.Time{}
 	if st.IsGloballyTerminal() {

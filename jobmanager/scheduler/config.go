@@ -53,6 +53,20 @@ type Config struct {
 	OffloadMinSize int
 	// ExceptionHistorySize bounds the failures kept for the REST API.
 	ExceptionHistorySize int
+	// MissingTaskGrace is how long an attempt whose deployment its
+	// TaskManager acknowledged, or a finished attempt's partition, may be
+	// missing from that TaskManager's reports (TaskManagerReport) before
+	// it counts as gone: a task that just ended is no longer reported while
+	// its final state may still be on its way, and a TaskManager that is
+	// reconnecting answers with nothing. 0: at the first report that misses
+	// it.
+	MissingTaskGrace time.Duration
+	// StrictTransitions makes an illegal state transition inside the core
+	// (a bug: the core itself got its states wrong) panic, for tests and the
+	// simulator. Otherwise the job fails with ErrIllegalState and the whole
+	// context. Stale or duplicate reports from TaskManagers are never
+	// illegal.
+	StrictTransitions bool
 }
 
 // DefaultConfig has Flink's defaults.
@@ -66,6 +80,7 @@ func DefaultConfig() Config {
 		Restart:              failover.DefaultRestartConfig(),
 		OffloadMinSize:       1 << 20,
 		ExceptionHistorySize: 16,
+		MissingTaskGrace:     10 * time.Second,
 	}
 }
 
@@ -88,6 +103,9 @@ func (c Config) Validate() error {
 	}
 	if c.SlotIdleTimeout <= 0 {
 		p = append(p, fmt.Sprintf("slot.idle.timeout: %v must be positive", c.SlotIdleTimeout))
+	}
+	if c.MissingTaskGrace < 0 {
+		p = append(p, fmt.Sprintf("missing task grace: %v must not be negative", c.MissingTaskGrace))
 	}
 	if err := c.Restart.Validate(); err != nil {
 		p = append(p, err.Error())

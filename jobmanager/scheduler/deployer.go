@@ -57,11 +57,18 @@ func (d *deployer) AllocateSlotsAndDeploy(vs []eg.VertexIndex, strict bool) {
 	}
 	b := &bulk{vertices: slices.Clone(vs), strict: strict}
 	slices.Sort(b.vertices)
-	for _, v := range b.vertices {
+	b.vertices = slices.DeleteFunc(b.vertices, func(v eg.VertexIndex) bool {
 		if st := s.g.Vertices[v].Current.State; st != eg.Created {
-			panic(fmt.Sprintf("scheduler: strategy scheduled %s in state %s, want CREATED", s.g.AttemptID(v), st))
+			s.illegal(fmt.Errorf("strategy scheduled %s in state %s, want CREATED", s.g.AttemptID(v), st))
+			return true
 		}
-		_ = s.transition(v, eg.Scheduled)
+		return false
+	})
+	if len(b.vertices) == 0 {
+		return
+	}
+	for _, v := range b.vertices {
+		s.transition(v, eg.Scheduled)
 		d.bulkOf[v] = b
 	}
 	s.alloc.allocate(b)
@@ -114,7 +121,7 @@ func (d *deployer) deploy(b *bulk) {
 		}
 		slot := s.alloc.slotOf[v]
 		ex.Allocation, ex.Location = slot.physical.id, slot.physical.tm.loc
-		_ = s.transition(v, eg.Deploying)
+		s.transition(v, eg.Deploying)
 		s.tracker.startTracking(v)
 		s.ready.Deployments = append(s.ready.Deployments, Deployment{TaskManager: ex.Location, Descriptor: s.tdds.build(v)})
 	}
@@ -171,9 +178,9 @@ func (d *deployer) cancelExecution(v eg.VertexIndex) {
 	switch ex.State {
 	case eg.Created, eg.Scheduled:
 		d.bulkOf[v] = nil
-		_ = s.transition(v, eg.Canceled)
+		s.transition(v, eg.Canceled)
 	case eg.Deploying, eg.Initializing, eg.Running:
-		_ = s.transition(v, eg.Canceling)
+		s.transition(v, eg.Canceling)
 		s.ready.Cancellations = append(s.ready.Cancellations, Cancellation{TaskManager: ex.Location, Attempt: s.g.AttemptID(v)})
 	}
 }
@@ -229,12 +236,18 @@ func (d *deployer) tryRestarts() {
 				continue // a newer failure handling owns this vertex now
 			}
 			d.restartOf[v] = nil
-			wasFinished := s.g.Vertices[v].Current.State == eg.Finished
+			st := s.g.Vertices[v].Current.State
+			if !st.IsTerminal() {
+				s.illegal(fmt.Errorf("restarting %s in state %s, want a terminal state", s.g.AttemptID(v), st))
+				continue
+			}
 			s.tracker.releaseProducedBy(v)
 			s.tdds.producerReset(v)
 			if err := s.g.ResetVertex(v); err != nil {
+				s.illegal(fmt.Errorf("restarting: %w", err))
 				continue
 			}
+			wasFinished := st == eg.Finished
 			if wasFinished {
 				s.finished--
 			}

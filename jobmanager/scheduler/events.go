@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"time"
+
 	eg "github.com/gofl/gofl/jobmanager/executiongraph"
 )
 
@@ -36,7 +38,9 @@ type SlotsOffered struct {
 }
 
 // TaskManagerLost says a TaskManager is gone (heartbeat timeout, provider
-// report, disconnect). Its slots and the tasks in them fail.
+// report, disconnect). Its slots and the tasks in them fail, and the
+// BLOCKING partitions it held are lost: their producers rerun together with
+// their consumers, in the same failover.
 type TaskManagerLost struct {
 	TaskManagerID string
 	Cause         error
@@ -56,10 +60,50 @@ type TaskStateChanged struct {
 	Cause   error
 }
 
-// DeploymentFailed says submitting a TDD to its TaskManager failed.
+// DeploymentFailed says submitting a TDD to its TaskManager failed (an
+// error or no answer in time). The attempt fails, and since the TaskManager
+// may have started it all the same, Ready cancels it there (TaskManager, or
+// the attempt's location when empty).
 type DeploymentFailed struct {
-	Attempt eg.ExecutionAttemptID
-	Cause   error
+	Attempt     eg.ExecutionAttemptID
+	TaskManager eg.TaskManagerLocation
+	Cause       error
+}
+
+// DeploymentAcknowledged says the TaskManager accepted the TDD of Attempt
+// (SubmitTask answered). From then on the TaskManager's reports must list
+// the attempt while it runs.
+type DeploymentAcknowledged struct{ Attempt eg.ExecutionAttemptID }
+
+// TaskManagerReport is what a TaskManager answered to a heartbeat: the
+// attempts of the job it runs and the job's result partitions it holds.
+// The scheduler reconciles it with what it expects there (Flink's
+// ExecutionDeploymentReconciler): attempts it does not know or no longer
+// wants are cancelled; acknowledged attempts the TaskManager does not run
+// fail, and tracked BLOCKING partitions of finished producers that the
+// TaskManager no longer holds are lost (as in PartitionsLost), once missing
+// from its reports for Config.MissingTaskGrace. Partitions are checked
+// only on TaskManagers that have listed partitions in a report before (an
+// older TaskManager does not report them). Level-triggered: every report is compared
+// in full, so a lost message is made good by the next report.
+type TaskManagerReport struct {
+	TaskManagerID string
+	// RequestedAt is the logical time the heartbeat request was sent. Only
+	// what was acknowledged (deployed, finished) strictly before it must be
+	// in the report.
+	RequestedAt time.Duration
+	Running     []eg.ExecutionAttemptID
+	Partitions  []eg.ResultPartitionID
+}
+
+// PartitionsLost says a TaskManager lost result partitions it held (its
+// job runner died). Partitions of older attempts, or no longer tracked on
+// that TaskManager, are ignored. The producers of the others rerun together
+// with their consumers.
+type PartitionsLost struct {
+	TaskManagerID string
+	Partitions    []eg.ResultPartitionID
+	Cause         error
 }
 
 // PartitionConsumable says a PIPELINED partition has produced data.
@@ -83,6 +127,9 @@ func (TaskManagerLost) isEvent()          {}
 func (SlotLost) isEvent()                 {}
 func (TaskStateChanged) isEvent()         {}
 func (DeploymentFailed) isEvent()         {}
+func (DeploymentAcknowledged) isEvent()   {}
+func (TaskManagerReport) isEvent()        {}
+func (PartitionsLost) isEvent()           {}
 func (PartitionConsumable) isEvent()      {}
 func (NotEnoughResources) isEvent()       {}
 func (ResourceAllocationFailed) isEvent() {}

@@ -29,8 +29,30 @@ func newPartitionTracker(s *Scheduler) *partitionTracker {
 	return &partitionTracker{s: s, holder: make([]string, len(s.g.Partitions)), releases: map[string][]eg.ResultPartitionID{}}
 }
 
+// isAvailable is Flink's availability for region failover
+// (RestartPipelinedRegionFailoverStrategy's
+// RegionFailoverResultPartitionAvailabilityChecker over the
+// ExecutionGraphResultPartitionAvailabilityChecker): a partition is
+// available while the partition tracker tracks it, which it does for
+// BLOCKING partitions from their producer's deployment on (Flink's
+// JobMasterPartitionTracker tracks only partitions the scheduler releases)
+// until they are released, lost or reported missing, or their producer
+// fails or is cancelled (Flink's Execution stops tracking them then). A
+// producer still running counts: a failure elsewhere must not restart
+// healthy producers whose output nobody lost. PIPELINED partitions are never
+// available, their producers restart with their consumers.
 func (t *partitionTracker) isAvailable(p eg.PartitionIndex) bool {
-	return t.holder[p] != "" && t.s.g.Partitions[p].Finished
+	if t.holder[p] == "" {
+		return false
+	}
+	if t.s.g.Partitions[p].Finished {
+		return true // its producer FINISHED (the flag is reset when it restarts)
+	}
+	switch t.s.g.Vertices[t.s.g.ProducerOf(p)].Current.State {
+	case eg.Failed, eg.Canceled, eg.Canceling:
+		return false
+	}
+	return true
 }
 
 // startTracking records the BLOCKING partitions of a deployed producer.
@@ -84,15 +106,26 @@ func (t *partitionTracker) releaseAll() {
 	}
 }
 
-// taskManagerLost forgets the partitions of a TaskManager that is gone.
-func (t *partitionTracker) taskManagerLost(tm string) {
+// taskManagerLost forgets the partitions of a TaskManager that is gone and
+// returns them.
+func (t *partitionTracker) taskManagerLost(tm string) []eg.PartitionIndex {
+	var lost []eg.PartitionIndex
 	for p, h := range t.holder {
 		if h == tm {
 			t.holder[p] = ""
+			lost = append(lost, eg.PartitionIndex(p))
 		}
 	}
 	delete(t.releases, tm)
+	return lost
 }
+
+// forget stops tracking a partition its TaskManager no longer holds; no
+// release is sent.
+func (t *partitionTracker) forget(p eg.PartitionIndex) { t.holder[p] = "" }
+
+// heldBy reports whether tm holds the tracked partition p.
+func (t *partitionTracker) heldBy(p eg.PartitionIndex, tm string) bool { return t.holder[p] == tm }
 
 // markMissing forgets a partition a consumer could not find, so failover
 // restarts its producer.

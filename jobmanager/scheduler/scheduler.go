@@ -17,6 +17,18 @@ var (
 	ErrTaskManagerLost = errors.New("scheduler: TaskManager lost")
 	// ErrSlotLost is wrapped by failures of tasks whose slot was lost.
 	ErrSlotLost = errors.New("scheduler: slot lost")
+	// ErrPartitionsLost is wrapped by failovers that rerun producers whose
+	// BLOCKING partitions a TaskManager lost.
+	ErrPartitionsLost = errors.New("scheduler: result partitions lost")
+	// ErrTaskMissing is wrapped by failures of attempts whose TaskManager
+	// acknowledged their deployment but no longer runs them.
+	ErrTaskMissing = errors.New("scheduler: task missing on its TaskManager")
+	// ErrIllegalState is wrapped by the failure of a job whose scheduler
+	// made an illegal state transition (a bug; see Config.StrictTransitions).
+	ErrIllegalState = errors.New("scheduler: illegal state")
+	// ErrInvalidReport is wrapped by task state reports no TaskManager can
+	// have sent (a state tasks do not report, an attempt never deployed).
+	ErrInvalidReport = errors.New("scheduler: invalid task state report")
 )
 
 // Scheduler is the JobManager's scheduling core for one job: a pure state
@@ -50,6 +62,16 @@ type Scheduler struct {
 	restarts int
 	// failCause is why the job is FAILING, reported again with FAILED.
 	failCause error
+	// acks holds, per TaskManager, the attempts whose deployment it
+	// acknowledged, for reconciling its reports. Entries of attempts that
+	// ended are dropped lazily, at the TaskManager's next report.
+	acks map[string]map[eg.VertexIndex]*ackEntry
+	// reportsPartitions marks the TaskManagers that have listed partitions
+	// in a report: only theirs are checked for lost partitions, so an older
+	// TaskManager that does not report them loses none.
+	reportsPartitions map[string]bool
+	// bugs collects illegal transitions of this Step; they fail the job.
+	bugs []error
 }
 
 // FailureRecord is one entry of the job's exception history.
@@ -131,6 +153,9 @@ func (s *Scheduler) Step(now time.Duration, ev Event) error {
 	}
 	err := s.apply(ev)
 	s.deployer.deployComplete()
+	if len(s.bugs) > 0 {
+		s.failOnBugs(ev)
+	}
 	return err
 }
 
@@ -151,15 +176,21 @@ func (s *Scheduler) apply(ev Event) error {
 	case SlotsOffered:
 		s.pool.offer(e)
 	case TaskManagerLost:
-		// Forget the TaskManager's partitions first, so failover sees them gone.
-		s.tracker.taskManagerLost(e.TaskManagerID)
-		s.pool.taskManagerLost(e.TaskManagerID, e.Cause)
+		s.taskManagerLost(e.TaskManagerID, e.Cause)
 	case SlotLost:
-		s.pool.slotLost(e.Allocation, e.Cause)
+		if victims := s.pool.slotLost(e.Allocation); len(victims) > 0 {
+			s.failExecutions(victims, failover.EnvironmentError(fmt.Errorf("%w: %s: %w", ErrSlotLost, e.Allocation, e.Cause)))
+		}
 	case TaskStateChanged:
 		return s.updateTaskState(e.Attempt, e.State, e.Cause)
 	case DeploymentFailed:
-		return s.updateTaskState(e.Attempt, eg.Failed, failover.EnvironmentError(fmt.Errorf("deploying %s: %w", e.Attempt, e.Cause)))
+		return s.deploymentFailed(e)
+	case DeploymentAcknowledged:
+		s.deploymentAcknowledged(e.Attempt)
+	case TaskManagerReport:
+		s.reconcile(e)
+	case PartitionsLost:
+		s.partitionsLost(e)
 	case PartitionConsumable:
 		p, ok := s.g.LookupPartition(e.Partition)
 		if !ok {
@@ -190,11 +221,14 @@ func (s *Scheduler) setStatus(to JobStatus, cause error) {
 }
 
 // transition changes a vertex's execution state and keeps the scheduler's
-// counters and slots in step with it.
-func (s *Scheduler) transition(v eg.VertexIndex, to eg.ExecutionState) error {
+// counters and slots in step with it. Callers only ask for legal
+// transitions: an illegal one is a bug of the core (see illegal), and
+// transition reports false without changing anything.
+func (s *Scheduler) transition(v eg.VertexIndex, to eg.ExecutionState) bool {
 	from := s.g.Vertices[v].Current.State
 	if err := s.g.Transition(v, to); err != nil {
-		return err
+		s.illegal(err)
+		return false
 	}
 	if to.IsTerminal() && !from.IsTerminal() {
 		s.active--
@@ -207,10 +241,39 @@ func (s *Scheduler) transition(v eg.VertexIndex, to eg.ExecutionState) error {
 	if to == eg.Deploying {
 		s.tdds.producerDeployed(v)
 	}
-	return nil
+	return true
+}
+
+// illegal handles a state change the core itself got wrong. Such a bug
+// panics under Config.StrictTransitions; otherwise the job fails at the end
+// of the Step with ErrIllegalState and the whole context, as going on from
+// a state the core does not understand could run a task twice.
+func (s *Scheduler) illegal(err error) {
+	err = fmt.Errorf("%w: %w (job %s at %v)", ErrIllegalState, err, s.status, s.now)
+	if s.cfg.StrictTransitions {
+		panic(err)
+	}
+	s.bugs = append(s.bugs, err)
+}
+
+// failOnBugs fails the job after a Step that made illegal transitions.
+func (s *Scheduler) failOnBugs(ev Event) {
+	cause := failover.NonRecoverable(fmt.Errorf("handling %T: %w", ev, errors.Join(s.bugs...)))
+	s.bugs = nil
+	if s.status.IsGloballyTerminal() {
+		return
+	}
+	s.recordFailure(0, true, cause, failover.FailureNonRecoverable)
+	s.failJob(cause)
+	s.bugs = nil // whatever stopping the job ran into is part of the same failure
 }
 
 func (s *Scheduler) updateTaskState(id eg.ExecutionAttemptID, state eg.ExecutionState, cause error) error {
+	switch state {
+	case eg.Deploying, eg.Initializing, eg.Running, eg.Finished, eg.Canceled, eg.Failed:
+	default:
+		return fmt.Errorf("%w: %s for %s: not a state tasks report", ErrInvalidReport, state, id)
+	}
 	v, err := s.g.Lookup(id)
 	if errors.Is(err, eg.ErrStaleAttempt) {
 		return nil // late reports of replaced attempts are expected
@@ -219,19 +282,24 @@ func (s *Scheduler) updateTaskState(id eg.ExecutionAttemptID, state eg.Execution
 		return fmt.Errorf("scheduler: task state update %s: %w", state, err)
 	}
 	ex := &s.g.Vertices[v].Current
-	if ex.State == eg.Canceling && (state == eg.Finished || state == eg.Failed) {
+	cur := ex.State
+	if cur == eg.Created || cur == eg.Scheduled {
+		return fmt.Errorf("%w: %s for %s, which was never deployed (%s)", ErrInvalidReport, state, id, cur)
+	}
+	if cur == eg.Canceling && (state == eg.Finished || state == eg.Failed) {
 		state = eg.Canceled // a task that ends while being canceled counts as canceled, as in Flink
 	}
-	if ex.State == state || (ex.State.IsTerminal() && state.IsTerminal()) {
+	if cur == state || (cur.IsTerminal() && state.IsTerminal()) {
 		return nil // duplicate report
 	}
-	if (ex.State == eg.Canceling || ex.State.IsTerminal()) && !state.IsTerminal() {
+	if !state.IsTerminal() && (cur == eg.Canceling || cur.IsTerminal() || state < cur) {
 		// INITIALIZING or RUNNING sent before the task saw the cancel (or
-		// before its TaskManager was declared lost): stale, as in Flink.
+		// before its TaskManager was declared lost), or overtaken by a
+		// later report: stale, as in Flink.
 		return nil
 	}
-	if err := s.transition(v, state); err != nil {
-		return fmt.Errorf("scheduler: task state update: %w", err)
+	if !s.transition(v, state) {
+		return nil // a bug, handled by illegal
 	}
 	switch state {
 	case eg.Running:
@@ -243,6 +311,7 @@ func (s *Scheduler) updateTaskState(id eg.ExecutionAttemptID, state eg.Execution
 			}
 		}
 	case eg.Finished:
+		s.ackFinished(v)
 		s.tracker.vertexFinished(v)
 		s.strategy.OnExecutionStateChange(v, state)
 		if s.finished == len(s.g.Vertices) && s.status == JobRunning {
@@ -250,7 +319,7 @@ func (s *Scheduler) updateTaskState(id eg.ExecutionAttemptID, state eg.Execution
 		}
 	case eg.Failed:
 		ex.Failure = cause
-		s.handleTaskFailures([]eg.VertexIndex{v}, cause)
+		s.handleTaskFailures([]eg.VertexIndex{v}, nil, cause)
 	case eg.Canceled:
 		s.afterTerminal()
 	}
@@ -260,6 +329,14 @@ func (s *Scheduler) updateTaskState(id eg.ExecutionAttemptID, state eg.Execution
 // failExecutions marks the given non-terminal executions FAILED with cause
 // and runs failover once for all of them.
 func (s *Scheduler) failExecutions(vs []eg.VertexIndex, cause error) {
+	s.failAndRerun(vs, nil, cause)
+}
+
+// failAndRerun handles one failure: the given executions fail (CANCELING
+// ones count as canceled), and the finished producers in rerun (whose
+// partitions are lost) restart together with them and with everything the
+// failover strategy adds, as one failure for the restart strategy.
+func (s *Scheduler) failAndRerun(vs, rerun []eg.VertexIndex, cause error) {
 	var failed []eg.VertexIndex
 	for _, v := range vs {
 		ex := &s.g.Vertices[v].Current
@@ -267,16 +344,16 @@ func (s *Scheduler) failExecutions(vs []eg.VertexIndex, cause error) {
 			continue
 		}
 		if ex.State == eg.Canceling {
-			_ = s.transition(v, eg.Canceled)
+			s.transition(v, eg.Canceled)
 			continue
 		}
-		if err := s.transition(v, eg.Failed); err == nil {
+		if s.transition(v, eg.Failed) {
 			ex.Failure = cause
 			failed = append(failed, v)
 		}
 	}
-	if len(failed) > 0 {
-		s.handleTaskFailures(failed, cause)
+	if len(failed) > 0 || len(rerun) > 0 {
+		s.handleTaskFailures(failed, rerun, cause)
 	} else {
 		s.afterTerminal()
 	}
@@ -315,10 +392,17 @@ func (s *Scheduler) recordFailure(v eg.VertexIndex, global bool, cause error, ty
 
 // handleTaskFailures runs Flink's failure handling for tasks that failed
 // together: classify, pick what to restart, ask the restart strategy, then
-// cancel and restart after the backoff.
-func (s *Scheduler) handleTaskFailures(failed []eg.VertexIndex, cause error) {
+// cancel and restart after the backoff. rerun are finished vertices whose
+// results were lost: they restart as if they had failed.
+func (s *Scheduler) handleTaskFailures(failed, rerun []eg.VertexIndex, cause error) {
 	typ := failover.Classify(cause)
-	rec := s.recordFailure(failed[0], false, cause, typ)
+	var first eg.VertexIndex
+	if len(failed) > 0 {
+		first = failed[0]
+	} else {
+		first = rerun[0]
+	}
+	rec := s.recordFailure(first, false, cause, typ)
 	if s.status != JobRunning && s.status != JobRestarting {
 		s.afterTerminal()
 		return
@@ -329,6 +413,9 @@ func (s *Scheduler) handleTaskFailures(failed []eg.VertexIndex, cause error) {
 	}
 	if typ == failover.FailurePartitionDataMissing {
 		s.tracker.markMissing(cause)
+	}
+	if len(rerun) > 0 {
+		failed = append(failed[:len(failed):len(failed)], rerun...)
 	}
 	toRestart := s.failover.TasksNeedingRestart(failed)
 	s.scheduleRestart(rec, toRestart, cause, false)
@@ -397,6 +484,7 @@ func (s *Scheduler) finishJob() {
 
 func (s *Scheduler) endJob(status JobStatus, cause error) {
 	s.deployer.dropPendingRestarts()
+	s.acks, s.reportsPartitions = nil, nil
 	s.tracker.releaseAll()
 	s.pool.releaseAll(fmt.Sprintf("job %s", status))
 	s.timers.clear()

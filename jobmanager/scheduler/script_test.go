@@ -34,6 +34,15 @@ var update = flag.Bool("update", false, "rewrite the expected output in testdata
 //	canceled VERTEX[#SUB]           report CANCELED
 //	report ID STATE                 raw report for an attempt ID "v#s.a"
 //	lost TM                         TaskManager lost
+//	ack VERTEX[#SUB]                the TaskManager acknowledged the deployment
+//	deploy-failed VERTEX#SUB        submitting the current attempt failed
+//	tm-report TM [at=D] [running=A,...] [partitions=A,...]
+//	                                a TaskManager's heartbeat answer, asked
+//	                                for at logical time D (default now): the
+//	                                attempts it runs and the partitions of the
+//	                                attempts it holds (A: "v#s.a", or "v#s"
+//	                                for the current attempt)
+//	partitions-lost TM A,...        the TaskManager lost those attempts' partitions
 //	not-enough N                    ResourceManager: only N slots
 //	alloc-failed                    ResourceManager gave up starting workers
 //	consumable VERTEX#SUB           a pipelined partition has data
@@ -68,6 +77,7 @@ func runScript(t *testing.T, path string) {
 	}
 	sc := &script{t: t, cfg: DefaultConfig(), jg: &jobgraph.JobGraph{JobID: "job", Name: "test", Type: jobgraph.Streaming}, nextSlot: map[string]int{}}
 	sc.cfg.Restart.Type = failover.RestartTypeNone
+	sc.cfg.StrictTransitions = true
 	var out []string
 	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
 	failed := false
@@ -196,6 +206,44 @@ func (sc *script) exec(cmd string) []string {
 		return sc.step(TaskStateChanged{Attempt: id, State: st, Cause: errors.New("reported")})
 	case "lost":
 		return sc.step(TaskManagerLost{TaskManagerID: f[1], Cause: errors.New("heartbeat timeout")})
+	case "ack":
+		var out []string
+		for _, v := range sc.vertices(f[1]) {
+			out = append(out, sc.step(DeploymentAcknowledged{Attempt: sc.s.g.AttemptID(v)})...)
+		}
+		return out
+	case "deploy-failed":
+		return sc.step(DeploymentFailed{Attempt: sc.attempt(f[1]), Cause: errors.New("no answer in time")})
+	case "tm-report":
+		r := TaskManagerReport{TaskManagerID: f[1], RequestedAt: sc.now}
+		for _, opt := range f[2:] {
+			k, v, _ := strings.Cut(opt, "=")
+			switch k {
+			case "at":
+				d, err := time.ParseDuration(v)
+				if err != nil {
+					sc.fatalf("%v", err)
+				}
+				r.RequestedAt = d
+			case "running":
+				for _, a := range strings.Split(v, ",") {
+					r.Running = append(r.Running, sc.attempt(a))
+				}
+			case "partitions":
+				for _, a := range strings.Split(v, ",") {
+					r.Partitions = append(r.Partitions, sc.partitions(sc.attempt(a))...)
+				}
+			default:
+				sc.fatalf("tm-report: unknown option %q", opt)
+			}
+		}
+		return sc.step(r)
+	case "partitions-lost":
+		ev := PartitionsLost{TaskManagerID: f[1], Cause: errors.New("job runner died")}
+		for _, a := range strings.Split(f[2], ",") {
+			ev.Partitions = append(ev.Partitions, sc.partitions(sc.attempt(a))...)
+		}
+		return sc.step(ev)
 	case "alloc-failed":
 		return sc.step(ResourceAllocationFailed{Cause: errors.New("TaskManagers failed to start 5 times")})
 	case "not-enough":
@@ -280,6 +328,8 @@ func (sc *script) setConfig(k, v string) {
 		sc.cfg.Restart.ExponentialDelayJitterFactor = x
 	case "offload":
 		sc.cfg.OffloadMinSize = n()
+	case "grace":
+		sc.cfg.MissingTaskGrace = d()
 	default:
 		sc.fatalf("unknown config key %q", k)
 	}
@@ -310,6 +360,24 @@ func (sc *script) parseAttempt(s string) eg.ExecutionAttemptID {
 	id := sc.s.g.AttemptID(v)
 	id.Attempt = int32(a)
 	return id
+}
+
+// attempt resolves "v#s.a", or "v#s" for the current attempt.
+func (sc *script) attempt(spec string) eg.ExecutionAttemptID {
+	if strings.Contains(spec, ".") {
+		return sc.parseAttempt(spec)
+	}
+	return sc.s.g.AttemptID(sc.vertices(spec)[0])
+}
+
+// partitions are the IDs of the partitions attempt id produces, one per
+// produced result.
+func (sc *script) partitions(id eg.ExecutionAttemptID) []eg.ResultPartitionID {
+	var out []eg.ResultPartitionID
+	for _, r := range sc.s.g.JobVertex(id.JobVertex).Produced {
+		out = append(out, eg.ResultPartitionID{Result: r.ID, Partition: id.Subtask, Producer: id})
+	}
+	return out
 }
 
 func (sc *script) step(ev Event) []string {

@@ -1,11 +1,9 @@
 package scheduler
 
 import (
-	"fmt"
 	"slices"
 
 	eg "github.com/gofl/gofl/jobmanager/executiongraph"
-	"github.com/gofl/gofl/jobmanager/failover"
 )
 
 // poolSlot is a slot the pool holds from a TaskManager.
@@ -224,25 +222,27 @@ func (p *slotPool) remove(slot *poolSlot) {
 	}
 }
 
-// slotLost fails the executions in a slot the pool can no longer use.
-func (p *slotPool) slotLost(id eg.AllocationID, cause error) {
+// slotLost forgets a slot the pool can no longer use and returns the
+// executions that ran in it, for the caller to fail.
+func (p *slotPool) slotLost(id eg.AllocationID) []eg.VertexIndex {
 	slot := p.slots[id]
 	if slot == nil {
-		return
+		return nil
 	}
-	p.dropSlots([]*poolSlot{slot}, failover.EnvironmentError(fmt.Errorf("%w: %s: %w", ErrSlotLost, id, cause)))
+	return p.dropSlots([]*poolSlot{slot})
 }
 
-// taskManagerLost fails every execution on the TaskManager.
-func (p *slotPool) taskManagerLost(id string, cause error) {
+// taskManagerLost forgets every slot of the TaskManager and returns the
+// executions that ran in them, for the caller to fail.
+func (p *slotPool) taskManagerLost(id string) []eg.VertexIndex {
 	tm := p.tms[id]
 	if tm == nil {
-		return
+		return nil
 	}
-	p.dropSlots(append([]*poolSlot(nil), tm.slots...), failover.EnvironmentError(fmt.Errorf("%w: %s: %w", ErrTaskManagerLost, id, cause)))
+	return p.dropSlots(append([]*poolSlot(nil), tm.slots...))
 }
 
-func (p *slotPool) dropSlots(slots []*poolSlot, cause error) {
+func (p *slotPool) dropSlots(slots []*poolSlot) []eg.VertexIndex {
 	lost := map[*sharedSlot]bool{}
 	for _, slot := range slots {
 		if slot.owner != nil {
@@ -259,9 +259,7 @@ func (p *slotPool) dropSlots(slots []*poolSlot, cause error) {
 		}
 	}
 	p.declare()
-	if len(victims) > 0 {
-		p.s.failExecutions(victims, cause)
-	}
+	return victims
 }
 
 // releaseAll returns every slot, for the end of the job.
@@ -288,4 +286,13 @@ func (p *slotPool) sortedTMs() []*tmSlots {
 	}
 	slices.SortFunc(out, func(a, b *tmSlots) int { return a.order - b.order })
 	return out
+}
+
+// location is where the TaskManager said it is when it offered slots, or
+// just its ID.
+func (p *slotPool) location(tm string) eg.TaskManagerLocation {
+	if t := p.tms[tm]; t != nil {
+		return t.loc
+	}
+	return eg.TaskManagerLocation{ID: tm}
 }

@@ -94,6 +94,7 @@ func Run(cfg scheduler.Config, jg *jobgraph.JobGraph, opts Options) (Result, err
 	if opts.Limit <= 0 {
 		opts.Limit = time.Hour
 	}
+	cfg.StrictTransitions = true // a bug of the core panics here
 	s, err := scheduler.New(cfg, jg, opts.Seed+1)
 	if err != nil {
 		return Result{}, err
@@ -237,7 +238,7 @@ func (m *sim) deploy(d scheduler.Deployment) {
 	}
 	if !tm.alive {
 		m.at(m.now+time.Millisecond, func() {
-			m.step(scheduler.DeploymentFailed{Attempt: id, Cause: fmt.Errorf("TaskManager %s unreachable", tm.id)})
+			m.step(scheduler.DeploymentFailed{Attempt: id, TaskManager: d.TaskManager, Cause: fmt.Errorf("TaskManager %s unreachable", tm.id)})
 		})
 		return
 	}

@@ -12,10 +12,12 @@ import (
 )
 
 // Config is scheduler.DefaultConfig with restart-strategy.type "none" set
-// explicitly, so any task failure fails the job.
+// explicitly, so any task failure fails the job, and strict transitions, so
+// a bug of the core panics.
 func Config() scheduler.Config {
 	cfg := scheduler.DefaultConfig()
 	cfg.Restart.Type = failover.RestartTypeNone
+	cfg.StrictTransitions = true
 	return cfg
 }
 
