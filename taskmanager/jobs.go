@@ -26,10 +26,14 @@ import (
 // slot again. Continuations check te.jobs[jobID] == jc to ignore replies
 // meant for a closed connection.
 type jobConnection struct {
-	jobID   string
-	address string
-	client  pb.JobMasterServiceClient
-	closer  io.Closer
+	// registrationID names this connection in RegisterTaskManager and
+	// DisconnectTaskManager: a JobMaster ignores the late disconnect of a
+	// connection a newer one replaced.
+	registrationID string
+	jobID          string
+	address        string
+	client         pb.JobMasterServiceClient
+	closer         io.Closer
 	// out carries every call to the JobMaster in order: the registration,
 	// offers, task state updates, partition losses and the disconnect.
 	out *outbox.Outbox
@@ -55,8 +59,6 @@ type jobConnection struct {
 	// pendingReports counts task state updates and partition-loss reports
 	// not yet answered; shutdown waits for them.
 	pendingReports int
-	// tombstones are the attempts the JobMaster cancelled here.
-	tombstones *tombstones
 	// lostRunners are the job's runner incarnations that died: a task of
 	// theirs finishing afterwards has lost its partitions already.
 	lostRunners map[uint64]error
@@ -109,10 +111,10 @@ func (te *TaskExecutor) connectJob(jobID, address string) error {
 	}
 	jc := &jobConnection{
 		jobID: jobID, address: address, client: client, closer: closer,
-		out:         te.newJobOutbox(jobID, address),
-		log:         te.log.With().Str("job_id", jobID).Logger(),
-		tombstones:  newTombstones(te.cfg.CancelTombstoneTTL, maxTombstonesPerJob),
-		lostRunners: map[uint64]error{},
+		registrationID: randomHex(te.rnd, 8),
+		out:            te.newJobOutbox(jobID, address),
+		log:            te.log.With().Str("job_id", jobID).Logger(),
+		lostRunners:    map[uint64]error{},
 	}
 	// The data address is needed now, for the registration; while the
 	// job's runner lives it is the address the runner listens on.
@@ -180,7 +182,7 @@ func (te *TaskExecutor) registerAtJobMaster(jc *jobConnection) {
 	}
 	loc := te.location()
 	loc.DataAddress = jc.dataAddr
-	req := &pb.RegisterTaskManagerRequest{ProtocolVersion: version.ProtocolVersion, JobId: jc.jobID, Location: loc}
+	req := &pb.RegisterTaskManagerRequest{ProtocolVersion: version.ProtocolVersion, JobId: jc.jobID, Location: loc, RegistrationId: jc.registrationID}
 	client := jc.client
 	var resp *pb.RegisterTaskManagerResponse
 	jc.out.Send(outbox.Message{
@@ -459,7 +461,7 @@ func (te *TaskExecutor) closeJobConnection(jc *jobConnection, cause string, noti
 	if lost { // a fresh outbox, so the disconnect does not wait for the dropped calls
 		out = te.newJobOutbox(jc.jobID, jc.address)
 	}
-	req := &pb.DisconnectTaskManagerRequest{JobId: jc.jobID, ResourceId: te.cfg.ResourceID, Cause: cause}
+	req := &pb.DisconnectTaskManagerRequest{JobId: jc.jobID, ResourceId: te.cfg.ResourceID, Cause: cause, RegistrationId: jc.registrationID}
 	client := jc.client
 	out.Send(outbox.Message{
 		What:     "DisconnectTaskManager",

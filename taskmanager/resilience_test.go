@@ -49,7 +49,7 @@ func TestCancelBeforeSubmitRefusesTheTask(t *testing.T) {
 	}
 }
 
-func TestTombstonesExpireAndGoWithTheConnection(t *testing.T) {
+func TestTombstonesExpireAndOutliveTheConnection(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1000, 0))
 	rm, jm := newFakeRM(), newFakeJM()
 	rm.heartbeatTimeoutMs, jm.heartbeatTimeoutMs = 3_600_000, 3_600_000 // time moves; the peers stay
@@ -74,19 +74,21 @@ func TestTombstonesExpireAndGoWithTheConnection(t *testing.T) {
 	}
 	c.states(a, 3)
 
-	// A closed connection takes its tombstones with it.
-	if _, err := c.client.CancelTask(context.Background(), &pb.CancelTaskRequest{JobId: "job1", Attempt: b}); err != nil {
-		t.Fatal(err)
+	// A reconnect keeps them: a JobMaster told the attempt was not
+	// running counts it as ended, so it must never start here later.
+	resp, err := c.client.CancelTask(context.Background(), &pb.CancelTaskRequest{JobId: "job1", Attempt: b})
+	if err != nil || resp.Running {
+		t.Fatalf("cancel of an attempt not here = %v, %v; want not running", resp, err)
 	}
 	if _, err := c.client.DisconnectJobManager(context.Background(), &pb.DisconnectJobManagerRequest{JobId: "job1", Cause: "failover"}); err != nil {
 		t.Fatal(err)
 	}
 	c.activeSlot("a2", 1, "job1")
-	if s := c.snapshot(); len(s.Jobs) != 1 || s.Jobs[0].Tombstones != 0 {
+	if s := c.snapshot(); len(s.Jobs) != 1 || s.Jobs[0].Tombstones != 1 {
 		t.Fatalf("jobs after reconnecting = %+v", s.Jobs)
 	}
-	if err := c.submit("job1", tdd("job1", "a2", "noop", "", b)); err != nil {
-		t.Fatalf("submit on a new connection = %v", err)
+	if err := c.submit("job1", tdd("job1", "a2", "noop", "", b)); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("submit of a cancelled attempt on a new connection = %v", err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -169,6 +170,11 @@ func (p *runnerPool) get(ctx context.Context, jr *jobRunner, jobMasterAddress st
 			jr.cur = nil // a failed or dead runner is started afresh
 		}
 		p.mu.Unlock()
+		if e.err == nil {
+			// The dead runner's connection and watchers outlive its
+			// process until stopped (Stop is idempotent, and quick now).
+			e.proc.Stop(p.grace)
+		}
 		if e.err != nil || attempt > 0 {
 			if e.err != nil {
 				return nil, 0, e.err
@@ -203,22 +209,9 @@ func (p *runnerPool) watch(jr *jobRunner, e *runnerEntry) {
 
 func (p *runnerPool) start(ctx context.Context, jr *jobRunner, jobMasterAddress string, info *pb.JobInformation) (*runner.Process, error) {
 	key := info.JobBinaryKey
-	cc, err := p.dial(jobMasterAddress)
+	path, err := p.fetchBinary(ctx, jobMasterAddress, key)
 	if err != nil {
-		return nil, failover.EnvironmentError(fmt.Errorf("job binary %s: %w", key, err))
-	}
-	defer cc.Close()
-	fetchCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	path, err := p.cache.Get(fetchCtx, key, blob.Fetcher(pb.NewBlobServiceClient(cc), key))
-	switch {
-	case errors.Is(err, blob.ErrDigestMismatch), errors.Is(err, blob.ErrInvalidKey), status.Code(errors.Unwrap(err)) == codes.NotFound:
-		return nil, failover.NonRecoverable(fmt.Errorf("job binary %s: %w", key, err))
-	case err != nil:
-		return nil, failover.EnvironmentError(fmt.Errorf("job binary %s: %w", key, err))
-	}
-	if err := os.Chmod(path, 0o755); err != nil {
-		return nil, failover.EnvironmentError(fmt.Errorf("job binary %s: %w", key, err))
+		return nil, err
 	}
 	env := append([]string(nil), p.env...)
 	if par := info.Config["parallelism.default"]; par != "" {
@@ -235,6 +228,53 @@ func (p *runnerPool) start(ctx context.Context, jr *jobRunner, jobMasterAddress 
 		return nil, failover.EnvironmentError(err)
 	}
 	return proc, nil
+}
+
+// fetchBinary returns the local path of the job binary key, fetched from
+// the BlobService at jobMasterAddress into the verified cache if it is not
+// there yet. It blocks until the binary is local or ctx ends. Concurrent
+// callers share one download, which owns its connection: the caller that
+// started it may give up without failing the others.
+func (p *runnerPool) fetchBinary(ctx context.Context, jobMasterAddress, key string) (string, error) {
+	fetch := func(ctx context.Context) (io.ReadCloser, error) {
+		cc, err := p.dial(jobMasterAddress)
+		if err != nil {
+			return nil, err
+		}
+		rc, err := blob.Fetcher(pb.NewBlobServiceClient(cc), key)(ctx)
+		if err != nil {
+			cc.Close()
+			return nil, err
+		}
+		return &connReader{ReadCloser: rc, cc: cc}, nil
+	}
+	fetchCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	path, err := p.cache.Get(fetchCtx, key, fetch)
+	switch {
+	case errors.Is(err, blob.ErrDigestMismatch), errors.Is(err, blob.ErrInvalidKey), status.Code(errors.Unwrap(err)) == codes.NotFound:
+		return "", failover.NonRecoverable(fmt.Errorf("job binary %s: %w", key, err))
+	case err != nil:
+		return "", failover.EnvironmentError(fmt.Errorf("job binary %s: %w", key, err))
+	}
+	if err := os.Chmod(path, 0o755); err != nil {
+		return "", failover.EnvironmentError(fmt.Errorf("job binary %s: %w", key, err))
+	}
+	return path, nil
+}
+
+// connReader is a download that closes its connection when closed.
+type connReader struct {
+	io.ReadCloser
+	cc *grpc.ClientConn
+}
+
+func (r *connReader) Close() error {
+	err := r.ReadCloser.Close()
+	if cerr := r.cc.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // running returns the job's runner if it is up, without starting one.
@@ -316,6 +356,7 @@ func (p *runnerPool) close() {
 	}
 	wg.Wait()
 	p.wg.Wait()
+	p.cache.Close() // binary downloads in flight end too
 }
 
 // releasePartitions forwards a release to the job's runner, which holds

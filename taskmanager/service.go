@@ -48,8 +48,10 @@ func (s *service) SubmitTask(ctx context.Context, req *pb.SubmitTaskRequest) (*p
 	return ack(ctx, s.te, func() error { return s.te.submitTask(req) })
 }
 
-func (s *service) CancelTask(ctx context.Context, req *pb.CancelTaskRequest) (*pb.Ack, error) {
-	return ack(ctx, s.te, func() error { return s.te.cancelTaskRPC(req) })
+func (s *service) CancelTask(ctx context.Context, req *pb.CancelTaskRequest) (*pb.CancelTaskResponse, error) {
+	return onMailbox(ctx, s.te, func() (*pb.CancelTaskResponse, error) {
+		return &pb.CancelTaskResponse{Running: s.te.cancelTaskRPC(req)}, nil
+	})
 }
 
 func (s *service) FreeSlot(ctx context.Context, req *pb.FreeSlotRequest) (*pb.Ack, error) {

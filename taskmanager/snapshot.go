@@ -82,7 +82,7 @@ func (te *TaskExecutor) Snapshot(ctx context.Context) (Snapshot, error) {
 		}
 		for _, jc := range te.jobs {
 			s.Jobs = append(s.Jobs, JobInfo{JobID: jc.jobID, Address: jc.address, Connected: jc.connected, JobMasterID: jc.jobMasterID,
-				DataAddress: jc.dataAddr, PausedUntil: jc.pausedUntil, Tombstones: jc.tombstones.len()})
+				DataAddress: jc.dataAddr, PausedUntil: jc.pausedUntil, Tombstones: te.cancelled[jc.jobID].len()})
 		}
 		sort.Slice(s.Jobs, func(i, j int) bool { return s.Jobs[i].JobID < s.Jobs[j].JobID })
 		for _, t := range te.sortedTasks() {

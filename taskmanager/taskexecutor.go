@@ -47,6 +47,9 @@ type TaskExecutor struct {
 	rm         *rmConnection
 	slots      []*slot
 	jobs       map[string]*jobConnection
+	// cancelled remembers, per job, the attempts a JobMaster cancelled
+	// here, across reconnects, until they expire (CancelTombstoneTTL).
+	cancelled map[string]*tombstones
 	tasks      map[string]*task
 	partitions map[string]map[string]*heldPartition // job ID -> partition key -> partition
 	// jobRetry paces registrations and offers at JobMasters that rejected
@@ -98,6 +101,7 @@ func New(cfg Config, log zerolog.Logger) (*TaskExecutor, error) {
 		jobs:       map[string]*jobConnection{},
 		tasks:      map[string]*task{},
 		partitions: map[string]map[string]*heldPartition{},
+		cancelled:  map[string]*tombstones{},
 		jobRetry:   map[string]*jobRetry{},
 	}
 	if cfg.Executor != nil {

@@ -75,7 +75,7 @@ func (te *TaskExecutor) submitTask(req *pb.SubmitTaskRequest) error {
 		return status.Errorf(codes.FailedPrecondition, "cannot run task %s: this TaskManager is not connected to the JobMaster of job %s", key, req.JobId)
 	case req.JobMasterId != "" && req.JobMasterId != jc.jobMasterID:
 		return status.Errorf(codes.FailedPrecondition, "cannot run task %s: it comes from JobMaster %s, but job %s is led by %s", key, req.JobMasterId, req.JobId, jc.jobMasterID)
-	case jc.tombstones.has(key, te.clk.Now()):
+	case te.cancelled[req.JobId].has(key, te.clk.Now()):
 		// The cancel overtook its deployment: running it now would run an
 		// attempt the JobMaster has given up.
 		jc.log.Warn().Str("attempt", key).Msg("refused the deployment of a task the JobMaster cancelled before")
@@ -198,18 +198,33 @@ func (te *TaskExecutor) cancelTask(t *task, cause error) {
 // cancelTaskRPC is CancelTask on the mailbox; unknown or ended tasks are
 // fine. The attempt is remembered, so a deployment of it arriving after
 // the cancel is refused.
-func (te *TaskExecutor) cancelTaskRPC(req *pb.CancelTaskRequest) error {
+func (te *TaskExecutor) cancelTaskRPC(req *pb.CancelTaskRequest) (running bool) {
 	key := attemptKey(req.Attempt)
-	if jc := te.jobs[req.JobId]; jc != nil && req.Attempt != nil {
-		jc.tombstones.add(key, te.clk.Now())
+	if req.Attempt != nil {
+		ts := te.cancelled[req.JobId]
+		if ts == nil {
+			ts = newTombstones(te.cfg.CancelTombstoneTTL, maxTombstonesPerJob)
+			te.cancelled[req.JobId] = ts
+		}
+		ts.add(key, te.clk.Now())
 	}
 	if t := te.tasks[key]; t != nil && t.jobID == req.JobId {
 		te.cancelTask(t, nil)
-		return nil
+		return true
 	}
 	te.log.Debug().Str("job_id", req.JobId).Str("attempt", key).Bool("connected", te.jobs[req.JobId] != nil).
 		Msg("cancel of an attempt not running here; remembered")
-	return nil
+	return false
+}
+
+// pruneCancelled forgets expired tombstones and jobs left without any.
+func (te *TaskExecutor) pruneCancelled() {
+	now := te.clk.Now()
+	for job, ts := range te.cancelled {
+		if ts.prune(now); ts.len() == 0 {
+			delete(te.cancelled, job)
+		}
+	}
 }
 
 // taskMetrics is the latest I/O metrics sample of a running task; built-in
@@ -251,12 +266,20 @@ func (ts *tombstones) add(key string, now time.Time) {
 }
 
 func (ts *tombstones) has(key string, now time.Time) bool {
+	if ts == nil {
+		return false
+	}
 	ts.prune(now)
 	_, ok := ts.expires[key]
 	return ok
 }
 
-func (ts *tombstones) len() int { return len(ts.expires) }
+func (ts *tombstones) len() int {
+	if ts == nil {
+		return 0
+	}
+	return len(ts.expires)
+}
 
 func (ts *tombstones) prune(now time.Time) {
 	for len(ts.order) > 0 && !ts.expires[ts.order[0]].After(now) {

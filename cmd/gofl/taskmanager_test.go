@@ -54,7 +54,7 @@ func (r *cliTestRM) DisconnectTaskExecutor(context.Context, *pb.DisconnectTaskEx
 }
 
 func TestTaskManagerRegistersAndStops(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer goleak.VerifyNone(t)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -38,6 +38,7 @@ func TestFetchOverGRPC(t *testing.T) {
 
 	local, _ := Open(t.TempDir())
 	cache := NewCache(local)
+	defer cache.Close()
 	p, err := cache.Get(context.Background(), key, Fetcher(client, key))
 	if err != nil {
 		t.Fatal(err)

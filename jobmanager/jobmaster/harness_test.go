@@ -174,9 +174,10 @@ func (f *fakeTM) SubmitTask(ctx context.Context, in *pb.SubmitTaskRequest, _ ...
 	return &pb.Ack{}, nil
 }
 
-func (f *fakeTM) CancelTask(_ context.Context, in *pb.CancelTaskRequest, _ ...grpc.CallOption) (*pb.Ack, error) {
+func (f *fakeTM) CancelTask(_ context.Context, in *pb.CancelTaskRequest, _ ...grpc.CallOption) (*pb.CancelTaskResponse, error) {
 	f.record("CancelTask", in.GetAttempt())
-	return &pb.Ack{}, nil
+	// Tasks here only run in the test's reports: none is running.
+	return &pb.CancelTaskResponse{}, nil
 }
 
 func (f *fakeTM) FreeSlot(context.Context, *pb.FreeSlotRequest, ...grpc.CallOption) (*pb.Ack, error) {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -157,10 +158,13 @@ type JobMaster struct {
 }
 
 type taskManager struct {
-	loc    eg.TaskManagerLocation
-	addr   string
-	client pb.TaskExecutorServiceClient
-	closer io.Closer
+	loc  eg.TaskManagerLocation
+	addr string
+	// registrationID is the TaskManager's current connection to this job
+	// (RegisterTaskManager); a disconnect naming another is stale.
+	registrationID string
+	client         pb.TaskExecutorServiceClient
+	closer         io.Closer
 	// out carries every call to the TaskManager but heartbeats, in order.
 	out *outbox.Outbox
 	// unreachable counts consecutive heartbeats that failed to connect.
@@ -480,11 +484,20 @@ func (jm *JobMaster) deploy(d scheduler.Deployment) {
 	req := &pb.SubmitTaskRequest{JobId: jm.jobID, JobMasterId: jm.id, Tdd: d.Descriptor}
 	c := tm.client
 	jm.send(tm.out, outbox.Message{
-		What: "SubmitTask " + id.String(), Deadline: jm.cfg.RPCTimeout,
-		Call: func(ctx context.Context) error { _, err := c.SubmitTask(ctx, req); return err },
+		// Room for one retry after a lost message.
+		What: "SubmitTask " + id.String(), Deadline: 2 * jm.cfg.RPCTimeout,
+		Call: func(ctx context.Context) error {
+			_, err := c.SubmitTask(ctx, req)
+			if status.Code(err) == codes.AlreadyExists {
+				return nil // an earlier try arrived; only its answer was lost
+			}
+			return err
+		},
 		Done: func(err error) {
 			if err != nil {
-				jm.feed(scheduler.DeploymentFailed{Attempt: id, TaskManager: d.TaskManager, Cause: err})
+				// Without an answer the TaskManager may have started it.
+				unknown := errors.Is(err, outbox.ErrDeadline)
+				jm.feed(scheduler.DeploymentFailed{Attempt: id, TaskManager: d.TaskManager, Cause: err, OutcomeUnknown: unknown})
 				return
 			}
 			jm.feed(scheduler.DeploymentAcknowledged{Attempt: id})
@@ -501,8 +514,21 @@ func (jm *JobMaster) cancel(c scheduler.Cancellation) {
 	}
 	req := &pb.CancelTaskRequest{JobId: jm.jobID, Attempt: attemptProto(c.Attempt)}
 	cl := tm.client
+	var running bool
 	jm.send(tm.out, outbox.Message{What: "CancelTask " + c.Attempt.String(),
-		Call: func(ctx context.Context) error { _, err := cl.CancelTask(ctx, req); return err }})
+		Call: func(ctx context.Context) error {
+			resp, err := cl.CancelTask(ctx, req)
+			running = resp.GetRunning()
+			return err
+		},
+		Done: func(err error) {
+			if err == nil && !running {
+				// It does not run there and never will (the TaskManager
+				// remembers the cancel): it has stopped. A running one
+				// reports its own end.
+				jm.feed(scheduler.TaskStateChanged{Attempt: c.Attempt, State: eg.Canceled})
+			}
+		}})
 }
 
 // send queues m and counts it until done, so an ended job stops only once
@@ -623,7 +649,9 @@ func (jm *JobMaster) heartbeat(id string, tm *taskManager) {
 	c := tm.client
 	req := &pb.HeartbeatRequest{SenderId: jm.id, JobId: jm.jobID}
 	mailbox.Go(jm.mb, func(ctx context.Context) (*pb.TaskManagerHeartbeatResponse, error) {
-		ctx, cancel := context.WithTimeout(ctx, jm.cfg.HeartbeatInterval+jm.cfg.HeartbeatTimeout)
+		// At most an interval: with one heartbeat in flight, a lost request
+		// or answer must cost one heartbeat, not the whole timeout.
+		ctx, cancel := context.WithTimeout(ctx, min(jm.cfg.HeartbeatInterval, jm.cfg.RPCTimeout))
 		defer cancel()
 		return c.HeartbeatFromJobManager(ctx, req)
 	}, func(resp *pb.TaskManagerHeartbeatResponse, err error) {
@@ -631,10 +659,13 @@ func (jm *JobMaster) heartbeat(id string, tm *taskManager) {
 		if jm.tms[id] != tm || jm.ended {
 			return // dropped or replaced meanwhile
 		}
-		if status.Code(err) == codes.Unavailable {
+		if refused(err) {
 			// The process is gone (connection refused): Flink's
 			// heartbeat.rpc-failure-threshold notices this without
-			// waiting for the heartbeat timeout.
+			// waiting for the heartbeat timeout. A peer that is merely
+			// unreachable (timeouts, no route) may still run its tasks:
+			// only the heartbeat timeout, after which it has stopped them
+			// itself, decides about it.
 			if tm.unreachable++; jm.cfg.RPCFailureThreshold > 0 && tm.unreachable >= jm.cfg.RPCFailureThreshold {
 				jm.log.Warn().Str("resource_id", id).Int("failed_heartbeats", tm.unreachable).Err(err).Msg("TaskManager unreachable")
 				jm.dropTaskManager(id, fmt.Errorf("TaskManager %s unreachable for %d heartbeats: %w", id, tm.unreachable, err))
@@ -742,11 +773,17 @@ func (jm *JobMaster) RegisterTaskManager(ctx context.Context, req *pb.RegisterTa
 			}
 			jm.tms[loc.ResourceId] = &taskManager{
 				loc:  eg.TaskManagerLocation{ID: loc.ResourceId, Host: loc.Host, DataAddress: loc.DataAddress},
-				addr: loc.RpcAddress, client: client, closer: closer,
+				addr: loc.RpcAddress, client: client, closer: closer, registrationID: req.RegistrationId,
 				out: outbox.New("TaskManager "+loc.ResourceId, jm.mb, jm.outboxConfig(nil), jm.log),
 			}
 			jm.log.Info().Str("resource_id", loc.ResourceId).Str("address", loc.RpcAddress).Msg("TaskManager registered")
 			jm.flush() // the outcomes of the calls the old outbox dropped
+		} else if tm.registrationID != req.RegistrationId {
+			// The same process connecting anew: its data address is that of
+			// the job's runner now, which may be a new one.
+			jm.log.Info().Str("resource_id", loc.ResourceId).Str("data_address", loc.DataAddress).
+				Str("previous_data_address", tm.loc.DataAddress).Msg("TaskManager reconnected")
+			tm.registrationID, tm.loc.DataAddress, tm.loc.Host = req.RegistrationId, loc.DataAddress, loc.Host
 		}
 		jm.hb.Seen(loc.ResourceId, jm.clk.Now())
 		return &pb.RegisterTaskManagerResponse{JobMasterId: jm.id,
@@ -814,6 +851,13 @@ func (jm *JobMaster) UpdateTaskExecutionState(ctx context.Context, req *pb.Updat
 // DisconnectTaskManager drops a TaskManager at once.
 func (jm *JobMaster) DisconnectTaskManager(ctx context.Context, req *pb.DisconnectTaskManagerRequest) (*pb.Ack, error) {
 	return mailbox.Call(ctx, jm.mb, func() (*pb.Ack, error) {
+		if tm := jm.tms[req.ResourceId]; tm != nil && req.RegistrationId != "" && req.RegistrationId != tm.registrationID {
+			// A late disconnect of a connection the TaskManager has
+			// replaced since: the current one stays.
+			jm.log.Info().Str("resource_id", req.ResourceId).Str("registration_id", req.RegistrationId).
+				Str("current_registration_id", tm.registrationID).Msg("stale TaskManager disconnect ignored")
+			return &pb.Ack{}, nil
+		}
 		jm.dropTaskManager(req.ResourceId, fmt.Errorf("TaskManager %s disconnected: %s", req.ResourceId, req.Cause))
 		return &pb.Ack{}, nil
 	})
@@ -886,3 +930,9 @@ var (
 	_ resourcemanager.JobMasterGateway                  = (*JobMaster)(nil)
 	_ resourcemanager.ResourceAllocationFailureNotifier = (*JobMaster)(nil)
 )
+
+// refused reports whether a call failed because nothing listens at the
+// peer's address any more: its process is gone.
+func refused(err error) bool {
+	return status.Code(err) == codes.Unavailable && strings.Contains(err.Error(), "connection refused")
+}

@@ -39,9 +39,9 @@ func (s *recordingTE) SubmitTask(_ context.Context, req *pb.SubmitTaskRequest) (
 	return &pb.Ack{}, nil
 }
 
-func (s *recordingTE) CancelTask(_ context.Context, req *pb.CancelTaskRequest) (*pb.Ack, error) {
+func (s *recordingTE) CancelTask(_ context.Context, req *pb.CancelTaskRequest) (*pb.CancelTaskResponse, error) {
 	s.add("CancelTask " + attemptID(req.Attempt).String())
-	return &pb.Ack{}, nil
+	return &pb.CancelTaskResponse{Running: true}, nil
 }
 
 func (s *recordingTE) HeartbeatFromJobManager(context.Context, *pb.HeartbeatRequest) (*pb.TaskManagerHeartbeatResponse, error) {

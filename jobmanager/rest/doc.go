@@ -2,7 +2,9 @@
 // Flink's: the same paths (/overview, /jobs, /jobs/overview, /jobs/{jobid},
 // /jobs/{jobid}/exceptions, /taskmanagers, /taskmanagers/{tmid}), the same
 // JSON field names (rpc/restapi) and the same error body,
-// {"errors": [...]}. Paths may carry Flink's version prefix /v1.
+// {"errors": [...]}. Paths may carry Flink's version prefix /v1 and a
+// trailing slash. Routing is net/http's ServeMux with method patterns, so
+// every GET route also answers HEAD (the same status and headers, no body).
 //
 // NewHandler turns a Dispatcher into an http.Handler. The handler owns no
 // state: every request calls the Dispatcher with the request's context
@@ -12,7 +14,8 @@
 //	400  malformed JSON, a body that is not a JobGraph, jobgraph.ErrInvalid
 //	     (one entry per problem), restapi.ErrBadRequest, an unknown cancel mode
 //	404  restapi.ErrJobNotFound, restapi.ErrTaskManagerNotFound, unknown paths
-//	405  a known path with the wrong method (with an Allow header)
+//	405  a known path with the wrong method (with an Allow header listing
+//	     the methods it serves, HEAD wherever GET)
 //	409  restapi.ErrDuplicateJob, restapi.ErrJobNotCancellable
 //	413  a body above Options.MaxBodyBytes
 //	500  anything else; logged, and only the error text is returned

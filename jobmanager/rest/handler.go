@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -53,92 +55,84 @@ func NewHandler(d Dispatcher, log zerolog.Logger, opts Options) http.Handler {
 	if opts.RequestTimeout <= 0 {
 		opts.RequestTimeout = DefaultRequestTimeout
 	}
-	h := &handler{d: d, log: log, opts: opts}
-	h.routes = h.buildRoutes()
+	h := &handler{d: d, log: log, opts: opts, mux: http.NewServeMux(), denied: map[string]bool{}}
+	h.routes()
 	return h
 }
 
 type handler struct {
-	d      Dispatcher
-	log    zerolog.Logger
-	opts   Options
-	routes []route
+	d    Dispatcher
+	log  zerolog.Logger
+	opts Options
+	// mux routes by method and path (Go's patterns; GET patterns also
+	// serve HEAD). Paths reach it without Flink's /v1 prefix and without a
+	// trailing slash.
+	mux *http.ServeMux
+	// methods are the methods some pattern serves, for Allow headers.
+	methods []string
+	// denied holds the patterns registered only to answer 405, where a
+	// wildcard pattern would otherwise take a method the literal path
+	// does not serve (PATCH /jobs/overview is not PATCH /jobs/{jobid}).
+	denied map[string]bool
 }
 
-// endpoint serves one method of a route. It returns the status and body to
-// write, or an error that writeError maps to a status.
-type endpoint func(ctx context.Context, w http.ResponseWriter, r *http.Request, params []string) (int, any, error)
+// endpoint serves one route. It returns the status and body to write, or
+// an error that writeError maps to a status. Path wildcards are in
+// r.PathValue.
+type endpoint func(ctx context.Context, w http.ResponseWriter, r *http.Request) (int, any, error)
 
-// route is a path pattern whose "{...}" segments are parameters.
-type route struct {
-	segments []string
-	methods  map[string]endpoint
-	allow    string
+// routes registers Flink's REST paths. The most specific pattern wins, so
+// /jobs/overview is not a job ID.
+func (h *handler) routes() {
+	h.handle("GET /overview", h.overview)
+	h.handle("GET /jobs", h.listJobs)
+	h.handle("POST /jobs", h.submitJob)
+	h.handle("GET /jobs/overview", h.jobsOverview)
+	h.deny("PATCH /jobs/overview")
+	h.handle("GET /jobs/{jobid}", h.jobDetails)
+	h.handle("PATCH /jobs/{jobid}", h.cancelJob)
+	h.handle("GET /jobs/{jobid}/exceptions", h.jobExceptions)
+	h.handle("GET /jobs/{jobid}/execution-result", h.jobExecutionResult)
+	h.handle("GET /jobs/{jobid}/vertices/{vertexid}", h.jobVertex)
+	h.handle("GET /jobs/{jobid}/vertices/{vertexid}/backpressure", h.jobVertexBackPressure)
+	h.handle("POST /blobs", h.uploadBlob)
+	h.handle("HEAD /blobs/{key}", h.blobInfo)
+	h.handle("GET /taskmanagers", h.taskManagers)
+	h.handle("GET /taskmanagers/{tmid}", h.taskManager)
+	slices.Sort(h.methods)
 }
 
-func (h *handler) buildRoutes() []route {
-	rs := []struct {
-		pattern string
-		methods map[string]endpoint
-	}{
-		{"/overview", map[string]endpoint{http.MethodGet: h.overview}},
-		{"/jobs", map[string]endpoint{http.MethodGet: h.listJobs, http.MethodPost: h.submitJob}},
-		// /jobs/overview is listed before /jobs/{jobid}; the first match wins.
-		{"/jobs/overview", map[string]endpoint{http.MethodGet: h.jobsOverview}},
-		{"/jobs/{jobid}", map[string]endpoint{http.MethodGet: h.jobDetails, http.MethodPatch: h.cancelJob}},
-		{"/jobs/{jobid}/exceptions", map[string]endpoint{http.MethodGet: h.jobExceptions}},
-		{"/jobs/{jobid}/execution-result", map[string]endpoint{http.MethodGet: h.jobExecutionResult}},
-		{"/jobs/{jobid}/vertices/{vertexid}", map[string]endpoint{http.MethodGet: h.jobVertex}},
-		{"/jobs/{jobid}/vertices/{vertexid}/backpressure", map[string]endpoint{http.MethodGet: h.jobVertexBackPressure}},
-		{"/blobs", map[string]endpoint{http.MethodPost: h.uploadBlob}},
-		{"/blobs/{key}", map[string]endpoint{http.MethodHead: h.blobInfo}},
-		{"/taskmanagers", map[string]endpoint{http.MethodGet: h.taskManagers}},
-		{"/taskmanagers/{tmid}", map[string]endpoint{http.MethodGet: h.taskManager}},
-	}
-	out := make([]route, len(rs))
-	for i, r := range rs {
-		var allow []string
-		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPatch} {
-			if r.methods[m] != nil {
-				allow = append(allow, m)
-			}
+func (h *handler) handle(pattern string, ep endpoint) {
+	h.addMethod(pattern)
+	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), h.opts.RequestTimeout)
+		defer cancel()
+		status, body, err := ep(ctx, w, r)
+		if err != nil {
+			h.writeError(w, r, err)
+			return
 		}
-		out[i] = route{segments: strings.Split(strings.Trim(r.pattern, "/"), "/"), methods: r.methods, allow: strings.Join(allow, ", ")}
-	}
-	return out
+		h.writeJSON(w, status, body)
+	})
 }
 
-// match returns the route for path and its parameters, or ok=false.
-func match(routes []route, path string) (route, []string, bool) {
-	if path == "/v1" || strings.HasPrefix(path, "/v1/") { // Flink's versioned paths
-		path = path[len("/v1"):]
+// deny registers pattern to answer 405.
+func (h *handler) deny(pattern string) {
+	h.denied[pattern] = true
+	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) { h.writeMethodNotAllowed(w, r, r.URL.Path) })
+}
+
+func (h *handler) addMethod(pattern string) {
+	method, _, _ := strings.Cut(pattern, " ")
+	ms := []string{method}
+	if method == http.MethodGet {
+		ms = append(ms, http.MethodHead) // the mux serves HEAD with GET patterns
 	}
-	segs := strings.Split(strings.Trim(path, "/"), "/")
-	for _, r := range routes {
-		if len(r.segments) != len(segs) {
-			continue
-		}
-		var params []string
-		ok := true
-		for i, s := range r.segments {
-			switch {
-			case strings.HasPrefix(s, "{"):
-				if segs[i] == "" {
-					ok = false
-				}
-				params = append(params, segs[i])
-			case s != segs[i]:
-				ok = false
-			}
-			if !ok {
-				break
-			}
-		}
-		if ok {
-			return r, params, true
+	for _, m := range ms {
+		if !slices.Contains(h.methods, m) {
+			h.methods = append(h.methods, m)
 		}
 	}
-	return route{}, nil, false
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -149,34 +143,106 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Dur("duration", time.Since(start)).Msg("rest request")
 	}()
 
-	rt, params, ok := match(h.routes, r.URL.Path)
+	rr, ok := routable(r)
 	if !ok {
-		h.writeJSON(rec, http.StatusNotFound, restapi.ErrorResponse{Errors: []string{"Not found: " + r.URL.Path}})
+		h.notFound(rec, r)
 		return
 	}
-	ep := rt.methods[r.Method]
-	if ep == nil {
-		rec.Header().Set("Allow", rt.allow)
-		h.writeJSON(rec, http.StatusMethodNotAllowed, restapi.ErrorResponse{Errors: []string{
-			fmt.Sprintf("method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, rt.allow)}})
+	if _, pattern := h.mux.Handler(rr); pattern == "" {
+		// No pattern matches: the mux answers 405 if one would with
+		// another method, else 404. Only the status is taken from it;
+		// the body is Flink's error JSON.
+		probe := &headerRecorder{header: http.Header{}}
+		h.mux.ServeHTTP(probe, rr)
+		if probe.status == http.StatusMethodNotAllowed {
+			h.writeMethodNotAllowed(rec, rr, r.URL.Path)
+		} else {
+			h.notFound(rec, r)
+		}
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), h.opts.RequestTimeout)
-	defer cancel()
-	status, body, err := ep(ctx, rec, r, params)
-	if err != nil {
-		h.writeError(rec, r, err)
-		return
-	}
-	h.writeJSON(rec, status, body)
+	h.mux.ServeHTTP(rec, rr)
 }
 
-func (h *handler) overview(ctx context.Context, _ http.ResponseWriter, _ *http.Request, _ []string) (int, any, error) {
+// routable returns r with its path as the mux sees it: without Flink's
+// version prefix /v1 and without trailing slashes. ok is false for a path
+// that is not clean (empty segments, dot segments), which the mux would
+// redirect instead; no Flink path has one.
+func routable(r *http.Request) (*http.Request, bool) {
+	p, raw := muxPath(r.URL.Path), r.URL.RawPath
+	if raw != "" {
+		raw = muxPath(raw)
+	}
+	rr := r
+	if p != r.URL.Path || raw != r.URL.RawPath {
+		rr = new(http.Request)
+		*rr = *r
+		rr.URL = new(url.URL)
+		*rr.URL = *r.URL
+		rr.URL.Path, rr.URL.RawPath = p, raw
+	}
+	esc := rr.URL.EscapedPath()
+	return rr, path.Clean(esc) == esc
+}
+
+func muxPath(p string) string {
+	if p == "/v1" {
+		p = "/"
+	} else if rest, ok := strings.CutPrefix(p, "/v1/"); ok {
+		p = "/" + rest
+	}
+	if t := strings.TrimRight(p, "/"); t != "" {
+		return t
+	}
+	return "/"
+}
+
+// writeMethodNotAllowed answers 405 to r (as routed) with the methods its
+// path serves: those whose best pattern is a real route, not a deny one.
+func (h *handler) writeMethodNotAllowed(w http.ResponseWriter, r *http.Request, shownPath string) {
+	var allow []string
+	for _, m := range h.methods {
+		probe := new(http.Request)
+		*probe = *r
+		probe.Method = m
+		if _, pattern := h.mux.Handler(probe); pattern != "" && !h.denied[pattern] {
+			allow = append(allow, m)
+		}
+	}
+	list := strings.Join(allow, ", ")
+	w.Header().Set("Allow", list)
+	h.writeJSON(w, http.StatusMethodNotAllowed, restapi.ErrorResponse{Errors: []string{
+		fmt.Sprintf("method %s is not allowed on %s (allowed: %s)", r.Method, shownPath, list)}})
+}
+
+func (h *handler) notFound(w http.ResponseWriter, r *http.Request) {
+	h.writeJSON(w, http.StatusNotFound, restapi.ErrorResponse{Errors: []string{"Not found: " + r.URL.Path}})
+}
+
+// headerRecorder takes what the mux would answer to a request no pattern
+// matches; only the status is used.
+type headerRecorder struct {
+	header http.Header
+	status int
+}
+
+func (p *headerRecorder) Header() http.Header { return p.header }
+func (p *headerRecorder) WriteHeader(code int) {
+	if p.status == 0 {
+		p.status = code
+	}
+}
+func (p *headerRecorder) Write(b []byte) (int, error) {
+	p.WriteHeader(http.StatusOK)
+	return len(b), nil
+}
+
+func (h *handler) overview(ctx context.Context, _ http.ResponseWriter, _ *http.Request) (int, any, error) {
 	o, err := h.d.Overview(ctx)
 	return http.StatusOK, o, err
 }
 
-func (h *handler) listJobs(ctx context.Context, _ http.ResponseWriter, _ *http.Request, _ []string) (int, any, error) {
+func (h *handler) listJobs(ctx context.Context, _ http.ResponseWriter, _ *http.Request) (int, any, error) {
 	j, err := h.d.ListJobs(ctx)
 	if j.Jobs == nil {
 		j.Jobs = []restapi.JobIDStatus{} // Flink sends [], not null
@@ -184,7 +250,7 @@ func (h *handler) listJobs(ctx context.Context, _ http.ResponseWriter, _ *http.R
 	return http.StatusOK, j, err
 }
 
-func (h *handler) jobsOverview(ctx context.Context, _ http.ResponseWriter, _ *http.Request, _ []string) (int, any, error) {
+func (h *handler) jobsOverview(ctx context.Context, _ http.ResponseWriter, _ *http.Request) (int, any, error) {
 	j, err := h.d.JobsOverview(ctx)
 	if j.Jobs == nil {
 		j.Jobs = []restapi.JobOverview{}
@@ -192,29 +258,29 @@ func (h *handler) jobsOverview(ctx context.Context, _ http.ResponseWriter, _ *ht
 	return http.StatusOK, j, err
 }
 
-func (h *handler) jobDetails(ctx context.Context, _ http.ResponseWriter, _ *http.Request, p []string) (int, any, error) {
-	j, err := h.d.JobDetails(ctx, p[0])
+func (h *handler) jobDetails(ctx context.Context, _ http.ResponseWriter, r *http.Request) (int, any, error) {
+	j, err := h.d.JobDetails(ctx, r.PathValue("jobid"))
 	if j.Vertices == nil {
 		j.Vertices = []restapi.JobVertexDetails{}
 	}
 	return http.StatusOK, j, err
 }
 
-func (h *handler) jobExceptions(ctx context.Context, _ http.ResponseWriter, _ *http.Request, p []string) (int, any, error) {
-	e, err := h.d.JobExceptions(ctx, p[0])
+func (h *handler) jobExceptions(ctx context.Context, _ http.ResponseWriter, r *http.Request) (int, any, error) {
+	e, err := h.d.JobExceptions(ctx, r.PathValue("jobid"))
 	if e.ExceptionHistory.Entries == nil {
 		e.ExceptionHistory.Entries = []restapi.ExceptionEntry{}
 	}
 	return http.StatusOK, e, err
 }
 
-func (h *handler) jobExecutionResult(ctx context.Context, _ http.ResponseWriter, _ *http.Request, p []string) (int, any, error) {
-	r, err := h.d.JobExecutionResult(ctx, p[0])
-	return http.StatusOK, r, err
+func (h *handler) jobExecutionResult(ctx context.Context, _ http.ResponseWriter, r *http.Request) (int, any, error) {
+	res, err := h.d.JobExecutionResult(ctx, r.PathValue("jobid"))
+	return http.StatusOK, res, err
 }
 
-func (h *handler) jobVertex(ctx context.Context, _ http.ResponseWriter, _ *http.Request, p []string) (int, any, error) {
-	v, err := h.d.JobVertex(ctx, p[0], p[1])
+func (h *handler) jobVertex(ctx context.Context, _ http.ResponseWriter, r *http.Request) (int, any, error) {
+	v, err := h.d.JobVertex(ctx, r.PathValue("jobid"), r.PathValue("vertexid"))
 	if v.Subtasks == nil {
 		v.Subtasks = []restapi.SubtaskInfo{}
 	}
@@ -223,8 +289,8 @@ func (h *handler) jobVertex(ctx context.Context, _ http.ResponseWriter, _ *http.
 
 // jobVertexBackPressure serves the back-pressure view computed from the
 // subtasks' backPressuredTimeMsPerSecond (Flink's JobVertexBackPressureInfo).
-func (h *handler) jobVertexBackPressure(ctx context.Context, _ http.ResponseWriter, _ *http.Request, p []string) (int, any, error) {
-	v, err := h.d.JobVertex(ctx, p[0], p[1])
+func (h *handler) jobVertexBackPressure(ctx context.Context, _ http.ResponseWriter, r *http.Request) (int, any, error) {
+	v, err := h.d.JobVertex(ctx, r.PathValue("jobid"), r.PathValue("vertexid"))
 	if err != nil {
 		return 0, nil, err
 	}
@@ -235,7 +301,7 @@ func (h *handler) jobVertexBackPressure(ctx context.Context, _ http.ResponseWrit
 	return http.StatusOK, bp, nil
 }
 
-func (h *handler) taskManagers(ctx context.Context, _ http.ResponseWriter, _ *http.Request, _ []string) (int, any, error) {
+func (h *handler) taskManagers(ctx context.Context, _ http.ResponseWriter, _ *http.Request) (int, any, error) {
 	t, err := h.d.TaskManagers(ctx)
 	if t.TaskManagers == nil {
 		t.TaskManagers = []restapi.TaskManagerInfo{}
@@ -243,24 +309,24 @@ func (h *handler) taskManagers(ctx context.Context, _ http.ResponseWriter, _ *ht
 	return http.StatusOK, t, err
 }
 
-func (h *handler) taskManager(ctx context.Context, _ http.ResponseWriter, _ *http.Request, p []string) (int, any, error) {
-	t, err := h.d.TaskManager(ctx, p[0])
+func (h *handler) taskManager(ctx context.Context, _ http.ResponseWriter, r *http.Request) (int, any, error) {
+	t, err := h.d.TaskManager(ctx, r.PathValue("tmid"))
 	return http.StatusOK, t, err
 }
 
-func (h *handler) cancelJob(ctx context.Context, _ http.ResponseWriter, r *http.Request, p []string) (int, any, error) {
+func (h *handler) cancelJob(ctx context.Context, _ http.ResponseWriter, r *http.Request) (int, any, error) {
 	// Flink's PATCH /jobs/{jobid} knows only mode=cancel (stop-with-savepoint
 	// is a separate endpoint).
 	if mode := r.URL.Query().Get("mode"); mode != "" && mode != "cancel" {
 		return 0, nil, badRequest(fmt.Sprintf("unknown mode %q (supported: cancel)", mode))
 	}
-	if err := h.d.CancelJob(ctx, p[0]); err != nil {
+	if err := h.d.CancelJob(ctx, r.PathValue("jobid")); err != nil {
 		return 0, nil, err
 	}
 	return http.StatusAccepted, struct{}{}, nil
 }
 
-func (h *handler) uploadBlob(_ context.Context, w http.ResponseWriter, r *http.Request, _ []string) (int, any, error) {
+func (h *handler) uploadBlob(_ context.Context, w http.ResponseWriter, r *http.Request) (int, any, error) {
 	if h.opts.Blobs == nil {
 		return 0, nil, fmt.Errorf("%w: this JobManager does not store blobs", restapi.ErrBadRequest)
 	}
@@ -283,25 +349,26 @@ func (h *handler) uploadBlob(_ context.Context, w http.ResponseWriter, r *http.R
 	return http.StatusCreated, info, nil
 }
 
-func (h *handler) blobInfo(_ context.Context, _ http.ResponseWriter, _ *http.Request, p []string) (int, any, error) {
+func (h *handler) blobInfo(_ context.Context, _ http.ResponseWriter, r *http.Request) (int, any, error) {
+	key := r.PathValue("key")
 	if h.opts.Blobs == nil {
-		return 0, nil, fmt.Errorf("%w: blob %s", restapi.ErrBlobNotFound, p[0])
+		return 0, nil, fmt.Errorf("%w: blob %s", restapi.ErrBlobNotFound, key)
 	}
-	path, err := h.opts.Blobs.Path(p[0])
+	file, err := h.opts.Blobs.Path(key)
 	if errors.Is(err, blob.ErrInvalidKey) {
 		return 0, nil, fmt.Errorf("%w: %w", restapi.ErrBadRequest, err)
 	}
 	if err != nil {
-		return 0, nil, fmt.Errorf("%w: %s", restapi.ErrBlobNotFound, p[0])
+		return 0, nil, fmt.Errorf("%w: %s", restapi.ErrBlobNotFound, key)
 	}
-	st, err := os.Stat(path)
+	st, err := os.Stat(file)
 	if err != nil {
-		return 0, nil, fmt.Errorf("%w: %s", restapi.ErrBlobNotFound, p[0])
+		return 0, nil, fmt.Errorf("%w: %s", restapi.ErrBlobNotFound, key)
 	}
-	return http.StatusOK, restapi.BlobInfo{Key: p[0], Size: st.Size()}, nil
+	return http.StatusOK, restapi.BlobInfo{Key: key, Size: st.Size()}, nil
 }
 
-func (h *handler) submitJob(ctx context.Context, w http.ResponseWriter, r *http.Request, _ []string) (int, any, error) {
+func (h *handler) submitJob(ctx context.Context, w http.ResponseWriter, r *http.Request) (int, any, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
 	if err != nil {
 		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {

@@ -353,11 +353,12 @@ func TestNotFound(t *testing.T) {
 func TestMethodNotAllowed(t *testing.T) {
 	e := newEnv(t, rest.Options{})
 	for _, c := range []struct{ method, path, allow string }{
-		{http.MethodDelete, "/jobs", "GET, POST"},
-		{http.MethodPost, "/overview", "GET"},
-		{http.MethodPut, "/jobs/abc", "GET, PATCH"},
-		{http.MethodPost, "/taskmanagers/tm-1", "GET"},
-		{http.MethodPatch, "/jobs/overview", "GET"},
+		// GET routes also serve HEAD, so Allow lists it.
+		{http.MethodDelete, "/jobs", "GET, HEAD, POST"},
+		{http.MethodPost, "/overview", "GET, HEAD"},
+		{http.MethodPut, "/jobs/abc", "GET, HEAD, PATCH"},
+		{http.MethodPost, "/taskmanagers/tm-1", "GET, HEAD"},
+		{http.MethodPatch, "/jobs/overview", "GET, HEAD"},
 	} {
 		r := e.do(t, c.method, c.path, "")
 		errs := errorsOf(t, r, http.StatusMethodNotAllowed)

@@ -61,13 +61,18 @@ type TaskStateChanged struct {
 }
 
 // DeploymentFailed says submitting a TDD to its TaskManager failed (an
-// error or no answer in time). The attempt fails, and since the TaskManager
-// may have started it all the same, Ready cancels it there (TaskManager, or
-// the attempt's location when empty).
+// error or no answer in time). Ready cancels the attempt there
+// (TaskManager, or the attempt's location when empty). If the TaskManager
+// refused it (OutcomeUnknown false) the attempt fails. If no answer came
+// (OutcomeUnknown), the TaskManager may run it all the same: the failure is
+// handled, but the attempt stays CANCELING until the TaskManager confirms
+// it stopped (its final state, or a cancel answered "not running") or is
+// lost, so its subtask never runs twice at once.
 type DeploymentFailed struct {
-	Attempt     eg.ExecutionAttemptID
-	TaskManager eg.TaskManagerLocation
-	Cause       error
+	Attempt        eg.ExecutionAttemptID
+	TaskManager    eg.TaskManagerLocation
+	Cause          error
+	OutcomeUnknown bool
 }
 
 // DeploymentAcknowledged says the TaskManager accepted the TDD of Attempt

@@ -45,6 +45,9 @@ func (t *partitionTracker) isAvailable(p eg.PartitionIndex) bool {
 	if t.holder[p] == "" {
 		return false
 	}
+	if t.s.g.Partitions[p].Finished {
+		return true // its producer FINISHED (the flag is reset when it restarts)
+	}
 	switch t.s.g.Vertices[t.s.g.ProducerOf(p)].Current.State {
 	case eg.Failed, eg.Canceled, eg.Canceling:
 		return false

@@ -75,10 +75,20 @@ func (s *Scheduler) deploymentFailed(e DeploymentFailed) error {
 	if err == nil && loc.ID == "" {
 		loc = s.g.Vertices[v].Current.Location
 	}
+	cause := failover.EnvironmentError(fmt.Errorf("deploying %s: %w", e.Attempt, e.Cause))
+	if e.OutcomeUnknown && err == nil {
+		if st := s.g.Vertices[v].Current.State; st == eg.Deploying || st == eg.Initializing || st == eg.Running {
+			// The restart cancels it (CANCELING) and waits until it is
+			// known to have stopped.
+			s.g.Vertices[v].Current.Failure = cause
+			s.handleTaskFailures([]eg.VertexIndex{v}, nil, cause)
+			return nil
+		}
+	}
 	if loc.ID != "" && (err == nil || errors.Is(err, eg.ErrStaleAttempt)) {
 		s.ready.Cancellations = append(s.ready.Cancellations, Cancellation{TaskManager: loc, Attempt: e.Attempt})
 	}
-	return s.updateTaskState(e.Attempt, eg.Failed, failover.EnvironmentError(fmt.Errorf("deploying %s: %w", e.Attempt, e.Cause)))
+	return s.updateTaskState(e.Attempt, eg.Failed, cause)
 }
 
 func (s *Scheduler) taskManagerLost(tm string, cause error) {

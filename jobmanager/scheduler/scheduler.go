@@ -396,7 +396,7 @@ func (s *Scheduler) recordFailure(v eg.VertexIndex, global bool, cause error, ty
 // results were lost: they restart as if they had failed.
 func (s *Scheduler) handleTaskFailures(failed, rerun []eg.VertexIndex, cause error) {
 	typ := failover.Classify(cause)
-	first := eg.VertexIndex(0)
+	var first eg.VertexIndex
 	if len(failed) > 0 {
 		first = failed[0]
 	} else {

@@ -36,6 +36,7 @@ var update = flag.Bool("update", false, "rewrite the expected output in testdata
 //	lost TM                         TaskManager lost
 //	ack VERTEX[#SUB]                the TaskManager acknowledged the deployment
 //	deploy-failed VERTEX#SUB        submitting the current attempt failed
+//	deploy-unanswered VERTEX#SUB    submitting it got no answer: it may run
 //	tm-report TM [at=D] [running=A,...] [partitions=A,...]
 //	                                a TaskManager's heartbeat answer, asked
 //	                                for at logical time D (default now): the
@@ -214,6 +215,8 @@ func (sc *script) exec(cmd string) []string {
 		return out
 	case "deploy-failed":
 		return sc.step(DeploymentFailed{Attempt: sc.attempt(f[1]), Cause: errors.New("no answer in time")})
+	case "deploy-unanswered":
+		return sc.step(DeploymentFailed{Attempt: sc.attempt(f[1]), Cause: errors.New("no answer in time"), OutcomeUnknown: true})
 	case "tm-report":
 		r := TaskManagerReport{TaskManagerID: f[1], RequestedAt: sc.now}
 		for _, opt := range f[2:] {

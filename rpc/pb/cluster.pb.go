@@ -485,8 +485,12 @@ type RegisterTaskManagerRequest struct {
 	ProtocolVersion int32                  `protobuf:"varint,1,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
 	JobId           string                 `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	Location        *TaskManagerLocation   `protobuf:"bytes,3,opt,name=location,proto3" json:"location,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Unique per connection of this TaskManager to the job's JobMaster (a
+	// reconnect has a new one): the epoch that fences a late
+	// DisconnectTaskManager of an older connection.
+	RegistrationId string `protobuf:"bytes,4,opt,name=registration_id,json=registrationId,proto3" json:"registration_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RegisterTaskManagerRequest) Reset() {
@@ -538,6 +542,13 @@ func (x *RegisterTaskManagerRequest) GetLocation() *TaskManagerLocation {
 		return x.Location
 	}
 	return nil
+}
+
+func (x *RegisterTaskManagerRequest) GetRegistrationId() string {
+	if x != nil {
+		return x.RegistrationId
+	}
+	return ""
 }
 
 type RegisterTaskManagerResponse struct {
@@ -1057,12 +1068,15 @@ func (x *UpdateTaskExecutionStateRequest) GetAccumulators() map[string][]byte {
 }
 
 type DisconnectTaskManagerRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	ResourceId    string                 `protobuf:"bytes,2,opt,name=resource_id,json=resourceId,proto3" json:"resource_id,omitempty"`
-	Cause         string                 `protobuf:"bytes,3,opt,name=cause,proto3" json:"cause,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	JobId      string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	ResourceId string                 `protobuf:"bytes,2,opt,name=resource_id,json=resourceId,proto3" json:"resource_id,omitempty"`
+	Cause      string                 `protobuf:"bytes,3,opt,name=cause,proto3" json:"cause,omitempty"`
+	// The registration_id of the connection that ends; a JobMaster ignores a
+	// disconnect of a connection other than the current one. Empty: any.
+	RegistrationId string `protobuf:"bytes,4,opt,name=registration_id,json=registrationId,proto3" json:"registration_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *DisconnectTaskManagerRequest) Reset() {
@@ -1112,6 +1126,13 @@ func (x *DisconnectTaskManagerRequest) GetResourceId() string {
 func (x *DisconnectTaskManagerRequest) GetCause() string {
 	if x != nil {
 		return x.Cause
+	}
+	return ""
+}
+
+func (x *DisconnectTaskManagerRequest) GetRegistrationId() string {
+	if x != nil {
+		return x.RegistrationId
 	}
 	return ""
 }
@@ -1469,6 +1490,54 @@ func (x *CancelTaskRequest) GetAttempt() *ExecutionAttemptID {
 	return nil
 }
 
+type CancelTaskResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The attempt runs here and is being cancelled: its CANCELED (or final)
+	// state update follows. False: it does not run here (never arrived,
+	// already ended, or refused) and is remembered as cancelled, so a late
+	// SubmitTask of it is refused: the JobMaster may count it as ended.
+	Running       bool `protobuf:"varint,1,opt,name=running,proto3" json:"running,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelTaskResponse) Reset() {
+	*x = CancelTaskResponse{}
+	mi := &file_cluster_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelTaskResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelTaskResponse) ProtoMessage() {}
+
+func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelTaskResponse.ProtoReflect.Descriptor instead.
+func (*CancelTaskResponse) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *CancelTaskResponse) GetRunning() bool {
+	if x != nil {
+		return x.Running
+	}
+	return false
+}
+
 type FreeSlotRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	AllocationId  string                 `protobuf:"bytes,1,opt,name=allocation_id,json=allocationId,proto3" json:"allocation_id,omitempty"`
@@ -1479,7 +1548,7 @@ type FreeSlotRequest struct {
 
 func (x *FreeSlotRequest) Reset() {
 	*x = FreeSlotRequest{}
-	mi := &file_cluster_proto_msgTypes[23]
+	mi := &file_cluster_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1491,7 +1560,7 @@ func (x *FreeSlotRequest) String() string {
 func (*FreeSlotRequest) ProtoMessage() {}
 
 func (x *FreeSlotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[23]
+	mi := &file_cluster_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1504,7 +1573,7 @@ func (x *FreeSlotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreeSlotRequest.ProtoReflect.Descriptor instead.
 func (*FreeSlotRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{23}
+	return file_cluster_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *FreeSlotRequest) GetAllocationId() string {
@@ -1532,7 +1601,7 @@ type ResultPartitionIDProto struct {
 
 func (x *ResultPartitionIDProto) Reset() {
 	*x = ResultPartitionIDProto{}
-	mi := &file_cluster_proto_msgTypes[24]
+	mi := &file_cluster_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1544,7 +1613,7 @@ func (x *ResultPartitionIDProto) String() string {
 func (*ResultPartitionIDProto) ProtoMessage() {}
 
 func (x *ResultPartitionIDProto) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[24]
+	mi := &file_cluster_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1557,7 +1626,7 @@ func (x *ResultPartitionIDProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultPartitionIDProto.ProtoReflect.Descriptor instead.
 func (*ResultPartitionIDProto) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{24}
+	return file_cluster_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ResultPartitionIDProto) GetResultId() string {
@@ -1591,7 +1660,7 @@ type ReleasePartitionsRequest struct {
 
 func (x *ReleasePartitionsRequest) Reset() {
 	*x = ReleasePartitionsRequest{}
-	mi := &file_cluster_proto_msgTypes[25]
+	mi := &file_cluster_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1603,7 +1672,7 @@ func (x *ReleasePartitionsRequest) String() string {
 func (*ReleasePartitionsRequest) ProtoMessage() {}
 
 func (x *ReleasePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[25]
+	mi := &file_cluster_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1616,7 +1685,7 @@ func (x *ReleasePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleasePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*ReleasePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{25}
+	return file_cluster_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReleasePartitionsRequest) GetJobId() string {
@@ -1644,7 +1713,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_cluster_proto_msgTypes[26]
+	mi := &file_cluster_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1656,7 +1725,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[26]
+	mi := &file_cluster_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1669,7 +1738,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{26}
+	return file_cluster_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *HeartbeatRequest) GetSenderId() string {
@@ -1703,7 +1772,7 @@ type TaskManagerHeartbeatResponse struct {
 
 func (x *TaskManagerHeartbeatResponse) Reset() {
 	*x = TaskManagerHeartbeatResponse{}
-	mi := &file_cluster_proto_msgTypes[27]
+	mi := &file_cluster_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1715,7 +1784,7 @@ func (x *TaskManagerHeartbeatResponse) String() string {
 func (*TaskManagerHeartbeatResponse) ProtoMessage() {}
 
 func (x *TaskManagerHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[27]
+	mi := &file_cluster_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1728,7 +1797,7 @@ func (x *TaskManagerHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskManagerHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*TaskManagerHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{27}
+	return file_cluster_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TaskManagerHeartbeatResponse) GetSlotReport() *SlotReport {
@@ -1769,7 +1838,7 @@ type DisconnectJobManagerRequest struct {
 
 func (x *DisconnectJobManagerRequest) Reset() {
 	*x = DisconnectJobManagerRequest{}
-	mi := &file_cluster_proto_msgTypes[28]
+	mi := &file_cluster_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1781,7 +1850,7 @@ func (x *DisconnectJobManagerRequest) String() string {
 func (*DisconnectJobManagerRequest) ProtoMessage() {}
 
 func (x *DisconnectJobManagerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[28]
+	mi := &file_cluster_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1794,7 +1863,7 @@ func (x *DisconnectJobManagerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectJobManagerRequest.ProtoReflect.Descriptor instead.
 func (*DisconnectJobManagerRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{28}
+	return file_cluster_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DisconnectJobManagerRequest) GetJobId() string {
@@ -1820,7 +1889,7 @@ type BlobChunk struct {
 
 func (x *BlobChunk) Reset() {
 	*x = BlobChunk{}
-	mi := &file_cluster_proto_msgTypes[29]
+	mi := &file_cluster_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1832,7 +1901,7 @@ func (x *BlobChunk) String() string {
 func (*BlobChunk) ProtoMessage() {}
 
 func (x *BlobChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[29]
+	mi := &file_cluster_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1845,7 +1914,7 @@ func (x *BlobChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlobChunk.ProtoReflect.Descriptor instead.
 func (*BlobChunk) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{29}
+	return file_cluster_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *BlobChunk) GetData() []byte {
@@ -1865,7 +1934,7 @@ type GetBlobByKeyRequest struct {
 
 func (x *GetBlobByKeyRequest) Reset() {
 	*x = GetBlobByKeyRequest{}
-	mi := &file_cluster_proto_msgTypes[30]
+	mi := &file_cluster_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1877,7 +1946,7 @@ func (x *GetBlobByKeyRequest) String() string {
 func (*GetBlobByKeyRequest) ProtoMessage() {}
 
 func (x *GetBlobByKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[30]
+	mi := &file_cluster_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1890,7 +1959,7 @@ func (x *GetBlobByKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBlobByKeyRequest.ProtoReflect.Descriptor instead.
 func (*GetBlobByKeyRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{30}
+	return file_cluster_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetBlobByKeyRequest) GetKey() string {
@@ -1942,11 +2011,12 @@ const file_cluster_proto_rawDesc = "" +
 	"\x1dDisconnectTaskExecutorRequest\x12\x1f\n" +
 	"\vresource_id\x18\x01 \x01(\tR\n" +
 	"resourceId\x12\x14\n" +
-	"\x05cause\x18\x02 \x01(\tR\x05cause\"\x98\x01\n" +
+	"\x05cause\x18\x02 \x01(\tR\x05cause\"\xc1\x01\n" +
 	"\x1aRegisterTaskManagerRequest\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\x05R\x0fprotocolVersion\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x128\n" +
-	"\blocation\x18\x03 \x01(\v2\x1c.gofl.v1.TaskManagerLocationR\blocation\"\xa7\x01\n" +
+	"\blocation\x18\x03 \x01(\v2\x1c.gofl.v1.TaskManagerLocationR\blocation\x12'\n" +
+	"\x0fregistration_id\x18\x04 \x01(\tR\x0eregistrationId\"\xa7\x01\n" +
 	"\x1bRegisterTaskManagerResponse\x12\"\n" +
 	"\rjob_master_id\x18\x01 \x01(\tR\vjobMasterId\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x02 \x01(\x03R\x13heartbeatIntervalMs\x120\n" +
@@ -1993,12 +2063,13 @@ const file_cluster_proto_rawDesc = "" +
 	"\faccumulators\x18\x06 \x03(\v2:.gofl.v1.UpdateTaskExecutionStateRequest.AccumulatorsEntryR\faccumulators\x1a?\n" +
 	"\x11AccumulatorsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"l\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\x95\x01\n" +
 	"\x1cDisconnectTaskManagerRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1f\n" +
 	"\vresource_id\x18\x02 \x01(\tR\n" +
 	"resourceId\x12\x14\n" +
-	"\x05cause\x18\x03 \x01(\tR\x05cause\"9\n" +
+	"\x05cause\x18\x03 \x01(\tR\x05cause\x12'\n" +
+	"\x0fregistration_id\x18\x04 \x01(\tR\x0eregistrationId\"9\n" +
 	"\x0eGetBlobRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\"%\n" +
@@ -2025,7 +2096,9 @@ const file_cluster_proto_rawDesc = "" +
 	"\x03tdd\x18\x03 \x01(\v2!.gofl.v1.TaskDeploymentDescriptorR\x03tdd\"a\n" +
 	"\x11CancelTaskRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x125\n" +
-	"\aattempt\x18\x02 \x01(\v2\x1b.gofl.v1.ExecutionAttemptIDR\aattempt\"L\n" +
+	"\aattempt\x18\x02 \x01(\v2\x1b.gofl.v1.ExecutionAttemptIDR\aattempt\".\n" +
+	"\x12CancelTaskResponse\x12\x18\n" +
+	"\arunning\x18\x01 \x01(\bR\arunning\"L\n" +
 	"\x0fFreeSlotRequest\x12#\n" +
 	"\rallocation_id\x18\x01 \x01(\tR\fallocationId\x12\x14\n" +
 	"\x05cause\x18\x02 \x01(\tR\x05cause\"\x97\x01\n" +
@@ -2067,13 +2140,13 @@ const file_cluster_proto_rawDesc = "" +
 	"\x18UpdateTaskExecutionState\x12(.gofl.v1.UpdateTaskExecutionStateRequest\x1a\f.gofl.v1.Ack\x12L\n" +
 	"\x15DisconnectTaskManager\x12%.gofl.v1.DisconnectTaskManagerRequest\x1a\f.gofl.v1.Ack\x12<\n" +
 	"\aGetBlob\x12\x17.gofl.v1.GetBlobRequest\x1a\x18.gofl.v1.GetBlobResponse\x12J\n" +
-	"\x14ReportPartitionsLost\x12$.gofl.v1.ReportPartitionsLostRequest\x1a\f.gofl.v1.Ack2\xc4\x04\n" +
+	"\x14ReportPartitionsLost\x12$.gofl.v1.ReportPartitionsLostRequest\x1a\f.gofl.v1.Ack2\xd3\x04\n" +
 	"\x13TaskExecutorService\x128\n" +
 	"\vRequestSlot\x12\x1b.gofl.v1.RequestSlotRequest\x1a\f.gofl.v1.Ack\x126\n" +
 	"\n" +
-	"SubmitTask\x12\x1a.gofl.v1.SubmitTaskRequest\x1a\f.gofl.v1.Ack\x126\n" +
+	"SubmitTask\x12\x1a.gofl.v1.SubmitTaskRequest\x1a\f.gofl.v1.Ack\x12E\n" +
 	"\n" +
-	"CancelTask\x12\x1a.gofl.v1.CancelTaskRequest\x1a\f.gofl.v1.Ack\x122\n" +
+	"CancelTask\x12\x1a.gofl.v1.CancelTaskRequest\x1a\x1b.gofl.v1.CancelTaskResponse\x122\n" +
 	"\bFreeSlot\x12\x18.gofl.v1.FreeSlotRequest\x1a\f.gofl.v1.Ack\x12D\n" +
 	"\x11ReleasePartitions\x12!.gofl.v1.ReleasePartitionsRequest\x1a\f.gofl.v1.Ack\x12`\n" +
 	"\x1cHeartbeatFromResourceManager\x12\x19.gofl.v1.HeartbeatRequest\x1a%.gofl.v1.TaskManagerHeartbeatResponse\x12[\n" +
@@ -2094,7 +2167,7 @@ func file_cluster_proto_rawDescGZIP() []byte {
 	return file_cluster_proto_rawDescData
 }
 
-var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_cluster_proto_goTypes = []any{
 	(*Ack)(nil),                             // 0: gofl.v1.Ack
 	(*TaskManagerLocation)(nil),             // 1: gofl.v1.TaskManagerLocation
@@ -2119,17 +2192,18 @@ var file_cluster_proto_goTypes = []any{
 	(*RequestSlotRequest)(nil),              // 20: gofl.v1.RequestSlotRequest
 	(*SubmitTaskRequest)(nil),               // 21: gofl.v1.SubmitTaskRequest
 	(*CancelTaskRequest)(nil),               // 22: gofl.v1.CancelTaskRequest
-	(*FreeSlotRequest)(nil),                 // 23: gofl.v1.FreeSlotRequest
-	(*ResultPartitionIDProto)(nil),          // 24: gofl.v1.ResultPartitionIDProto
-	(*ReleasePartitionsRequest)(nil),        // 25: gofl.v1.ReleasePartitionsRequest
-	(*HeartbeatRequest)(nil),                // 26: gofl.v1.HeartbeatRequest
-	(*TaskManagerHeartbeatResponse)(nil),    // 27: gofl.v1.TaskManagerHeartbeatResponse
-	(*DisconnectJobManagerRequest)(nil),     // 28: gofl.v1.DisconnectJobManagerRequest
-	(*BlobChunk)(nil),                       // 29: gofl.v1.BlobChunk
-	(*GetBlobByKeyRequest)(nil),             // 30: gofl.v1.GetBlobByKeyRequest
-	nil,                                     // 31: gofl.v1.UpdateTaskExecutionStateRequest.AccumulatorsEntry
-	(*ExecutionAttemptID)(nil),              // 32: gofl.v1.ExecutionAttemptID
-	(*TaskDeploymentDescriptor)(nil),        // 33: gofl.v1.TaskDeploymentDescriptor
+	(*CancelTaskResponse)(nil),              // 23: gofl.v1.CancelTaskResponse
+	(*FreeSlotRequest)(nil),                 // 24: gofl.v1.FreeSlotRequest
+	(*ResultPartitionIDProto)(nil),          // 25: gofl.v1.ResultPartitionIDProto
+	(*ReleasePartitionsRequest)(nil),        // 26: gofl.v1.ReleasePartitionsRequest
+	(*HeartbeatRequest)(nil),                // 27: gofl.v1.HeartbeatRequest
+	(*TaskManagerHeartbeatResponse)(nil),    // 28: gofl.v1.TaskManagerHeartbeatResponse
+	(*DisconnectJobManagerRequest)(nil),     // 29: gofl.v1.DisconnectJobManagerRequest
+	(*BlobChunk)(nil),                       // 30: gofl.v1.BlobChunk
+	(*GetBlobByKeyRequest)(nil),             // 31: gofl.v1.GetBlobByKeyRequest
+	nil,                                     // 32: gofl.v1.UpdateTaskExecutionStateRequest.AccumulatorsEntry
+	(*ExecutionAttemptID)(nil),              // 33: gofl.v1.ExecutionAttemptID
+	(*TaskDeploymentDescriptor)(nil),        // 34: gofl.v1.TaskDeploymentDescriptor
 }
 var file_cluster_proto_depIdxs = []int32{
 	2,  // 0: gofl.v1.SlotReport.slots:type_name -> gofl.v1.SlotStatus
@@ -2137,20 +2211,20 @@ var file_cluster_proto_depIdxs = []int32{
 	3,  // 2: gofl.v1.SendSlotReportRequest.slot_report:type_name -> gofl.v1.SlotReport
 	1,  // 3: gofl.v1.RegisterTaskManagerRequest.location:type_name -> gofl.v1.TaskManagerLocation
 	10, // 4: gofl.v1.OfferSlotsRequest.slots:type_name -> gofl.v1.SlotOffer
-	32, // 5: gofl.v1.TaskIOMetrics.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	32, // 6: gofl.v1.UpdateTaskExecutionStateRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	33, // 5: gofl.v1.TaskIOMetrics.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	33, // 6: gofl.v1.UpdateTaskExecutionStateRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
 	13, // 7: gofl.v1.UpdateTaskExecutionStateRequest.failure:type_name -> gofl.v1.FailureInfo
 	14, // 8: gofl.v1.UpdateTaskExecutionStateRequest.metrics:type_name -> gofl.v1.TaskIOMetrics
-	31, // 9: gofl.v1.UpdateTaskExecutionStateRequest.accumulators:type_name -> gofl.v1.UpdateTaskExecutionStateRequest.AccumulatorsEntry
-	24, // 10: gofl.v1.ReportPartitionsLostRequest.partitions:type_name -> gofl.v1.ResultPartitionIDProto
-	33, // 11: gofl.v1.SubmitTaskRequest.tdd:type_name -> gofl.v1.TaskDeploymentDescriptor
-	32, // 12: gofl.v1.CancelTaskRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	32, // 13: gofl.v1.ResultPartitionIDProto.producer:type_name -> gofl.v1.ExecutionAttemptID
-	24, // 14: gofl.v1.ReleasePartitionsRequest.partitions:type_name -> gofl.v1.ResultPartitionIDProto
+	32, // 9: gofl.v1.UpdateTaskExecutionStateRequest.accumulators:type_name -> gofl.v1.UpdateTaskExecutionStateRequest.AccumulatorsEntry
+	25, // 10: gofl.v1.ReportPartitionsLostRequest.partitions:type_name -> gofl.v1.ResultPartitionIDProto
+	34, // 11: gofl.v1.SubmitTaskRequest.tdd:type_name -> gofl.v1.TaskDeploymentDescriptor
+	33, // 12: gofl.v1.CancelTaskRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	33, // 13: gofl.v1.ResultPartitionIDProto.producer:type_name -> gofl.v1.ExecutionAttemptID
+	25, // 14: gofl.v1.ReleasePartitionsRequest.partitions:type_name -> gofl.v1.ResultPartitionIDProto
 	3,  // 15: gofl.v1.TaskManagerHeartbeatResponse.slot_report:type_name -> gofl.v1.SlotReport
-	32, // 16: gofl.v1.TaskManagerHeartbeatResponse.running:type_name -> gofl.v1.ExecutionAttemptID
+	33, // 16: gofl.v1.TaskManagerHeartbeatResponse.running:type_name -> gofl.v1.ExecutionAttemptID
 	14, // 17: gofl.v1.TaskManagerHeartbeatResponse.metrics:type_name -> gofl.v1.TaskIOMetrics
-	24, // 18: gofl.v1.TaskManagerHeartbeatResponse.partitions:type_name -> gofl.v1.ResultPartitionIDProto
+	25, // 18: gofl.v1.TaskManagerHeartbeatResponse.partitions:type_name -> gofl.v1.ResultPartitionIDProto
 	4,  // 19: gofl.v1.ResourceManagerService.RegisterTaskExecutor:input_type -> gofl.v1.RegisterTaskExecutorRequest
 	6,  // 20: gofl.v1.ResourceManagerService.SendSlotReport:input_type -> gofl.v1.SendSlotReportRequest
 	7,  // 21: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:input_type -> gofl.v1.DisconnectTaskExecutorRequest
@@ -2163,12 +2237,12 @@ var file_cluster_proto_depIdxs = []int32{
 	20, // 28: gofl.v1.TaskExecutorService.RequestSlot:input_type -> gofl.v1.RequestSlotRequest
 	21, // 29: gofl.v1.TaskExecutorService.SubmitTask:input_type -> gofl.v1.SubmitTaskRequest
 	22, // 30: gofl.v1.TaskExecutorService.CancelTask:input_type -> gofl.v1.CancelTaskRequest
-	23, // 31: gofl.v1.TaskExecutorService.FreeSlot:input_type -> gofl.v1.FreeSlotRequest
-	25, // 32: gofl.v1.TaskExecutorService.ReleasePartitions:input_type -> gofl.v1.ReleasePartitionsRequest
-	26, // 33: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:input_type -> gofl.v1.HeartbeatRequest
-	26, // 34: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:input_type -> gofl.v1.HeartbeatRequest
-	28, // 35: gofl.v1.TaskExecutorService.DisconnectJobManager:input_type -> gofl.v1.DisconnectJobManagerRequest
-	30, // 36: gofl.v1.BlobService.GetBlobByKey:input_type -> gofl.v1.GetBlobByKeyRequest
+	24, // 31: gofl.v1.TaskExecutorService.FreeSlot:input_type -> gofl.v1.FreeSlotRequest
+	26, // 32: gofl.v1.TaskExecutorService.ReleasePartitions:input_type -> gofl.v1.ReleasePartitionsRequest
+	27, // 33: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:input_type -> gofl.v1.HeartbeatRequest
+	27, // 34: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:input_type -> gofl.v1.HeartbeatRequest
+	29, // 35: gofl.v1.TaskExecutorService.DisconnectJobManager:input_type -> gofl.v1.DisconnectJobManagerRequest
+	31, // 36: gofl.v1.BlobService.GetBlobByKey:input_type -> gofl.v1.GetBlobByKeyRequest
 	5,  // 37: gofl.v1.ResourceManagerService.RegisterTaskExecutor:output_type -> gofl.v1.RegisterTaskExecutorResponse
 	0,  // 38: gofl.v1.ResourceManagerService.SendSlotReport:output_type -> gofl.v1.Ack
 	0,  // 39: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:output_type -> gofl.v1.Ack
@@ -2180,13 +2254,13 @@ var file_cluster_proto_depIdxs = []int32{
 	0,  // 45: gofl.v1.JobMasterService.ReportPartitionsLost:output_type -> gofl.v1.Ack
 	0,  // 46: gofl.v1.TaskExecutorService.RequestSlot:output_type -> gofl.v1.Ack
 	0,  // 47: gofl.v1.TaskExecutorService.SubmitTask:output_type -> gofl.v1.Ack
-	0,  // 48: gofl.v1.TaskExecutorService.CancelTask:output_type -> gofl.v1.Ack
+	23, // 48: gofl.v1.TaskExecutorService.CancelTask:output_type -> gofl.v1.CancelTaskResponse
 	0,  // 49: gofl.v1.TaskExecutorService.FreeSlot:output_type -> gofl.v1.Ack
 	0,  // 50: gofl.v1.TaskExecutorService.ReleasePartitions:output_type -> gofl.v1.Ack
-	27, // 51: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
-	27, // 52: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
+	28, // 51: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
+	28, // 52: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
 	0,  // 53: gofl.v1.TaskExecutorService.DisconnectJobManager:output_type -> gofl.v1.Ack
-	29, // 54: gofl.v1.BlobService.GetBlobByKey:output_type -> gofl.v1.BlobChunk
+	30, // 54: gofl.v1.BlobService.GetBlobByKey:output_type -> gofl.v1.BlobChunk
 	37, // [37:55] is the sub-list for method output_type
 	19, // [19:37] is the sub-list for method input_type
 	19, // [19:19] is the sub-list for extension type_name
@@ -2206,7 +2280,7 @@ func file_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cluster_proto_rawDesc), len(file_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   32,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -530,7 +530,7 @@ type TaskExecutorServiceClient interface {
 	RequestSlot(ctx context.Context, in *RequestSlotRequest, opts ...grpc.CallOption) (*Ack, error)
 	SubmitTask(ctx context.Context, in *SubmitTaskRequest, opts ...grpc.CallOption) (*Ack, error)
 	// Idempotent: cancelling an unknown or ended task succeeds.
-	CancelTask(ctx context.Context, in *CancelTaskRequest, opts ...grpc.CallOption) (*Ack, error)
+	CancelTask(ctx context.Context, in *CancelTaskRequest, opts ...grpc.CallOption) (*CancelTaskResponse, error)
 	FreeSlot(ctx context.Context, in *FreeSlotRequest, opts ...grpc.CallOption) (*Ack, error)
 	ReleasePartitions(ctx context.Context, in *ReleasePartitionsRequest, opts ...grpc.CallOption) (*Ack, error)
 	HeartbeatFromResourceManager(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*TaskManagerHeartbeatResponse, error)
@@ -566,9 +566,9 @@ func (c *taskExecutorServiceClient) SubmitTask(ctx context.Context, in *SubmitTa
 	return out, nil
 }
 
-func (c *taskExecutorServiceClient) CancelTask(ctx context.Context, in *CancelTaskRequest, opts ...grpc.CallOption) (*Ack, error) {
+func (c *taskExecutorServiceClient) CancelTask(ctx context.Context, in *CancelTaskRequest, opts ...grpc.CallOption) (*CancelTaskResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(Ack)
+	out := new(CancelTaskResponse)
 	err := c.cc.Invoke(ctx, TaskExecutorService_CancelTask_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -635,7 +635,7 @@ type TaskExecutorServiceServer interface {
 	RequestSlot(context.Context, *RequestSlotRequest) (*Ack, error)
 	SubmitTask(context.Context, *SubmitTaskRequest) (*Ack, error)
 	// Idempotent: cancelling an unknown or ended task succeeds.
-	CancelTask(context.Context, *CancelTaskRequest) (*Ack, error)
+	CancelTask(context.Context, *CancelTaskRequest) (*CancelTaskResponse, error)
 	FreeSlot(context.Context, *FreeSlotRequest) (*Ack, error)
 	ReleasePartitions(context.Context, *ReleasePartitionsRequest) (*Ack, error)
 	HeartbeatFromResourceManager(context.Context, *HeartbeatRequest) (*TaskManagerHeartbeatResponse, error)
@@ -657,7 +657,7 @@ func (UnimplementedTaskExecutorServiceServer) RequestSlot(context.Context, *Requ
 func (UnimplementedTaskExecutorServiceServer) SubmitTask(context.Context, *SubmitTaskRequest) (*Ack, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method SubmitTask not implemented")
 }
-func (UnimplementedTaskExecutorServiceServer) CancelTask(context.Context, *CancelTaskRequest) (*Ack, error) {
+func (UnimplementedTaskExecutorServiceServer) CancelTask(context.Context, *CancelTaskRequest) (*CancelTaskResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method CancelTask not implemented")
 }
 func (UnimplementedTaskExecutorServiceServer) FreeSlot(context.Context, *FreeSlotRequest) (*Ack, error) {

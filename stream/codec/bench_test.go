@@ -180,3 +180,38 @@ func BenchmarkTuple2(b *testing.B) {
 func BenchmarkGobFallback(b *testing.B) {
 	b.Run("Event", func(b *testing.B) { benchCodec(b, Gob[Event](), eventRecords()[:nRecs]) })
 }
+
+// Session is a record with slices and a map, the composite paths of a
+// derived codec (slice and map nodes).
+type Session struct {
+	User   string
+	Clicks []int64
+	Pages  []Event
+	Counts map[string]int64
+}
+
+func sessionRecords() []Session {
+	r := rand.New(rand.NewPCG(4, 4))
+	words := strings.Fields("home search cart checkout help account orders")
+	events := eventRecords()
+	recs := make([]Session, nRecs)
+	for i := range recs {
+		s := Session{User: words[r.IntN(len(words))], Counts: map[string]int64{}}
+		for range 1 + r.IntN(8) {
+			s.Clicks = append(s.Clicks, r.Int64N(1<<20))
+		}
+		for range 1 + r.IntN(2) {
+			s.Pages = append(s.Pages, events[r.IntN(len(events))])
+		}
+		for range 1 + r.IntN(4) {
+			s.Counts[words[r.IntN(len(words))]] = r.Int64N(100)
+		}
+		recs[i] = s
+	}
+	return recs
+}
+
+func BenchmarkSession(b *testing.B) {
+	recs := sessionRecords()
+	b.Run("codec=For", func(b *testing.B) { benchCodec(b, MustFor[Session](), recs) })
+}

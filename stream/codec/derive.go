@@ -322,6 +322,9 @@ func (b *builder) build(t reflect.Type, path, tag string) (*node, string, error)
 			return nil, "", err
 		}
 		n.desc = "map[" + kdesc + "]" + vdesc
+		if t.Size() != unsafe.Sizeof(unsafe.Pointer(nil)) {
+			panic("codec: a map value is not one pointer in this Go runtime (" + t.String() + ")")
+		}
 		n.enc = mapEnc(t, kn, vn)
 		n.dec = mapDec(t, kn, vn)
 	case reflect.Struct:
@@ -370,39 +373,57 @@ func (b *builder) structNode(n *node, t reflect.Type, path string) error {
 }
 
 // mapScratch is the per-encode state for iterating a map without
-// allocating: an iterator and addressable key and value temporaries.
+// allocating: an iterator, a map-typed variable for it to iterate, and
+// addressable key and value temporaries. It lives in a sync.Pool, so it
+// must never hold the pointer a plan function was given (see noescape):
+// m holds a copy of the map reference (a heap pointer), not the address of
+// the caller's map variable.
 type mapScratch struct {
+	m      unsafe.Pointer // the map being encoded; nil between uses
+	mv     reflect.Value  // the map-typed variable at &m
 	it     reflect.MapIter
 	k, v   reflect.Value
 	kp, vp unsafe.Pointer
 }
 
+// mapRef is the map reference stored at p: a map value is a single
+// pointer to the runtime's map, nil for a nil map (build checks the size).
+func mapRef(p unsafe.Pointer) unsafe.Pointer { return *(*unsafe.Pointer)(p) }
+
 func mapEnc(t reflect.Type, kn, vn *node) func([]byte, unsafe.Pointer, int) []byte {
 	pool := &sync.Pool{New: func() any {
 		k, v := reflect.New(t.Key()), reflect.New(t.Elem())
-		return &mapScratch{k: k.Elem(), v: v.Elem(), kp: k.UnsafePointer(), vp: v.UnsafePointer()}
+		s := &mapScratch{k: k.Elem(), v: v.Elem(), kp: k.UnsafePointer(), vp: v.UnsafePointer()}
+		s.mv = reflect.NewAt(t, unsafe.Pointer(&s.m)).Elem()
+		return s
 	}}
 	return func(dst []byte, p unsafe.Pointer, depth int) []byte {
-		m := reflect.NewAt(t, p).Elem()
-		n := m.Len()
-		dst = appendUvarint(dst, uint64(n))
-		if n == 0 || kn.min+vn.min == 0 {
-			return dst
-		}
-		if depth >= MaxDepth {
-			encDepthPanic(depth)
+		m := mapRef(p)
+		if m == nil {
+			return appendUvarint(dst, 0)
 		}
 		s := pool.Get().(*mapScratch)
-		s.it.Reset(m)
-		for s.it.Next() {
-			s.k.SetIterKey(&s.it)
-			s.v.SetIterValue(&s.it)
-			dst = encValue(kn, dst, s.kp, depth+1)
-			dst = encValue(vn, dst, s.vp, depth+1)
+		s.m = m
+		n := s.mv.Len()
+		dst = appendUvarint(dst, uint64(n))
+		if n > 0 && kn.min+vn.min > 0 {
+			if depth >= MaxDepth {
+				s.m = nil
+				pool.Put(s)
+				encDepthPanic(depth)
+			}
+			s.it.Reset(s.mv)
+			for s.it.Next() {
+				s.k.SetIterKey(&s.it)
+				s.v.SetIterValue(&s.it)
+				dst = encValue(kn, dst, s.kp, depth+1)
+				dst = encValue(vn, dst, s.vp, depth+1)
+			}
+			s.it.Reset(reflect.Value{})
+			s.k.SetZero()
+			s.v.SetZero()
 		}
-		s.it.Reset(reflect.Value{})
-		s.k.SetZero()
-		s.v.SetZero()
+		s.m = nil // do not keep the map alive from the pool
 		pool.Put(s)
 		return dst
 	}
@@ -412,13 +433,14 @@ func mapDec(t reflect.Type, kn, vn *node) func([]byte, int, unsafe.Pointer, int)
 	pairMin := kn.min + vn.min
 	return func(src []byte, i int, p unsafe.Pointer, depth int) (int, error) {
 		start := i
-		mv := reflect.NewAt(t, p).Elem()
+		// The map at p is written as its reference (see mapRef), with a
+		// typed pointer store, so no reflect.Value holds p.
 		u, i, err := readUvarint(src, i)
 		if err != nil {
 			return i, err
 		}
 		if u == 0 {
-			mv.SetZero()
+			*(*unsafe.Pointer)(p) = nil
 			return i, nil
 		}
 		if depth >= MaxDepth {
@@ -430,7 +452,7 @@ func mapDec(t reflect.Type, kn, vn *node) func([]byte, int, unsafe.Pointer, int)
 			// the map has at most one entry, whatever the count says.
 			m := reflect.MakeMapWithSize(t, 1)
 			m.SetMapIndex(k.Elem(), v.Elem())
-			mv.Set(m)
+			*(*unsafe.Pointer)(p) = m.UnsafePointer()
 			return i, nil
 		}
 		if u > uint64((len(src)-i)/pairMin) {
@@ -440,16 +462,16 @@ func mapDec(t reflect.Type, kn, vn *node) func([]byte, int, unsafe.Pointer, int)
 		kp, vp := k.UnsafePointer(), v.UnsafePointer()
 		for range u {
 			if i, err = decValue(kn, src, i, kp, depth+1); err != nil {
-				mv.SetZero()
+				*(*unsafe.Pointer)(p) = nil
 				return i, prependPath(err, "[key]")
 			}
 			if i, err = decValue(vn, src, i, vp, depth+1); err != nil {
-				mv.SetZero()
+				*(*unsafe.Pointer)(p) = nil
 				return i, prependPath(err, "[value]")
 			}
 			m.SetMapIndex(k.Elem(), v.Elem())
 		}
-		mv.Set(m)
+		*(*unsafe.Pointer)(p) = m.UnsafePointer()
 		return i, nil
 	}
 }

@@ -54,19 +54,16 @@ type node struct {
 	dec  func(src []byte, i int, p unsafe.Pointer, depth int) (int, error)
 }
 
-// sliceHeader mirrors the runtime layout of a slice; writes through it are
-// typed (Data is a pointer), so the GC write barrier is preserved.
-type sliceHeader struct {
-	Data unsafe.Pointer
-	Len  int
-	Cap  int
-}
-
-// noescape hides p from escape analysis. The plan functions never retain
-// the pointers they are given, so the value being encoded or decoded can
-// stay on the caller's stack instead of being moved to the heap once per
-// record (the calls are indirect, so the compiler cannot see that itself).
-// This is the same technique the runtime uses.
+// noescape hides p from escape analysis, so the value being encoded or
+// decoded can stay on the caller's stack instead of being moved to the heap
+// once per record (the calls are indirect, so the compiler cannot see that
+// the plan functions do not keep it). This is the same technique the
+// runtime uses, and it holds only as long as no plan function stores p, or
+// a pointer derived from it, anywhere that outlives the call: not in a
+// heap object, a pool, a reflect.MapIter or a closure. Plan functions
+// read and write through p and hand it (or an offset of it) down the call
+// chain; a reflect.Value made from it must stay a local of the function
+// that made it.
 //
 //go:nosplit
 func noescape(p unsafe.Pointer) unsafe.Pointer {
@@ -281,18 +278,26 @@ func appendUint(dst []byte, x uint64) []byte {
 // elements give no input bytes to check a claimed count against.
 const maxEmptyAlloc = 1 << 26
 
+// anySlice reads the slice at p, whatever its element type, as a []byte
+// of the same length: every slice type has the same layout (data pointer,
+// length, capacity), so only its length and unsafe.SliceData are
+// meaningful, never its elements.
+func anySlice(p unsafe.Pointer) []byte { return *(*[]byte)(p) }
+
 func sliceEnc(elem *node, esz uintptr) func([]byte, unsafe.Pointer, int) []byte {
 	return func(dst []byte, p unsafe.Pointer, depth int) []byte {
-		h := (*sliceHeader)(p)
-		dst = appendUvarint(dst, uint64(h.Len))
-		if h.Len == 0 || elem.min == 0 {
+		s := anySlice(p)
+		n := len(s)
+		dst = appendUvarint(dst, uint64(n))
+		if n == 0 || elem.min == 0 {
 			return dst
 		}
 		if depth >= MaxDepth {
 			encDepthPanic(depth)
 		}
-		for k := 0; k < h.Len; k++ {
-			dst = encValue(elem, dst, unsafe.Add(h.Data, uintptr(k)*esz), depth+1)
+		data := unsafe.Pointer(unsafe.SliceData(s))
+		for k := 0; k < n; k++ {
+			dst = encValue(elem, dst, unsafe.Add(data, uintptr(k)*esz), depth+1)
 		}
 		return dst
 	}
@@ -316,24 +321,26 @@ func sliceDec(t reflect.Type, elem *node, esz uintptr) func([]byte, int, unsafe.
 		} else if n, i, err = readLen(src, i, elem.min, "slice"); err != nil {
 			return i, err
 		}
-		h := (*sliceHeader)(p)
-		*h = sliceHeader{}
+		// The slice at p is set through a reflect.Value that lives only in
+		// this frame (see noescape); Grow on the nil slice allocates the
+		// array with the element type's pointer layout.
+		sv := reflect.NewAt(t, p).Elem()
+		sv.SetZero()
 		if n == 0 {
 			return i, nil
 		}
 		if depth >= MaxDepth {
 			return start, tooDeep(start)
 		}
-		sv := reflect.NewAt(t, p).Elem()
 		sv.Grow(n)
 		sv.SetLen(n)
 		if elem.min == 0 {
 			return i, nil // elements encode nothing; they stay zero
 		}
-		data := h.Data
+		data := unsafe.Pointer(unsafe.SliceData(anySlice(p)))
 		for k := 0; k < n; k++ {
 			if i, err = decValue(elem, src, i, unsafe.Add(data, uintptr(k)*esz), depth+1); err != nil {
-				*h = sliceHeader{}
+				sv.SetZero()
 				return i, prependPath(err, "[]")
 			}
 		}

@@ -1,0 +1,99 @@
+package taskmanager
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"testing"
+
+	"github.com/rs/zerolog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/gofl/gofl/internal/blob"
+	"github.com/gofl/gofl/rpc/pb"
+)
+
+// stallingBlobService serves one blob in two chunks and holds the second
+// until the test releases it, so a download can be caught half-way.
+type stallingBlobService struct {
+	pb.UnimplementedBlobServiceServer
+	data     []byte
+	halfSent chan struct{} // one value per download that sent its first chunk
+	release  chan struct{}
+}
+
+func (s *stallingBlobService) GetBlobByKey(req *pb.GetBlobByKeyRequest, stream pb.BlobService_GetBlobByKeyServer) error {
+	half := len(s.data) / 2
+	if err := stream.Send(&pb.BlobChunk{Data: s.data[:half]}); err != nil {
+		return err
+	}
+	s.halfSent <- struct{}{}
+	select {
+	case <-s.release:
+	case <-stream.Context().Done():
+		return stream.Context().Err()
+	}
+	return stream.Send(&pb.BlobChunk{Data: s.data[half:]})
+}
+
+// A TaskManager fetches a job binary once for all the tasks that need it.
+// The first task giving up (its deployment cancelled) must not fail the
+// download the others wait on: it runs on neither that task's context nor
+// its connection.
+func TestJobBinaryDownloadOutlivesTheFirstWaiter(t *testing.T) {
+	data := bytes.Repeat([]byte("job binary "), 100_000)
+	key := blob.KeyOf(data)
+	svc := &stallingBlobService{data: data, halfSent: make(chan struct{}, 10), release: make(chan struct{})}
+	addr, _ := serve(t, "127.0.0.1:0", func(s *grpc.Server) { pb.RegisterBlobServiceServer(s, svc) })
+	dial := func(a string) (*grpc.ClientConn, error) {
+		return grpc.NewClient(a, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	}
+	pool, err := newRunnerPool(t.TempDir(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.dial = dial
+	defer pool.close()
+
+	type result struct {
+		path string
+		err  error
+	}
+	firstCtx, cancelFirst := context.WithCancel(context.Background())
+	defer cancelFirst()
+	first := make(chan result, 1)
+	go func() {
+		p, err := pool.fetchBinary(firstCtx, addr, key)
+		first <- result{p, err}
+	}()
+	recv(t, svc.halfSent, "the download to start")
+	second := make(chan result, 1)
+	go func() {
+		p, err := pool.fetchBinary(context.Background(), addr, key)
+		second <- result{p, err}
+	}()
+	// The second caller joins the download in flight rather than starting
+	// its own: wait until it is counted as a waiter.
+	eventually(t, "the second caller to wait on the shared download", func() bool { return pool.cache.Waiters(key) == 2 })
+
+	cancelFirst()
+	if r := recv(t, first, "the first caller to give up"); !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("first caller: %q, %v; want context.Canceled", r.path, r.err)
+	}
+	close(svc.release)
+	r := recv(t, second, "the second caller's binary")
+	if r.err != nil {
+		t.Fatalf("second caller: %v", r.err)
+	}
+	got, err := os.ReadFile(r.path)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("fetched binary: %d bytes, %v; want %d bytes", len(got), err, len(data))
+	}
+	select {
+	case <-svc.halfSent:
+		t.Fatal("the binary was downloaded twice")
+	default:
+	}
+}
