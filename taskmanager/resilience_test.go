@@ -239,3 +239,31 @@ func TestResourceManagerRejectionsArePaced(t *testing.T) {
 		return err == nil && s.Registered
 	})
 }
+
+// A SubmitTask retried after its answer was lost (or duplicated on the
+// way) arrives when the attempt already ran: it must not run again, and
+// the answer says it is there already, which the JobMaster takes as the
+// acknowledgement it missed.
+func TestRetriedSubmitOfAnAttemptThatRanIsNotRunAgain(t *testing.T) {
+	c := newCluster(t, nil, nil, Config{})
+	c.activeSlot("a1", 0, "job1")
+	a := attempt("once", 0, 0)
+	if err := c.submit("job1", tdd("job1", "a1", "noop", "", a)); err != nil {
+		t.Fatal(err)
+	}
+	if got := stateNames(c.states(a, 3)); got[len(got)-1] != StateFinished {
+		t.Fatalf("states %v", got)
+	}
+	err := c.submit("job1", tdd("job1", "a1", "noop", "", a))
+	if status.Code(err) != codes.AlreadyExists || !strings.Contains(err.Error(), attemptKey(a)) {
+		t.Fatalf("resubmit = %v; want ALREADY_EXISTS naming %s", err, attemptKey(a))
+	}
+	// Nothing of it runs: the next update is another attempt's.
+	b := attempt("next", 0, 0)
+	if err := c.submit("job1", tdd("job1", "a1", "noop", "", b)); err != nil {
+		t.Fatal(err)
+	}
+	if u := recv(t, c.jm.updates, "update"); attemptKey(u.Attempt) != attemptKey(b) {
+		t.Fatalf("the resubmitted attempt ran again: %v", u)
+	}
+}

@@ -134,7 +134,7 @@ func (te *TaskExecutor) registerAtResourceManager(gen uint64) {
 // resourceManagerHeartbeat records a heartbeat of the registered
 // ResourceManager.
 func (te *TaskExecutor) resourceManagerHeartbeat(senderID string) {
-	te.pruneCancelled()
+	te.pruneAttempts()
 	if rm := te.rm; rm != nil && rm.registered && (senderID == "" || senderID == rm.id) {
 		rm.lastSeen = te.clk.Now()
 	}

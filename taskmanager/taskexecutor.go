@@ -43,15 +43,17 @@ type TaskExecutor struct {
 	started    atomic.Bool
 
 	// Everything below is owned by the mailbox goroutine.
-	rnd        *rand.Rand
-	rm         *rmConnection
-	slots      []*slot
-	jobs       map[string]*jobConnection
-	// cancelled remembers, per job, the attempts a JobMaster cancelled
-	// here, across reconnects, until they expire (CancelTombstoneTTL).
-	cancelled map[string]*tombstones
-	tasks      map[string]*task
-	partitions map[string]map[string]*heldPartition // job ID -> partition key -> partition
+	rnd   *rand.Rand
+	rm    *rmConnection
+	slots []*slot
+	jobs  map[string]*jobConnection
+	// cancelled and ran remember, per job, the attempts a JobMaster
+	// cancelled here and those that started here, across reconnects, until
+	// they expire (CancelTombstoneTTL): a late SubmitTask of either never
+	// runs.
+	cancelled, ran map[string]*tombstones
+	tasks          map[string]*task
+	partitions     map[string]map[string]*heldPartition // job ID -> partition key -> partition
 	// jobRetry paces registrations and offers at JobMasters that rejected
 	// them, across the job's connections (see jobRejected).
 	jobRetry map[string]*jobRetry
@@ -102,6 +104,7 @@ func New(cfg Config, log zerolog.Logger) (*TaskExecutor, error) {
 		tasks:      map[string]*task{},
 		partitions: map[string]map[string]*heldPartition{},
 		cancelled:  map[string]*tombstones{},
+		ran:        map[string]*tombstones{},
 		jobRetry:   map[string]*jobRetry{},
 	}
 	if cfg.Executor != nil {

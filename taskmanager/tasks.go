@@ -75,6 +75,10 @@ func (te *TaskExecutor) submitTask(req *pb.SubmitTaskRequest) error {
 		return status.Errorf(codes.FailedPrecondition, "cannot run task %s: this TaskManager is not connected to the JobMaster of job %s", key, req.JobId)
 	case req.JobMasterId != "" && req.JobMasterId != jc.jobMasterID:
 		return status.Errorf(codes.FailedPrecondition, "cannot run task %s: it comes from JobMaster %s, but job %s is led by %s", key, req.JobMasterId, req.JobId, jc.jobMasterID)
+	case te.ran[req.JobId].has(key, te.clk.Now()):
+		// A retried or duplicated SubmitTask: the attempt runs, or ran,
+		// here already and must not run again.
+		return status.Errorf(codes.AlreadyExists, "task %s already runs or ran here", key)
 	case te.cancelled[req.JobId].has(key, te.clk.Now()):
 		// The cancel overtook its deployment: running it now would run an
 		// attempt the JobMaster has given up.
@@ -96,6 +100,7 @@ func (te *TaskExecutor) submitTask(req *pb.SubmitTaskRequest) error {
 	if _, dup := te.tasks[key]; dup {
 		return status.Errorf(codes.AlreadyExists, "task %s is already running", key)
 	}
+	remember(te.ran, req.JobId, key, te.clk.Now(), te.cfg.CancelTombstoneTTL)
 
 	ti := tdd.TaskInformation
 	t := &task{
@@ -201,12 +206,7 @@ func (te *TaskExecutor) cancelTask(t *task, cause error) {
 func (te *TaskExecutor) cancelTaskRPC(req *pb.CancelTaskRequest) (running bool) {
 	key := attemptKey(req.Attempt)
 	if req.Attempt != nil {
-		ts := te.cancelled[req.JobId]
-		if ts == nil {
-			ts = newTombstones(te.cfg.CancelTombstoneTTL, maxTombstonesPerJob)
-			te.cancelled[req.JobId] = ts
-		}
-		ts.add(key, te.clk.Now())
+		remember(te.cancelled, req.JobId, key, te.clk.Now(), te.cfg.CancelTombstoneTTL)
 	}
 	if t := te.tasks[key]; t != nil && t.jobID == req.JobId {
 		te.cancelTask(t, nil)
@@ -217,12 +217,25 @@ func (te *TaskExecutor) cancelTaskRPC(req *pb.CancelTaskRequest) (running bool) 
 	return false
 }
 
-// pruneCancelled forgets expired tombstones and jobs left without any.
-func (te *TaskExecutor) pruneCancelled() {
+// remember adds a job's attempt to one of the TaskExecutor's attempt
+// memories (te.ran, te.cancelled) for ttl.
+func remember(m map[string]*tombstones, jobID, key string, now time.Time, ttl time.Duration) {
+	ts := m[jobID]
+	if ts == nil {
+		ts = newTombstones(ttl, maxTombstonesPerJob)
+		m[jobID] = ts
+	}
+	ts.add(key, now)
+}
+
+// pruneAttempts forgets expired attempts and jobs left without any.
+func (te *TaskExecutor) pruneAttempts() {
 	now := te.clk.Now()
-	for job, ts := range te.cancelled {
-		if ts.prune(now); ts.len() == 0 {
-			delete(te.cancelled, job)
+	for _, m := range []map[string]*tombstones{te.cancelled, te.ran} {
+		for job, ts := range m {
+			if ts.prune(now); ts.len() == 0 {
+				delete(m, job)
+			}
 		}
 	}
 }
