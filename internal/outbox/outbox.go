@@ -215,7 +215,6 @@ func (o *Outbox) pump() {
 
 func (o *Outbox) attempted(p *pending, err error) {
 	if err == nil {
-		o.bo.Reset()
 		o.busy = false
 		o.drop(p, nil)
 		o.pump()
@@ -255,12 +254,15 @@ func (o *Outbox) expired(p *pending) error {
 	return fmt.Errorf("%s to %s: %w after %d attempts: %w", p.What, o.peer, ErrDeadline, o.bo.Attempts(), p.lastErr)
 }
 
-// drop removes p, the head of the queue, and reports its outcome.
+// drop removes p, the head of the queue, and reports its outcome. The
+// next message starts with a fresh backoff: one that failed for good says
+// nothing about the next.
 func (o *Outbox) drop(p *pending, err error) {
 	if len(o.queue) > 0 && o.queue[0] == p {
 		o.queue[0] = nil
 		o.queue = o.queue[1:]
 	}
+	o.bo.Reset()
 	if err != nil {
 		o.log.Warn().Err(err).Str("call", p.What).Msg("outgoing call failed for good")
 	}

@@ -219,3 +219,25 @@ func errorOf(done []string, what string) error {
 	}
 	return nil
 }
+
+// A message that failed for good leaves no backoff behind: the next one's
+// first retry comes after the initial pause, within its own deadline.
+func TestNextMessageStartsWithAFreshBackoff(t *testing.T) {
+	o, s, clk := newOutbox(Config{Deadline: 250 * time.Millisecond})
+	unavailable := status.Error(codes.Unavailable, "connection refused")
+	p := &peer{fail: []error{unavailable, unavailable, unavailable, nil}}
+	var done []string
+	o.Send(p.msg("first", "", &done))
+	o.Send(p.msg("second", "", &done))
+	s.deliver(t) // first: fails, pause 100 ms
+	clk.Advance(100 * time.Millisecond)
+	s.settle()
+	s.deliver(t) // fails; the next pause (200 ms) passes its deadline: dropped
+	s.deliver(t) // second: fails; its pause is 100 ms again, inside its deadline
+	clk.Advance(100 * time.Millisecond)
+	s.settle()
+	s.deliver(t) // succeeds
+	if len(done) != 2 || !strings.HasPrefix(done[0], "first: ") || done[1] != "second: ok" {
+		t.Fatalf("done %q", done)
+	}
+}

@@ -77,12 +77,15 @@ func (s *Scheduler) deploymentFailed(e DeploymentFailed) error {
 	}
 	cause := failover.EnvironmentError(fmt.Errorf("deploying %s: %w", e.Attempt, e.Cause))
 	if e.OutcomeUnknown && err == nil {
-		if st := s.g.Vertices[v].Current.State; st == eg.Deploying || st == eg.Initializing || st == eg.Running {
+		switch s.g.Vertices[v].Current.State {
+		case eg.Deploying, eg.Initializing, eg.Running:
 			// The restart cancels it (CANCELING) and waits until it is
 			// known to have stopped.
 			s.g.Vertices[v].Current.Failure = cause
 			s.handleTaskFailures([]eg.VertexIndex{v}, nil, cause)
 			return nil
+		case eg.Canceling:
+			return nil // being cancelled already: it ends once that is confirmed
 		}
 	}
 	if loc.ID != "" && (err == nil || errors.Is(err, eg.ErrStaleAttempt)) {
