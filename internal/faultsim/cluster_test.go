@@ -65,21 +65,41 @@ func profile(seed uint64) ClusterConfig {
 	return cfg
 }
 
+// TestFaultySeeds runs the fault simulation over -seeds seeds (2000 in
+// make test, 100,000 in make bench-sim). Every run must end FINISHED with
+// every invariant held; a failing seed names the command that replays it.
 func TestFaultySeeds(t *testing.T) {
-	n := uint64(*seeds)
+	n := *seeds
 	failed := 0
+	start := time.Now()
+	var steps int
 	for seed := uint64(1); seed <= n; seed++ {
 		r := RunCluster(profile(seed))
+		steps += r.Steps
 		if len(r.Violations) > 0 {
 			failed++
-			if failed <= 5 {
-				t.Errorf("seed %d (%s): %d violations, first: %s", seed, describe(profile(seed)), len(r.Violations), strings.Join(r.Violations[:min(3, len(r.Violations))], " | "))
+			if failed <= 10 {
+				t.Errorf("seed %d (%s): %s\n\treplay: go test ./internal/faultsim -run TestReplay -seed %d -v",
+					seed, describe(profile(seed)), strings.Join(r.Violations[:min(3, len(r.Violations))], " | "), seed)
 			}
 		}
 	}
+	elapsed := time.Since(start)
+	t.Logf("%d runs in %v: %.0f runs/s, %.0f steps per run", n, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(), float64(steps)/float64(n))
 	if failed > 0 {
 		t.Errorf("%d of %d seeds failed", failed, n)
 	}
+}
+
+// BenchmarkClusterRun measures simulated cluster runs per second over the
+// same seeded profiles (benchstat-friendly).
+func BenchmarkClusterRun(b *testing.B) {
+	for i := 0; b.Loop(); i++ {
+		if r := RunCluster(profile(uint64(i%2000) + 1)); len(r.Violations) > 0 {
+			b.Fatalf("seed %d: %v", i%2000+1, r.Violations[0])
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "runs/s")
 }
 
 func describe(c ClusterConfig) string {

@@ -2,6 +2,8 @@ package faultsim
 
 import (
 	"context"
+	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
@@ -27,6 +29,9 @@ type service struct {
 // a grpc.Server (pb.TaskExecutorService_ServiceDesc and so on). Serving on
 // a restarted node replaces what the old incarnation served there.
 func (s *Sim) Serve(node *Node, addr string, desc *grpc.ServiceDesc, impl any) {
+	if want := reflect.TypeOf(desc.HandlerType).Elem(); !reflect.TypeOf(impl).Implements(want) {
+		panic(fmt.Sprintf("faultsim: %T does not implement %v", impl, want)) // as grpc.Server.RegisterService
+	}
 	ep := s.endpoints[addr]
 	if ep == nil || ep.node != node || !ep.node.alive {
 		ep = &endpoint{node: node, services: map[string]service{}}

@@ -27,9 +27,9 @@ func (r *recordingTE) SubmitTask(_ context.Context, req *pb.SubmitTaskRequest) (
 	return &pb.Ack{}, nil
 }
 
-func (r *recordingTE) CancelTask(_ context.Context, req *pb.CancelTaskRequest) (*pb.Ack, error) {
+func (r *recordingTE) CancelTask(_ context.Context, req *pb.CancelTaskRequest) (*pb.CancelTaskResponse, error) {
 	r.got = append(r.got, "cancel")
-	return &pb.Ack{}, nil
+	return &pb.CancelTaskResponse{}, nil
 }
 
 var hostile = Faults{Drop: 0.3, Duplicate: 0.3, MinLatency: time.Millisecond, MaxLatency: 50 * time.Millisecond, Late: 0.1, LateLatency: 2 * time.Second}
