@@ -43,6 +43,15 @@ bench-throughput:
 	$(GO) test -run '^$$' -bench '^BenchmarkExchange' -benchmem -benchtime 1s -count $(or $(BENCH_COUNT),5) ./taskmanager/network/
 	$(GO) test -run '^$$' -bench '^BenchmarkWordcountEndToEnd$$' -benchtime 1x -count $(or $(BENCH_COUNT),1) ./jobmanager/
 
+# The deterministic fault simulation (internal/faultsim) over 100,000
+# seeds: the real JobMaster, ResourceManager and TaskExecutors over a lossy,
+# reordering, partitioned network with crashing TaskManagers. Prints runs/s;
+# a failing seed prints the command that replays it. make test runs 2,000.
+.PHONY: bench-sim
+bench-sim:
+	$(GO) test -count=1 -run '^TestFaultySeeds$$' -v -timeout 60m ./internal/faultsim/ -seeds $(or $(SEEDS),100000)
+	$(GO) test -run '^$$' -bench '^BenchmarkClusterRun$$' -benchtime 2000x -count $(or $(BENCH_COUNT),3) ./internal/faultsim/
+
 run: build
 	$(GO) build -o $(BIN)/wordcount ./examples/wordcount
 	scripts/demo.sh
