@@ -728,6 +728,10 @@ func TestFaultTaskManagerStoppedLongerThanHeartbeatTimeout(t *testing.T) {
 		return nil
 	}); err != nil {
 		t.Errorf("the stale TaskManager's attempts: %v", err)
+		if data, rerr := os.ReadFile(logs["tm-victim"]); rerr == nil {
+			lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+			t.Logf("tm-victim's log, last lines:\n%s", strings.Join(lines[max(0, len(lines)-40):], "\n"))
+		}
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, 60*time.Second)
 	defer cancel()
@@ -807,7 +811,7 @@ func attemptEnds(t *testing.T, path string) map[string]string {
 	ended := map[string]string{}
 	for _, e := range readLog(t, path) {
 		switch e.Message {
-		case "task finished", "task canceled", "task failed":
+		case "task finished", "task canceled", "task failed", "task stopped by the TaskManager; reported as failed":
 			ended[e.Attempt] = e.Message
 		}
 	}

@@ -170,6 +170,9 @@ func (p *slotPool) offer(e SlotsOffered) {
 		p.nextTM++
 		p.tms[tm.loc.ID] = tm
 	}
+	// Where it is now: a TaskManager that connected anew may serve the
+	// job's data from a new runner, on a new data address.
+	tm.loc = e.TaskManager
 	for _, o := range e.Slots {
 		if existing := p.slots[o.Allocation]; existing != nil {
 			if existing.tm == tm {
@@ -288,8 +291,8 @@ func (p *slotPool) sortedTMs() []*tmSlots {
 	return out
 }
 
-// location is where the TaskManager said it is when it offered slots, or
-// just its ID.
+// location is where the TaskManager said it is when it last offered
+// slots, or just its ID.
 func (p *slotPool) location(tm string) eg.TaskManagerLocation {
 	if t := p.tms[tm]; t != nil {
 		return t.loc
