@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -36,7 +38,9 @@ func TestCacheFetchesOnceAndVerifies(t *testing.T) {
 			paths[i] = p
 		}()
 	}
-	time.Sleep(50 * time.Millisecond)
+	// Release the fetch only once all five callers wait for it in Get's
+	// select: each has joined the one fetch under way.
+	waitGoroutinesIn(t, "blob.(*Cache).Get(", len(paths))
 	close(release)
 	wg.Wait()
 	if n := fetches.Load(); n != 1 {
@@ -77,5 +81,26 @@ func TestCacheRejectsCorruptDownloads(t *testing.T) {
 		return nil, errors.New("gave up")
 	}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled Get: %v", err)
+	}
+}
+
+// waitGoroutinesIn waits until n goroutines block in a select with fn on
+// their stack. The deadline only bounds a hang.
+func waitGoroutinesIn(t *testing.T, fn string, n int) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+		got := 0
+		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			if strings.HasPrefix(g, "goroutine ") && strings.Contains(g, " [select") && strings.Contains(g, fn) {
+				got++
+			}
+		}
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines in %s, want %d", got, fn, n)
+		}
 	}
 }
