@@ -185,8 +185,9 @@ func TestCollectOnCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The context ends once the job runs (not after a fixed time, in
-		// which a loaded machine might not even have submitted it).
+		// The context ends once every task of the job runs (not after a
+		// fixed time, in which a loaded machine might not even have
+		// submitted it).
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		running := make(chan string, 1)
@@ -195,7 +196,7 @@ func TestCollectOnCluster(t *testing.T) {
 			for ctx.Err() == nil {
 				if jobs, err := c.client.JobsOverview(ctx); err == nil {
 					for _, j := range jobs.Jobs {
-						if j.Name == "collect-unbounded" && j.State == "RUNNING" {
+						if j.Name == "collect-unbounded" && j.State == "RUNNING" && j.Tasks.Total > 0 && j.Tasks.Running == j.Tasks.Total {
 							running <- j.ID
 							return
 						}
@@ -213,6 +214,11 @@ func TestCollectOnCluster(t *testing.T) {
 		default:
 			t.Fatal("ExecuteOn ended before the job ran")
 		}
-		c.waitFor(id, waitLimit, "CANCELED")
+		// Not c.waitFor: that fails the parent test.
+		wctx, wcancel := context.WithTimeout(context.Background(), waitLimit)
+		defer wcancel()
+		if d, err := c.client.WaitForJobStatus(wctx, id, "CANCELED"); err != nil {
+			t.Fatalf("job %s: %v (state %s)", id, err, d.State)
+		}
 	})
 }
