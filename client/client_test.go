@@ -209,14 +209,14 @@ func TestTimeout(t *testing.T) {
 	defer d.Unblock()
 	start := time.Now()
 	_, err := c.Overview(context.Background())
-	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 5*time.Second {
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 30*time.Second { // not blocked for good
 		t.Errorf("err = %v after %v", err, time.Since(start))
 	}
 }
 
 func TestWaitForJobStatus(t *testing.T) {
 	c, d := newClient(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	id, err := c.SubmitJob(ctx, resttest.Wordcount(""))
 	if err != nil {
@@ -259,12 +259,20 @@ func TestWaitForJobStatus(t *testing.T) {
 		t.Errorf("wait after cancel = %q, %v", jd.State, err)
 	}
 
-	// The context bounds the wait.
+	// The context bounds the wait. It ends once the client has seen the job
+	// RUNNING (its second poll was answered), not after a fixed time that a
+	// loaded machine could spend before the first answer.
 	id3, _ := c.SubmitJob(ctx, resttest.Wordcount(""))
-	short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
+	short, cancelShort := context.WithCancel(ctx)
 	defer cancelShort()
+	go func() {
+		for d.DetailsServed(id3) < 2 && short.Err() == nil {
+			time.Sleep(time.Millisecond)
+		}
+		cancelShort()
+	}()
 	jd, err = c.WaitForJobStatus(short, id3, "FINISHED")
-	if !errors.Is(err, context.DeadlineExceeded) || jd.State != "RUNNING" || !strings.Contains(err.Error(), `last state "RUNNING"`) {
+	if !errors.Is(err, context.Canceled) || jd.State != "RUNNING" || !strings.Contains(err.Error(), `last state "RUNNING"`) {
 		t.Errorf("wait with deadline = %q, %v", jd.State, err)
 	}
 
@@ -275,7 +283,7 @@ func TestWaitForJobStatus(t *testing.T) {
 
 func TestWaitForJobResult(t *testing.T) {
 	c, d := newClient(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	id, err := c.SubmitJob(ctx, resttest.Wordcount(""))
 	if err != nil {

@@ -185,24 +185,40 @@ func TestCollectOnCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		// The context ends once every task of the job runs (not after a
+		// fixed time, in which a loaded machine might not even have
+		// submitted it).
+		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		if _, err := env.ExecuteOn(ctx, c.client); !errors.Is(err, context.DeadlineExceeded) {
+		running := make(chan string, 1)
+		go func() {
+			defer cancel()
+			for ctx.Err() == nil {
+				if jobs, err := c.client.JobsOverview(ctx); err == nil {
+					for _, j := range jobs.Jobs {
+						if j.Name == "collect-unbounded" && j.State == "RUNNING" && j.Tasks.Total > 0 && j.Tasks.Running == j.Tasks.Total {
+							running <- j.ID
+							return
+						}
+					}
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
+		if _, err := env.ExecuteOn(ctx, c.client); !errors.Is(err, context.Canceled) {
 			t.Fatalf("ExecuteOn: %v", err)
 		}
-		jobs, err := c.client.JobsOverview(c.ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
 		var id string
-		for _, j := range jobs.Jobs {
-			if j.Name == "collect-unbounded" {
-				id = j.ID
-			}
+		select {
+		case id = <-running:
+		default:
+			t.Fatal("ExecuteOn ended before the job ran")
 		}
-		if id == "" {
-			t.Fatalf("the job is not listed: %+v", jobs.Jobs)
+		// Not c.waitFor: that fails the parent test.
+		wctx, wcancel := context.WithTimeout(context.Background(), waitLimit)
+		defer wcancel()
+		if d, err := c.client.WaitForJobStatus(wctx, id, "CANCELED"); err != nil {
+			t.Fatalf("job %s: %v (state %s)", id, err, d.State)
 		}
-		c.waitFor(id, 20*time.Second, "CANCELED")
 	})
 }

@@ -259,15 +259,18 @@ func TestSlowSinkBackpressuresSourceWithBoundedMemory(t *testing.T) {
 	c.waitForTaskManagers(2)
 	out := filepath.Join(t.TempDir(), "out")
 	id := c.runSDKJob(testJobBinary, 2, "slow-sink", "--delay", "1ms", "--output", out)
-	c.waitFor(id, 15*time.Second, "RUNNING")
+	c.waitFor(id, waitLimit, "RUNNING")
+	running := time.Now()
 	var pids []int
-	c.eventually(10*time.Second, func() error {
+	c.eventually(waitLimit, func() error {
 		if pids = runnerPids(id); len(pids) != 2 {
 			return fmt.Errorf("runner processes %v, want one per TaskManager", pids)
 		}
 		return nil
 	})
-	time.Sleep(4 * time.Second) // unthrottled, the source would have produced well over 400 MB by now
+	// Not a wait for an event: the memory bound must hold over time.
+	// Unthrottled, the source would have produced well over 400 MB by now.
+	time.Sleep(4 * time.Second)
 	const boundMiB = 150
 	for _, pid := range pids {
 		if peak := memoryKiB(t, pid, "VmHWM") / 1024; peak > boundMiB {
@@ -276,17 +279,27 @@ func TestSlowSinkBackpressuresSourceWithBoundedMemory(t *testing.T) {
 			t.Logf("runner %d: peak RSS %d MiB", pid, peak)
 		}
 	}
-	// The pipeline moves, at the sink's pace: about 1000 records/s per subtask.
+	// The pipeline moves, at the sink's pace: about 1000 records/s per
+	// subtask, so at most that (with a margin) since the job ran; a loaded
+	// machine only makes it slower.
 	var written int64
-	parts, _ := filepath.Glob(filepath.Join(out, "part-*"))
-	for _, p := range parts {
-		if st, err := os.Stat(p); err == nil {
-			written += st.Size()
+	c.eventually(waitLimit, func() error {
+		written = 0
+		parts, _ := filepath.Glob(filepath.Join(out, "part-*"))
+		for _, p := range parts {
+			if st, err := os.Stat(p); err == nil {
+				written += st.Size()
+			}
 		}
-	}
-	t.Logf("sink wrote %d bytes in ~4 s", written)
-	if written == 0 || written > 4*2*1000*97*3 {
-		t.Errorf("sink wrote %d bytes; want progress at the slow sink's pace", written)
+		if written == 0 {
+			return fmt.Errorf("the sink wrote nothing yet")
+		}
+		return nil
+	})
+	elapsed := time.Since(running)
+	t.Logf("sink wrote %d bytes in %v", written, elapsed)
+	if limit := int64(elapsed.Seconds()+1) * 2 * 1000 * 97 * 3; written > limit {
+		t.Errorf("sink wrote %d bytes in %v, more than %d; want progress at the slow sink's pace", written, elapsed, limit)
 	}
 	d, err := c.client.JobDetails(c.ctx, id)
 	if err != nil || d.State != "RUNNING" {
@@ -295,7 +308,7 @@ func TestSlowSinkBackpressuresSourceWithBoundedMemory(t *testing.T) {
 	// The metrics show it: the source's subtasks are highly back-pressured,
 	// and the sink keeps reading.
 	src, sink := vertexNamed(t, d, "Fast source"), vertexNamed(t, d, "Sink")
-	c.eventually(10*time.Second, func() error {
+	c.eventually(waitLimit, func() error {
 		bp := c.backPressure(id, src.ID)
 		if bp.Status != "ok" || bp.BackpressureLevel != "high" || len(bp.Subtasks) != 2 {
 			return fmt.Errorf("source back pressure %+v, want high", bp)
@@ -320,7 +333,7 @@ func TestSlowSinkBackpressuresSourceWithBoundedMemory(t *testing.T) {
 		return vertexNamed(t, d, "Sink").Metrics.ReadRecords
 	}
 	first := readRecords()
-	c.eventually(10*time.Second, func() error {
+	c.eventually(waitLimit, func() error {
 		if n := readRecords(); n <= first {
 			return fmt.Errorf("the sink read %d records, before %d; want growth", n, first)
 		}
@@ -329,7 +342,7 @@ func TestSlowSinkBackpressuresSourceWithBoundedMemory(t *testing.T) {
 	if err := c.client.CancelJob(c.ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	c.waitFor(id, 15*time.Second, "CANCELED")
+	c.waitFor(id, waitLimit, "CANCELED")
 }
 
 // vertexNamed is the job's vertex whose name contains name.

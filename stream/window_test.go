@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -132,14 +133,28 @@ func TestWindowReduceAndAggregate(t *testing.T) {
 
 func TestProcessingTimeWindows(t *testing.T) {
 	env := stream.NewEnvironment(stream.WithParallelism(2))
-	// 60 records at 200/s: about 300ms, so several 100ms windows fire.
-	src := stream.Generate(env, 60, func(i int64) int64 { return i }, stream.RateLimit(200))
+	// 60 records at 200/s: at least 300ms. The second source subtask's
+	// records (30..59) wait until a window fired, so they fall into later
+	// windows however the machine's load stretches or squeezes the run.
+	fired := make(chan struct{})
+	var fireOnce sync.Once
+	src := stream.Map(stream.Generate(env, 60, func(i int64) int64 { return i }, stream.RateLimit(200)), func(i int64) int64 {
+		if i >= 30 {
+			select {
+			case <-fired:
+			case <-time.After(time.Minute):
+				t.Errorf("record %d: no window fired by the clock within a minute", i)
+			}
+		}
+		return i
+	})
 	type cnt struct {
 		W stream.TimeWindow
 		N int
 	}
 	res := stream.WindowProcess(stream.Window(stream.KeyBy(src, func(int64) int { return 0 }), stream.TumblingProcessingTime(100*time.Millisecond)),
 		func(_ int, w stream.TimeWindow, es []int64, out stream.Collector[cnt]) error {
+			fireOnce.Do(func() { close(fired) })
 			out.Collect(cnt{w, len(es)})
 			return nil
 		}).Collect()
@@ -153,6 +168,9 @@ func TestProcessingTimeWindows(t *testing.T) {
 	total := 0
 	for _, c := range res.Values() {
 		total += c.N
+		if c.W.End-c.W.Start != 100 || c.W.Start%100 != 0 {
+			t.Errorf("window %+v is not a 100 ms tumbling window", c.W)
+		}
 	}
 	if total != 60 || len(res.Values()) < 2 {
 		t.Fatalf("windows %v: %d records, want 60 in at least 2 windows", res.Values(), total)

@@ -287,7 +287,7 @@ func TestDeploySessionE2E(t *testing.T) {
 	if !strings.Contains(r.stdout, "Cluster s1 stopped") {
 		t.Errorf("session stop printed %q", r.stdout)
 	}
-	if err := e.waitClean(5 * time.Second); err != nil {
+	if err := e.waitClean(30 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(filepath.Join(e.home, ".local", "state", "gofl", "sessions.json"))
@@ -427,7 +427,7 @@ func TestDeployFailures(t *testing.T) {
 		if r.code == 0 || !strings.Contains(r.stderr, tc.want) {
 			t.Errorf("%s: exit %d, stderr %q; want a failure mentioning %q", tc.name, r.code, r.stderr, tc.want)
 		}
-		if err := e.waitClean(5 * time.Second); err != nil {
+		if err := e.waitClean(30 * time.Second); err != nil {
 			t.Errorf("%s: %v", tc.name, err)
 		}
 	}
@@ -450,7 +450,7 @@ func TestDeployCorruptStagedArtifact(t *testing.T) {
 		if r.code == 0 || !strings.Contains(r.stderr, "is corrupt") || !strings.Contains(r.stderr, "digest mismatch") {
 			t.Fatalf("%s with a corrupt staged binary: exit %d\n%s\n%s", mode, r.code, r.stdout, r.stderr)
 		}
-		if err := e.waitClean(10 * time.Second); err != nil {
+		if err := e.waitClean(30 * time.Second); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := os.Stat(blob); !os.IsNotExist(err) {
@@ -594,7 +594,7 @@ func startNomadAgent(t *testing.T, e *e2e) {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_ = cmd.Wait()
 	})
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
 		if c, err := net.Dial("tcp", addr); err == nil {
 			c.Close()
 			break

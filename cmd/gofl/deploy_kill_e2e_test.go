@@ -21,7 +21,7 @@ import (
 func TestTaskManagerKilledBehindProviderIsReplaced(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t)
-	e.extraArg = []string{"-D", "taskmanager.numberOfTaskSlots=2", "-D", "heartbeat.timeout=60s"}
+	e.extraArg = []string{"-D", "taskmanager.numberOfTaskSlots=2", "-D", "heartbeat.timeout=300s"}
 	r := e.run("session", "start", "-t", "local", "--name", "k1", "-n", "1")
 	expectOK(t, r, "session start")
 	m := regexp.MustCompile(`REST at http://(127\.0\.0\.1:\d+)`).FindStringSubmatch(r.stdout)
@@ -33,11 +33,12 @@ func TestTaskManagerKilledBehindProviderIsReplaced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Four POINTWISE regions of sleeping built-in tasks, run by gofl itself
-	// as the job binary, spread over two TaskManagers.
+	// Four POINTWISE regions of sleeping built-in tasks (10 s: long enough
+	// for all four to be seen RUNNING together on a loaded machine), run by
+	// gofl itself as the job binary, spread over two TaskManagers.
 	graph := `{"name":"sleepers","type":"JOB_TYPE_STREAMING",
 	 "config":{"restart-strategy.type":"fixed-delay","restart-strategy.fixed-delay.attempts":"3","restart-strategy.fixed-delay.delay":"200 ms"},
-	 "vertices":[{"id":"source","name":"source","parallelism":4,"invokable":"sleep","config":"eyJkdXJhdGlvbiI6IjRzIn0=","slotSharingGroup":"default"},
+	 "vertices":[{"id":"source","name":"source","parallelism":4,"invokable":"sleep","config":"eyJkdXJhdGlvbiI6IjEwcyJ9","slotSharingGroup":"default"},
 	             {"id":"sink","name":"sink","parallelism":4,"invokable":"noop","slotSharingGroup":"default"}],
 	 "edges":[{"source":"source","target":"sink","distribution":"DISTRIBUTION_PATTERN_POINTWISE","partitionType":"RESULT_PARTITION_TYPE_PIPELINED"}]}`
 	file := filepath.Join(e.home, "sleepers.json")
@@ -49,7 +50,7 @@ func TestTaskManagerKilledBehindProviderIsReplaced(t *testing.T) {
 	id := regexp.MustCompile(`Job ([0-9a-f]{32})`).FindStringSubmatch(r.stdout)[1]
 	ctx := context.Background()
 	var victim string
-	waitFor(t, 30*time.Second, func() error {
+	waitFor(t, time.Minute, func() error {
 		v, err := cl.JobVertex(ctx, id, "source")
 		if err != nil {
 			return err
@@ -66,8 +67,9 @@ func TestTaskManagerKilledBehindProviderIsReplaced(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	killed := time.Now()
-	waitFor(t, 5*time.Second, func() error {
+	// Removed within a minute, however loaded the machine: the heartbeat
+	// timeout is five, so only the provider's report of the exit explains it.
+	waitFor(t, time.Minute, func() error {
 		tms, err := cl.TaskManagers(ctx)
 		if err != nil {
 			return err
@@ -79,9 +81,6 @@ func TestTaskManagerKilledBehindProviderIsReplaced(t *testing.T) {
 		}
 		return nil
 	})
-	if el := time.Since(killed); el > 4*time.Second {
-		t.Errorf("the killed TaskManager was removed after %v; the provider reports its exit at once", el)
-	}
 	// Watch the TaskManagers while the job finishes: a replacement must join.
 	seen := map[string]bool{}
 	done := make(chan struct{})

@@ -25,15 +25,16 @@ func TestSubmitWaitFollowsToTheEnd(t *testing.T) {
 	c := newCluster(t)
 	stop := make(chan struct{})
 	defer close(stop)
-	go func() { // finish the job once it shows up, a little later
+	go func() { // finish the job once the CLI has seen it RUNNING
 		for {
 			select {
 			case <-stop:
 				return
-			case <-time.After(300 * time.Millisecond):
+			case <-time.After(10 * time.Millisecond):
 			}
-			if l, err := c.d.ListJobs(context.Background()); err == nil && len(l.Jobs) == 1 {
+			if l, err := c.d.ListJobs(context.Background()); err == nil && len(l.Jobs) == 1 && c.d.DetailsServed(l.Jobs[0].ID) > 0 {
 				c.d.SetState(l.Jobs[0].ID, "FINISHED")
+				return
 			}
 		}
 	}()

@@ -84,12 +84,12 @@ func TestTaskManagerRegistersAndStops(t *testing.T) {
 	case req = <-rm.registers:
 	case err := <-done:
 		t.Fatalf("gofl taskmanager ended early: %v\n%s", err, stderr.String())
-	case <-time.After(5 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatalf("no registration\n%s", stderr.String())
 	}
 	select {
 	case <-rm.reports: // registered
-	case <-time.After(5 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatalf("no slot report\n%s", stderr.String())
 	}
 	if req.Location.ResourceId != "tm-cli" || req.NumberOfSlots != 3 || !strings.HasPrefix(req.Location.RpcAddress, "127.0.0.1:") {
@@ -101,7 +101,7 @@ func TestTaskManagerRegistersAndStops(t *testing.T) {
 		if err != nil {
 			t.Fatalf("gofl taskmanager = %v\n%s", err, stderr.String())
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("gofl taskmanager did not stop")
 	}
 	logs := stderr.String()

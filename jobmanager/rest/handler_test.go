@@ -412,7 +412,7 @@ func TestInternalErrors(t *testing.T) {
 	defer e.d.Unblock()
 	start := time.Now()
 	errs = errorsOf(t, e.do(t, http.MethodGet, "/jobs", ""), http.StatusInternalServerError)
-	if !strings.Contains(errs[0], "did not answer within 50ms") || time.Since(start) > 5*time.Second {
+	if !strings.Contains(errs[0], "did not answer within 50ms") || time.Since(start) > 30*time.Second { // not blocked for good
 		t.Errorf("errors = %q after %v", errs, time.Since(start))
 	}
 }

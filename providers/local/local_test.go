@@ -136,7 +136,7 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 func fastCluster() map[string]string {
 	return map[string]string{
 		"heartbeat.interval":                  "200ms",
-		"heartbeat.timeout":                   "60s",
+		"heartbeat.timeout":                   "5 min",
 		"taskmanager.numberOfTaskSlots":       "2",
 		"resourcemanager.taskmanager-timeout": "1h",
 		"log.level":                           "debug",
@@ -169,7 +169,7 @@ func TestSessionClusterLifecycle(t *testing.T) {
 
 	// The initial TaskManager: started by the JobManager's active
 	// ResourceManager through the local worker driver.
-	eventually(t, 30*time.Second, "taskmanager-1 registers", func() bool {
+	eventually(t, time.Minute, "taskmanager-1 registers", func() bool {
 		return slices.Equal(taskManagerIDs(t, info.RESTAddress), []string{"taskmanager-1"})
 	})
 	if _, err := os.Stat(filepath.Join(clusterDir, "taskmanager-1", "gofl.log")); err != nil {
@@ -177,16 +177,16 @@ func TestSessionClusterLifecycle(t *testing.T) {
 	}
 
 	// List, and Retrieve from a fresh provider instance (another client).
-	list, err := d.List(ctxT(t, 10*time.Second))
+	list, err := d.List(ctxT(t, time.Minute))
 	if err != nil || len(list) != 1 || list[0].ClusterID != id || list[0].RESTAddress != info.RESTAddress {
 		t.Fatalf("List = %+v, %v", list, err)
 	}
 	other := newDeployer(t, base)
-	got, err := other.Retrieve(ctxT(t, 10*time.Second), id)
+	got, err := other.Retrieve(ctxT(t, time.Minute), id)
 	if err != nil || got.RESTAddress != info.RESTAddress || got.Status != providers.StatusRunning || got.Details["pid"] != info.Details["pid"] {
 		t.Fatalf("Retrieve = %+v, %v; want %+v", got, err, info)
 	}
-	if _, err := other.Retrieve(ctxT(t, 10*time.Second), "nope"); !errors.Is(err, providers.ErrClusterNotFound) {
+	if _, err := other.Retrieve(ctxT(t, time.Minute), "nope"); !errors.Is(err, providers.ErrClusterNotFound) {
 		t.Fatalf("Retrieve(unknown) = %v", err)
 	}
 	// The same ID again is refused and leaves the running cluster alone.
@@ -195,20 +195,18 @@ func TestSessionClusterLifecycle(t *testing.T) {
 	}
 
 	// SIGKILL the TaskManager: the ResourceManager removes it at once (the
-	// heartbeat timeout is a minute) and starts a replacement to keep the
+	// heartbeat timeout is five minutes) and starts a replacement to keep the
 	// minimum.
 	tmPid := readPid(t, filepath.Join(clusterDir, "taskmanager-1"))
 	if err := syscall.Kill(tmPid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	killed := time.Now()
-	eventually(t, 5*time.Second, "taskmanager-1 is unregistered", func() bool {
+	// Within a minute: well before the heartbeat timeout (five), however
+	// loaded the machine.
+	eventually(t, time.Minute, "taskmanager-1 is unregistered", func() bool {
 		return !slices.Contains(taskManagerIDs(t, info.RESTAddress), "taskmanager-1")
 	})
-	if took := time.Since(killed); took > 3*time.Second {
-		t.Errorf("the killed TaskManager was removed after %s", took)
-	}
-	eventually(t, 30*time.Second, "a replacement TaskManager registers", func() bool {
+	eventually(t, time.Minute, "a replacement TaskManager registers", func() bool {
 		return slices.Equal(taskManagerIDs(t, info.RESTAddress), []string{"taskmanager-2"})
 	})
 
@@ -228,7 +226,7 @@ func TestSessionClusterLifecycle(t *testing.T) {
 	if err := d.Kill(ctxT(t, time.Minute), id); !errors.Is(err, providers.ErrClusterNotFound) {
 		t.Fatalf("second Kill: %v", err)
 	}
-	if list, err := d.List(ctxT(t, 10*time.Second)); err != nil || len(list) != 0 {
+	if list, err := d.List(ctxT(t, time.Minute)); err != nil || len(list) != 0 {
 		t.Fatalf("List after Kill = %+v, %v", list, err)
 	}
 }
@@ -296,7 +294,7 @@ func TestDeployFailuresLeaveNothing(t *testing.T) {
 			t.Errorf("Deploy(%+v) succeeded", spec)
 		}
 	}
-	if list, err := d.List(ctxT(t, 10*time.Second)); err != nil || len(list) != 0 {
+	if list, err := d.List(ctxT(t, time.Minute)); err != nil || len(list) != 0 {
 		t.Fatalf("List = %+v, %v", list, err)
 	}
 }
@@ -310,13 +308,13 @@ func TestStaleRecordIsCleaned(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = d.Kill(context.Background(), id) })
-	eventually(t, 30*time.Second, "a TaskManager registers", func() bool { return len(taskManagerIDs(t, info.RESTAddress)) == 1 })
+	eventually(t, time.Minute, "a TaskManager registers", func() bool { return len(taskManagerIDs(t, info.RESTAddress)) == 1 })
 	// The JobManager dies hard: its TaskManagers are orphans.
 	jmPid, _ := strconv.Atoi(info.Details["pid"])
 	if err := syscall.Kill(-jmPid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the JobManager is gone", func() bool {
+	eventually(t, time.Minute, "the JobManager is gone", func() bool {
 		got, err := newDeployer(t, base).Retrieve(context.Background(), id)
 		return err == nil && got.Status == providers.StatusTerminated || errors.Is(err, providers.ErrClusterNotFound)
 	})
@@ -373,14 +371,14 @@ func TestWorkerDriver(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	id, err := drv.RequestWorker(ctxT(t, 10*time.Second), providers.WorkerSpec{Slots: 3})
+	id, err := drv.RequestWorker(ctxT(t, time.Minute), providers.WorkerSpec{Slots: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if id != "taskmanager-1" || drv.Dir() != filepath.Join(base, "clusters", "drv") {
 		t.Fatalf("worker %s in %s", id, drv.Dir())
 	}
-	eventually(t, 30*time.Second, "the worker registers with 3 slots", func() bool {
+	eventually(t, time.Minute, "the worker registers with 3 slots", func() bool {
 		var tms restapi.TaskManagersInfo
 		return getJSON(t, "http://"+jm.RESTAddress+"/taskmanagers", &tms) && len(tms.TaskManagers) == 1 &&
 			tms.TaskManagers[0].ID == id && tms.TaskManagers[0].SlotsNumber == 3
@@ -400,16 +398,16 @@ func TestWorkerDriver(t *testing.T) {
 		if e.WorkerID != id || e.Released || e.ExitStatus != -1 || !strings.Contains(e.Cause.Error(), "killed") {
 			t.Errorf("WorkerTerminated = %+v", e)
 		}
-	case <-time.After(2 * time.Second):
-		t.Fatal("no WorkerTerminated within 2 s of SIGKILL")
+	case <-time.After(30 * time.Second): // prompt: the driver waits on the process
+		t.Fatal("no WorkerTerminated within 30 s of SIGKILL")
 	}
 
 	// Release: a second worker ends with Released set.
-	id2, err := drv.RequestWorker(ctxT(t, 10*time.Second), providers.WorkerSpec{Slots: 1})
+	id2, err := drv.RequestWorker(ctxT(t, time.Minute), providers.WorkerSpec{Slots: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := drv.ReleaseWorker(ctxT(t, 10*time.Second), id2); err != nil {
+	if err := drv.ReleaseWorker(ctxT(t, time.Minute), id2); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -417,27 +415,27 @@ func TestWorkerDriver(t *testing.T) {
 		if e.WorkerID != id2 || !e.Released {
 			t.Errorf("WorkerTerminated = %+v", e)
 		}
-	case <-time.After(15 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("released worker did not end")
 	}
-	if err := drv.ReleaseWorker(ctxT(t, 10*time.Second), id2); err != nil {
+	if err := drv.ReleaseWorker(ctxT(t, time.Minute), id2); err != nil {
 		t.Errorf("releasing an ended worker again: %v", err)
 	}
-	if err := drv.ReleaseWorker(ctxT(t, 10*time.Second), "taskmanager-99"); !errors.Is(err, providers.ErrWorkerNotFound) {
+	if err := drv.ReleaseWorker(ctxT(t, time.Minute), "taskmanager-99"); !errors.Is(err, providers.ErrWorkerNotFound) {
 		t.Errorf("releasing an unknown worker: %v", err)
 	}
 
 	// Close stops the rest and reports nothing more.
-	if _, err := drv.RequestWorker(ctxT(t, 10*time.Second), providers.WorkerSpec{Slots: 1}); err != nil {
+	if _, err := drv.RequestWorker(ctxT(t, time.Minute), providers.WorkerSpec{Slots: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if err := drv.Close(ctxT(t, 30*time.Second)); err != nil {
+	if err := drv.Close(ctxT(t, time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	if left := processesOf(t, "drv"); len(left) != 0 {
 		t.Fatalf("processes left after Close: %v", left)
 	}
-	if _, err := drv.RequestWorker(ctxT(t, 10*time.Second), providers.WorkerSpec{Slots: 1}); !errors.Is(err, providers.ErrClosed) {
+	if _, err := drv.RequestWorker(ctxT(t, time.Minute), providers.WorkerSpec{Slots: 1}); !errors.Is(err, providers.ErrClosed) {
 		t.Fatalf("RequestWorker after Close: %v", err)
 	}
 }

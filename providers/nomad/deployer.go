@@ -83,7 +83,11 @@ func (d *Deployer) Deploy(ctx context.Context, spec providers.ClusterSpec) (prov
 	jobID := JobManagerJobID(spec.ClusterID)
 	job := d.jobManagerJob(spec, bin)
 
-	evalID, exists, err := d.c.register(ctx, job)
+	// Registration is not cut short by ctx (callTimeout bounds it): a
+	// request that ends with ctx may still have registered the job, and
+	// only a known answer tells whether there is something to clean up.
+	// A ctx that ended meanwhile fails awaitJobManager, which cleans up.
+	evalID, exists, err := d.c.register(context.WithoutCancel(ctx), job)
 	if err != nil {
 		return providers.ClusterInfo{}, err
 	}
@@ -99,7 +103,7 @@ func (d *Deployer) Deploy(ctx context.Context, spec providers.ClusterSpec) (prov
 		if err := d.clean(spec.ClusterID); err != nil {
 			return providers.ClusterInfo{}, err
 		}
-		if evalID, exists, err = d.c.register(ctx, job); err != nil {
+		if evalID, exists, err = d.c.register(context.WithoutCancel(ctx), job); err != nil {
 			return providers.ClusterInfo{}, err
 		} else if exists {
 			return providers.ClusterInfo{}, fmt.Errorf("%w: %s (Nomad job %s was registered meanwhile)", providers.ErrClusterExists, spec.ClusterID, jobID)

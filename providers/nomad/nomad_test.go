@@ -220,7 +220,7 @@ func processesOf(t *testing.T, clusterID string, match ...string) []int {
 func fastCluster() map[string]string {
 	return map[string]string{
 		"heartbeat.interval":                  "200ms",
-		"heartbeat.timeout":                   "60s",
+		"heartbeat.timeout":                   "5 min",
 		"taskmanager.numberOfTaskSlots":       "2",
 		"resourcemanager.taskmanager-timeout": "1h",
 		"log.level":                           "debug",
@@ -258,7 +258,7 @@ func TestSessionCluster(t *testing.T) {
 
 	// The initial TaskManager, started by the JobManager's active
 	// ResourceManager through the nomad worker driver.
-	eventually(t, 60*time.Second, "taskmanager-1 registers", func() bool {
+	eventually(t, time.Minute, "taskmanager-1 registers", func() bool {
 		return slices.Equal(taskManagerIDs(info.RESTAddress), []string{"taskmanager-1"})
 	})
 	if got := goflJobs(t, nc); !slices.Equal(got, []string{"gofl-session-1-jobmanager", "gofl-session-1-taskmanager-1"}) {
@@ -267,26 +267,26 @@ func TestSessionCluster(t *testing.T) {
 
 	// Retrieve and List from another client.
 	other := newDeployer(t, options(a))
-	got, err := other.Retrieve(ctxT(t, 10*time.Second), id)
+	got, err := other.Retrieve(ctxT(t, time.Minute), id)
 	if err != nil || got.RESTAddress != info.RESTAddress || got.Status != providers.StatusRunning || got.Details["alloc_id"] != info.Details["alloc_id"] {
 		t.Fatalf("Retrieve = %+v, %v; want %+v", got, err, info)
 	}
-	list, err := other.List(ctxT(t, 10*time.Second))
+	list, err := other.List(ctxT(t, time.Minute))
 	if err != nil || len(list) != 1 || list[0].ClusterID != id || list[0].RESTAddress != info.RESTAddress {
 		t.Fatalf("List = %+v, %v", list, err)
 	}
-	if _, err := other.Retrieve(ctxT(t, 10*time.Second), "nope"); !errors.Is(err, providers.ErrClusterNotFound) {
+	if _, err := other.Retrieve(ctxT(t, time.Minute), "nope"); !errors.Is(err, providers.ErrClusterNotFound) {
 		t.Fatalf("Retrieve(unknown) = %v", err)
 	}
 	if _, err := other.Deploy(ctxT(t, time.Minute), providers.ClusterSpec{ClusterID: id, Mode: providers.ModeSession}); !errors.Is(err, providers.ErrClusterExists) {
 		t.Fatalf("second Deploy of %s: %v", id, err)
 	}
-	if got, err := other.Retrieve(ctxT(t, 10*time.Second), id); err != nil || got.Status != providers.StatusRunning {
+	if got, err := other.Retrieve(ctxT(t, time.Minute), id); err != nil || got.Status != providers.StatusRunning {
 		t.Fatalf("after a refused Deploy: %+v, %v", got, err)
 	}
 
 	// SIGKILL the TaskManager: the allocation fails, the ResourceManager
-	// hears it at once (the heartbeat timeout is a minute) and asks for a
+	// hears it at once (the heartbeat timeout is five minutes) and asks for a
 	// replacement.
 	tms := processesOf(t, id, "taskmanager.resource-id=taskmanager-1")
 	if len(tms) != 1 {
@@ -295,17 +295,15 @@ func TestSessionCluster(t *testing.T) {
 	if err := syscall.Kill(tms[0], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	killed := time.Now()
-	eventually(t, 10*time.Second, "taskmanager-1 is unregistered", func() bool {
+	// Within a minute: well before the heartbeat timeout (five), however
+	// loaded the machine.
+	eventually(t, time.Minute, "taskmanager-1 is unregistered", func() bool {
 		return !slices.Contains(taskManagerIDs(info.RESTAddress), "taskmanager-1")
 	})
-	if took := time.Since(killed); took > 5*time.Second {
-		t.Errorf("the killed TaskManager was removed after %s", took)
-	}
-	eventually(t, 60*time.Second, "a replacement TaskManager registers", func() bool {
+	eventually(t, time.Minute, "a replacement TaskManager registers", func() bool {
 		return slices.Equal(taskManagerIDs(info.RESTAddress), []string{"taskmanager-2"})
 	})
-	eventually(t, 10*time.Second, "the failed TaskManager's job is purged", func() bool {
+	eventually(t, time.Minute, "the failed TaskManager's job is purged", func() bool {
 		return slices.Equal(goflJobs(t, nc), []string{"gofl-session-1-jobmanager", "gofl-session-1-taskmanager-2"})
 	})
 
@@ -325,10 +323,10 @@ func TestSessionCluster(t *testing.T) {
 	if err := d.Kill(ctxT(t, time.Minute), id); !errors.Is(err, providers.ErrClusterNotFound) {
 		t.Fatalf("second Kill: %v", err)
 	}
-	if _, err := d.Retrieve(ctxT(t, 10*time.Second), id); !errors.Is(err, providers.ErrClusterNotFound) {
+	if _, err := d.Retrieve(ctxT(t, time.Minute), id); !errors.Is(err, providers.ErrClusterNotFound) {
 		t.Fatalf("Retrieve after Kill: %v", err)
 	}
-	if list, err := d.List(ctxT(t, 10*time.Second)); err != nil || len(list) != 0 {
+	if list, err := d.List(ctxT(t, time.Minute)); err != nil || len(list) != 0 {
 		t.Fatalf("List after Kill = %+v, %v", list, err)
 	}
 }
@@ -339,7 +337,7 @@ func startJobManager(t *testing.T, a *testagent.Agent, id string) (*jobmanager.J
 	t.Helper()
 	c, err := conf.FromMap(map[string]string{
 		"jobmanager.rpc.port": "0", "rest.port": "0", "jobmanager.rpc.address": "127.0.0.1", "rest.address": "127.0.0.1",
-		"heartbeat.interval": "200ms", "heartbeat.timeout": "60s", "deployment.cluster-id": id,
+		"heartbeat.interval": "200ms", "heartbeat.timeout": "5 min", "deployment.cluster-id": id,
 		"provider.nomad.address": a.URL(), "provider.nomad.binary.path": goflBinary, "provider.nomad.kill-timeout": "5s",
 		"provider.nomad.taskmanager.cpu": "200", "provider.nomad.taskmanager.memory": "256m",
 	})
@@ -400,7 +398,7 @@ func TestWorkerDriver(t *testing.T) {
 	if err := drv.Start(rec.handle); err != nil {
 		t.Fatal(err)
 	}
-	id, err := drv.RequestWorker(ctxT(t, 10*time.Second), providers.WorkerSpec{Slots: 3})
+	id, err := drv.RequestWorker(ctxT(t, time.Minute), providers.WorkerSpec{Slots: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -417,10 +415,10 @@ func TestWorkerDriver(t *testing.T) {
 		if e.WorkerID != id {
 			t.Fatalf("WorkerStarted = %+v", e)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("no WorkerStarted")
 	}
-	eventually(t, 30*time.Second, "the worker registers with 3 slots", func() bool {
+	eventually(t, time.Minute, "the worker registers with 3 slots", func() bool {
 		tms := taskManagers(jm.RESTAddress)
 		return len(tms) == 1 && tms[0].ID == id && tms[0].SlotsNumber == 3
 	})
@@ -437,13 +435,13 @@ func TestWorkerDriver(t *testing.T) {
 		if e.WorkerID != id || e.Released || e.ExitStatus != -1 || !strings.Contains(e.Cause.Error(), "signal 9") {
 			t.Errorf("WorkerTerminated = %+v", e)
 		}
-	case <-time.After(2 * time.Second):
-		t.Fatal("no WorkerTerminated within 2 s of SIGKILL")
+	case <-time.After(30 * time.Second): // prompt: the driver watches the allocation
+		t.Fatal("no WorkerTerminated within 30 s of SIGKILL")
 	}
-	eventually(t, 10*time.Second, "the failed worker's job is purged", func() bool { return len(goflJobs(t, nc)) == 0 })
+	eventually(t, time.Minute, "the failed worker's job is purged", func() bool { return len(goflJobs(t, nc)) == 0 })
 
 	// Release: a second worker ends with Released set; its job is purged.
-	id2, err := drv.RequestWorker(ctxT(t, 10*time.Second), providers.WorkerSpec{Slots: 1, CPU: 0.25, Memory: 300 * conf.Mebibyte})
+	id2, err := drv.RequestWorker(ctxT(t, time.Minute), providers.WorkerSpec{Slots: 1, CPU: 0.25, Memory: 300 * conf.Mebibyte})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -456,8 +454,8 @@ func TestWorkerDriver(t *testing.T) {
 	}
 	// (The in-process JobManager is standalone: taskmanager-1 stays listed
 	// until its heartbeat times out.)
-	eventually(t, 30*time.Second, "the second worker registers", func() bool { return slices.Contains(taskManagerIDs(jm.RESTAddress), id2) })
-	if err := drv.ReleaseWorker(ctxT(t, 10*time.Second), id2); err != nil {
+	eventually(t, time.Minute, "the second worker registers", func() bool { return slices.Contains(taskManagerIDs(jm.RESTAddress), id2) })
+	if err := drv.ReleaseWorker(ctxT(t, time.Minute), id2); err != nil {
 		t.Fatal(err)
 	}
 	if jobs := goflJobs(t, nc); len(jobs) != 0 {
@@ -468,24 +466,24 @@ func TestWorkerDriver(t *testing.T) {
 		if e.WorkerID != id2 || !e.Released {
 			t.Errorf("WorkerTerminated = %+v", e)
 		}
-	case <-time.After(15 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("released worker did not end")
 	}
 	if left := processesOf(t, "drv", "resource-id="+id2); len(left) != 0 {
 		t.Fatalf("released worker still runs: %v", left)
 	}
-	if err := drv.ReleaseWorker(ctxT(t, 10*time.Second), id2); err != nil {
+	if err := drv.ReleaseWorker(ctxT(t, time.Minute), id2); err != nil {
 		t.Errorf("releasing an ended worker again: %v", err)
 	}
-	if err := drv.ReleaseWorker(ctxT(t, 10*time.Second), "taskmanager-99"); !errors.Is(err, providers.ErrWorkerNotFound) {
+	if err := drv.ReleaseWorker(ctxT(t, time.Minute), "taskmanager-99"); !errors.Is(err, providers.ErrWorkerNotFound) {
 		t.Errorf("releasing an unknown worker: %v", err)
 	}
 
 	// Close stops the rest and reports nothing more.
-	if _, err := drv.RequestWorker(ctxT(t, 10*time.Second), providers.WorkerSpec{Slots: 1}); err != nil {
+	if _, err := drv.RequestWorker(ctxT(t, time.Minute), providers.WorkerSpec{Slots: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if err := drv.Close(ctxT(t, 30*time.Second)); err != nil {
+	if err := drv.Close(ctxT(t, time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	if left := processesOf(t, "drv"); len(left) != 0 {
@@ -494,7 +492,7 @@ func TestWorkerDriver(t *testing.T) {
 	if jobs := goflJobs(t, nc); len(jobs) != 0 {
 		t.Fatalf("jobs left after Close: %v", jobs)
 	}
-	if _, err := drv.RequestWorker(ctxT(t, 10*time.Second), providers.WorkerSpec{Slots: 1}); !errors.Is(err, providers.ErrClosed) {
+	if _, err := drv.RequestWorker(ctxT(t, time.Minute), providers.WorkerSpec{Slots: 1}); !errors.Is(err, providers.ErrClosed) {
 		t.Fatalf("RequestWorker after Close: %v", err)
 	}
 	rec.mu.Lock()
@@ -518,7 +516,7 @@ func TestUnreachable(t *testing.T) {
 	if !errors.Is(err, nomad.ErrUnreachable) || !strings.Contains(err.Error(), addr) {
 		t.Fatalf("Deploy against a closed port: %v", err)
 	}
-	if took := time.Since(start); took > 10*time.Second {
+	if took := time.Since(start); took > 30*time.Second {
 		t.Errorf("took %s", took)
 	}
 	for name, f := range map[string]func() error{
@@ -539,7 +537,7 @@ func TestUnreachable(t *testing.T) {
 	if _, err := drv.RequestWorker(ctxT(t, time.Minute), providers.WorkerSpec{Slots: 1}); !errors.Is(err, nomad.ErrUnreachable) {
 		t.Errorf("RequestWorker: %v", err)
 	}
-	if err := drv.Close(ctxT(t, 10*time.Second)); err != nil {
+	if err := drv.Close(ctxT(t, time.Minute)); err != nil {
 		t.Error(err)
 	}
 }
@@ -583,7 +581,7 @@ func TestPlacementFailures(t *testing.T) {
 				t.Fatalf("Deploy: %v", err)
 			}
 			t.Log(err)
-			if took := time.Since(start); took > 10*time.Second {
+			if took := time.Since(start); took > 30*time.Second {
 				t.Errorf("took %s", took)
 			}
 			if jobs := goflJobs(t, nc); len(jobs) != 0 {
@@ -605,7 +603,7 @@ func TestPlacementFailures(t *testing.T) {
 	if jobs := goflJobs(t, nc); len(jobs) != 0 {
 		t.Fatalf("jobs left: %v", jobs)
 	}
-	if err := drv.Close(ctxT(t, 10*time.Second)); err != nil {
+	if err := drv.Close(ctxT(t, time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	if len(rec.events) != 0 {
@@ -649,7 +647,7 @@ func TestArtifactBinary(t *testing.T) {
 		t.Fatalf("Deploy with a wrong checksum: %v", err)
 	}
 	t.Log(err)
-	if took := time.Since(start); took > 15*time.Second {
+	if took := time.Since(start); took > 30*time.Second {
 		t.Errorf("took %s", took)
 	}
 	if jobs := goflJobs(t, nc); len(jobs) != 0 {
@@ -672,7 +670,7 @@ func TestArtifactBinary(t *testing.T) {
 	if err != nil || *job.Type != "batch" || len(job.TaskGroups[0].Tasks[0].Artifacts) != 1 {
 		t.Fatalf("JobManager job: %+v, %v", job, err)
 	}
-	eventually(t, 60*time.Second, "the fetched TaskManager registers", func() bool {
+	eventually(t, time.Minute, "the fetched TaskManager registers", func() bool {
 		return slices.Equal(taskManagerIDs(info.RESTAddress), []string{"taskmanager-1"})
 	})
 	if err := d.Kill(ctxT(t, time.Minute), id); err != nil {
@@ -733,7 +731,7 @@ func TestACLToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = d.Kill(context.Background(), id) })
-	eventually(t, 60*time.Second, "the TaskManager registers", func() bool {
+	eventually(t, time.Minute, "the TaskManager registers", func() bool {
 		return slices.Equal(taskManagerIDs(info.RESTAddress), []string{"taskmanager-1"})
 	})
 	for _, pid := range processesOf(t, id) {
@@ -769,7 +767,7 @@ func TestEndedClusterIsCleaned(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = d.Kill(context.Background(), id) })
-	eventually(t, 60*time.Second, "a TaskManager registers", func() bool { return len(taskManagerIDs(info.RESTAddress)) == 1 })
+	eventually(t, time.Minute, "a TaskManager registers", func() bool { return len(taskManagerIDs(info.RESTAddress)) == 1 })
 	jms := processesOf(t, id, "\x00jobmanager\x00")
 	if len(jms) != 1 {
 		t.Fatalf("JobManager processes: %v", jms)
@@ -777,7 +775,7 @@ func TestEndedClusterIsCleaned(t *testing.T) {
 	if err := syscall.Kill(jms[0], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the cluster is reported terminated", func() bool {
+	eventually(t, time.Minute, "the cluster is reported terminated", func() bool {
 		got, err := d.Retrieve(context.Background(), id)
 		return err == nil && got.Status == providers.StatusTerminated
 	})
@@ -791,7 +789,7 @@ func TestEndedClusterIsCleaned(t *testing.T) {
 		t.Fatalf("processes left: %v", left)
 	}
 	// The ID is free again.
-	if _, err := d.Retrieve(ctxT(t, 10*time.Second), id); !errors.Is(err, providers.ErrClusterNotFound) {
+	if _, err := d.Retrieve(ctxT(t, time.Minute), id); !errors.Is(err, providers.ErrClusterNotFound) {
 		t.Fatalf("Retrieve after cleaning: %v", err)
 	}
 }

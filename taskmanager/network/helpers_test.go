@@ -80,3 +80,40 @@ func drain(ctx context.Context, t testing.TB, g *InputGate, onRec func(ch int, r
 		onRec(r.Channel, r.Record)
 	}
 }
+
+// waitUntil polls cond until it holds. The deadline only bounds a hang: it
+// is generous so that a loaded machine does not fail the test.
+func waitUntil(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// retrying reports whether an input channel was told its partition is not
+// there (yet) and scheduled another request.
+func retrying(c inputChannel) bool {
+	switch c := c.(type) {
+	case *localInputChannel:
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.backoff > 0
+	case *remoteInputChannel:
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.backoff > 0
+	}
+	return false
+}
+
+// writerBlocked reports whether a writer of p waits for a buffer of its
+// exhausted pool.
+func writerBlocked(p *ResultPartition) bool {
+	p.pool.mu.Lock()
+	defer p.pool.mu.Unlock()
+	return p.pool.waitCh != nil
+}

@@ -73,7 +73,7 @@ func TestHostileClient(t *testing.T) {
 	if got != "fine" {
 		t.Errorf("got %q", got)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		_, servers, _ := prod.ConnectionManager().ConnectionCounts()
 		if servers <= 1 {
@@ -87,8 +87,9 @@ func TestHostileClient(t *testing.T) {
 }
 
 // fakeServer accepts one connection, reads the handshake and the first
-// PartitionRequest and then plays script.
-func fakeServer(t *testing.T, script func(c net.Conn, id uint32)) string {
+// PartitionRequest and then plays script. hungUp is closed once the client
+// closed the connection after the script (or the server gave up on it).
+func fakeServer(t *testing.T, script func(c net.Conn, id uint32)) (addr string, hungUp <-chan struct{}) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -122,10 +123,10 @@ func fakeServer(t *testing.T, script func(c net.Conn, id uint32)) string {
 		}
 		r.Discard(h.length)
 		script(c, h.id)
-		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		c.SetReadDeadline(time.Now().Add(60 * time.Second))
 		io.Copy(io.Discard, c)
 	}()
-	return ln.Addr().String()
+	return ln.Addr().String(), done
 }
 
 func bufferResponse(id, seq, backlog uint32, data []byte) []byte {
@@ -141,7 +142,7 @@ func TestHostileServer(t *testing.T) {
 	cases := map[string]struct {
 		script func(c net.Conn, id uint32)
 		want   string
-		delay  bool // let the frames arrive before consuming
+		delay  bool // let the client reject the frames before consuming
 	}{
 		"wrong magic": {func(c net.Conn, id uint32) { c.Write([]byte("HELLO")) }, "bad magic", false},
 		"oversized": {func(c net.Conn, id uint32) {
@@ -187,7 +188,7 @@ func TestHostileServer(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			cons := newEnv(t, cfg)
-			addr := fakeServer(t, tc.script)
+			addr, hungUp := fakeServer(t, tc.script)
 			g, err := cons.CreateInputGate("g", []InputChannelSpec{{Partition: "p", Address: addr}})
 			if err != nil {
 				t.Fatal(err)
@@ -195,7 +196,14 @@ func TestHostileServer(t *testing.T) {
 			defer g.Close()
 			ctx := testCtx(t)
 			if tc.delay {
-				time.Sleep(200 * time.Millisecond)
+				// The client closes the connection when it finds
+				// the violation; consuming earlier would hand out
+				// credit.
+				select {
+				case <-hungUp:
+				case <-ctx.Done():
+					t.Fatal("the client did not hang up")
+				}
 			}
 			for {
 				_, err = g.NextRecord(ctx)

@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 )
 
 // A binary still open for writing cannot be executed (ETXTBSY); starting
@@ -31,10 +30,20 @@ func TestStartRetriesWhileTheBinaryIsBusy(t *testing.T) {
 	if err := exec.Command(bin).Start(); err == nil {
 		t.Fatal("exec of a file open for writing succeeded: this system does not report ETXTBSY")
 	}
-	time.AfterFunc(50*time.Millisecond, func() { w.Close() })
-	cmd, err := startRetryingBusy(context.Background(), func() *exec.Cmd { return exec.Command(bin) })
+	// The writer closes the file when the second attempt is made: the first
+	// one must have failed with ETXTBSY and been retried.
+	attempts := 0
+	cmd, err := startRetryingBusy(context.Background(), func() *exec.Cmd {
+		if attempts++; attempts == 2 {
+			w.Close()
+		}
+		return exec.Command(bin)
+	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if attempts != 2 {
+		t.Errorf("%d attempts, want 2: one busy, one after the close", attempts)
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatal(err)

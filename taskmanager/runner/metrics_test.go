@@ -58,14 +58,14 @@ func TestRateTrackerDerivesPerSecondRates(t *testing.T) {
 
 func TestRunnerStreamsTaskMetrics(t *testing.T) {
 	p, err := Start(context.Background(), Spec{JobID: "job1", Binary: testRunner, Fingerprint: "fp1",
-		Dir: shortDir(t), StartTimeout: 10 * time.Second, MetricsInterval: 20 * time.Millisecond}, zerolog.Nop())
+		Dir: shortDir(t), StartTimeout: startTimeout, MetricsInterval: 20 * time.Millisecond}, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Stop(10 * time.Second) })
 	a, ch := submit(t, p, 1, "sleep", `{"duration":"1h"}`)
 	states(t, ch, 2)
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(waitLimit)
 	for p.Metrics(a) == nil {
 		if time.Now().After(deadline) {
 			t.Fatal("no metrics of the running task")
@@ -82,15 +82,17 @@ func TestRunnerStreamsTaskMetrics(t *testing.T) {
 	if st.State != "CANCELED" || st.Metrics == nil || attemptKey(st.Metrics.Attempt) != attemptKey(a) {
 		t.Fatalf("final state %v: want CANCELED with final metrics", st)
 	}
-	for deadline := time.Now().Add(5 * time.Second); p.Metrics(a) != nil; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(waitLimit); p.Metrics(a) != nil; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("an ended task's metrics are still reported")
 		}
 	}
-	// The open metrics stream does not hold up the runner's shutdown.
+	// The open metrics stream does not hold up the runner's shutdown: held
+	// up, Stop would wait out the grace period before signalling.
+	const grace = 2 * waitLimit
 	start := time.Now()
-	p.Stop(10 * time.Second)
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("stopping the runner took %v", d)
+	p.Stop(grace)
+	if d := time.Since(start); d >= grace {
+		t.Errorf("stopping the runner took %v, the whole grace period", d)
 	}
 }

@@ -43,10 +43,18 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// startTimeout and waitLimit only bound a hang: a runner starts (and a
+// state arrives) in well under a second, but a loaded machine running the
+// race detector may take many.
+const (
+	startTimeout = 60 * time.Second
+	waitLimit    = 60 * time.Second
+)
+
 func start(t *testing.T, args ...string) *Process {
 	t.Helper()
 	p, err := Start(context.Background(), Spec{JobID: "job1", Binary: testRunner, Args: args, Fingerprint: "fp1",
-		Dir: shortDir(t), StartTimeout: 10 * time.Second}, zerolog.Nop())
+		Dir: shortDir(t), StartTimeout: startTimeout}, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +92,7 @@ func states(t *testing.T, ch <-chan *pb.RunnerTaskState, n int) []*pb.RunnerTask
 		select {
 		case st := <-ch:
 			out = append(out, st)
-		case <-time.After(10 * time.Second):
+		case <-time.After(waitLimit):
 			t.Fatalf("got %d states, want %d", len(out), n)
 		}
 	}
@@ -133,7 +141,7 @@ func TestKilledRunnerIsReported(t *testing.T) {
 	}
 	select {
 	case <-p.Exited():
-	case <-time.After(10 * time.Second):
+	case <-time.After(waitLimit):
 		t.Fatal("the runner's death was not noticed")
 	}
 	if !errors.Is(p.Err(), ErrRunnerExited) || !strings.Contains(p.Err().Error(), "killed") {
@@ -158,7 +166,7 @@ func TestStartFailuresLeaveNothingRunning(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Start(context.Background(), Spec{JobID: "job1", Binary: tc.binary, Args: tc.args, Fingerprint: "fp1",
-				Dir: shortDir(t), StartTimeout: 5 * time.Second}, zerolog.Nop())
+				Dir: shortDir(t), StartTimeout: startTimeout}, zerolog.Nop())
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Start = %v, want an error mentioning %q", err, tc.want)
 			}
@@ -171,7 +179,7 @@ func TestStartFailuresLeaveNothingRunning(t *testing.T) {
 }
 
 func TestStopEndsTheProcess(t *testing.T) {
-	p, err := Start(context.Background(), Spec{JobID: "job1", Binary: testRunner, Dir: shortDir(t), StartTimeout: 10 * time.Second}, zerolog.Nop())
+	p, err := Start(context.Background(), Spec{JobID: "job1", Binary: testRunner, Dir: shortDir(t), StartTimeout: startTimeout}, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,6 +45,7 @@ type Dispatcher struct {
 	block      chan struct{}
 	now        func() time.Time
 	cancelDone bool
+	served     map[string]int // JobDetails answers per job
 }
 
 type job struct {
@@ -57,7 +58,15 @@ type job struct {
 
 // NewDispatcher returns an empty Dispatcher.
 func NewDispatcher() *Dispatcher {
-	return &Dispatcher{jobs: map[string]*job{}, now: time.Now}
+	return &Dispatcher{jobs: map[string]*job{}, now: time.Now, served: map[string]int{}}
+}
+
+// DetailsServed is how many times JobDetails answered for jobID, so a test
+// can move a job on once a client has seen its current state.
+func (d *Dispatcher) DetailsServed(jobID string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.served[jobID]
 }
 
 var _ rest.Dispatcher = (*Dispatcher)(nil)
@@ -287,6 +296,7 @@ func (d *Dispatcher) JobDetails(ctx context.Context, jobID string) (restapi.JobD
 	if err != nil {
 		return restapi.JobDetails{}, err
 	}
+	d.served[jobID]++
 	ts := taskState(j.state)
 	out := restapi.JobDetails{ID: jobID, Name: j.graph.Name, State: j.state, JobType: j.graph.Type.String(),
 		StartTime: j.start, EndTime: j.end, Duration: d.duration(j), Now: d.now().UnixMilli(),

@@ -125,9 +125,13 @@ func newEvent(typ, display string, details map[string]string) *api.TaskEvent {
 // updateTask applies fn to a task's state and recomputes the allocation's
 // client status, as a Nomad client does when it syncs allocation updates.
 func (as *allocState) updateTask(task string, fn func(ts *api.TaskState)) {
+	as.a.mu.Lock()
+	defer as.a.mu.Unlock()
+	as.updateTaskLocked(task, fn)
+}
+
+func (as *allocState) updateTaskLocked(task string, fn func(ts *api.TaskState)) {
 	a := as.a
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	ts := as.alloc.TaskStates[task]
 	wasTerminal := as.terminalLocked()
 	fn(ts)
@@ -147,7 +151,13 @@ func (as *allocState) updateTask(task string, fn func(ts *api.TaskState)) {
 }
 
 func (as *allocState) event(task string, ev *api.TaskEvent, fn func(ts *api.TaskState)) {
-	as.updateTask(task, func(ts *api.TaskState) {
+	as.a.mu.Lock()
+	defer as.a.mu.Unlock()
+	as.eventLocked(task, ev, fn)
+}
+
+func (as *allocState) eventLocked(task string, ev *api.TaskEvent, fn func(ts *api.TaskState)) {
+	as.updateTaskLocked(task, func(ts *api.TaskState) {
 		ts.Events = append(ts.Events, ev)
 		if len(ts.Events) > 10 { // Nomad keeps the last 10 events per task
 			ts.Events = ts.Events[len(ts.Events)-10:]
@@ -369,16 +379,29 @@ func (tr *taskRunner) attempt() (exitOK, fatal bool) {
 		return false, false
 	}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
+	// Start the process and mark the task running in one step under the
+	// agent's lock, and not at all once the allocation was told to stop:
+	// as in Nomad, an allocation that is to stop with no task running
+	// starts none afterwards (the nomad provider relies on it when it
+	// waits for a purged job's processes to be gone).
+	as.a.mu.Lock()
+	if tr.killed() {
+		as.a.mu.Unlock()
+		closeAll(stdout, stderr)
+		return false, false // run sees the stop and marks the task dead
+	}
 	if err := cmd.Start(); err != nil {
+		as.a.mu.Unlock()
 		closeAll(stdout, stderr)
 		as.event(t.Name, driverFailure(err), nil)
 		return false, false
 	}
-	closeAll(stdout, stderr)
 	pid := cmd.Process.Pid
-	as.a.log.Debug().Str("alloc", as.alloc.ID).Str("task", t.Name).Int("pid", pid).Msg("task started")
-	as.event(t.Name, newEvent(api.TaskStarted, "Task started by client", map[string]string{"pid": strconv.Itoa(pid)}),
+	as.eventLocked(t.Name, newEvent(api.TaskStarted, "Task started by client", map[string]string{"pid": strconv.Itoa(pid)}),
 		func(ts *api.TaskState) { ts.State, ts.StartedAt = "running", time.Now().UTC() })
+	as.a.mu.Unlock()
+	closeAll(stdout, stderr)
+	as.a.log.Debug().Str("alloc", as.alloc.ID).Str("task", t.Name).Int("pid", pid).Msg("task started")
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 
