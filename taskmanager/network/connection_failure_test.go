@@ -258,7 +258,7 @@ func TestConnectionResetAndHandshakeFailures(t *testing.T) {
 	rec := append(u32s(3), "abc"...)
 	t.Run("reset mid-stream", func(t *testing.T) {
 		reset := make(chan struct{})
-		addr := fakeServer(t, func(c net.Conn, id uint32) {
+		addr, _ := fakeServer(t, func(c net.Conn, id uint32) {
 			c.Write(magic[:])
 			c.Write(bufferResponse(id, 0, 0, rec))
 			<-reset
@@ -288,7 +288,7 @@ func TestConnectionResetAndHandshakeFailures(t *testing.T) {
 		t.Log(pce)
 	})
 	t.Run("closed before handshake", func(t *testing.T) {
-		addr := fakeServer(t, func(c net.Conn, id uint32) { c.Close() })
+		addr, _ := fakeServer(t, func(c net.Conn, id uint32) { c.Close() })
 		cons := newEnv(t, Config{})
 		g, err := cons.CreateInputGate("g", []InputChannelSpec{{Partition: "p", Address: addr}})
 		if err != nil {
@@ -302,7 +302,7 @@ func TestConnectionResetAndHandshakeFailures(t *testing.T) {
 		}
 	})
 	t.Run("no handshake", func(t *testing.T) {
-		addr := fakeServer(t, func(c net.Conn, id uint32) {})
+		addr, _ := fakeServer(t, func(c net.Conn, id uint32) {})
 		cons := newEnv(t, Config{ConnectTimeout: 300 * time.Millisecond})
 		g, err := cons.CreateInputGate("g", []InputChannelSpec{{Partition: "p", Address: addr}})
 		if err != nil {
