@@ -43,6 +43,9 @@ type ClusterConfig struct {
 	MinTask, MaxTask                    time.Duration
 	HeartbeatInterval, HeartbeatTimeout time.Duration
 	RPCTimeout                          time.Duration
+	// CancelAt, if not zero, cancels the job then (the job may also have
+	// finished before): it must end CANCELED or FINISHED.
+	CancelAt time.Duration
 	// Limit is the simulated time after which the run counts as hung.
 	Limit time.Duration
 	Log   zerolog.Logger
@@ -155,6 +158,18 @@ func RunCluster(cfg ClusterConfig) Result {
 	}
 	jm.Start()
 	c.injectFaults()
+	cancelled := false
+	if cfg.CancelAt > 0 {
+		s.Clock.AfterFunc(cfg.CancelAt, func() {
+			if st, err := jm.Status(context.Background()); err == nil && !st.IsGloballyTerminal() {
+				cancelled = true
+				s.tracef("cancel the job")
+				if err := jm.Cancel(context.Background()); err != nil {
+					c.violate("cancelling the job: %v", err)
+				}
+			}
+		})
+	}
 
 	ended := func() bool {
 		select {
@@ -168,8 +183,12 @@ func RunCluster(cfg ClusterConfig) Result {
 		c.violate("job did not end within %v of simulated time (status %s)", cfg.Limit, c.status())
 	}
 	res := Result{Seed: cfg.Seed, Status: jm.Result().Status}
-	if ended() && res.Status != scheduler.JobFinished {
-		c.violate("job ended %s: %v", res.Status, jm.Result().Cause)
+	want := scheduler.JobFinished
+	if cancelled {
+		want = scheduler.JobCanceled
+	}
+	if ended() && res.Status != want {
+		c.violate("job ended %s, want %s: %v", res.Status, want, jm.Result().Cause)
 	}
 	// Quiesce: heal everything, bring crashed TaskManagers back and let
 	// heartbeats and reconciliation converge.

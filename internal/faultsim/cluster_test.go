@@ -62,6 +62,9 @@ func profile(seed uint64) ClusterConfig {
 		cfg.LoseRMMessages = true
 		cfg.Crashes, cfg.Partitions = 2, 1
 	}
+	if seed%5 == 0 { // and a user cancels it
+		cfg.CancelAt = time.Duration(seed%97) * 100 * time.Millisecond
+	}
 	return cfg
 }
 
@@ -103,7 +106,7 @@ func BenchmarkClusterRun(b *testing.B) {
 }
 
 func describe(c ClusterConfig) string {
-	return fmt.Sprintf("%s/%s batch=%v drop=%.2f crashes=%d partitions=%d", c.Scheduler.Strategy, c.Scheduler.Failover, c.Job.Type == jobgraph.Batch, c.Faults.Drop, c.Crashes, c.Partitions)
+	return fmt.Sprintf("%s/%s batch=%v drop=%.2f crashes=%d partitions=%d cancel-at=%v", c.Scheduler.Strategy, c.Scheduler.Failover, c.Job.Type == jobgraph.Batch, c.Faults.Drop, c.Crashes, c.Partitions, c.CancelAt)
 }
 
 var (
