@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 	"github.com/rs/zerolog"
 
+	"github.com/gofl/gofl/internal/backoff"
 	"github.com/gofl/gofl/conf"
 	"github.com/gofl/gofl/providers"
 	"github.com/gofl/gofl/storage"
@@ -262,7 +263,7 @@ func (d *WorkerDriver) watch(w *worker) {
 	defer d.wg.Done()
 	var idx uint64
 	started := false
-	backoff := 100 * time.Millisecond
+	retry := backoff.New(backoff.Config{Initial: 100 * time.Millisecond, Max: 10 * time.Second}, nil)
 	for {
 		allocs, meta, err := d.c.api.Jobs().Allocations(w.jobID, true, q(d.ctx, idx, 30*time.Second))
 		if d.ctx.Err() != nil {
@@ -273,12 +274,11 @@ func (d *WorkerDriver) watch(w *worker) {
 			select {
 			case <-d.ctx.Done():
 				return
-			case <-time.After(backoff):
+			case <-time.After(retry.Next()):
 			}
-			backoff = min(2*backoff, 10*time.Second)
 			continue
 		}
-		backoff = 100 * time.Millisecond
+		retry.Reset()
 		if meta.LastIndex >= idx {
 			idx = meta.LastIndex
 		} else {

@@ -888,7 +888,7 @@ type remoteInputChannel struct {
 	eop          bool // EndOfPartition received: nothing more expected
 	err          error
 	released     bool
-	backoff      time.Duration
+	retries      int // partition requests retried so far
 	timer        *time.Timer
 	creditQueued bool // guarded by conn.mu
 }
@@ -1127,9 +1127,9 @@ func (ch *remoteInputChannel) onRemoteError(notFound bool, msg string) {
 		return
 	}
 	ch.conn = nil
-	next, ok := nextBackoff(ch.backoff, ch.g.cfg)
+	next, ok := nextBackoff(ch.retries, ch.g.cfg)
 	if ok {
-		ch.backoff = next
+		ch.retries++
 		ch.timer = time.AfterFunc(next, func() {
 			if err := ch.requestSubpartition(); err != nil {
 				ch.onError(err)

@@ -117,7 +117,7 @@ func TestConnectRefusedOnRetry(t *testing.T) {
 	eventually(t, "the not-found answer", func() bool {
 		ch.mu.Lock()
 		defer ch.mu.Unlock()
-		return ch.backoff > 0
+		return ch.retries > 0
 	})
 	prod.Close()
 	_, err = g.NextRecord(testCtx(t))

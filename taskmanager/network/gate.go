@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/gofl/gofl/internal/backoff"
 )
 
 // ErrGateClosed is returned by a closed input gate.
@@ -415,7 +417,7 @@ type localInputChannel struct {
 	view     SubpartitionView
 	err      error
 	released bool
-	backoff  time.Duration
+	retries  int // partition requests retried so far
 	timer    *time.Timer
 }
 
@@ -442,26 +444,30 @@ func (c *localInputChannel) requestSubpartition() error {
 // retryLocked schedules another request with doubling backoff (Flink's
 // request-backoff) and reports whether it did.
 func (c *localInputChannel) retryLocked() bool {
-	next, ok := nextBackoff(c.backoff, c.g.cfg)
+	next, ok := nextBackoff(c.retries, c.g.cfg)
 	if !ok {
 		return false
 	}
-	c.backoff = next
+	c.retries++
 	c.timer = time.AfterFunc(next, func() { c.requestSubpartition() })
 	return true
 }
 
-func nextBackoff(cur time.Duration, cfg Config) (time.Duration, bool) {
+// nextBackoff is the pause before a channel's retry number n (from 0) and
+// whether to retry at all: Flink's request-backoff doubles from the
+// initial pause and gives up once a pause has reached the max. The pause
+// is jittered so that the consumers of one late producer do not ask in
+// step.
+func nextBackoff(n int, cfg Config) (time.Duration, bool) {
 	if cfg.PartitionRequestMaxBackoff < 0 {
 		return 0, false
 	}
-	if cur == 0 {
-		return cfg.PartitionRequestInitialBackoff, true
-	}
-	if cur >= cfg.PartitionRequestMaxBackoff {
+	bc := backoff.Config{Initial: cfg.PartitionRequestInitialBackoff, Max: cfg.PartitionRequestMaxBackoff, Jitter: -1}
+	if n > 0 && bc.Delay(n-1, nil) >= cfg.PartitionRequestMaxBackoff {
 		return 0, false
 	}
-	return min(cur*2, cfg.PartitionRequestMaxBackoff), true
+	bc.Jitter = 0.2
+	return bc.Delay(n, nil), true
 }
 
 func (c *localInputChannel) getNextBuffer() (*Buffer, bool, error) {

@@ -101,11 +101,11 @@ func retrying(c inputChannel) bool {
 	case *localInputChannel:
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		return c.backoff > 0
+		return c.retries > 0
 	case *remoteInputChannel:
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		return c.backoff > 0
+		return c.retries > 0
 	}
 	return false
 }

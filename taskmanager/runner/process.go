@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/gofl/gofl/internal/backoff"
 	"github.com/gofl/gofl/internal/clock"
 	"github.com/gofl/gofl/internal/version"
 	"github.com/gofl/gofl/rpc/pb"
@@ -396,6 +397,7 @@ func (p *Process) kill() {
 // goroutine forked meanwhile (golang.org/issue/22315); cmd/go retries the
 // same way.
 func startRetryingBusy(ctx context.Context, newCmd func() *exec.Cmd) (*exec.Cmd, error) {
+	retry := backoff.New(backoff.Config{Initial: 5 * time.Millisecond, Max: 100 * time.Millisecond}, nil)
 	for attempt := 1; ; attempt++ {
 		cmd := newCmd()
 		err := cmd.Start()
@@ -405,7 +407,7 @@ func startRetryingBusy(ctx context.Context, newCmd func() *exec.Cmd) (*exec.Cmd,
 		select {
 		case <-ctx.Done():
 			return nil, err
-		case <-time.After(time.Duration(attempt) * 5 * time.Millisecond):
+		case <-time.After(retry.Next()):
 		}
 	}
 }
