@@ -14,8 +14,8 @@ import (
 	"github.com/hashicorp/nomad/api"
 	"github.com/rs/zerolog"
 
-	"github.com/gofl/gofl/internal/backoff"
 	"github.com/gofl/gofl/conf"
+	"github.com/gofl/gofl/internal/backoff"
 	"github.com/gofl/gofl/providers"
 	"github.com/gofl/gofl/storage"
 )
