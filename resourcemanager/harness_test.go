@@ -127,6 +127,7 @@ func (e *testExec) Call(m *mailbox.Mailbox, fn func()) {
 	select {
 	case <-done:
 	case <-e.halt:
+		<-e.loopDone // fn ran to its end, or never will
 	}
 }
 

@@ -29,7 +29,8 @@ type Executor interface {
 	// Post schedules fn to run as one turn of m. Non-blocking.
 	Post(m *Mailbox, fn func())
 	// Call runs fn as a turn of m before it returns (a request handler
-	// waiting for its answer). Blocking.
+	// waiting for its answer), or never if the executor stops first; in
+	// either case fn is not running when Call returns. Blocking.
 	Call(m *Mailbox, fn func())
 	// Go runs call off the mailbox, at a time of the executor's choosing,
 	// and afterwards schedules then as a turn of m. Non-blocking.
@@ -164,7 +165,11 @@ func Call[T any](ctx context.Context, m *Mailbox, fn func() (T, error)) (T, erro
 		}
 		var v T
 		var err error
-		m.exec.Call(m, func() { v, err = fn() })
+		ran := false
+		m.exec.Call(m, func() { v, err = fn(); ran = true })
+		if !ran { // the executor stopped first
+			return zero, ErrClosed
+		}
 		return v, err
 	}
 	type result struct {
