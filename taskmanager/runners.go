@@ -200,6 +200,9 @@ func (p *runnerPool) watch(jr *jobRunner, e *runnerEntry) {
 			jr.cur = nil
 		}
 		p.mu.Unlock()
+		// Its connection and watchers outlive the process until stopped
+		// (idempotent, and quick once it exited).
+		e.proc.Stop(p.grace)
 		if lost {
 			p.log.Warn().Err(e.proc.Err()).Str("job_id", jr.jobID).Uint64("runner", e.id).Msg("job runner died")
 			p.onLost(jr.jobID, e.id, e.proc.Err())
