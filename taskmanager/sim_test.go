@@ -5,7 +5,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,40 +12,9 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/gofl/gofl/internal/clock"
-	"github.com/gofl/gofl/internal/mailbox"
+	"github.com/gofl/gofl/internal/mailbox/mailboxtest"
 	"github.com/gofl/gofl/rpc/pb"
 )
-
-// stepExecutor runs a mailbox's turns and calls on the test's goroutine,
-// in the order they were queued, as the fault simulator will.
-type stepExecutor struct {
-	mu    sync.Mutex
-	turns []func()
-}
-
-func (e *stepExecutor) push(fn func())                     { e.mu.Lock(); e.turns = append(e.turns, fn); e.mu.Unlock() }
-func (e *stepExecutor) Post(_ *mailbox.Mailbox, fn func()) { e.push(fn) }
-func (e *stepExecutor) Call(_ *mailbox.Mailbox, fn func()) { fn() }
-func (e *stepExecutor) Go(m *mailbox.Mailbox, call func(context.Context), then func()) {
-	e.push(func() { call(m.Context()); e.push(then) })
-}
-
-// drain runs turns until none is left.
-func (e *stepExecutor) drain() int {
-	n := 0
-	for {
-		e.mu.Lock()
-		if len(e.turns) == 0 {
-			e.mu.Unlock()
-			return n
-		}
-		fn := e.turns[0]
-		e.turns = e.turns[1:]
-		e.mu.Unlock()
-		fn()
-		n++
-	}
-}
 
 // In-memory clients that call the fakes' handlers directly.
 type rmClient struct {
@@ -101,7 +69,7 @@ func (simTask) Metrics() *pb.TaskIOMetrics { return nil }
 // fault simulator will: no listener, in-memory peers, simulated tasks, a
 // manual clock, and every turn run by the test.
 func TestRunsWithoutNetworkOrGoroutines(t *testing.T) {
-	exec, clk, rm, jm, tasks := &stepExecutor{}, clock.NewFake(time.Unix(1000, 0)), newFakeRM(), newFakeJM(), &simTasks{}
+	exec, clk, rm, jm, tasks := &mailboxtest.StepExecutor{}, clock.NewFake(time.Unix(1000, 0)), newFakeRM(), newFakeJM(), &simTasks{}
 	te, err := New(Config{
 		ResourceID: "tm-sim", NumberOfSlots: 1, RPCBindAddress: "tm-sim:1", ResourceManagerAddress: "rm:1",
 		NoRPCServer: true, Clock: clk, Executor: exec, Rand: rand.New(rand.NewPCG(7, 7)),
@@ -122,7 +90,7 @@ func TestRunsWithoutNetworkOrGoroutines(t *testing.T) {
 	if err := te.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exec.drain()
+	exec.Drain()
 	if r := recv(t, rm.registers, "registration"); r.Location.RpcAddress != "tm-sim:1" {
 		t.Fatalf("registration %v", r)
 	}
@@ -132,7 +100,7 @@ func TestRunsWithoutNetworkOrGoroutines(t *testing.T) {
 	if _, err := svc.RequestSlot(ctx, &pb.RequestSlotRequest{AllocationId: "a1", JobId: "job1", JobMasterAddress: "jm:1", ResourceManagerId: "rm-1"}); err != nil {
 		t.Fatal(err)
 	}
-	exec.drain()
+	exec.Drain()
 	if r := recv(t, jm.registers, "RegisterTaskManager"); r.Location.DataAddress != "data-job1:1" {
 		t.Fatalf("RegisterTaskManager %v", r)
 	}
@@ -148,7 +116,7 @@ func TestRunsWithoutNetworkOrGoroutines(t *testing.T) {
 	tc.State(StateInitializing)
 	tc.State(StateRunning)
 	tc.Ended(TaskResult{})
-	exec.drain()
+	exec.Drain()
 	var got []string
 	for len(jm.updates) > 0 {
 		got = append(got, (<-jm.updates).State)

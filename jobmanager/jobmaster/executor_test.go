@@ -3,60 +3,22 @@ package jobmaster
 import (
 	"context"
 	"io"
-	"sync"
 	"testing"
 
 	"github.com/rs/zerolog"
 
 	"github.com/gofl/gofl/internal/clock"
-	"github.com/gofl/gofl/internal/mailbox"
+	"github.com/gofl/gofl/internal/mailbox/mailboxtest"
 	"github.com/gofl/gofl/internal/version"
 	eg "github.com/gofl/gofl/jobmanager/executiongraph"
 	"github.com/gofl/gofl/jobmanager/scheduler"
 	"github.com/gofl/gofl/rpc/pb"
 )
 
-// stepExecutor runs a mailbox's work on the test's goroutine, one turn at a
-// time, as the fault simulator does.
-type stepExecutor struct {
-	mu    sync.Mutex
-	queue []func()
-}
-
-func (e *stepExecutor) Post(m *mailbox.Mailbox, fn func()) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.queue = append(e.queue, fn)
-}
-
-func (e *stepExecutor) Call(m *mailbox.Mailbox, fn func()) { fn() }
-
-func (e *stepExecutor) Go(m *mailbox.Mailbox, call func(ctx context.Context), then func()) {
-	e.Post(m, func() {
-		call(m.Context())
-		e.Post(m, then)
-	})
-}
-
-// run runs queued turns until none is left.
-func (e *stepExecutor) run() {
-	for {
-		e.mu.Lock()
-		if len(e.queue) == 0 {
-			e.mu.Unlock()
-			return
-		}
-		fn := e.queue[0]
-		e.queue = e.queue[1:]
-		e.mu.Unlock()
-		fn()
-	}
-}
-
 // With an Executor and a fake clock a JobMaster runs without goroutines of
 // its own: Start, then the driver runs its turns and moves its time.
 func TestDrivenByAnExecutor(t *testing.T) {
-	exec := &stepExecutor{}
+	exec := &mailboxtest.StepExecutor{}
 	clk := clock.NewFake(t0)
 	tm := &fakeTM{}
 	cfg := testConfig(clk, 0)
@@ -68,7 +30,7 @@ func TestDrivenByAnExecutor(t *testing.T) {
 		t.Fatal(err)
 	}
 	jm.Start()
-	exec.run()
+	exec.Drain()
 	if _, d, _ := rm.snapshot(); len(d) != 1 || d[0] != 2 {
 		t.Fatalf("declared %v, want [2]", d)
 	}
@@ -81,12 +43,12 @@ func TestDrivenByAnExecutor(t *testing.T) {
 	if err != nil || len(resp.Accepted) != 2 {
 		t.Fatalf("offer: %v, %v", resp, err)
 	}
-	exec.run()
+	exec.Drain()
 	if n := len(tm.log("SubmitTask")); n != 2 {
 		t.Fatalf("%d deployments", n)
 	}
 	clk.Advance(hbInterval) // a heartbeat round: the TaskManager runs both
-	exec.run()
+	exec.Drain()
 	if tm.heartbeatCount() != 1 {
 		t.Fatalf("%d heartbeats", tm.heartbeatCount())
 	}
@@ -97,7 +59,7 @@ func TestDrivenByAnExecutor(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	exec.run()
+	exec.Drain()
 	select {
 	case <-jm.Done():
 	default:
