@@ -443,7 +443,9 @@ func (te *TaskExecutor) closeJobConnection(jc *jobConnection, cause string, noti
 	}
 	te.exec.ReleaseJob(jc.jobID)
 	jc.log.Info().Str("cause", cause).Msg("closing the JobMaster connection")
+	te.closing[jc] = struct{}{} // Run closes it if the mailbox stops first
 	finish := func() {
+		delete(te.closing, jc)
 		jc.closer.Close()
 		if done != nil {
 			done()

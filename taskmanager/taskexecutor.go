@@ -47,6 +47,9 @@ type TaskExecutor struct {
 	rm    *rmConnection
 	slots []*slot
 	jobs  map[string]*jobConnection
+	// closing are connections taken out of jobs whose DisconnectTaskManager
+	// is still on its way; each is closed when it is through.
+	closing map[*jobConnection]struct{}
 	// cancelled and ran remember, per job, the attempts a JobMaster
 	// cancelled here and those that started here, across reconnects, until
 	// they expire (CancelTombstoneTTL): a late SubmitTask of either never
@@ -104,6 +107,7 @@ func New(cfg Config, log zerolog.Logger) (*TaskExecutor, error) {
 		tasks:      map[string]*task{},
 		partitions: map[string]map[string]*heldPartition{},
 		cancelled:  map[string]*tombstones{},
+		closing:    map[*jobConnection]struct{}{},
 		ran:        map[string]*tombstones{},
 		jobRetry:   map[string]*jobRetry{},
 	}
@@ -224,6 +228,9 @@ func (te *TaskExecutor) Run(ctx context.Context) error {
 	}
 	// Past the mailbox's end nothing else touches its state.
 	for _, jc := range te.jobs {
+		jc.closer.Close()
+	}
+	for jc := range te.closing {
 		jc.closer.Close()
 	}
 	if te.rm != nil && te.rm.closer != nil {
