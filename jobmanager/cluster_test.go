@@ -121,6 +121,9 @@ type cluster struct {
 	ctx    context.Context
 	mu     sync.Mutex
 	tms    map[string]*tmHandle
+	// handedOver: a TaskManager of this cluster lives on in another one,
+	// so its goroutines outlive this cluster.
+	handedOver bool
 }
 
 type tmHandle struct {
@@ -161,6 +164,7 @@ func startCluster(t *testing.T, settings map[string]string) (*cluster, func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	before := goleak.IgnoreCurrent()
 	ctx, cancel := context.WithCancel(context.Background())
 	jm, err := jobmanager.Start(ctx, cfg, testLogger(t))
 	if err != nil {
@@ -183,6 +187,17 @@ func startCluster(t *testing.T, settings map[string]string) (*cluster, func()) {
 		cancel()
 		if err := jm.Wait(); err != nil {
 			t.Errorf("JobManager: %v", err)
+		}
+		// Whatever this test's cluster started has ended with it.
+		if cl.handedOver {
+			return
+		}
+		// Connections closed last may take a moment to wind down.
+		err := goleak.Find(before)
+		for deadline := time.Now().Add(30 * time.Second); err != nil && time.Now().Before(deadline); err = goleak.Find(before) {
+		}
+		if err != nil {
+			t.Errorf("goroutines left by the cluster: %v", err)
 		}
 	}
 }
@@ -623,6 +638,7 @@ func TestTaskManagerReRegistersWhenJobManagerReturns(t *testing.T) {
 	first.mu.Lock()
 	tm := first.tms["tm-1"]
 	delete(first.tms, "tm-1")
+	first.handedOver = true
 	first.mu.Unlock()
 	stopFirst()
 
