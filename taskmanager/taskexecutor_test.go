@@ -219,7 +219,7 @@ func TestSubmitTaskNeedsActiveSlotOfTheJob(t *testing.T) {
 		t.Errorf("submit for an unknown job = %v", err)
 	}
 	err = c.submit("job1", tdd("job1", "nope", "noop", "", a))
-	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), `no slot is allocated to allocation "nope"`) {
+	if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), `no slot is allocated to allocation "nope"`) {
 		t.Errorf("submit to an unknown allocation = %v", err)
 	}
 	_, err = c.client.SubmitTask(context.Background(), &pb.SubmitTaskRequest{JobId: "job1", JobMasterId: "jm-old", Tdd: tdd("job1", "a1", "noop", "", a)})
@@ -235,7 +235,7 @@ func TestSubmitTaskNeedsActiveSlotOfTheJob(t *testing.T) {
 	for o := recv(t, jm.offers, "offer"); o.JobId != "job2"; o = recv(t, jm.offers, "offer") {
 	}
 	err = c.submit("job1", tdd("job1", "a2", "noop", "", a))
-	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "slot 1 (allocation a2) belongs to job job2, not job1") {
+	if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "slot 1 (allocation a2) belongs to job job2, not job1") {
 		t.Errorf("submit to another job's slot = %v", err)
 	}
 	// Deploying into the offered slot proves the JobMaster accepted it, even

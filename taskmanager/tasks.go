@@ -87,10 +87,12 @@ func (te *TaskExecutor) submitTask(req *pb.SubmitTaskRequest) error {
 	}
 	s := te.slotByAllocation(tdd.AllocationId)
 	switch {
+	// NotFound: the JobMaster holds a slot this TaskManager does not (any
+	// more); it drops it from its pool.
 	case s == nil:
-		return status.Errorf(codes.FailedPrecondition, "cannot run task %s: no slot is allocated to allocation %q", key, tdd.AllocationId)
+		return status.Errorf(codes.NotFound, "cannot run task %s: no slot is allocated to allocation %q", key, tdd.AllocationId)
 	case s.jobID != req.JobId:
-		return status.Errorf(codes.FailedPrecondition, "cannot run task %s: slot %d (allocation %s) belongs to job %s, not %s", key, s.index, s.allocationID, s.jobID, req.JobId)
+		return status.Errorf(codes.NotFound, "cannot run task %s: slot %d (allocation %s) belongs to job %s, not %s", key, s.index, s.allocationID, s.jobID, req.JobId)
 	case s.releasing:
 		return status.Errorf(codes.FailedPrecondition, "cannot run task %s: slot %d (allocation %s) is being freed", key, s.index, s.allocationID)
 	}

@@ -170,6 +170,8 @@ type taskManager struct {
 	// unreachable counts consecutive heartbeats that failed to connect.
 	unreachable  int
 	heartbeating bool // a heartbeat is in flight
+	// lastRequest is when the last heartbeat request went out (job time).
+	lastRequest time.Duration
 }
 
 // New builds the job's ExecutionGraph and scheduler. Errors wrap
@@ -495,6 +497,11 @@ func (jm *JobMaster) deploy(d scheduler.Deployment) {
 		},
 		Done: func(err error) {
 			if err != nil {
+				if status.Code(err) == codes.NotFound {
+					// The TaskManager does not hold the slot (it freed
+					// it meanwhile): the pool must not use it again.
+					jm.feed(scheduler.SlotLost{Allocation: eg.AllocationID(d.Descriptor.AllocationId), Cause: err})
+				}
 				// Without an answer the TaskManager may have started it.
 				unknown := errors.Is(err, outbox.ErrDeadline)
 				jm.feed(scheduler.DeploymentFailed{Attempt: id, TaskManager: d.TaskManager, Cause: err, OutcomeUnknown: unknown})
@@ -629,7 +636,14 @@ func (jm *JobMaster) heartbeatTick() {
 	}
 	for _, id := range jm.hb.Expired(jm.clk.Now()) {
 		jm.log.Warn().Str("resource_id", id).Dur("timeout", jm.cfg.HeartbeatTimeout).Msg("TaskManager heartbeat timed out")
-		jm.dropTaskManager(id, fmt.Errorf("heartbeat of TaskManager %s timed out after %v", id, jm.cfg.HeartbeatTimeout))
+		// It may only be cut off and still run its tasks: it stops them
+		// by itself within its fencing timeout (less than ours) of the
+		// last heartbeat request it may have received.
+		fenced := time.Duration(0)
+		if tm := jm.tms[id]; tm != nil {
+			fenced = tm.lastRequest + jm.cfg.HeartbeatTimeout
+		}
+		jm.dropTaskManagerFenced(id, fmt.Errorf("heartbeat of TaskManager %s timed out after %v", id, jm.cfg.HeartbeatTimeout), fenced)
 	}
 	if jm.ended {
 		return // losing them ended the job
@@ -646,6 +660,7 @@ func (jm *JobMaster) heartbeat(id string, tm *taskManager) {
 	}
 	tm.heartbeating = true
 	requestedAt := jm.now()
+	tm.lastRequest = requestedAt
 	c := tm.client
 	req := &pb.HeartbeatRequest{SenderId: jm.id, JobId: jm.jobID}
 	mailbox.Go(jm.mb, func(ctx context.Context) (*pb.TaskManagerHeartbeatResponse, error) {
@@ -698,7 +713,11 @@ func (jm *JobMaster) heartbeat(id string, tm *taskManager) {
 // dropTaskManager forgets a TaskManager that is gone: the scheduler fails
 // its tasks and reruns the producers of the partitions it held, then its
 // outbox closes (the calls still queued fail, their outcomes follow).
-func (jm *JobMaster) dropTaskManager(id string, cause error) {
+func (jm *JobMaster) dropTaskManager(id string, cause error) { jm.dropTaskManagerFenced(id, cause, 0) }
+
+// dropTaskManagerFenced drops a TaskManager whose attempts may restart
+// only from fencedAt (see scheduler.TaskManagerLost).
+func (jm *JobMaster) dropTaskManagerFenced(id string, cause error, fencedAt time.Duration) {
 	tm := jm.tms[id]
 	if tm == nil {
 		return
@@ -709,7 +728,7 @@ func (jm *JobMaster) dropTaskManager(id string, cause error) {
 		tm.out.Close(cause)
 		_ = tm.closer.Close()
 	})
-	jm.step(scheduler.TaskManagerLost{TaskManagerID: id, Cause: failover.EnvironmentError(cause)})
+	jm.step(scheduler.TaskManagerLost{TaskManagerID: id, Cause: failover.EnvironmentError(cause), FencedAt: fencedAt})
 }
 
 // ---- called by the ResourceManager ----

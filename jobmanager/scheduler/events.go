@@ -44,6 +44,11 @@ type SlotsOffered struct {
 type TaskManagerLost struct {
 	TaskManagerID string
 	Cause         error
+	// FencedAt, if not zero, is when the TaskManager has surely stopped
+	// its tasks by itself, if it still runs (it was lost by a heartbeat
+	// timeout, not known dead): the attempts it ran restart no earlier, so
+	// that no subtask runs twice at once.
+	FencedAt time.Duration
 }
 
 // SlotLost says one slot is no longer usable (freed by its TaskManager).

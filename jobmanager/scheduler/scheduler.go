@@ -45,13 +45,15 @@ type Scheduler struct {
 	strategy SchedulingStrategy
 	failover FailoverStrategy
 	restart  failover.RestartBackoffTimeStrategy
-	pool     *slotPool
-	alloc    *slotAllocator
-	deployer *deployer
-	tracker  *partitionTracker
-	tdds     *tddFactory
-	timers   timerQueue
-	ready    Ready
+	// restartNotBefore: restarts wait until then (TaskManagerLost.FencedAt).
+	restartNotBefore time.Duration
+	pool             *slotPool
+	alloc            *slotAllocator
+	deployer         *deployer
+	tracker          *partitionTracker
+	tdds             *tddFactory
+	timers           timerQueue
+	ready            Ready
 
 	active   int // vertices whose current execution is not terminal
 	finished int // vertices whose current execution is FINISHED
@@ -176,6 +178,7 @@ func (s *Scheduler) apply(ev Event) error {
 	case SlotsOffered:
 		s.pool.offer(e)
 	case TaskManagerLost:
+		s.restartNotBefore = max(s.restartNotBefore, e.FencedAt)
 		s.taskManagerLost(e.TaskManagerID, e.Cause)
 	case SlotLost:
 		if victims := s.pool.slotLost(e.Allocation); len(victims) > 0 {
@@ -448,7 +451,7 @@ func (s *Scheduler) scheduleRestart(rec *FailureRecord, vs []eg.VertexIndex, cau
 	if global || len(vs) == len(s.g.Vertices) {
 		s.setStatus(JobRestarting, cause)
 	}
-	s.deployer.restartWithDelay(vs, s.restart.BackoffTime())
+	s.deployer.restartWithDelay(vs, max(s.restart.BackoffTime(), s.restartNotBefore-s.now))
 }
 
 func (s *Scheduler) failJob(cause error) {

@@ -33,7 +33,7 @@ var update = flag.Bool("update", false, "rewrite the expected output in testdata
 //	fail VERTEX#SUB [recoverable|nonrecoverable|environment|missing=V#S]
 //	canceled VERTEX[#SUB]           report CANCELED
 //	report ID STATE                 raw report for an attempt ID "v#s.a"
-//	lost TM                         TaskManager lost
+//	lost TM [fenced=DUR]            TaskManager lost; its attempts restart no earlier than DUR from now
 //	ack VERTEX[#SUB]                the TaskManager acknowledged the deployment
 //	deploy-failed VERTEX#SUB        submitting the current attempt failed
 //	deploy-unanswered VERTEX#SUB    submitting it got no answer: it may run
@@ -206,7 +206,15 @@ func (sc *script) exec(cmd string) []string {
 		}
 		return sc.step(TaskStateChanged{Attempt: id, State: st, Cause: errors.New("reported")})
 	case "lost":
-		return sc.step(TaskManagerLost{TaskManagerID: f[1], Cause: errors.New("heartbeat timeout")})
+		ev := TaskManagerLost{TaskManagerID: f[1], Cause: errors.New("heartbeat timeout")}
+		if len(f) > 2 {
+			d, err := time.ParseDuration(strings.TrimPrefix(f[2], "fenced="))
+			if err != nil {
+				return []string{"error: " + err.Error()}
+			}
+			ev.FencedAt = sc.now + d
+		}
+		return sc.step(ev)
 	case "ack":
 		var out []string
 		for _, v := range sc.vertices(f[1]) {
