@@ -70,6 +70,11 @@ type deployment struct {
 	token     string
 	fetched   chan struct{} // a client fetched the final state
 	fetchOnce sync.Once
+	// submitted is closed once a per-job cluster submitted its job (or
+	// failed to): until then the REST API does not answer about jobs, so a
+	// client following the job never sees it missing.
+	submitted  chan struct{}
+	submitOnce sync.Once
 
 	mu     sync.Mutex
 	status ApplicationStatus
@@ -82,6 +87,7 @@ func prepareDeployment(ctx context.Context, c *conf.Configuration, blobs *blob.S
 	d := &deployment{
 		mode: conf.DeploymentMode.Get(c), clusterID: conf.DeploymentClusterID.Get(c), cfg: c,
 		log: log.With().Str("component", "deployment").Logger(), fetched: make(chan struct{}),
+		submitted: make(chan struct{}),
 	}
 	d.status = ApplicationStatus{Mode: d.mode, State: "RUNNING", Jobs: []string{}}
 	if d.clusterID == "" {
@@ -235,6 +241,7 @@ func (d *deployment) addJob(id string) {
 
 func (d *deployment) runPerJob(ctx context.Context, disp *dispatcher.Dispatcher) error {
 	id, err := disp.SubmitJob(ctx, d.jobGraph)
+	d.submitOnce.Do(func() { close(d.submitted) })
 	if err != nil {
 		return fmt.Errorf("submitting the staged job: %w", err)
 	}
@@ -304,6 +311,13 @@ func (d *deployment) runApplication(ctx context.Context, disp *dispatcher.Dispat
 func (d *deployment) handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := strings.TrimSuffix(r.URL.Path, "/")
+		if d.mode == conf.ModePerJob && strings.HasPrefix(strings.TrimPrefix(p, "/v1"), "/jobs") {
+			select {
+			case <-d.submitted:
+			case <-r.Context().Done():
+				return
+			}
+		}
 		if r.Method == http.MethodPost && p == "/jobs" {
 			switch {
 			case d.mode == conf.ModePerJob:
