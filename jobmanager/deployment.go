@@ -311,7 +311,7 @@ func (d *deployment) runApplication(ctx context.Context, disp *dispatcher.Dispat
 func (d *deployment) handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := strings.TrimSuffix(r.URL.Path, "/")
-		if d.mode == conf.ModePerJob && strings.HasPrefix(strings.TrimPrefix(p, "/v1"), "/jobs") {
+		if d.mode == conf.ModePerJob && d.submitted != nil && strings.HasPrefix(strings.TrimPrefix(p, "/v1"), "/jobs") {
 			select {
 			case <-d.submitted:
 			case <-r.Context().Done():

@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gofl/gofl/conf"
 )
@@ -26,7 +27,21 @@ func TestDeploymentHandler(t *testing.T) {
 	}
 
 	perJob := newDep(conf.ModePerJob)
+	perJob.submitted = make(chan struct{})
 	h := perJob.handler(next)
+	// Until the staged job is submitted, questions about jobs wait: a
+	// client following it must not see it missing.
+	answered := make(chan int, 1)
+	go func() { answered <- do(h, http.MethodGet, "/v1/jobs/j1", "").Code }()
+	select {
+	case code := <-answered:
+		t.Fatalf("per-job GET /jobs/j1 answered %d before the job was submitted", code)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(perJob.submitted)
+	if code := <-answered; code != http.StatusAccepted {
+		t.Errorf("per-job GET /jobs/j1 after the submission: %d", code)
+	}
 	if w := do(h, http.MethodPost, "/jobs", ""); w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "per-job cluster") {
 		t.Errorf("per-job POST /jobs: %d %s", w.Code, w.Body)
 	}
