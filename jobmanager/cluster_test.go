@@ -239,24 +239,7 @@ func (c *cluster) startTaskManagerWith(id string, slots int, configure func(*tas
 // startTaskManagerProcess runs `gofl taskmanager` as a child process.
 func (c *cluster) startTaskManagerProcess(id string, slots int) {
 	c.t.Helper()
-	host, port, _ := strings.Cut(c.jm.RPCAddress, ":")
-	cmd := exec.Command(goflBinary, "taskmanager",
-		"-D", "jobmanager.rpc.address="+host, "-D", "jobmanager.rpc.port="+port,
-		"-D", fmt.Sprintf("taskmanager.numberOfTaskSlots=%d", slots), "-D", "taskmanager.rpc.port=0",
-		"-D", "taskmanager.resource-id="+id, "-D", "taskmanager.host=127.0.0.1")
-	logFile, err := os.Create(filepath.Join(c.t.TempDir(), id+".log"))
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		c.t.Fatal(err)
-	}
-	h := &tmHandle{cmd: cmd, done: make(chan error, 1)}
-	go func() { h.done <- cmd.Wait(); logFile.Close() }()
-	c.mu.Lock()
-	c.tms[id] = h
-	c.mu.Unlock()
+	c.startTaskManagerProcessWith(id, slots, nil)
 }
 
 // kill9 kills a TaskManager process with SIGKILL.
