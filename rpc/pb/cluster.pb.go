@@ -1301,6 +1301,423 @@ func (x *ReportPartitionsLostRequest) GetCause() string {
 	return ""
 }
 
+type AcknowledgeCheckpointRequest struct {
+	state         protoimpl.MessageState        `protogen:"open.v1"`
+	JobId         string                        `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Attempt       *ExecutionAttemptID           `protobuf:"bytes,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	CheckpointId  int64                         `protobuf:"varint,3,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
+	Operators     []*OperatorSubtaskStateHandle `protobuf:"bytes,4,rep,name=operators,proto3" json:"operators,omitempty"`
+	Metrics       *CheckpointMetrics            `protobuf:"bytes,5,opt,name=metrics,proto3" json:"metrics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcknowledgeCheckpointRequest) Reset() {
+	*x = AcknowledgeCheckpointRequest{}
+	mi := &file_cluster_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcknowledgeCheckpointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcknowledgeCheckpointRequest) ProtoMessage() {}
+
+func (x *AcknowledgeCheckpointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcknowledgeCheckpointRequest.ProtoReflect.Descriptor instead.
+func (*AcknowledgeCheckpointRequest) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *AcknowledgeCheckpointRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *AcknowledgeCheckpointRequest) GetAttempt() *ExecutionAttemptID {
+	if x != nil {
+		return x.Attempt
+	}
+	return nil
+}
+
+func (x *AcknowledgeCheckpointRequest) GetCheckpointId() int64 {
+	if x != nil {
+		return x.CheckpointId
+	}
+	return 0
+}
+
+func (x *AcknowledgeCheckpointRequest) GetOperators() []*OperatorSubtaskStateHandle {
+	if x != nil {
+		return x.Operators
+	}
+	return nil
+}
+
+func (x *AcknowledgeCheckpointRequest) GetMetrics() *CheckpointMetrics {
+	if x != nil {
+		return x.Metrics
+	}
+	return nil
+}
+
+type DeclineCheckpointRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Attempt       *ExecutionAttemptID    `protobuf:"bytes,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	CheckpointId  int64                  `protobuf:"varint,3,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
+	Reason        *FailureInfo           `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeclineCheckpointRequest) Reset() {
+	*x = DeclineCheckpointRequest{}
+	mi := &file_cluster_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeclineCheckpointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeclineCheckpointRequest) ProtoMessage() {}
+
+func (x *DeclineCheckpointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeclineCheckpointRequest.ProtoReflect.Descriptor instead.
+func (*DeclineCheckpointRequest) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *DeclineCheckpointRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *DeclineCheckpointRequest) GetAttempt() *ExecutionAttemptID {
+	if x != nil {
+		return x.Attempt
+	}
+	return nil
+}
+
+func (x *DeclineCheckpointRequest) GetCheckpointId() int64 {
+	if x != nil {
+		return x.CheckpointId
+	}
+	return 0
+}
+
+func (x *DeclineCheckpointRequest) GetReason() *FailureInfo {
+	if x != nil {
+		return x.Reason
+	}
+	return nil
+}
+
+type TriggerCheckpointRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Attempt       *ExecutionAttemptID    `protobuf:"bytes,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	CheckpointId  int64                  `protobuf:"varint,3,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
+	TimestampMs   int64                  `protobuf:"varint,4,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	Options       *CheckpointOptions     `protobuf:"bytes,5,opt,name=options,proto3" json:"options,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TriggerCheckpointRequest) Reset() {
+	*x = TriggerCheckpointRequest{}
+	mi := &file_cluster_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TriggerCheckpointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TriggerCheckpointRequest) ProtoMessage() {}
+
+func (x *TriggerCheckpointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TriggerCheckpointRequest.ProtoReflect.Descriptor instead.
+func (*TriggerCheckpointRequest) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *TriggerCheckpointRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *TriggerCheckpointRequest) GetAttempt() *ExecutionAttemptID {
+	if x != nil {
+		return x.Attempt
+	}
+	return nil
+}
+
+func (x *TriggerCheckpointRequest) GetCheckpointId() int64 {
+	if x != nil {
+		return x.CheckpointId
+	}
+	return 0
+}
+
+func (x *TriggerCheckpointRequest) GetTimestampMs() int64 {
+	if x != nil {
+		return x.TimestampMs
+	}
+	return 0
+}
+
+func (x *TriggerCheckpointRequest) GetOptions() *CheckpointOptions {
+	if x != nil {
+		return x.Options
+	}
+	return nil
+}
+
+type NotifyCheckpointRequest struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	JobId        string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Attempt      *ExecutionAttemptID    `protobuf:"bytes,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	CheckpointId int64                  `protobuf:"varint,3,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
+	// True: the checkpoint completed (commit); false: it was aborted.
+	Complete bool `protobuf:"varint,4,opt,name=complete,proto3" json:"complete,omitempty"`
+	// With complete: the latest checkpoint that subsumed earlier ones.
+	LastCompletedCheckpointId int64 `protobuf:"varint,5,opt,name=last_completed_checkpoint_id,json=lastCompletedCheckpointId,proto3" json:"last_completed_checkpoint_id,omitempty"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
+}
+
+func (x *NotifyCheckpointRequest) Reset() {
+	*x = NotifyCheckpointRequest{}
+	mi := &file_cluster_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotifyCheckpointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotifyCheckpointRequest) ProtoMessage() {}
+
+func (x *NotifyCheckpointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotifyCheckpointRequest.ProtoReflect.Descriptor instead.
+func (*NotifyCheckpointRequest) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *NotifyCheckpointRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *NotifyCheckpointRequest) GetAttempt() *ExecutionAttemptID {
+	if x != nil {
+		return x.Attempt
+	}
+	return nil
+}
+
+func (x *NotifyCheckpointRequest) GetCheckpointId() int64 {
+	if x != nil {
+		return x.CheckpointId
+	}
+	return 0
+}
+
+func (x *NotifyCheckpointRequest) GetComplete() bool {
+	if x != nil {
+		return x.Complete
+	}
+	return false
+}
+
+func (x *NotifyCheckpointRequest) GetLastCompletedCheckpointId() int64 {
+	if x != nil {
+		return x.LastCompletedCheckpointId
+	}
+	return 0
+}
+
+// What a job runner reports about checkpoints of its tasks.
+type RunnerCheckpointReport struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Report:
+	//
+	//	*RunnerCheckpointReport_Acknowledge
+	//	*RunnerCheckpointReport_Decline
+	Report        isRunnerCheckpointReport_Report `protobuf_oneof:"report"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunnerCheckpointReport) Reset() {
+	*x = RunnerCheckpointReport{}
+	mi := &file_cluster_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunnerCheckpointReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunnerCheckpointReport) ProtoMessage() {}
+
+func (x *RunnerCheckpointReport) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunnerCheckpointReport.ProtoReflect.Descriptor instead.
+func (*RunnerCheckpointReport) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *RunnerCheckpointReport) GetReport() isRunnerCheckpointReport_Report {
+	if x != nil {
+		return x.Report
+	}
+	return nil
+}
+
+func (x *RunnerCheckpointReport) GetAcknowledge() *AcknowledgeCheckpointRequest {
+	if x != nil {
+		if x, ok := x.Report.(*RunnerCheckpointReport_Acknowledge); ok {
+			return x.Acknowledge
+		}
+	}
+	return nil
+}
+
+func (x *RunnerCheckpointReport) GetDecline() *DeclineCheckpointRequest {
+	if x != nil {
+		if x, ok := x.Report.(*RunnerCheckpointReport_Decline); ok {
+			return x.Decline
+		}
+	}
+	return nil
+}
+
+type isRunnerCheckpointReport_Report interface {
+	isRunnerCheckpointReport_Report()
+}
+
+type RunnerCheckpointReport_Acknowledge struct {
+	Acknowledge *AcknowledgeCheckpointRequest `protobuf:"bytes,1,opt,name=acknowledge,proto3,oneof"`
+}
+
+type RunnerCheckpointReport_Decline struct {
+	Decline *DeclineCheckpointRequest `protobuf:"bytes,2,opt,name=decline,proto3,oneof"`
+}
+
+func (*RunnerCheckpointReport_Acknowledge) isRunnerCheckpointReport_Report() {}
+
+func (*RunnerCheckpointReport_Decline) isRunnerCheckpointReport_Report() {}
+
+type WatchCheckpointsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchCheckpointsRequest) Reset() {
+	*x = WatchCheckpointsRequest{}
+	mi := &file_cluster_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchCheckpointsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchCheckpointsRequest) ProtoMessage() {}
+
+func (x *WatchCheckpointsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchCheckpointsRequest.ProtoReflect.Descriptor instead.
+func (*WatchCheckpointsRequest) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{25}
+}
+
 type RequestSlotRequest struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	AllocationId string                 `protobuf:"bytes,1,opt,name=allocation_id,json=allocationId,proto3" json:"allocation_id,omitempty"`
@@ -1315,7 +1732,7 @@ type RequestSlotRequest struct {
 
 func (x *RequestSlotRequest) Reset() {
 	*x = RequestSlotRequest{}
-	mi := &file_cluster_proto_msgTypes[20]
+	mi := &file_cluster_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1327,7 +1744,7 @@ func (x *RequestSlotRequest) String() string {
 func (*RequestSlotRequest) ProtoMessage() {}
 
 func (x *RequestSlotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[20]
+	mi := &file_cluster_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1340,7 +1757,7 @@ func (x *RequestSlotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestSlotRequest.ProtoReflect.Descriptor instead.
 func (*RequestSlotRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{20}
+	return file_cluster_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RequestSlotRequest) GetAllocationId() string {
@@ -1389,7 +1806,7 @@ type SubmitTaskRequest struct {
 
 func (x *SubmitTaskRequest) Reset() {
 	*x = SubmitTaskRequest{}
-	mi := &file_cluster_proto_msgTypes[21]
+	mi := &file_cluster_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1401,7 +1818,7 @@ func (x *SubmitTaskRequest) String() string {
 func (*SubmitTaskRequest) ProtoMessage() {}
 
 func (x *SubmitTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[21]
+	mi := &file_cluster_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1414,7 +1831,7 @@ func (x *SubmitTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitTaskRequest.ProtoReflect.Descriptor instead.
 func (*SubmitTaskRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{21}
+	return file_cluster_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SubmitTaskRequest) GetJobId() string {
@@ -1448,7 +1865,7 @@ type CancelTaskRequest struct {
 
 func (x *CancelTaskRequest) Reset() {
 	*x = CancelTaskRequest{}
-	mi := &file_cluster_proto_msgTypes[22]
+	mi := &file_cluster_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1460,7 +1877,7 @@ func (x *CancelTaskRequest) String() string {
 func (*CancelTaskRequest) ProtoMessage() {}
 
 func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[22]
+	mi := &file_cluster_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1473,7 +1890,7 @@ func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskRequest.ProtoReflect.Descriptor instead.
 func (*CancelTaskRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{22}
+	return file_cluster_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CancelTaskRequest) GetJobId() string {
@@ -1503,7 +1920,7 @@ type CancelTaskResponse struct {
 
 func (x *CancelTaskResponse) Reset() {
 	*x = CancelTaskResponse{}
-	mi := &file_cluster_proto_msgTypes[23]
+	mi := &file_cluster_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1515,7 +1932,7 @@ func (x *CancelTaskResponse) String() string {
 func (*CancelTaskResponse) ProtoMessage() {}
 
 func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[23]
+	mi := &file_cluster_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1528,7 +1945,7 @@ func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskResponse.ProtoReflect.Descriptor instead.
 func (*CancelTaskResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{23}
+	return file_cluster_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CancelTaskResponse) GetRunning() bool {
@@ -1548,7 +1965,7 @@ type FreeSlotRequest struct {
 
 func (x *FreeSlotRequest) Reset() {
 	*x = FreeSlotRequest{}
-	mi := &file_cluster_proto_msgTypes[24]
+	mi := &file_cluster_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1560,7 +1977,7 @@ func (x *FreeSlotRequest) String() string {
 func (*FreeSlotRequest) ProtoMessage() {}
 
 func (x *FreeSlotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[24]
+	mi := &file_cluster_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1573,7 +1990,7 @@ func (x *FreeSlotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreeSlotRequest.ProtoReflect.Descriptor instead.
 func (*FreeSlotRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{24}
+	return file_cluster_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *FreeSlotRequest) GetAllocationId() string {
@@ -1601,7 +2018,7 @@ type ResultPartitionIDProto struct {
 
 func (x *ResultPartitionIDProto) Reset() {
 	*x = ResultPartitionIDProto{}
-	mi := &file_cluster_proto_msgTypes[25]
+	mi := &file_cluster_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1613,7 +2030,7 @@ func (x *ResultPartitionIDProto) String() string {
 func (*ResultPartitionIDProto) ProtoMessage() {}
 
 func (x *ResultPartitionIDProto) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[25]
+	mi := &file_cluster_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1626,7 +2043,7 @@ func (x *ResultPartitionIDProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultPartitionIDProto.ProtoReflect.Descriptor instead.
 func (*ResultPartitionIDProto) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{25}
+	return file_cluster_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ResultPartitionIDProto) GetResultId() string {
@@ -1660,7 +2077,7 @@ type ReleasePartitionsRequest struct {
 
 func (x *ReleasePartitionsRequest) Reset() {
 	*x = ReleasePartitionsRequest{}
-	mi := &file_cluster_proto_msgTypes[26]
+	mi := &file_cluster_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1672,7 +2089,7 @@ func (x *ReleasePartitionsRequest) String() string {
 func (*ReleasePartitionsRequest) ProtoMessage() {}
 
 func (x *ReleasePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[26]
+	mi := &file_cluster_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1685,7 +2102,7 @@ func (x *ReleasePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleasePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*ReleasePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{26}
+	return file_cluster_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ReleasePartitionsRequest) GetJobId() string {
@@ -1713,7 +2130,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_cluster_proto_msgTypes[27]
+	mi := &file_cluster_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1725,7 +2142,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[27]
+	mi := &file_cluster_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1738,7 +2155,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{27}
+	return file_cluster_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *HeartbeatRequest) GetSenderId() string {
@@ -1772,7 +2189,7 @@ type TaskManagerHeartbeatResponse struct {
 
 func (x *TaskManagerHeartbeatResponse) Reset() {
 	*x = TaskManagerHeartbeatResponse{}
-	mi := &file_cluster_proto_msgTypes[28]
+	mi := &file_cluster_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1784,7 +2201,7 @@ func (x *TaskManagerHeartbeatResponse) String() string {
 func (*TaskManagerHeartbeatResponse) ProtoMessage() {}
 
 func (x *TaskManagerHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[28]
+	mi := &file_cluster_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1797,7 +2214,7 @@ func (x *TaskManagerHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskManagerHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*TaskManagerHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{28}
+	return file_cluster_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *TaskManagerHeartbeatResponse) GetSlotReport() *SlotReport {
@@ -1838,7 +2255,7 @@ type DisconnectJobManagerRequest struct {
 
 func (x *DisconnectJobManagerRequest) Reset() {
 	*x = DisconnectJobManagerRequest{}
-	mi := &file_cluster_proto_msgTypes[29]
+	mi := &file_cluster_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1850,7 +2267,7 @@ func (x *DisconnectJobManagerRequest) String() string {
 func (*DisconnectJobManagerRequest) ProtoMessage() {}
 
 func (x *DisconnectJobManagerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[29]
+	mi := &file_cluster_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1863,7 +2280,7 @@ func (x *DisconnectJobManagerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectJobManagerRequest.ProtoReflect.Descriptor instead.
 func (*DisconnectJobManagerRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{29}
+	return file_cluster_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DisconnectJobManagerRequest) GetJobId() string {
@@ -1889,7 +2306,7 @@ type BlobChunk struct {
 
 func (x *BlobChunk) Reset() {
 	*x = BlobChunk{}
-	mi := &file_cluster_proto_msgTypes[30]
+	mi := &file_cluster_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1901,7 +2318,7 @@ func (x *BlobChunk) String() string {
 func (*BlobChunk) ProtoMessage() {}
 
 func (x *BlobChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[30]
+	mi := &file_cluster_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1914,7 +2331,7 @@ func (x *BlobChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlobChunk.ProtoReflect.Descriptor instead.
 func (*BlobChunk) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{30}
+	return file_cluster_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *BlobChunk) GetData() []byte {
@@ -1934,7 +2351,7 @@ type GetBlobByKeyRequest struct {
 
 func (x *GetBlobByKeyRequest) Reset() {
 	*x = GetBlobByKeyRequest{}
-	mi := &file_cluster_proto_msgTypes[31]
+	mi := &file_cluster_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1946,7 +2363,7 @@ func (x *GetBlobByKeyRequest) String() string {
 func (*GetBlobByKeyRequest) ProtoMessage() {}
 
 func (x *GetBlobByKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[31]
+	mi := &file_cluster_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1959,7 +2376,7 @@ func (x *GetBlobByKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBlobByKeyRequest.ProtoReflect.Descriptor instead.
 func (*GetBlobByKeyRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{31}
+	return file_cluster_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetBlobByKeyRequest) GetKey() string {
@@ -1973,7 +2390,7 @@ var File_cluster_proto protoreflect.FileDescriptor
 
 const file_cluster_proto_rawDesc = "" +
 	"\n" +
-	"\rcluster.proto\x12\agofl.v1\x1a\x10deployment.proto\"\x05\n" +
+	"\rcluster.proto\x12\agofl.v1\x1a\x10deployment.proto\x1a\x10checkpoint.proto\"\x05\n" +
 	"\x03Ack\"\x8e\x01\n" +
 	"\x13TaskManagerLocation\x12\x1f\n" +
 	"\vresource_id\x18\x01 \x01(\tR\n" +
@@ -2082,7 +2499,35 @@ const file_cluster_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x03 \x03(\v2\x1f.gofl.v1.ResultPartitionIDProtoR\n" +
 	"partitions\x12\x14\n" +
-	"\x05cause\x18\x04 \x01(\tR\x05cause\"\xcd\x01\n" +
+	"\x05cause\x18\x04 \x01(\tR\x05cause\"\x8a\x02\n" +
+	"\x1cAcknowledgeCheckpointRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x125\n" +
+	"\aattempt\x18\x02 \x01(\v2\x1b.gofl.v1.ExecutionAttemptIDR\aattempt\x12#\n" +
+	"\rcheckpoint_id\x18\x03 \x01(\x03R\fcheckpointId\x12A\n" +
+	"\toperators\x18\x04 \x03(\v2#.gofl.v1.OperatorSubtaskStateHandleR\toperators\x124\n" +
+	"\ametrics\x18\x05 \x01(\v2\x1a.gofl.v1.CheckpointMetricsR\ametrics\"\xbb\x01\n" +
+	"\x18DeclineCheckpointRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x125\n" +
+	"\aattempt\x18\x02 \x01(\v2\x1b.gofl.v1.ExecutionAttemptIDR\aattempt\x12#\n" +
+	"\rcheckpoint_id\x18\x03 \x01(\x03R\fcheckpointId\x12,\n" +
+	"\x06reason\x18\x04 \x01(\v2\x14.gofl.v1.FailureInfoR\x06reason\"\xe6\x01\n" +
+	"\x18TriggerCheckpointRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x125\n" +
+	"\aattempt\x18\x02 \x01(\v2\x1b.gofl.v1.ExecutionAttemptIDR\aattempt\x12#\n" +
+	"\rcheckpoint_id\x18\x03 \x01(\x03R\fcheckpointId\x12!\n" +
+	"\ftimestamp_ms\x18\x04 \x01(\x03R\vtimestampMs\x124\n" +
+	"\aoptions\x18\x05 \x01(\v2\x1a.gofl.v1.CheckpointOptionsR\aoptions\"\xe9\x01\n" +
+	"\x17NotifyCheckpointRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x125\n" +
+	"\aattempt\x18\x02 \x01(\v2\x1b.gofl.v1.ExecutionAttemptIDR\aattempt\x12#\n" +
+	"\rcheckpoint_id\x18\x03 \x01(\x03R\fcheckpointId\x12\x1a\n" +
+	"\bcomplete\x18\x04 \x01(\bR\bcomplete\x12?\n" +
+	"\x1clast_completed_checkpoint_id\x18\x05 \x01(\x03R\x19lastCompletedCheckpointId\"\xac\x01\n" +
+	"\x16RunnerCheckpointReport\x12I\n" +
+	"\vacknowledge\x18\x01 \x01(\v2%.gofl.v1.AcknowledgeCheckpointRequestH\x00R\vacknowledge\x12=\n" +
+	"\adecline\x18\x02 \x01(\v2!.gofl.v1.DeclineCheckpointRequestH\x00R\adeclineB\b\n" +
+	"\x06report\"\x19\n" +
+	"\x17WatchCheckpointsRequest\"\xcd\x01\n" +
 	"\x12RequestSlotRequest\x12#\n" +
 	"\rallocation_id\x18\x01 \x01(\tR\fallocationId\x12\x1d\n" +
 	"\n" +
@@ -2132,7 +2577,7 @@ const file_cluster_proto_rawDesc = "" +
 	"\x16ResourceManagerService\x12c\n" +
 	"\x14RegisterTaskExecutor\x12$.gofl.v1.RegisterTaskExecutorRequest\x1a%.gofl.v1.RegisterTaskExecutorResponse\x12>\n" +
 	"\x0eSendSlotReport\x12\x1e.gofl.v1.SendSlotReportRequest\x1a\f.gofl.v1.Ack\x12N\n" +
-	"\x16DisconnectTaskExecutor\x12&.gofl.v1.DisconnectTaskExecutorRequest\x1a\f.gofl.v1.Ack2\xe7\x03\n" +
+	"\x16DisconnectTaskExecutor\x12&.gofl.v1.DisconnectTaskExecutorRequest\x1a\f.gofl.v1.Ack2\xfb\x04\n" +
 	"\x10JobMasterService\x12`\n" +
 	"\x13RegisterTaskManager\x12#.gofl.v1.RegisterTaskManagerRequest\x1a$.gofl.v1.RegisterTaskManagerResponse\x12E\n" +
 	"\n" +
@@ -2140,7 +2585,9 @@ const file_cluster_proto_rawDesc = "" +
 	"\x18UpdateTaskExecutionState\x12(.gofl.v1.UpdateTaskExecutionStateRequest\x1a\f.gofl.v1.Ack\x12L\n" +
 	"\x15DisconnectTaskManager\x12%.gofl.v1.DisconnectTaskManagerRequest\x1a\f.gofl.v1.Ack\x12<\n" +
 	"\aGetBlob\x12\x17.gofl.v1.GetBlobRequest\x1a\x18.gofl.v1.GetBlobResponse\x12J\n" +
-	"\x14ReportPartitionsLost\x12$.gofl.v1.ReportPartitionsLostRequest\x1a\f.gofl.v1.Ack2\xd3\x04\n" +
+	"\x14ReportPartitionsLost\x12$.gofl.v1.ReportPartitionsLostRequest\x1a\f.gofl.v1.Ack\x12L\n" +
+	"\x15AcknowledgeCheckpoint\x12%.gofl.v1.AcknowledgeCheckpointRequest\x1a\f.gofl.v1.Ack\x12D\n" +
+	"\x11DeclineCheckpoint\x12!.gofl.v1.DeclineCheckpointRequest\x1a\f.gofl.v1.Ack2\xdd\x05\n" +
 	"\x13TaskExecutorService\x128\n" +
 	"\vRequestSlot\x12\x1b.gofl.v1.RequestSlotRequest\x1a\f.gofl.v1.Ack\x126\n" +
 	"\n" +
@@ -2151,7 +2598,9 @@ const file_cluster_proto_rawDesc = "" +
 	"\x11ReleasePartitions\x12!.gofl.v1.ReleasePartitionsRequest\x1a\f.gofl.v1.Ack\x12`\n" +
 	"\x1cHeartbeatFromResourceManager\x12\x19.gofl.v1.HeartbeatRequest\x1a%.gofl.v1.TaskManagerHeartbeatResponse\x12[\n" +
 	"\x17HeartbeatFromJobManager\x12\x19.gofl.v1.HeartbeatRequest\x1a%.gofl.v1.TaskManagerHeartbeatResponse\x12J\n" +
-	"\x14DisconnectJobManager\x12$.gofl.v1.DisconnectJobManagerRequest\x1a\f.gofl.v1.Ack2Q\n" +
+	"\x14DisconnectJobManager\x12$.gofl.v1.DisconnectJobManagerRequest\x1a\f.gofl.v1.Ack\x12D\n" +
+	"\x11TriggerCheckpoint\x12!.gofl.v1.TriggerCheckpointRequest\x1a\f.gofl.v1.Ack\x12B\n" +
+	"\x10NotifyCheckpoint\x12 .gofl.v1.NotifyCheckpointRequest\x1a\f.gofl.v1.Ack2Q\n" +
 	"\vBlobService\x12B\n" +
 	"\fGetBlobByKey\x12\x1c.gofl.v1.GetBlobByKeyRequest\x1a\x12.gofl.v1.BlobChunk0\x01B\x1dZ\x1bgithub.com/gofl/gofl/rpc/pbb\x06proto3"
 
@@ -2167,7 +2616,7 @@ func file_cluster_proto_rawDescGZIP() []byte {
 	return file_cluster_proto_rawDescData
 }
 
-var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_cluster_proto_goTypes = []any{
 	(*Ack)(nil),                             // 0: gofl.v1.Ack
 	(*TaskManagerLocation)(nil),             // 1: gofl.v1.TaskManagerLocation
@@ -2189,21 +2638,30 @@ var file_cluster_proto_goTypes = []any{
 	(*GetBlobRequest)(nil),                  // 17: gofl.v1.GetBlobRequest
 	(*GetBlobResponse)(nil),                 // 18: gofl.v1.GetBlobResponse
 	(*ReportPartitionsLostRequest)(nil),     // 19: gofl.v1.ReportPartitionsLostRequest
-	(*RequestSlotRequest)(nil),              // 20: gofl.v1.RequestSlotRequest
-	(*SubmitTaskRequest)(nil),               // 21: gofl.v1.SubmitTaskRequest
-	(*CancelTaskRequest)(nil),               // 22: gofl.v1.CancelTaskRequest
-	(*CancelTaskResponse)(nil),              // 23: gofl.v1.CancelTaskResponse
-	(*FreeSlotRequest)(nil),                 // 24: gofl.v1.FreeSlotRequest
-	(*ResultPartitionIDProto)(nil),          // 25: gofl.v1.ResultPartitionIDProto
-	(*ReleasePartitionsRequest)(nil),        // 26: gofl.v1.ReleasePartitionsRequest
-	(*HeartbeatRequest)(nil),                // 27: gofl.v1.HeartbeatRequest
-	(*TaskManagerHeartbeatResponse)(nil),    // 28: gofl.v1.TaskManagerHeartbeatResponse
-	(*DisconnectJobManagerRequest)(nil),     // 29: gofl.v1.DisconnectJobManagerRequest
-	(*BlobChunk)(nil),                       // 30: gofl.v1.BlobChunk
-	(*GetBlobByKeyRequest)(nil),             // 31: gofl.v1.GetBlobByKeyRequest
-	nil,                                     // 32: gofl.v1.UpdateTaskExecutionStateRequest.AccumulatorsEntry
-	(*ExecutionAttemptID)(nil),              // 33: gofl.v1.ExecutionAttemptID
-	(*TaskDeploymentDescriptor)(nil),        // 34: gofl.v1.TaskDeploymentDescriptor
+	(*AcknowledgeCheckpointRequest)(nil),    // 20: gofl.v1.AcknowledgeCheckpointRequest
+	(*DeclineCheckpointRequest)(nil),        // 21: gofl.v1.DeclineCheckpointRequest
+	(*TriggerCheckpointRequest)(nil),        // 22: gofl.v1.TriggerCheckpointRequest
+	(*NotifyCheckpointRequest)(nil),         // 23: gofl.v1.NotifyCheckpointRequest
+	(*RunnerCheckpointReport)(nil),          // 24: gofl.v1.RunnerCheckpointReport
+	(*WatchCheckpointsRequest)(nil),         // 25: gofl.v1.WatchCheckpointsRequest
+	(*RequestSlotRequest)(nil),              // 26: gofl.v1.RequestSlotRequest
+	(*SubmitTaskRequest)(nil),               // 27: gofl.v1.SubmitTaskRequest
+	(*CancelTaskRequest)(nil),               // 28: gofl.v1.CancelTaskRequest
+	(*CancelTaskResponse)(nil),              // 29: gofl.v1.CancelTaskResponse
+	(*FreeSlotRequest)(nil),                 // 30: gofl.v1.FreeSlotRequest
+	(*ResultPartitionIDProto)(nil),          // 31: gofl.v1.ResultPartitionIDProto
+	(*ReleasePartitionsRequest)(nil),        // 32: gofl.v1.ReleasePartitionsRequest
+	(*HeartbeatRequest)(nil),                // 33: gofl.v1.HeartbeatRequest
+	(*TaskManagerHeartbeatResponse)(nil),    // 34: gofl.v1.TaskManagerHeartbeatResponse
+	(*DisconnectJobManagerRequest)(nil),     // 35: gofl.v1.DisconnectJobManagerRequest
+	(*BlobChunk)(nil),                       // 36: gofl.v1.BlobChunk
+	(*GetBlobByKeyRequest)(nil),             // 37: gofl.v1.GetBlobByKeyRequest
+	nil,                                     // 38: gofl.v1.UpdateTaskExecutionStateRequest.AccumulatorsEntry
+	(*ExecutionAttemptID)(nil),              // 39: gofl.v1.ExecutionAttemptID
+	(*OperatorSubtaskStateHandle)(nil),      // 40: gofl.v1.OperatorSubtaskStateHandle
+	(*CheckpointMetrics)(nil),               // 41: gofl.v1.CheckpointMetrics
+	(*CheckpointOptions)(nil),               // 42: gofl.v1.CheckpointOptions
+	(*TaskDeploymentDescriptor)(nil),        // 43: gofl.v1.TaskDeploymentDescriptor
 }
 var file_cluster_proto_depIdxs = []int32{
 	2,  // 0: gofl.v1.SlotReport.slots:type_name -> gofl.v1.SlotStatus
@@ -2211,61 +2669,79 @@ var file_cluster_proto_depIdxs = []int32{
 	3,  // 2: gofl.v1.SendSlotReportRequest.slot_report:type_name -> gofl.v1.SlotReport
 	1,  // 3: gofl.v1.RegisterTaskManagerRequest.location:type_name -> gofl.v1.TaskManagerLocation
 	10, // 4: gofl.v1.OfferSlotsRequest.slots:type_name -> gofl.v1.SlotOffer
-	33, // 5: gofl.v1.TaskIOMetrics.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	33, // 6: gofl.v1.UpdateTaskExecutionStateRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	39, // 5: gofl.v1.TaskIOMetrics.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	39, // 6: gofl.v1.UpdateTaskExecutionStateRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
 	13, // 7: gofl.v1.UpdateTaskExecutionStateRequest.failure:type_name -> gofl.v1.FailureInfo
 	14, // 8: gofl.v1.UpdateTaskExecutionStateRequest.metrics:type_name -> gofl.v1.TaskIOMetrics
-	32, // 9: gofl.v1.UpdateTaskExecutionStateRequest.accumulators:type_name -> gofl.v1.UpdateTaskExecutionStateRequest.AccumulatorsEntry
-	25, // 10: gofl.v1.ReportPartitionsLostRequest.partitions:type_name -> gofl.v1.ResultPartitionIDProto
-	34, // 11: gofl.v1.SubmitTaskRequest.tdd:type_name -> gofl.v1.TaskDeploymentDescriptor
-	33, // 12: gofl.v1.CancelTaskRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	33, // 13: gofl.v1.ResultPartitionIDProto.producer:type_name -> gofl.v1.ExecutionAttemptID
-	25, // 14: gofl.v1.ReleasePartitionsRequest.partitions:type_name -> gofl.v1.ResultPartitionIDProto
-	3,  // 15: gofl.v1.TaskManagerHeartbeatResponse.slot_report:type_name -> gofl.v1.SlotReport
-	33, // 16: gofl.v1.TaskManagerHeartbeatResponse.running:type_name -> gofl.v1.ExecutionAttemptID
-	14, // 17: gofl.v1.TaskManagerHeartbeatResponse.metrics:type_name -> gofl.v1.TaskIOMetrics
-	25, // 18: gofl.v1.TaskManagerHeartbeatResponse.partitions:type_name -> gofl.v1.ResultPartitionIDProto
-	4,  // 19: gofl.v1.ResourceManagerService.RegisterTaskExecutor:input_type -> gofl.v1.RegisterTaskExecutorRequest
-	6,  // 20: gofl.v1.ResourceManagerService.SendSlotReport:input_type -> gofl.v1.SendSlotReportRequest
-	7,  // 21: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:input_type -> gofl.v1.DisconnectTaskExecutorRequest
-	8,  // 22: gofl.v1.JobMasterService.RegisterTaskManager:input_type -> gofl.v1.RegisterTaskManagerRequest
-	11, // 23: gofl.v1.JobMasterService.OfferSlots:input_type -> gofl.v1.OfferSlotsRequest
-	15, // 24: gofl.v1.JobMasterService.UpdateTaskExecutionState:input_type -> gofl.v1.UpdateTaskExecutionStateRequest
-	16, // 25: gofl.v1.JobMasterService.DisconnectTaskManager:input_type -> gofl.v1.DisconnectTaskManagerRequest
-	17, // 26: gofl.v1.JobMasterService.GetBlob:input_type -> gofl.v1.GetBlobRequest
-	19, // 27: gofl.v1.JobMasterService.ReportPartitionsLost:input_type -> gofl.v1.ReportPartitionsLostRequest
-	20, // 28: gofl.v1.TaskExecutorService.RequestSlot:input_type -> gofl.v1.RequestSlotRequest
-	21, // 29: gofl.v1.TaskExecutorService.SubmitTask:input_type -> gofl.v1.SubmitTaskRequest
-	22, // 30: gofl.v1.TaskExecutorService.CancelTask:input_type -> gofl.v1.CancelTaskRequest
-	24, // 31: gofl.v1.TaskExecutorService.FreeSlot:input_type -> gofl.v1.FreeSlotRequest
-	26, // 32: gofl.v1.TaskExecutorService.ReleasePartitions:input_type -> gofl.v1.ReleasePartitionsRequest
-	27, // 33: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:input_type -> gofl.v1.HeartbeatRequest
-	27, // 34: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:input_type -> gofl.v1.HeartbeatRequest
-	29, // 35: gofl.v1.TaskExecutorService.DisconnectJobManager:input_type -> gofl.v1.DisconnectJobManagerRequest
-	31, // 36: gofl.v1.BlobService.GetBlobByKey:input_type -> gofl.v1.GetBlobByKeyRequest
-	5,  // 37: gofl.v1.ResourceManagerService.RegisterTaskExecutor:output_type -> gofl.v1.RegisterTaskExecutorResponse
-	0,  // 38: gofl.v1.ResourceManagerService.SendSlotReport:output_type -> gofl.v1.Ack
-	0,  // 39: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:output_type -> gofl.v1.Ack
-	9,  // 40: gofl.v1.JobMasterService.RegisterTaskManager:output_type -> gofl.v1.RegisterTaskManagerResponse
-	12, // 41: gofl.v1.JobMasterService.OfferSlots:output_type -> gofl.v1.OfferSlotsResponse
-	0,  // 42: gofl.v1.JobMasterService.UpdateTaskExecutionState:output_type -> gofl.v1.Ack
-	0,  // 43: gofl.v1.JobMasterService.DisconnectTaskManager:output_type -> gofl.v1.Ack
-	18, // 44: gofl.v1.JobMasterService.GetBlob:output_type -> gofl.v1.GetBlobResponse
-	0,  // 45: gofl.v1.JobMasterService.ReportPartitionsLost:output_type -> gofl.v1.Ack
-	0,  // 46: gofl.v1.TaskExecutorService.RequestSlot:output_type -> gofl.v1.Ack
-	0,  // 47: gofl.v1.TaskExecutorService.SubmitTask:output_type -> gofl.v1.Ack
-	23, // 48: gofl.v1.TaskExecutorService.CancelTask:output_type -> gofl.v1.CancelTaskResponse
-	0,  // 49: gofl.v1.TaskExecutorService.FreeSlot:output_type -> gofl.v1.Ack
-	0,  // 50: gofl.v1.TaskExecutorService.ReleasePartitions:output_type -> gofl.v1.Ack
-	28, // 51: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
-	28, // 52: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
-	0,  // 53: gofl.v1.TaskExecutorService.DisconnectJobManager:output_type -> gofl.v1.Ack
-	30, // 54: gofl.v1.BlobService.GetBlobByKey:output_type -> gofl.v1.BlobChunk
-	37, // [37:55] is the sub-list for method output_type
-	19, // [19:37] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	38, // 9: gofl.v1.UpdateTaskExecutionStateRequest.accumulators:type_name -> gofl.v1.UpdateTaskExecutionStateRequest.AccumulatorsEntry
+	31, // 10: gofl.v1.ReportPartitionsLostRequest.partitions:type_name -> gofl.v1.ResultPartitionIDProto
+	39, // 11: gofl.v1.AcknowledgeCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	40, // 12: gofl.v1.AcknowledgeCheckpointRequest.operators:type_name -> gofl.v1.OperatorSubtaskStateHandle
+	41, // 13: gofl.v1.AcknowledgeCheckpointRequest.metrics:type_name -> gofl.v1.CheckpointMetrics
+	39, // 14: gofl.v1.DeclineCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	13, // 15: gofl.v1.DeclineCheckpointRequest.reason:type_name -> gofl.v1.FailureInfo
+	39, // 16: gofl.v1.TriggerCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	42, // 17: gofl.v1.TriggerCheckpointRequest.options:type_name -> gofl.v1.CheckpointOptions
+	39, // 18: gofl.v1.NotifyCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	20, // 19: gofl.v1.RunnerCheckpointReport.acknowledge:type_name -> gofl.v1.AcknowledgeCheckpointRequest
+	21, // 20: gofl.v1.RunnerCheckpointReport.decline:type_name -> gofl.v1.DeclineCheckpointRequest
+	43, // 21: gofl.v1.SubmitTaskRequest.tdd:type_name -> gofl.v1.TaskDeploymentDescriptor
+	39, // 22: gofl.v1.CancelTaskRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	39, // 23: gofl.v1.ResultPartitionIDProto.producer:type_name -> gofl.v1.ExecutionAttemptID
+	31, // 24: gofl.v1.ReleasePartitionsRequest.partitions:type_name -> gofl.v1.ResultPartitionIDProto
+	3,  // 25: gofl.v1.TaskManagerHeartbeatResponse.slot_report:type_name -> gofl.v1.SlotReport
+	39, // 26: gofl.v1.TaskManagerHeartbeatResponse.running:type_name -> gofl.v1.ExecutionAttemptID
+	14, // 27: gofl.v1.TaskManagerHeartbeatResponse.metrics:type_name -> gofl.v1.TaskIOMetrics
+	31, // 28: gofl.v1.TaskManagerHeartbeatResponse.partitions:type_name -> gofl.v1.ResultPartitionIDProto
+	4,  // 29: gofl.v1.ResourceManagerService.RegisterTaskExecutor:input_type -> gofl.v1.RegisterTaskExecutorRequest
+	6,  // 30: gofl.v1.ResourceManagerService.SendSlotReport:input_type -> gofl.v1.SendSlotReportRequest
+	7,  // 31: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:input_type -> gofl.v1.DisconnectTaskExecutorRequest
+	8,  // 32: gofl.v1.JobMasterService.RegisterTaskManager:input_type -> gofl.v1.RegisterTaskManagerRequest
+	11, // 33: gofl.v1.JobMasterService.OfferSlots:input_type -> gofl.v1.OfferSlotsRequest
+	15, // 34: gofl.v1.JobMasterService.UpdateTaskExecutionState:input_type -> gofl.v1.UpdateTaskExecutionStateRequest
+	16, // 35: gofl.v1.JobMasterService.DisconnectTaskManager:input_type -> gofl.v1.DisconnectTaskManagerRequest
+	17, // 36: gofl.v1.JobMasterService.GetBlob:input_type -> gofl.v1.GetBlobRequest
+	19, // 37: gofl.v1.JobMasterService.ReportPartitionsLost:input_type -> gofl.v1.ReportPartitionsLostRequest
+	20, // 38: gofl.v1.JobMasterService.AcknowledgeCheckpoint:input_type -> gofl.v1.AcknowledgeCheckpointRequest
+	21, // 39: gofl.v1.JobMasterService.DeclineCheckpoint:input_type -> gofl.v1.DeclineCheckpointRequest
+	26, // 40: gofl.v1.TaskExecutorService.RequestSlot:input_type -> gofl.v1.RequestSlotRequest
+	27, // 41: gofl.v1.TaskExecutorService.SubmitTask:input_type -> gofl.v1.SubmitTaskRequest
+	28, // 42: gofl.v1.TaskExecutorService.CancelTask:input_type -> gofl.v1.CancelTaskRequest
+	30, // 43: gofl.v1.TaskExecutorService.FreeSlot:input_type -> gofl.v1.FreeSlotRequest
+	32, // 44: gofl.v1.TaskExecutorService.ReleasePartitions:input_type -> gofl.v1.ReleasePartitionsRequest
+	33, // 45: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:input_type -> gofl.v1.HeartbeatRequest
+	33, // 46: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:input_type -> gofl.v1.HeartbeatRequest
+	35, // 47: gofl.v1.TaskExecutorService.DisconnectJobManager:input_type -> gofl.v1.DisconnectJobManagerRequest
+	22, // 48: gofl.v1.TaskExecutorService.TriggerCheckpoint:input_type -> gofl.v1.TriggerCheckpointRequest
+	23, // 49: gofl.v1.TaskExecutorService.NotifyCheckpoint:input_type -> gofl.v1.NotifyCheckpointRequest
+	37, // 50: gofl.v1.BlobService.GetBlobByKey:input_type -> gofl.v1.GetBlobByKeyRequest
+	5,  // 51: gofl.v1.ResourceManagerService.RegisterTaskExecutor:output_type -> gofl.v1.RegisterTaskExecutorResponse
+	0,  // 52: gofl.v1.ResourceManagerService.SendSlotReport:output_type -> gofl.v1.Ack
+	0,  // 53: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:output_type -> gofl.v1.Ack
+	9,  // 54: gofl.v1.JobMasterService.RegisterTaskManager:output_type -> gofl.v1.RegisterTaskManagerResponse
+	12, // 55: gofl.v1.JobMasterService.OfferSlots:output_type -> gofl.v1.OfferSlotsResponse
+	0,  // 56: gofl.v1.JobMasterService.UpdateTaskExecutionState:output_type -> gofl.v1.Ack
+	0,  // 57: gofl.v1.JobMasterService.DisconnectTaskManager:output_type -> gofl.v1.Ack
+	18, // 58: gofl.v1.JobMasterService.GetBlob:output_type -> gofl.v1.GetBlobResponse
+	0,  // 59: gofl.v1.JobMasterService.ReportPartitionsLost:output_type -> gofl.v1.Ack
+	0,  // 60: gofl.v1.JobMasterService.AcknowledgeCheckpoint:output_type -> gofl.v1.Ack
+	0,  // 61: gofl.v1.JobMasterService.DeclineCheckpoint:output_type -> gofl.v1.Ack
+	0,  // 62: gofl.v1.TaskExecutorService.RequestSlot:output_type -> gofl.v1.Ack
+	0,  // 63: gofl.v1.TaskExecutorService.SubmitTask:output_type -> gofl.v1.Ack
+	29, // 64: gofl.v1.TaskExecutorService.CancelTask:output_type -> gofl.v1.CancelTaskResponse
+	0,  // 65: gofl.v1.TaskExecutorService.FreeSlot:output_type -> gofl.v1.Ack
+	0,  // 66: gofl.v1.TaskExecutorService.ReleasePartitions:output_type -> gofl.v1.Ack
+	34, // 67: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
+	34, // 68: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
+	0,  // 69: gofl.v1.TaskExecutorService.DisconnectJobManager:output_type -> gofl.v1.Ack
+	0,  // 70: gofl.v1.TaskExecutorService.TriggerCheckpoint:output_type -> gofl.v1.Ack
+	0,  // 71: gofl.v1.TaskExecutorService.NotifyCheckpoint:output_type -> gofl.v1.Ack
+	36, // 72: gofl.v1.BlobService.GetBlobByKey:output_type -> gofl.v1.BlobChunk
+	51, // [51:73] is the sub-list for method output_type
+	29, // [29:51] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_cluster_proto_init() }
@@ -2274,13 +2750,18 @@ func file_cluster_proto_init() {
 		return
 	}
 	file_deployment_proto_init()
+	file_checkpoint_proto_init()
+	file_cluster_proto_msgTypes[24].OneofWrappers = []any{
+		(*RunnerCheckpointReport_Acknowledge)(nil),
+		(*RunnerCheckpointReport_Decline)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cluster_proto_rawDesc), len(file_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   33,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -217,6 +217,8 @@ const (
 	JobMasterService_DisconnectTaskManager_FullMethodName    = "/gofl.v1.JobMasterService/DisconnectTaskManager"
 	JobMasterService_GetBlob_FullMethodName                  = "/gofl.v1.JobMasterService/GetBlob"
 	JobMasterService_ReportPartitionsLost_FullMethodName     = "/gofl.v1.JobMasterService/ReportPartitionsLost"
+	JobMasterService_AcknowledgeCheckpoint_FullMethodName    = "/gofl.v1.JobMasterService/AcknowledgeCheckpoint"
+	JobMasterService_DeclineCheckpoint_FullMethodName        = "/gofl.v1.JobMasterService/DeclineCheckpoint"
 )
 
 // JobMasterServiceClient is the client API for JobMasterService service.
@@ -233,6 +235,12 @@ type JobMasterServiceClient interface {
 	// The TaskManager lost result partitions of the job it had produced (its
 	// job runner died): the JobMaster reruns their producers. Idempotent.
 	ReportPartitionsLost(ctx context.Context, in *ReportPartitionsLostRequest, opts ...grpc.CallOption) (*Ack, error)
+	// A task wrote its state for a checkpoint. Idempotent; an acknowledgement
+	// of an unknown, aborted or completed checkpoint is ignored (and its
+	// state discarded by the coordinator), never an error.
+	AcknowledgeCheckpoint(ctx context.Context, in *AcknowledgeCheckpointRequest, opts ...grpc.CallOption) (*Ack, error)
+	// A task could not take a checkpoint: the coordinator aborts it.
+	DeclineCheckpoint(ctx context.Context, in *DeclineCheckpointRequest, opts ...grpc.CallOption) (*Ack, error)
 }
 
 type jobMasterServiceClient struct {
@@ -303,6 +311,26 @@ func (c *jobMasterServiceClient) ReportPartitionsLost(ctx context.Context, in *R
 	return out, nil
 }
 
+func (c *jobMasterServiceClient) AcknowledgeCheckpoint(ctx context.Context, in *AcknowledgeCheckpointRequest, opts ...grpc.CallOption) (*Ack, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Ack)
+	err := c.cc.Invoke(ctx, JobMasterService_AcknowledgeCheckpoint_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *jobMasterServiceClient) DeclineCheckpoint(ctx context.Context, in *DeclineCheckpointRequest, opts ...grpc.CallOption) (*Ack, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Ack)
+	err := c.cc.Invoke(ctx, JobMasterService_DeclineCheckpoint_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // JobMasterServiceServer is the server API for JobMasterService service.
 // All implementations must embed UnimplementedJobMasterServiceServer
 // for forward compatibility.
@@ -317,6 +345,12 @@ type JobMasterServiceServer interface {
 	// The TaskManager lost result partitions of the job it had produced (its
 	// job runner died): the JobMaster reruns their producers. Idempotent.
 	ReportPartitionsLost(context.Context, *ReportPartitionsLostRequest) (*Ack, error)
+	// A task wrote its state for a checkpoint. Idempotent; an acknowledgement
+	// of an unknown, aborted or completed checkpoint is ignored (and its
+	// state discarded by the coordinator), never an error.
+	AcknowledgeCheckpoint(context.Context, *AcknowledgeCheckpointRequest) (*Ack, error)
+	// A task could not take a checkpoint: the coordinator aborts it.
+	DeclineCheckpoint(context.Context, *DeclineCheckpointRequest) (*Ack, error)
 	mustEmbedUnimplementedJobMasterServiceServer()
 }
 
@@ -344,6 +378,12 @@ func (UnimplementedJobMasterServiceServer) GetBlob(context.Context, *GetBlobRequ
 }
 func (UnimplementedJobMasterServiceServer) ReportPartitionsLost(context.Context, *ReportPartitionsLostRequest) (*Ack, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ReportPartitionsLost not implemented")
+}
+func (UnimplementedJobMasterServiceServer) AcknowledgeCheckpoint(context.Context, *AcknowledgeCheckpointRequest) (*Ack, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method AcknowledgeCheckpoint not implemented")
+}
+func (UnimplementedJobMasterServiceServer) DeclineCheckpoint(context.Context, *DeclineCheckpointRequest) (*Ack, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DeclineCheckpoint not implemented")
 }
 func (UnimplementedJobMasterServiceServer) mustEmbedUnimplementedJobMasterServiceServer() {}
 func (UnimplementedJobMasterServiceServer) testEmbeddedByValue()                          {}
@@ -474,6 +514,42 @@ func _JobMasterService_ReportPartitionsLost_Handler(srv interface{}, ctx context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _JobMasterService_AcknowledgeCheckpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AcknowledgeCheckpointRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobMasterServiceServer).AcknowledgeCheckpoint(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JobMasterService_AcknowledgeCheckpoint_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobMasterServiceServer).AcknowledgeCheckpoint(ctx, req.(*AcknowledgeCheckpointRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _JobMasterService_DeclineCheckpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeclineCheckpointRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobMasterServiceServer).DeclineCheckpoint(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JobMasterService_DeclineCheckpoint_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobMasterServiceServer).DeclineCheckpoint(ctx, req.(*DeclineCheckpointRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // JobMasterService_ServiceDesc is the grpc.ServiceDesc for JobMasterService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -505,6 +581,14 @@ var JobMasterService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "ReportPartitionsLost",
 			Handler:    _JobMasterService_ReportPartitionsLost_Handler,
 		},
+		{
+			MethodName: "AcknowledgeCheckpoint",
+			Handler:    _JobMasterService_AcknowledgeCheckpoint_Handler,
+		},
+		{
+			MethodName: "DeclineCheckpoint",
+			Handler:    _JobMasterService_DeclineCheckpoint_Handler,
+		},
 	},
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "cluster.proto",
@@ -519,6 +603,8 @@ const (
 	TaskExecutorService_HeartbeatFromResourceManager_FullMethodName = "/gofl.v1.TaskExecutorService/HeartbeatFromResourceManager"
 	TaskExecutorService_HeartbeatFromJobManager_FullMethodName      = "/gofl.v1.TaskExecutorService/HeartbeatFromJobManager"
 	TaskExecutorService_DisconnectJobManager_FullMethodName         = "/gofl.v1.TaskExecutorService/DisconnectJobManager"
+	TaskExecutorService_TriggerCheckpoint_FullMethodName            = "/gofl.v1.TaskExecutorService/TriggerCheckpoint"
+	TaskExecutorService_NotifyCheckpoint_FullMethodName             = "/gofl.v1.TaskExecutorService/NotifyCheckpoint"
 )
 
 // TaskExecutorServiceClient is the client API for TaskExecutorService service.
@@ -536,6 +622,12 @@ type TaskExecutorServiceClient interface {
 	HeartbeatFromResourceManager(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*TaskManagerHeartbeatResponse, error)
 	HeartbeatFromJobManager(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*TaskManagerHeartbeatResponse, error)
 	DisconnectJobManager(ctx context.Context, in *DisconnectJobManagerRequest, opts ...grpc.CallOption) (*Ack, error)
+	// Starts a checkpoint at a task (a source, or a task whose inputs all
+	// finished). Fails with NOT_FOUND when the attempt does not run here.
+	TriggerCheckpoint(ctx context.Context, in *TriggerCheckpointRequest, opts ...grpc.CallOption) (*Ack, error)
+	// Tells a task a checkpoint completed (commit) or was aborted.
+	// Idempotent; NOT_FOUND when the attempt does not run here.
+	NotifyCheckpoint(ctx context.Context, in *NotifyCheckpointRequest, opts ...grpc.CallOption) (*Ack, error)
 }
 
 type taskExecutorServiceClient struct {
@@ -626,6 +718,26 @@ func (c *taskExecutorServiceClient) DisconnectJobManager(ctx context.Context, in
 	return out, nil
 }
 
+func (c *taskExecutorServiceClient) TriggerCheckpoint(ctx context.Context, in *TriggerCheckpointRequest, opts ...grpc.CallOption) (*Ack, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Ack)
+	err := c.cc.Invoke(ctx, TaskExecutorService_TriggerCheckpoint_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *taskExecutorServiceClient) NotifyCheckpoint(ctx context.Context, in *NotifyCheckpointRequest, opts ...grpc.CallOption) (*Ack, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Ack)
+	err := c.cc.Invoke(ctx, TaskExecutorService_NotifyCheckpoint_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TaskExecutorServiceServer is the server API for TaskExecutorService service.
 // All implementations must embed UnimplementedTaskExecutorServiceServer
 // for forward compatibility.
@@ -641,6 +753,12 @@ type TaskExecutorServiceServer interface {
 	HeartbeatFromResourceManager(context.Context, *HeartbeatRequest) (*TaskManagerHeartbeatResponse, error)
 	HeartbeatFromJobManager(context.Context, *HeartbeatRequest) (*TaskManagerHeartbeatResponse, error)
 	DisconnectJobManager(context.Context, *DisconnectJobManagerRequest) (*Ack, error)
+	// Starts a checkpoint at a task (a source, or a task whose inputs all
+	// finished). Fails with NOT_FOUND when the attempt does not run here.
+	TriggerCheckpoint(context.Context, *TriggerCheckpointRequest) (*Ack, error)
+	// Tells a task a checkpoint completed (commit) or was aborted.
+	// Idempotent; NOT_FOUND when the attempt does not run here.
+	NotifyCheckpoint(context.Context, *NotifyCheckpointRequest) (*Ack, error)
 	mustEmbedUnimplementedTaskExecutorServiceServer()
 }
 
@@ -674,6 +792,12 @@ func (UnimplementedTaskExecutorServiceServer) HeartbeatFromJobManager(context.Co
 }
 func (UnimplementedTaskExecutorServiceServer) DisconnectJobManager(context.Context, *DisconnectJobManagerRequest) (*Ack, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DisconnectJobManager not implemented")
+}
+func (UnimplementedTaskExecutorServiceServer) TriggerCheckpoint(context.Context, *TriggerCheckpointRequest) (*Ack, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method TriggerCheckpoint not implemented")
+}
+func (UnimplementedTaskExecutorServiceServer) NotifyCheckpoint(context.Context, *NotifyCheckpointRequest) (*Ack, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method NotifyCheckpoint not implemented")
 }
 func (UnimplementedTaskExecutorServiceServer) mustEmbedUnimplementedTaskExecutorServiceServer() {}
 func (UnimplementedTaskExecutorServiceServer) testEmbeddedByValue()                             {}
@@ -840,6 +964,42 @@ func _TaskExecutorService_DisconnectJobManager_Handler(srv interface{}, ctx cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TaskExecutorService_TriggerCheckpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TriggerCheckpointRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TaskExecutorServiceServer).TriggerCheckpoint(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TaskExecutorService_TriggerCheckpoint_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TaskExecutorServiceServer).TriggerCheckpoint(ctx, req.(*TriggerCheckpointRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TaskExecutorService_NotifyCheckpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NotifyCheckpointRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TaskExecutorServiceServer).NotifyCheckpoint(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TaskExecutorService_NotifyCheckpoint_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TaskExecutorServiceServer).NotifyCheckpoint(ctx, req.(*NotifyCheckpointRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // TaskExecutorService_ServiceDesc is the grpc.ServiceDesc for TaskExecutorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -878,6 +1038,14 @@ var TaskExecutorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DisconnectJobManager",
 			Handler:    _TaskExecutorService_DisconnectJobManager_Handler,
+		},
+		{
+			MethodName: "TriggerCheckpoint",
+			Handler:    _TaskExecutorService_TriggerCheckpoint_Handler,
+		},
+		{
+			MethodName: "NotifyCheckpoint",
+			Handler:    _TaskExecutorService_NotifyCheckpoint_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

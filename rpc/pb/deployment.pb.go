@@ -601,8 +601,10 @@ type TaskDeploymentDescriptor struct {
 	TaskInformation    *TaskInformation                       `protobuf:"bytes,4,opt,name=task_information,json=taskInformation,proto3" json:"task_information,omitempty"`
 	ProducedPartitions []*ResultPartitionDeploymentDescriptor `protobuf:"bytes,5,rep,name=produced_partitions,json=producedPartitions,proto3" json:"produced_partitions,omitempty"`
 	InputGates         []*InputGateDeploymentDescriptor       `protobuf:"bytes,6,rep,name=input_gates,json=inputGates,proto3" json:"input_gates,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Set when the task restores from a checkpoint or savepoint.
+	TaskRestore   *TaskRestore `protobuf:"bytes,7,opt,name=task_restore,json=taskRestore,proto3" json:"task_restore,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TaskDeploymentDescriptor) Reset() {
@@ -677,11 +679,18 @@ func (x *TaskDeploymentDescriptor) GetInputGates() []*InputGateDeploymentDescrip
 	return nil
 }
 
+func (x *TaskDeploymentDescriptor) GetTaskRestore() *TaskRestore {
+	if x != nil {
+		return x.TaskRestore
+	}
+	return nil
+}
+
 var File_deployment_proto protoreflect.FileDescriptor
 
 const file_deployment_proto_rawDesc = "" +
 	"\n" +
-	"\x10deployment.proto\x12\agofl.v1\x1a\x0ejobgraph.proto\"\x9a\x01\n" +
+	"\x10deployment.proto\x12\agofl.v1\x1a\x0ejobgraph.proto\x1a\x10checkpoint.proto\"\x9a\x01\n" +
 	"\x12ExecutionAttemptID\x12\x14\n" +
 	"\x05graph\x18\x01 \x01(\x06R\x05graph\x12\"\n" +
 	"\rjob_vertex_id\x18\x02 \x01(\tR\vjobVertexId\x12#\n" +
@@ -726,7 +735,7 @@ const file_deployment_proto_rawDesc = "" +
 	"\x06inline\x18\x04 \x01(\v2\x1e.gofl.v1.ShuffleDescriptorListH\x00R\x06inline\x12.\n" +
 	"\x12offloaded_blob_key\x18\x05 \x01(\tH\x00R\x10offloadedBlobKey\x120\n" +
 	"\x14number_of_partitions\x18\x06 \x01(\x05R\x12numberOfPartitionsB\x15\n" +
-	"\x13shuffle_descriptors\"\xa5\x03\n" +
+	"\x13shuffle_descriptors\"\xde\x03\n" +
 	"\x18TaskDeploymentDescriptor\x125\n" +
 	"\aattempt\x18\x01 \x01(\v2\x1b.gofl.v1.ExecutionAttemptIDR\aattempt\x12#\n" +
 	"\rallocation_id\x18\x02 \x01(\tR\fallocationId\x12@\n" +
@@ -734,7 +743,8 @@ const file_deployment_proto_rawDesc = "" +
 	"\x10task_information\x18\x04 \x01(\v2\x18.gofl.v1.TaskInformationR\x0ftaskInformation\x12]\n" +
 	"\x13produced_partitions\x18\x05 \x03(\v2,.gofl.v1.ResultPartitionDeploymentDescriptorR\x12producedPartitions\x12G\n" +
 	"\vinput_gates\x18\x06 \x03(\v2&.gofl.v1.InputGateDeploymentDescriptorR\n" +
-	"inputGatesB\x1dZ\x1bgithub.com/gofl/gofl/rpc/pbb\x06proto3"
+	"inputGates\x127\n" +
+	"\ftask_restore\x18\a \x01(\v2\x14.gofl.v1.TaskRestoreR\vtaskRestoreB\x1dZ\x1bgithub.com/gofl/gofl/rpc/pbb\x06proto3"
 
 var (
 	file_deployment_proto_rawDescOnce sync.Once
@@ -762,6 +772,7 @@ var file_deployment_proto_goTypes = []any{
 	(JobType)(0),                                // 9: gofl.v1.JobType
 	(*OperatorDescriptor)(nil),                  // 10: gofl.v1.OperatorDescriptor
 	(ResultPartitionType)(0),                    // 11: gofl.v1.ResultPartitionType
+	(*TaskRestore)(nil),                         // 12: gofl.v1.TaskRestore
 }
 var file_deployment_proto_depIdxs = []int32{
 	9,  // 0: gofl.v1.JobInformation.job_type:type_name -> gofl.v1.JobType
@@ -777,11 +788,12 @@ var file_deployment_proto_depIdxs = []int32{
 	2,  // 10: gofl.v1.TaskDeploymentDescriptor.task_information:type_name -> gofl.v1.TaskInformation
 	3,  // 11: gofl.v1.TaskDeploymentDescriptor.produced_partitions:type_name -> gofl.v1.ResultPartitionDeploymentDescriptor
 	6,  // 12: gofl.v1.TaskDeploymentDescriptor.input_gates:type_name -> gofl.v1.InputGateDeploymentDescriptor
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	12, // 13: gofl.v1.TaskDeploymentDescriptor.task_restore:type_name -> gofl.v1.TaskRestore
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_deployment_proto_init() }
@@ -790,6 +802,7 @@ func file_deployment_proto_init() {
 		return
 	}
 	file_jobgraph_proto_init()
+	file_checkpoint_proto_init()
 	file_deployment_proto_msgTypes[6].OneofWrappers = []any{
 		(*InputGateDeploymentDescriptor_Inline)(nil),
 		(*InputGateDeploymentDescriptor_OffloadedBlobKey)(nil),

@@ -502,7 +502,7 @@ var File_runner_proto protoreflect.FileDescriptor
 
 const file_runner_proto_rawDesc = "" +
 	"\n" +
-	"\frunner.proto\x12\agofl.v1\x1a\rcluster.proto\x1a\x10deployment.proto\"|\n" +
+	"\frunner.proto\x12\agofl.v1\x1a\rcluster.proto\x1a\x10deployment.proto\x1a\x10checkpoint.proto\"|\n" +
 	"\x16RunnerHandshakeRequest\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\x05R\x0fprotocolVersion\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12 \n" +
@@ -534,7 +534,7 @@ const file_runner_proto_rawDesc = "" +
 	"\bsequence\x18\x01 \x01(\x03R\bsequence\x12\x10\n" +
 	"\x03pid\x18\x02 \x01(\x05R\x03pid\"-\n" +
 	"\x15RunnerShutdownRequest\x12\x14\n" +
-	"\x05cause\x18\x01 \x01(\tR\x05cause2\xc1\x04\n" +
+	"\x05cause\x18\x01 \x01(\tR\x05cause2\xa4\x06\n" +
 	"\x10JobRunnerService\x12N\n" +
 	"\tHandshake\x12\x1f.gofl.v1.RunnerHandshakeRequest\x1a .gofl.v1.RunnerHandshakeResponse\x126\n" +
 	"\n" +
@@ -546,7 +546,10 @@ const file_runner_proto_rawDesc = "" +
 	"\x10WatchTaskMetrics\x12 .gofl.v1.WatchTaskMetricsRequest\x1a\x1a.gofl.v1.TaskMetricsReport0\x01\x12I\n" +
 	"\n" +
 	"Heartbeats\x12\x1f.gofl.v1.RunnerHeartbeatRequest\x1a\x18.gofl.v1.RunnerHeartbeat0\x01\x128\n" +
-	"\bShutdown\x12\x1e.gofl.v1.RunnerShutdownRequest\x1a\f.gofl.v1.AckB\x1dZ\x1bgithub.com/gofl/gofl/rpc/pbb\x06proto3"
+	"\bShutdown\x12\x1e.gofl.v1.RunnerShutdownRequest\x1a\f.gofl.v1.Ack\x12D\n" +
+	"\x11TriggerCheckpoint\x12!.gofl.v1.TriggerCheckpointRequest\x1a\f.gofl.v1.Ack\x12B\n" +
+	"\x10NotifyCheckpoint\x12 .gofl.v1.NotifyCheckpointRequest\x1a\f.gofl.v1.Ack\x12W\n" +
+	"\x10WatchCheckpoints\x12 .gofl.v1.WatchCheckpointsRequest\x1a\x1f.gofl.v1.RunnerCheckpointReport0\x01B\x1dZ\x1bgithub.com/gofl/gofl/rpc/pbb\x06proto3"
 
 var (
 	file_runner_proto_rawDescOnce sync.Once
@@ -578,7 +581,11 @@ var file_runner_proto_goTypes = []any{
 	(*SubmitTaskRequest)(nil),        // 13: gofl.v1.SubmitTaskRequest
 	(*CancelTaskRequest)(nil),        // 14: gofl.v1.CancelTaskRequest
 	(*ReleasePartitionsRequest)(nil), // 15: gofl.v1.ReleasePartitionsRequest
-	(*Ack)(nil),                      // 16: gofl.v1.Ack
+	(*TriggerCheckpointRequest)(nil), // 16: gofl.v1.TriggerCheckpointRequest
+	(*NotifyCheckpointRequest)(nil),  // 17: gofl.v1.NotifyCheckpointRequest
+	(*WatchCheckpointsRequest)(nil),  // 18: gofl.v1.WatchCheckpointsRequest
+	(*Ack)(nil),                      // 19: gofl.v1.Ack
+	(*RunnerCheckpointReport)(nil),   // 20: gofl.v1.RunnerCheckpointReport
 }
 var file_runner_proto_depIdxs = []int32{
 	10, // 0: gofl.v1.RunnerTaskState.attempt:type_name -> gofl.v1.ExecutionAttemptID
@@ -594,16 +601,22 @@ var file_runner_proto_depIdxs = []int32{
 	4,  // 10: gofl.v1.JobRunnerService.WatchTaskMetrics:input_type -> gofl.v1.WatchTaskMetricsRequest
 	6,  // 11: gofl.v1.JobRunnerService.Heartbeats:input_type -> gofl.v1.RunnerHeartbeatRequest
 	8,  // 12: gofl.v1.JobRunnerService.Shutdown:input_type -> gofl.v1.RunnerShutdownRequest
-	1,  // 13: gofl.v1.JobRunnerService.Handshake:output_type -> gofl.v1.RunnerHandshakeResponse
-	16, // 14: gofl.v1.JobRunnerService.SubmitTask:output_type -> gofl.v1.Ack
-	16, // 15: gofl.v1.JobRunnerService.CancelTask:output_type -> gofl.v1.Ack
-	16, // 16: gofl.v1.JobRunnerService.ReleasePartitions:output_type -> gofl.v1.Ack
-	2,  // 17: gofl.v1.JobRunnerService.WatchTaskStates:output_type -> gofl.v1.RunnerTaskState
-	5,  // 18: gofl.v1.JobRunnerService.WatchTaskMetrics:output_type -> gofl.v1.TaskMetricsReport
-	7,  // 19: gofl.v1.JobRunnerService.Heartbeats:output_type -> gofl.v1.RunnerHeartbeat
-	16, // 20: gofl.v1.JobRunnerService.Shutdown:output_type -> gofl.v1.Ack
-	13, // [13:21] is the sub-list for method output_type
-	5,  // [5:13] is the sub-list for method input_type
+	16, // 13: gofl.v1.JobRunnerService.TriggerCheckpoint:input_type -> gofl.v1.TriggerCheckpointRequest
+	17, // 14: gofl.v1.JobRunnerService.NotifyCheckpoint:input_type -> gofl.v1.NotifyCheckpointRequest
+	18, // 15: gofl.v1.JobRunnerService.WatchCheckpoints:input_type -> gofl.v1.WatchCheckpointsRequest
+	1,  // 16: gofl.v1.JobRunnerService.Handshake:output_type -> gofl.v1.RunnerHandshakeResponse
+	19, // 17: gofl.v1.JobRunnerService.SubmitTask:output_type -> gofl.v1.Ack
+	19, // 18: gofl.v1.JobRunnerService.CancelTask:output_type -> gofl.v1.Ack
+	19, // 19: gofl.v1.JobRunnerService.ReleasePartitions:output_type -> gofl.v1.Ack
+	2,  // 20: gofl.v1.JobRunnerService.WatchTaskStates:output_type -> gofl.v1.RunnerTaskState
+	5,  // 21: gofl.v1.JobRunnerService.WatchTaskMetrics:output_type -> gofl.v1.TaskMetricsReport
+	7,  // 22: gofl.v1.JobRunnerService.Heartbeats:output_type -> gofl.v1.RunnerHeartbeat
+	19, // 23: gofl.v1.JobRunnerService.Shutdown:output_type -> gofl.v1.Ack
+	19, // 24: gofl.v1.JobRunnerService.TriggerCheckpoint:output_type -> gofl.v1.Ack
+	19, // 25: gofl.v1.JobRunnerService.NotifyCheckpoint:output_type -> gofl.v1.Ack
+	20, // 26: gofl.v1.JobRunnerService.WatchCheckpoints:output_type -> gofl.v1.RunnerCheckpointReport
+	16, // [16:27] is the sub-list for method output_type
+	5,  // [5:16] is the sub-list for method input_type
 	5,  // [5:5] is the sub-list for extension type_name
 	5,  // [5:5] is the sub-list for extension extendee
 	0,  // [0:5] is the sub-list for field type_name
@@ -616,6 +629,7 @@ func file_runner_proto_init() {
 	}
 	file_cluster_proto_init()
 	file_deployment_proto_init()
+	file_checkpoint_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

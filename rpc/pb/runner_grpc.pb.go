@@ -32,6 +32,9 @@ const (
 	JobRunnerService_WatchTaskMetrics_FullMethodName  = "/gofl.v1.JobRunnerService/WatchTaskMetrics"
 	JobRunnerService_Heartbeats_FullMethodName        = "/gofl.v1.JobRunnerService/Heartbeats"
 	JobRunnerService_Shutdown_FullMethodName          = "/gofl.v1.JobRunnerService/Shutdown"
+	JobRunnerService_TriggerCheckpoint_FullMethodName = "/gofl.v1.JobRunnerService/TriggerCheckpoint"
+	JobRunnerService_NotifyCheckpoint_FullMethodName  = "/gofl.v1.JobRunnerService/NotifyCheckpoint"
+	JobRunnerService_WatchCheckpoints_FullMethodName  = "/gofl.v1.JobRunnerService/WatchCheckpoints"
 )
 
 // JobRunnerServiceClient is the client API for JobRunnerService service.
@@ -59,6 +62,13 @@ type JobRunnerServiceClient interface {
 	Heartbeats(ctx context.Context, in *RunnerHeartbeatRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RunnerHeartbeat], error)
 	// Cancels every task and exits.
 	Shutdown(ctx context.Context, in *RunnerShutdownRequest, opts ...grpc.CallOption) (*Ack, error)
+	// Forwarded from the TaskManager; same contracts as on TaskExecutorService.
+	TriggerCheckpoint(ctx context.Context, in *TriggerCheckpointRequest, opts ...grpc.CallOption) (*Ack, error)
+	NotifyCheckpoint(ctx context.Context, in *NotifyCheckpointRequest, opts ...grpc.CallOption) (*Ack, error)
+	// Every acknowledgement and decline of the runner's tasks, in order, from
+	// the moment of the call. The TaskManager keeps one such stream open for
+	// the runner's lifetime and relays each report to the JobMaster.
+	WatchCheckpoints(ctx context.Context, in *WatchCheckpointsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RunnerCheckpointReport], error)
 }
 
 type jobRunnerServiceClient struct {
@@ -176,6 +186,45 @@ func (c *jobRunnerServiceClient) Shutdown(ctx context.Context, in *RunnerShutdow
 	return out, nil
 }
 
+func (c *jobRunnerServiceClient) TriggerCheckpoint(ctx context.Context, in *TriggerCheckpointRequest, opts ...grpc.CallOption) (*Ack, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Ack)
+	err := c.cc.Invoke(ctx, JobRunnerService_TriggerCheckpoint_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *jobRunnerServiceClient) NotifyCheckpoint(ctx context.Context, in *NotifyCheckpointRequest, opts ...grpc.CallOption) (*Ack, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Ack)
+	err := c.cc.Invoke(ctx, JobRunnerService_NotifyCheckpoint_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *jobRunnerServiceClient) WatchCheckpoints(ctx context.Context, in *WatchCheckpointsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RunnerCheckpointReport], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &JobRunnerService_ServiceDesc.Streams[3], JobRunnerService_WatchCheckpoints_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchCheckpointsRequest, RunnerCheckpointReport]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type JobRunnerService_WatchCheckpointsClient = grpc.ServerStreamingClient[RunnerCheckpointReport]
+
 // JobRunnerServiceServer is the server API for JobRunnerService service.
 // All implementations must embed UnimplementedJobRunnerServiceServer
 // for forward compatibility.
@@ -201,6 +250,13 @@ type JobRunnerServiceServer interface {
 	Heartbeats(*RunnerHeartbeatRequest, grpc.ServerStreamingServer[RunnerHeartbeat]) error
 	// Cancels every task and exits.
 	Shutdown(context.Context, *RunnerShutdownRequest) (*Ack, error)
+	// Forwarded from the TaskManager; same contracts as on TaskExecutorService.
+	TriggerCheckpoint(context.Context, *TriggerCheckpointRequest) (*Ack, error)
+	NotifyCheckpoint(context.Context, *NotifyCheckpointRequest) (*Ack, error)
+	// Every acknowledgement and decline of the runner's tasks, in order, from
+	// the moment of the call. The TaskManager keeps one such stream open for
+	// the runner's lifetime and relays each report to the JobMaster.
+	WatchCheckpoints(*WatchCheckpointsRequest, grpc.ServerStreamingServer[RunnerCheckpointReport]) error
 	mustEmbedUnimplementedJobRunnerServiceServer()
 }
 
@@ -234,6 +290,15 @@ func (UnimplementedJobRunnerServiceServer) Heartbeats(*RunnerHeartbeatRequest, g
 }
 func (UnimplementedJobRunnerServiceServer) Shutdown(context.Context, *RunnerShutdownRequest) (*Ack, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Shutdown not implemented")
+}
+func (UnimplementedJobRunnerServiceServer) TriggerCheckpoint(context.Context, *TriggerCheckpointRequest) (*Ack, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method TriggerCheckpoint not implemented")
+}
+func (UnimplementedJobRunnerServiceServer) NotifyCheckpoint(context.Context, *NotifyCheckpointRequest) (*Ack, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method NotifyCheckpoint not implemented")
+}
+func (UnimplementedJobRunnerServiceServer) WatchCheckpoints(*WatchCheckpointsRequest, grpc.ServerStreamingServer[RunnerCheckpointReport]) error {
+	return status.Errorf(codes.Unimplemented, "method WatchCheckpoints not implemented")
 }
 func (UnimplementedJobRunnerServiceServer) mustEmbedUnimplementedJobRunnerServiceServer() {}
 func (UnimplementedJobRunnerServiceServer) testEmbeddedByValue()                          {}
@@ -379,6 +444,53 @@ func _JobRunnerService_Shutdown_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _JobRunnerService_TriggerCheckpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TriggerCheckpointRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobRunnerServiceServer).TriggerCheckpoint(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JobRunnerService_TriggerCheckpoint_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobRunnerServiceServer).TriggerCheckpoint(ctx, req.(*TriggerCheckpointRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _JobRunnerService_NotifyCheckpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NotifyCheckpointRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobRunnerServiceServer).NotifyCheckpoint(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JobRunnerService_NotifyCheckpoint_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobRunnerServiceServer).NotifyCheckpoint(ctx, req.(*NotifyCheckpointRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _JobRunnerService_WatchCheckpoints_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchCheckpointsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(JobRunnerServiceServer).WatchCheckpoints(m, &grpc.GenericServerStream[WatchCheckpointsRequest, RunnerCheckpointReport]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type JobRunnerService_WatchCheckpointsServer = grpc.ServerStreamingServer[RunnerCheckpointReport]
+
 // JobRunnerService_ServiceDesc is the grpc.ServiceDesc for JobRunnerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -406,6 +518,14 @@ var JobRunnerService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Shutdown",
 			Handler:    _JobRunnerService_Shutdown_Handler,
 		},
+		{
+			MethodName: "TriggerCheckpoint",
+			Handler:    _JobRunnerService_TriggerCheckpoint_Handler,
+		},
+		{
+			MethodName: "NotifyCheckpoint",
+			Handler:    _JobRunnerService_NotifyCheckpoint_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -421,6 +541,11 @@ var JobRunnerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Heartbeats",
 			Handler:       _JobRunnerService_Heartbeats_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchCheckpoints",
+			Handler:       _JobRunnerService_WatchCheckpoints_Handler,
 			ServerStreams: true,
 		},
 	},

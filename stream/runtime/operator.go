@@ -91,6 +91,12 @@ type Context struct {
 	// subtask order into the job's execution result. Call it from Finish;
 	// what a failed or cancelled attempt accumulated is discarded.
 	Accumulate func(name string, value []byte)
+	// Restore is this operator's restored state, nil on a fresh start; set
+	// before Open.
+	Restore *OperatorRestore
+	// Checkpointing is true when the job takes checkpoints: sinks then
+	// stage their output and publish it on NotifyCheckpointComplete.
+	Checkpointing bool
 
 	task  *task
 	index int

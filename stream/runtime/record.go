@@ -29,6 +29,17 @@ const (
 	EventWatermark
 	// EventEndOfPartition is the last event of a channel.
 	EventEndOfPartition
+	// EventBarrier carries a CheckpointBarrier (Event.Barrier).
+	EventBarrier
+	// EventCancelBarrier tells that checkpoint Event.Barrier.ID was
+	// aborted upstream (Flink's CancelCheckpointMarker): stop aligning it.
+	EventCancelBarrier
+	// EventEndOfData ends the records of a channel while barriers may
+	// still follow (FLIP-147): the task finishes its operators once every
+	// channel ended its data, then waits for a final checkpoint before
+	// EventEndOfPartition. Event.Drain is false for stop-with-savepoint
+	// without --drain: operators are not finished then.
+	EventEndOfData
 )
 
 // Event is what flows through an exchange: records and control events in
@@ -37,6 +48,8 @@ type Event struct {
 	Kind      EventKind
 	Record    Record
 	Watermark int64
+	Barrier   CheckpointBarrier
+	Drain     bool
 }
 
 // ChannelBatch is a run of events from one input channel, in order. The

@@ -81,6 +81,13 @@ type TaskEnv struct {
 	Writers        []ResultWriter
 	Now            func() time.Time
 	Accumulate     func(name string, value []byte)
+	// Control delivers the CheckpointCoordinator's triggers and
+	// notifications; nil when checkpointing is off.
+	Control <-chan CheckpointControl
+	// Responder takes the task's snapshots; set with Control.
+	Responder CheckpointResponder
+	// Restore is the state the task starts from; nil for a fresh start.
+	Restore *TaskRestore
 }
 
 // OperatorError is a failure of one operator: an error it returned or a
