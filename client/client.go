@@ -418,3 +418,80 @@ func wanted(want []string) string {
 	}
 	return strings.Join(want, " or ")
 }
+
+// TriggerSavepoint is POST /jobs/{jobid}/savepoints: it starts a savepoint
+// into dir (state.savepoints.dir when empty) and returns the trigger ID to
+// poll with SavepointStatus or WaitForSavepoint.
+func (c *Client) TriggerSavepoint(ctx context.Context, jobID, dir string) (string, error) {
+	return c.trigger(ctx, jobPath(jobID)+"/savepoints", restapi.SavepointTriggerRequest{TargetDirectory: dir})
+}
+
+// StopWithSavepoint is POST /jobs/{jobid}/stop: a savepoint into dir, after
+// which the job ends FINISHED. With drain the sources end their input
+// first, so every event-time timer fires (Flink's stop --drain).
+func (c *Client) StopWithSavepoint(ctx context.Context, jobID, dir string, drain bool) (string, error) {
+	return c.trigger(ctx, jobPath(jobID)+"/stop", restapi.StopWithSavepointRequest{TargetDirectory: dir, Drain: drain})
+}
+
+func (c *Client) trigger(ctx context.Context, path string, req any) (string, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return "", err
+	}
+	var r restapi.TriggerResponse
+	if err := c.do(ctx, http.MethodPost, path, "", body, &r); err != nil {
+		return "", err
+	}
+	if r.RequestID == "" {
+		return "", fmt.Errorf("client: POST %s: the JobManager returned no request-id", path)
+	}
+	return r.RequestID, nil
+}
+
+// SavepointStatus is GET /jobs/{jobid}/savepoints/{triggerid}.
+func (c *Client) SavepointStatus(ctx context.Context, jobID, triggerID string) (restapi.SavepointStatus, error) {
+	var r restapi.SavepointStatus
+	return r, c.do(ctx, http.MethodGet, jobPath(jobID)+"/savepoints/"+url.PathEscape(triggerID), "", nil, &r)
+}
+
+// ErrSavepointFailed wraps the JobManager's reason for a failed savepoint.
+var ErrSavepointFailed = errors.New("client: savepoint failed")
+
+// WaitForSavepoint polls a savepoint (or stop-with-savepoint) until it
+// completed and returns its location; a failed savepoint is an error
+// wrapping ErrSavepointFailed with the JobManager's cause.
+func (c *Client) WaitForSavepoint(ctx context.Context, jobID, triggerID string) (string, error) {
+	t := time.NewTicker(c.poll)
+	defer t.Stop()
+	for {
+		st, err := c.SavepointStatus(ctx, jobID, triggerID)
+		if err != nil {
+			return "", err
+		}
+		if st.Status.ID == restapi.ResultCompleted {
+			switch {
+			case st.Operation == nil:
+				return "", fmt.Errorf("client: savepoint %s of job %s completed without a result", triggerID, jobID)
+			case st.Operation.FailureCause != nil:
+				return "", fmt.Errorf("%w: %s", ErrSavepointFailed, firstLine(st.Operation.FailureCause.StackTrace, st.Operation.FailureCause.Class))
+			}
+			return st.Operation.Location, nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("client: waiting for savepoint %s of job %s: %w", triggerID, jobID, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// firstLine is the first line of s, or fallback when s is empty.
+func firstLine(s, fallback string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if s = strings.TrimSpace(s); s == "" {
+		return fallback
+	}
+	return s
+}

@@ -58,6 +58,7 @@ Examples:
 			jobmanagerCommand(),
 			taskManagerCommand(),
 			runCommand(), sessionCommand(), submitCommand(), listCommand(), infoCommand(), cancelCommand(),
+			savepointCommand(), stopCommand(),
 		},
 	}
 	addConfigFlags(app.Commands)
