@@ -337,9 +337,11 @@ func bar(id int64, exactlyOnce bool) Event {
 	return Event{Kind: EventBarrier, Barrier: CheckpointBarrier{ID: id, Options: CheckpointOptions{ExactlyOnce: exactlyOnce}}}
 }
 
-func cancelBar(id int64) Event { return Event{Kind: EventCancelBarrier, Barrier: CheckpointBarrier{ID: id}} }
-func eod(drain bool) Event     { return Event{Kind: EventEndOfData, Drain: drain} }
-func eop() Event               { return Event{Kind: EventEndOfPartition} }
+func cancelBar(id int64) Event {
+	return Event{Kind: EventCancelBarrier, Barrier: CheckpointBarrier{ID: id}}
+}
+func eod(drain bool) Event { return Event{Kind: EventEndOfData, Drain: drain} }
+func eop() Event           { return Event{Kind: EventEndOfPartition} }
 
 func trigger(id int64, typ CheckpointType) CheckpointControl {
 	return CheckpointControl{Kind: TriggerCheckpoint, Barrier: CheckpointBarrier{ID: id, Options: CheckpointOptions{Type: typ, ExactlyOnce: true}}}
