@@ -39,7 +39,7 @@ func (strCodec) Append(dst []byte, v any) ([]byte, error) {
 }
 
 func (strCodec) Decode(src []byte) (any, error) { return string(src), nil }
-func (strCodec) TypeName() string              { return "string" }
+func (strCodec) TypeName() string               { return "string" }
 
 const (
 	testMaxPar = 128
