@@ -24,7 +24,9 @@ type InputGate interface {
 // subtask. Emit may buffer; Flush hands buffered events on and may block
 // under backpressure; Finish flushes and ends every subpartition with
 // EventEndOfPartition. Errors (the job was cancelled, the network failed)
-// abort the task. A ResultWriter is used by one goroutine.
+// abort the task. A ResultWriter is used by one goroutine. With
+// checkpointing, barriers, cancellations and EventEndOfData are emitted on
+// every subpartition and flushed right away.
 type ResultWriter interface {
 	NumSubpartitions() int
 	Emit(subpartition int, ev Event) error
