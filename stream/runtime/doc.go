@@ -34,6 +34,22 @@
 // map per key group) and timers in a TimerService; running aggregations use
 // the typed KeyedValues, one map access per record.
 //
+// Checkpoints (TaskEnv.Control set; nil leaves everything above as it
+// is): control messages are handled on the task goroutine between batches
+// and polls. A trigger at a source (or a task whose channels all ended)
+// snapshots every CheckpointedOperator of the chain, hands the snapshot to
+// the CheckpointResponder and sends EventBarrier on every subpartition.
+// Tasks with inputs align barriers: exactly once, a channel that delivered
+// barrier n has its later events held in the task until every channel not
+// ended delivered n; at least once nothing is held. A newer barrier or an
+// EventCancelBarrier aborts an alignment (decline, cancel downstream). At
+// the end of input (FLIP-147) the task finishes its operators, sends
+// EventEndOfData, and ends its partitions only once a checkpoint it took
+// after that completed, so sinks commit their last output. Stop-with-
+// savepoint ends the sources' data with (terminate) or without (suspend)
+// draining. Keyed state, timers and KeyedValues snapshot as sections per
+// key group, so a restore at another parallelism reads only its key groups.
+//
 // Accumulators: an operator may hand serialized lists to its task's
 // accumulator results (Context.Accumulate, set by the cluster executor and
 // nil locally), which travel with the task's FINISHED state to the

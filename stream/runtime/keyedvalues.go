@@ -1,6 +1,9 @@
 package runtime
 
-import "sort"
+import (
+	"fmt"
+	"sort"
+)
 
 // KeyedValues is the typed keyed state of a running aggregation (keyed
 // Reduce and Aggregate): one value per key, with neither keys nor values
@@ -48,4 +51,69 @@ func (s *KeyedValues[K, V]) Range(fn func(key K, v *V)) {
 	for _, e := range entries {
 		fn(e.key, s.values[e.key])
 	}
+}
+
+// SnapshotTo writes every key's value into snap as keyed section section
+// per key group, keys encoded with keyCodec and values with valueCodec.
+func (s *KeyedValues[K, V]) SnapshotTo(snap *OperatorSnapshot, section string, keyCodec, valueCodec Codec) error {
+	byGroup := map[int][]byte{}
+	var kbuf, vbuf []byte
+	for k, v := range s.values {
+		g := KeyGroup(k, s.maxParallelism)
+		data, err := appendEncoded(byGroup[g], keyCodec, k, &kbuf)
+		if err != nil {
+			return fmt.Errorf("snapshot of %q: key %v: %w", section, k, err)
+		}
+		if data, err = appendEncoded(data, valueCodec, *v, &vbuf); err != nil {
+			return fmt.Errorf("snapshot of %q: value of key %v: %w", section, k, err)
+		}
+		byGroup[g] = data
+	}
+	groups := make([]int, 0, len(byGroup))
+	for g := range byGroup {
+		groups = append(groups, g)
+	}
+	sort.Ints(groups)
+	for _, g := range groups {
+		snap.PutKeyed(g, section, valueCodec.TypeName(), byGroup[g])
+	}
+	return nil
+}
+
+// RestoreFrom adds the keys and values of r's section (its key groups) to
+// s. It fails with ErrIncompatibleState when the section was written with
+// another value type, and when a decoded key or value is not a K or a V.
+func (s *KeyedValues[K, V]) RestoreFrom(r *OperatorRestore, section string, keyCodec, valueCodec Codec) error {
+	if r == nil {
+		return nil
+	}
+	if err := r.CheckType(section, valueCodec.TypeName()); err != nil {
+		return err
+	}
+	return r.KeyedSection(section, func(g int, data []byte) error {
+		err := rangeEntries(data, func(kb, vb []byte) error {
+			ka, err := keyCodec.Decode(kb)
+			if err != nil {
+				return fmt.Errorf("key: %w", err)
+			}
+			k, ok := ka.(K)
+			if !ok {
+				return fmt.Errorf("%w: key %v is a %T", ErrIncompatibleState, ka, ka)
+			}
+			va, err := valueCodec.Decode(vb)
+			if err != nil {
+				return fmt.Errorf("value: %w", err)
+			}
+			v, ok := va.(V)
+			if !ok {
+				return fmt.Errorf("%w: value of key %v is a %T", ErrIncompatibleState, k, va)
+			}
+			s.values[k] = &v
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("restoring %q, key group %d: %w", section, g, err)
+		}
+		return nil
+	})
 }

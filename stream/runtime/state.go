@@ -1,17 +1,36 @@
 package runtime
 
-import "sort"
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
 
 // KeyedStateBackend is the in-memory keyed state of one operator subtask:
 // one map per key group, so state can later be snapshotted and
 // redistributed by key-group range as in Flink. Access is scoped to the
 // current key, which the operator sets before calling user code.
+//
+// Snapshots (hashmap style, as Flink's HashMapStateBackend) write each state
+// as keyed section "state:<name>" per key group, encoded with the key codec
+// (SetKeyCodec) and the state's codec (RegisterState). A restore keeps the
+// sections as they are and decodes a state when it is registered, so a
+// state is decoded only by a job that still declares it, with the codec it
+// declares, and a state no longer declared goes into later snapshots as it
+// was restored.
 type KeyedStateBackend struct {
 	maxParallelism int
 	groups         map[int]*keyGroupState
 	key            any
 	group          int
 	hasKey         bool
+
+	keyCodec Codec
+	codecs   map[string]Codec
+	restore  *OperatorRestore
+	// raw holds the restored sections of states not registered yet, by
+	// state name and key group.
+	raw map[string]map[int][]byte
 }
 
 type keyGroupState struct {
@@ -87,4 +106,148 @@ func (b *KeyedStateBackend) Keys(name string) []any {
 		}
 	}
 	return keys
+}
+
+// SetKeyCodec sets the codec of the keys, which snapshots and restores
+// need. Call it in Open, before RegisterState.
+func (b *KeyedStateBackend) SetKeyCodec(c Codec) { b.keyCodec = c }
+
+// RegisterState declares state name with the codec of its values. It is
+// idempotent and cheap (typed state calls it before every access; the
+// first registration of a name wins). Registering a restored state decodes
+// its sections, which fails with ErrIncompatibleState when the state was
+// written with another value type, or with the decoding error.
+func (b *KeyedStateBackend) RegisterState(name string, c Codec) error {
+	if _, ok := b.codecs[name]; ok {
+		return nil
+	}
+	if b.codecs == nil {
+		b.codecs = map[string]Codec{}
+	}
+	if groups, ok := b.raw[name]; ok {
+		if err := b.decode(name, c, groups); err != nil {
+			return err
+		}
+		delete(b.raw, name)
+	}
+	b.codecs[name] = c
+	return nil
+}
+
+func (b *KeyedStateBackend) decode(name string, c Codec, groups map[int][]byte) error {
+	section := stateSection(name)
+	if err := b.restore.CheckType(section, c.TypeName()); err != nil {
+		return fmt.Errorf("keyed state %q: %w", name, err)
+	}
+	if b.keyCodec == nil {
+		return fmt.Errorf("restoring keyed state %q: %w", name, errNoCodec("the key"))
+	}
+	for g, data := range groups {
+		gs := b.groups[g]
+		if gs == nil {
+			gs = &keyGroupState{states: map[string]map[any]any{}}
+			b.groups[g] = gs
+		}
+		t := gs.states[name]
+		if t == nil {
+			t = map[any]any{}
+			gs.states[name] = t
+		}
+		err := rangeEntries(data, func(kb, vb []byte) error {
+			k, err := b.keyCodec.Decode(kb)
+			if err != nil {
+				return fmt.Errorf("key: %w", err)
+			}
+			v, err := c.Decode(vb)
+			if err != nil {
+				return fmt.Errorf("value: %w", err)
+			}
+			t[k] = v
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("restoring keyed state %q, key group %d: %w", name, g, err)
+		}
+	}
+	return nil
+}
+
+// Snapshot writes every state into snap as section "state:<name>" per key
+// group. A state without a registered codec fails the snapshot, naming it;
+// restored states not registered since are written as they were restored.
+func (b *KeyedStateBackend) Snapshot(snap *OperatorSnapshot) error {
+	groups := make([]int, 0, len(b.groups))
+	for g := range b.groups {
+		groups = append(groups, g)
+	}
+	sort.Ints(groups)
+	var kbuf, vbuf []byte
+	for _, g := range groups {
+		for name, t := range b.groups[g].states {
+			if len(t) == 0 {
+				continue
+			}
+			c := b.codecs[name]
+			if c == nil {
+				return fmt.Errorf("snapshot of keyed state %q: %w", name, errNoCodec("the state"))
+			}
+			if b.keyCodec == nil {
+				return fmt.Errorf("snapshot of keyed state %q: %w", name, errNoCodec("the key"))
+			}
+			var data []byte
+			for k, v := range t {
+				var err error
+				if data, err = appendEncoded(data, b.keyCodec, k, &kbuf); err != nil {
+					return fmt.Errorf("snapshot of keyed state %q: key %v: %w", name, k, err)
+				}
+				if data, err = appendEncoded(data, c, v, &vbuf); err != nil {
+					return fmt.Errorf("snapshot of keyed state %q: value of key %v: %w", name, k, err)
+				}
+			}
+			snap.PutKeyed(g, stateSection(name), c.TypeName(), data)
+		}
+	}
+	for name, rg := range b.raw {
+		section := stateSection(name)
+		for g, data := range rg {
+			snap.PutKeyed(g, section, b.restore.StateTypes[section], data)
+		}
+	}
+	return nil
+}
+
+// Restore starts the backend from r (nil: nothing): it keeps the "state:"
+// sections of r's key groups to decode each state when it is registered.
+// Call it in Open, before any state access.
+func (b *KeyedStateBackend) Restore(r *OperatorRestore) error {
+	if r == nil {
+		return nil
+	}
+	b.restore = r
+	for g, sections := range r.Keyed {
+		for section, data := range sections {
+			name, ok := strings.CutPrefix(section, "state:")
+			if !ok {
+				continue
+			}
+			if b.raw == nil {
+				b.raw = map[string]map[int][]byte{}
+			}
+			rg := b.raw[name]
+			if rg == nil {
+				rg = map[int][]byte{}
+				b.raw[name] = rg
+			}
+			rg[g] = data
+		}
+	}
+	for name, groups := range b.raw {
+		if c := b.codecs[name]; c != nil {
+			if err := b.decode(name, c, groups); err != nil {
+				return err
+			}
+			delete(b.raw, name)
+		}
+	}
+	return nil
 }

@@ -24,7 +24,9 @@ type InputGate interface {
 // subtask. Emit may buffer; Flush hands buffered events on and may block
 // under backpressure; Finish flushes and ends every subpartition with
 // EventEndOfPartition. Errors (the job was cancelled, the network failed)
-// abort the task. A ResultWriter is used by one goroutine.
+// abort the task. A ResultWriter is used by one goroutine. With
+// checkpointing, barriers, cancellations and EventEndOfData are emitted on
+// every subpartition and flushed right away.
 type ResultWriter interface {
 	NumSubpartitions() int
 	Emit(subpartition int, ev Event) error
@@ -124,6 +126,10 @@ type opNode struct {
 	ctx    *Context
 	outs   []Output
 	opened bool
+	// ckOp and listener are the operator's checkpoint interfaces, nil when
+	// it does not implement them.
+	ckOp     CheckpointedOperator
+	listener CheckpointListener
 }
 
 type task struct {
@@ -139,6 +145,15 @@ type task struct {
 	// nested calls, so a panic is attributed to it by the one recover in
 	// protect instead of a deferred recover per operator per record.
 	current *opNode
+	// ctl is TaskEnv.Control; ck is the checkpointing state, nil when
+	// checkpointing is off (then nothing of it runs).
+	ctl <-chan CheckpointControl
+	ck  *checkpointer
+	// in is the state of the input channels of a task with inputs.
+	in *inputState
+	// finishedOnRestore: every operator was restored as finished
+	// (FLIP-147), so the operators see no end of input again.
+	finishedOnRestore bool
 }
 
 // RunTask runs one subtask of a chain until its input ends, it fails, or
@@ -185,9 +200,15 @@ func newTask(ctx context.Context, spec *TaskSpec, env TaskEnv) (*task, error) {
 	if len(env.Writers) != len(spec.Outputs) {
 		return nil, fmt.Errorf("task %q has %d outputs and %d writers", spec.Name, len(spec.Outputs), len(env.Writers))
 	}
-	t := &task{ctx: ctx, spec: spec, env: env, writers: env.Writers, now: env.Now, wm: MinWatermark}
+	t := &task{ctx: ctx, spec: spec, env: env, writers: env.Writers, now: env.Now, wm: MinWatermark, ctl: env.Control}
 	if t.now == nil {
 		t.now = time.Now
+	}
+	if env.Control != nil {
+		if env.Responder == nil {
+			return nil, fmt.Errorf("task %q has a checkpoint control channel and no responder", spec.Name)
+		}
+		t.ck = newCheckpointer(env.Responder)
 	}
 	for i := range spec.Operators {
 		os := &spec.Operators[i]
@@ -214,8 +235,26 @@ func newTask(ctx context.Context, spec *TaskSpec, env TaskEnv) (*task, error) {
 			TaskName: spec.Name, OperatorID: os.ID, OperatorName: os.Name,
 			SubtaskIndex: env.SubtaskIndex, Parallelism: env.Parallelism, MaxParallelism: env.MaxParallelism,
 			Accumulate: env.Accumulate, task: t, index: i,
+			Checkpointing: env.Control != nil,
 		}
+		if env.Restore != nil {
+			n.ctx.Restore = env.Restore.Operators[os.ID]
+		}
+		var impl any = n.op
+		if n.src != nil {
+			impl = n.src
+		}
+		n.ckOp, _ = impl.(CheckpointedOperator)
+		n.listener, _ = impl.(CheckpointListener)
 		t.nodes = append(t.nodes, n)
+	}
+	if env.Restore != nil {
+		t.finishedOnRestore = true
+		for _, n := range t.nodes {
+			if n.ctx.Restore == nil || !n.ctx.Restore.Finished {
+				t.finishedOnRestore = false
+			}
+		}
 	}
 	for i, o := range spec.Outputs {
 		if o.From < 0 || o.From >= len(t.nodes) {
@@ -278,7 +317,27 @@ func (t *task) run() error {
 	if err != nil {
 		return err
 	}
-	// End of input.
+	if t.ck == nil {
+		t.endInput()
+	}
+	// With checkpointing the input ended in the loops (endData), which
+	// returned once the final checkpoint completed.
+	for _, w := range t.writers {
+		if err := w.Finish(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// endInput fires the pending processing-time timers, emits the final
+// MaxWatermark and finishes the operators, head first. Operators restored
+// as finished already did all that: only the watermark goes on.
+func (t *task) endInput() {
+	if t.finishedOnRestore {
+		t.broadcast(Event{Kind: EventWatermark, Watermark: MaxWatermark})
+		return
+	}
 	for i := range t.nodes {
 		t.drainTimers(i)
 	}
@@ -288,12 +347,17 @@ func (t *task) run() error {
 			n.call(n.op.Finish)
 		}
 	}
+}
+
+// broadcast emits ev on every subpartition of every writer.
+func (t *task) broadcast(ev Event) {
 	for _, w := range t.writers {
-		if err := w.Finish(); err != nil {
-			return err
+		for s, n := 0, w.NumSubpartitions(); s < n; s++ {
+			if err := w.Emit(s, ev); err != nil {
+				panic(abort{err})
+			}
 		}
 	}
-	return nil
 }
 
 func (t *task) advance(wm int64) {
@@ -345,6 +409,9 @@ func (t *task) wait(until time.Time, c0, c1 <-chan ChannelBatch) (ChannelBatch, 
 	case b := <-c1:
 		return b, 1, nil
 	case <-timerC:
+		return ChannelBatch{}, -1, nil
+	case m := <-t.ctl:
+		t.onControl(m)
 		return ChannelBatch{}, -1, nil
 	case <-t.ctx.Done():
 		return ChannelBatch{}, -1, t.ctx.Err()
@@ -399,9 +466,19 @@ func (t *task) drainTimers(i int) {
 	heap.Init(&t.timers)
 }
 
+// runSource polls the source until its input ends. With checkpointing on,
+// control messages are handled between polls, the end of input is
+// announced with EventEndOfData, and it returns only once a checkpoint
+// taken after that completed (FLIP-147).
 func (t *task) runSource() error {
 	src := t.nodes[0]
-	for {
+	if t.finishedOnRestore {
+		if t.ck == nil {
+			return nil
+		}
+		t.endData(true)
+	}
+	for t.ck == nil || !t.ck.dataEnded {
 		if err := t.ctx.Err(); err != nil {
 			return err
 		}
@@ -423,47 +500,78 @@ func (t *task) runSource() error {
 				return err
 			}
 		case EndOfInput:
-			return nil
+			if t.ck == nil {
+				return nil
+			}
+			t.endData(true)
 		default:
 			return fmt.Errorf("source %q returned poll status %d", src.spec.Name, st)
 		}
+		if t.ctl != nil {
+			select {
+			case m := <-t.ctl:
+				t.onControl(m)
+			default:
+			}
+		}
 	}
+	for !t.ck.finalDone {
+		if _, _, err := t.wait(time.Time{}, nil, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// chanState is one input channel.
+type chanState struct {
+	wm    int64
+	ended bool // EventEndOfPartition arrived
+	// The rest is used with checkpointing only.
+	dataEnded bool  // EventEndOfData (or EventEndOfPartition) arrived
+	barrier   int64 // the ID of the last barrier it delivered
+	blocked   bool  // aligning (exactly once): its events are held
+	held      [][]Event
+}
+
+type gateState struct {
+	ch []chanState
+}
+
+// inputState is the input channels of a task with inputs.
+type inputState struct {
+	gates     []gateState
+	remaining int // channels not ended
+	dataOpen  int // channels that did not end their data
+	drain     bool
+	// holding: some channel is blocked or has held events, so a new batch
+	// may have to queue behind them; replay: some unblocked channel has
+	// held events to process before reading on.
+	holding bool
+	replay  bool
 }
 
 func (t *task) runInputs() error {
-	type gateState struct {
-		wm    []int64
-		ended []bool
-		open  int
-	}
-	gates := make([]gateState, len(t.env.Gates))
-	remaining := 0
+	in := &inputState{gates: make([]gateState, len(t.env.Gates)), drain: true}
+	t.in = in
 	for i, g := range t.env.Gates {
 		n := g.NumChannels()
-		gates[i] = gateState{wm: make([]int64, n), ended: make([]bool, n), open: n}
-		for c := range gates[i].wm {
-			gates[i].wm[c] = MinWatermark
+		in.gates[i].ch = make([]chanState, n)
+		for c := range in.gates[i].ch {
+			in.gates[i].ch[c].wm = MinWatermark
 		}
-		remaining += n
+		in.remaining += n
 	}
+	in.dataOpen = in.remaining
 	var c0, c1 <-chan ChannelBatch
 	c0 = t.env.Gates[0].Batches()
 	if len(t.env.Gates) > 1 {
 		c1 = t.env.Gates[1].Batches()
 	}
-	combined := func() int64 {
-		m := MaxWatermark
-		for _, g := range gates {
-			for c, w := range g.wm {
-				if !g.ended[c] && w < m {
-					m = w
-				}
-			}
+	for in.remaining > 0 || (t.ck != nil && !t.ck.finalDone) {
+		if in.replay && t.replayHeld() {
+			continue
 		}
-		return m
-	}
-	head := t.nodes[0]
-	for remaining > 0 {
 		t.fireDueTimers()
 		var b ChannelBatch
 		gi := -1
@@ -472,6 +580,9 @@ func (t *task) runInputs() error {
 			gi = 0
 		case b = <-c1:
 			gi = 1
+		case m := <-t.ctl:
+			t.onControl(m)
+			continue
 		default:
 			var err error
 			if b, gi, err = t.wait(time.Time{}, c0, c1); err != nil {
@@ -481,30 +592,85 @@ func (t *task) runInputs() error {
 				continue
 			}
 		}
-		g := &gates[gi]
-		if b.Channel < 0 || b.Channel >= len(g.wm) {
+		g := &in.gates[gi]
+		if b.Channel < 0 || b.Channel >= len(g.ch) {
 			return fmt.Errorf("task %q: input %d has no channel %d", t.spec.Name, gi, b.Channel)
 		}
-		for i := range b.Events {
-			ev := &b.Events[i]
-			switch ev.Kind {
-			case EventRecord:
-				head.processInput(gi, ev.Record)
-			case EventWatermark:
-				if ev.Watermark > g.wm[b.Channel] {
-					g.wm[b.Channel] = ev.Watermark
-					t.advance(combined())
+		if in.holding {
+			if ch := &g.ch[b.Channel]; ch.blocked || len(ch.held) > 0 {
+				ch.held = append(ch.held, b.Events)
+				continue
+			}
+		}
+		if err := t.processBatch(gi, b.Channel, b.Events); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// combined is the minimum watermark of the channels not ended.
+func (in *inputState) combined() int64 {
+	m := MaxWatermark
+	for _, g := range in.gates {
+		for c := range g.ch {
+			if ch := &g.ch[c]; !ch.ended && ch.wm < m {
+				m = ch.wm
+			}
+		}
+	}
+	return m
+}
+
+// processBatch handles the events of channel c of input gi in order. An
+// exactly-once barrier that blocks the channel stops it: the events after
+// the barrier are held for later.
+func (t *task) processBatch(gi, c int, evs []Event) error {
+	in := t.in
+	head := t.nodes[0]
+	ch := &in.gates[gi].ch[c]
+	for i := range evs {
+		ev := &evs[i]
+		switch ev.Kind {
+		case EventRecord:
+			head.processInput(gi, ev.Record)
+		case EventWatermark:
+			if ev.Watermark > ch.wm {
+				ch.wm = ev.Watermark
+				t.advance(in.combined())
+			}
+		case EventEndOfPartition:
+			if ch.ended {
+				return fmt.Errorf("task %q: input %d channel %d ended twice", t.spec.Name, gi, c)
+			}
+			if t.ck != nil && !ch.dataEnded {
+				t.endChannelData(ch, true)
+			}
+			ch.ended = true
+			in.remaining--
+			if in.remaining > 0 {
+				t.advance(in.combined())
+			}
+			if t.ck != nil {
+				t.channelEnded()
+			}
+		case EventBarrier:
+			if t.ck != nil && t.onBarrier(ch, ev.Barrier) {
+				// Blocked: the rest goes before what is already held (this
+				// batch is either new, so nothing is held, or the head of
+				// the held queue).
+				if i+1 < len(evs) {
+					ch.held = append([][]Event{evs[i+1:]}, ch.held...)
 				}
-			case EventEndOfPartition:
-				if g.ended[b.Channel] {
-					return fmt.Errorf("task %q: input %d channel %d ended twice", t.spec.Name, gi, b.Channel)
-				}
-				g.ended[b.Channel] = true
-				g.open--
-				remaining--
-				if remaining > 0 {
-					t.advance(combined())
-				}
+				return nil
+			}
+		case EventCancelBarrier:
+			if t.ck != nil {
+				t.onCancelBarrier(ev.Barrier.ID)
+			}
+		case EventEndOfData:
+			if t.ck != nil && !ch.dataEnded {
+				t.endChannelData(ch, ev.Drain)
 			}
 		}
 	}
