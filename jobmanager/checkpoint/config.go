@@ -31,9 +31,10 @@ type Config struct {
 	// TolerableFailures is how many checkpoints may fail in a row; one
 	// more fails the job.
 	TolerableFailures int
-	ExactlyOnce       bool
-	Unaligned         bool
-	AlignedTimeout    time.Duration
+	// AtLeastOnce does not align barriers (the zero value is EXACTLY_ONCE).
+	AtLeastOnce    bool
+	Unaligned      bool
+	AlignedTimeout time.Duration
 	// NumRetained completed checkpoints are kept; older ones are discarded.
 	NumRetained int
 	// CheckpointsDir is state.checkpoints.dir: checkpoint n of the job
@@ -52,7 +53,7 @@ type Config struct {
 
 // DefaultConfig has Flink's defaults, checkpointing disabled.
 func DefaultConfig() Config {
-	return Config{Timeout: 10 * time.Minute, MaxConcurrent: 1, ExactlyOnce: true, NumRetained: 1,
+	return Config{Timeout: 10 * time.Minute, MaxConcurrent: 1, NumRetained: 1,
 		Retention: conf.NoExternalizedCheckpoints}
 }
 
@@ -64,7 +65,7 @@ func ConfigFromConf(c *conf.Configuration) Config {
 		MinPause:          conf.CheckpointingMinPause.Get(c),
 		MaxConcurrent:     conf.CheckpointingMaxConcurrent.Get(c),
 		TolerableFailures: conf.CheckpointingTolerableFailures.Get(c),
-		ExactlyOnce:       conf.CheckpointingMode.Get(c) == conf.CheckpointingExactlyOnce,
+		AtLeastOnce:       conf.CheckpointingMode.Get(c) == conf.CheckpointingAtLeastOnce,
 		Unaligned:         conf.CheckpointingUnaligned.Get(c),
 		AlignedTimeout:    conf.CheckpointingAlignedTimeout.Get(c),
 		NumRetained:       conf.CheckpointsNumRetained.Get(c),

@@ -323,7 +323,7 @@ func (c *Coordinator) trigger(typ pb.CheckpointType, dir, requestID string) erro
 		p.waiting[a] = true
 	}
 	c.pending[id] = p
-	opts := &pb.CheckpointOptions{Type: typ, TargetLocation: location, ExactlyOnce: c.cfg.ExactlyOnce || savepoint}
+	opts := &pb.CheckpointOptions{Type: typ, TargetLocation: location, ExactlyOnce: !c.cfg.AtLeastOnce || savepoint}
 	if !savepoint && c.cfg.Unaligned {
 		opts.Unaligned = c.cfg.AlignedTimeout == 0
 		opts.AlignedTimeoutMs = c.cfg.AlignedTimeout.Milliseconds()
