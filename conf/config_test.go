@@ -302,7 +302,7 @@ func TestCheckpointingOptions(t *testing.T) {
 	}
 	cfg, err = FromMap(map[string]string{
 		"execution.checkpointing.interval": "1 s", "state.checkpoints.dir": "file:///ck",
-		"execution.checkpointing.mode": "at_least_once",
+		"execution.checkpointing.mode":                              "at_least_once",
 		"execution.checkpointing.externalized-checkpoint-retention": "retain_on_cancellation",
 	})
 	if err != nil {

@@ -339,14 +339,14 @@ func TestUnknownKeysWarnWithSuggestion(t *testing.T) {
 
 func TestSuggestion(t *testing.T) {
 	for key, want := range map[string]string{
-		"heartbeat.intervall":        "heartbeat.interval",
-		"heartbeat.timout":           "heartbeat.timeout",
-		"Rest.Port":                  "rest.port",
-		"restart-strategy.typ":       "restart-strategy.type",
-		"jobmanager.rpc.adress":      "jobmanager.rpc.address",
-		"slot.request.timeouts":      "slot.request.timeout",
-		"parallelism.defualt":        "parallelism.default",
-		"state.checkpoint.dir":       "state.checkpoints.dir",
+		"heartbeat.intervall":             "heartbeat.interval",
+		"heartbeat.timout":                "heartbeat.timeout",
+		"Rest.Port":                       "rest.port",
+		"restart-strategy.typ":            "restart-strategy.type",
+		"jobmanager.rpc.adress":           "jobmanager.rpc.address",
+		"slot.request.timeouts":           "slot.request.timeout",
+		"parallelism.defualt":             "parallelism.default",
+		"state.checkpoint.dir":            "state.checkpoints.dir",
 		"execution.checkpointing.intervl": "execution.checkpointing.interval",
 	} {
 		if got := suggestion(key); got != ` (did you mean "`+want+`"?)` {

@@ -39,7 +39,9 @@ func SavepointResponse(s SavepointStatus) restapi.SavepointStatusResponse {
 }
 
 func checkpointStatistics(s checkpoint.StatsSnapshot, startMs int64) restapi.CheckpointingStatistics {
-	mma := func(x checkpoint.Summary) restapi.MinMaxAvg { return restapi.MinMaxAvg{Min: x.Min, Max: x.Max, Avg: x.Avg()} }
+	mma := func(x checkpoint.Summary) restapi.MinMaxAvg {
+		return restapi.MinMaxAvg{Min: x.Min, Max: x.Max, Avg: x.Avg()}
+	}
 	out := restapi.CheckpointingStatistics{
 		Counts: restapi.CheckpointCounts{Restored: int64(s.Restored), Total: int64(s.Total), InProgress: int64(s.InProgress),
 			Completed: int64(s.Completed), Failed: int64(s.Failed)},
