@@ -161,8 +161,8 @@ func TestEffectiveRestartStrategy(t *testing.T) {
 		want string
 	}{
 		{nil, RestartNone},
-		{map[string]string{"execution.checkpointing.interval": "10 s"}, RestartExponentialDelay},
-		{map[string]string{"execution.checkpointing.interval": "10 s", "restart-strategy.type": "off"}, RestartNone},
+		{map[string]string{"execution.checkpointing.interval": "10 s", "state.checkpoints.dir": "file:///ck"}, RestartExponentialDelay},
+		{map[string]string{"execution.checkpointing.interval": "10 s", "state.checkpoints.dir": "file:///ck", "restart-strategy.type": "off"}, RestartNone},
 		{map[string]string{"restart-strategy.type": "failurerate"}, RestartFailureRate},
 		{map[string]string{"restart-strategy.type": ""}, RestartNone},
 	} {
@@ -284,6 +284,46 @@ func TestSourceString(t *testing.T) {
 	} {
 		if got := src.String(); got != want {
 			t.Errorf("%#v.String() = %q; want %q", src, got, want)
+		}
+	}
+}
+
+func TestCheckpointingOptions(t *testing.T) {
+	cfg, err := FromMap(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if CheckpointingTimeout.Get(cfg) != 10*time.Minute || CheckpointingMinPause.Get(cfg) != 0 ||
+		CheckpointingMaxConcurrent.Get(cfg) != 1 || CheckpointingTolerableFailures.Get(cfg) != 0 ||
+		CheckpointingMode.Get(cfg) != CheckpointingExactlyOnce || CheckpointingUnaligned.Get(cfg) ||
+		ExternalizedCheckpointRetention.Get(cfg) != NoExternalizedCheckpoints || CheckpointsNumRetained.Get(cfg) != 1 ||
+		StateBackendType.Get(cfg) != StateBackendHashMap || SavepointIgnoreUnclaimedState.Get(cfg) {
+		t.Error("a checkpointing default differs from Flink's")
+	}
+	cfg, err = FromMap(map[string]string{
+		"execution.checkpointing.interval": "1 s", "state.checkpoints.dir": "file:///ck",
+		"execution.checkpointing.mode":                              "at_least_once",
+		"execution.checkpointing.externalized-checkpoint-retention": "retain_on_cancellation",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if CheckpointingMode.Get(cfg) != CheckpointingAtLeastOnce || ExternalizedCheckpointRetention.Get(cfg) != RetainOnCancellation {
+		t.Errorf("enums not normalized: %q %q", CheckpointingMode.Get(cfg), ExternalizedCheckpointRetention.Get(cfg))
+	}
+	// Every problem at once.
+	_, err = FromMap(map[string]string{
+		"execution.checkpointing.interval": "1 s", "state.backend.type": "lsm",
+		"execution.checkpointing.max-concurrent-checkpoints": "0", "state.checkpoints.num-retained": "0",
+	})
+	var ve *ValidationError
+	if !errors.As(err, &ve) || len(ve.Problems) != 4 {
+		t.Fatalf("err = %v; want 4 problems", err)
+	}
+	for _, want := range []string{"state.checkpoints.dir", "execution.checkpointing.interval", "not available yet",
+		"max-concurrent-checkpoints", "num-retained"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%v lacks %q", err, want)
 		}
 	}
 }

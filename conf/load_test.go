@@ -339,15 +339,15 @@ func TestUnknownKeysWarnWithSuggestion(t *testing.T) {
 
 func TestSuggestion(t *testing.T) {
 	for key, want := range map[string]string{
-		"heartbeat.intervall":        "heartbeat.interval",
-		"heartbeat.timout":           "heartbeat.timeout",
-		"Rest.Port":                  "rest.port",
-		"restart-strategy.typ":       "restart-strategy.type",
-		"jobmanager.rpc.adress":      "jobmanager.rpc.address",
-		"slot.request.timeouts":      "slot.request.timeout",
-		"parallelism.defualt":        "parallelism.default",
-		"state.checkpoint.dir":       "state.checkpoints.dir",
-		"execution.checkpointing.iv": "execution.checkpointing.interval",
+		"heartbeat.intervall":             "heartbeat.interval",
+		"heartbeat.timout":                "heartbeat.timeout",
+		"Rest.Port":                       "rest.port",
+		"restart-strategy.typ":            "restart-strategy.type",
+		"jobmanager.rpc.adress":           "jobmanager.rpc.address",
+		"slot.request.timeouts":           "slot.request.timeout",
+		"parallelism.defualt":             "parallelism.default",
+		"state.checkpoint.dir":            "state.checkpoints.dir",
+		"execution.checkpointing.intervl": "execution.checkpointing.interval",
 	} {
 		if got := suggestion(key); got != ` (did you mean "`+want+`"?)` {
 			t.Errorf("suggestion(%q) = %q; want %q", key, got, want)
@@ -432,6 +432,12 @@ func TestCrossOptionChecks(t *testing.T) {
 			`heartbeat.timeout: 50 s must be at least heartbeat.interval (1 min) [from default]`},
 		{"max below initial backoff", []string{"restart-strategy.exponential-delay.initial-backoff=2 min"},
 			`restart-strategy.exponential-delay.max-backoff: 1 min must be at least restart-strategy.exponential-delay.initial-backoff (2 min)`},
+		{"checkpointing without a directory", []string{"execution.checkpointing.interval=1 min"},
+			`state.checkpoints.dir: must be set when execution.checkpointing.interval is above 0 (1 min)`},
+		{"state backend not available", []string{"state.backend.type=rocksdb"},
+			`state.backend.type: "rocksdb" is not available yet; use "hashmap"`},
+		{"unaligned needs exactly-once", []string{"execution.checkpointing.unaligned.enabled=true", "execution.checkpointing.mode=at_least_once"},
+			`execution.checkpointing.unaligned.enabled: unaligned checkpoints need execution.checkpointing.mode EXACTLY_ONCE`},
 		{"checkpoint interval too small", []string{"execution.checkpointing.interval=5 ms"},
 			`execution.checkpointing.interval: 5 ms is below the minimum of 10 ms (use 0 to disable checkpointing) [from -D]`},
 	}

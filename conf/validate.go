@@ -135,5 +135,6 @@ func crossCheck(c *Configuration) []Problem {
 		report(CheckpointingInterval.Key(), fmt.Sprintf("%s is below the minimum of %s (use 0 to disable checkpointing)",
 			FormatDuration(ci), FormatDuration(minCheckpointInterval)))
 	}
+	checkpointingProblems(c, report)
 	return ps
 }

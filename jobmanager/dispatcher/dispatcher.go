@@ -15,11 +15,13 @@ import (
 	"github.com/gofl/gofl/conf"
 	"github.com/gofl/gofl/internal/mailbox"
 	"github.com/gofl/gofl/jobgraph"
+	"github.com/gofl/gofl/jobmanager/checkpoint"
 	"github.com/gofl/gofl/jobmanager/jobmaster"
 	"github.com/gofl/gofl/jobmanager/rest"
 	"github.com/gofl/gofl/jobmanager/scheduler"
 	"github.com/gofl/gofl/rpc/pb"
 	"github.com/gofl/gofl/rpc/restapi"
+	"github.com/gofl/gofl/storage"
 )
 
 // ResourceManager is what the Dispatcher and its JobMasters need from the
@@ -70,6 +72,8 @@ type Dispatcher struct {
 type archivedJob struct {
 	id       string
 	snapshot jobmaster.Snapshot
+	// checkpoints are the job's checkpoint views as it ended.
+	checkpoints jobmaster.CheckpointView
 	// resultDropped is set once its accumulator results were dropped to
 	// keep the history within Config.ResultCacheBytes.
 	resultDropped bool
@@ -132,6 +136,12 @@ func (d *Dispatcher) jobMasterConfig(c *conf.Configuration) jobmaster.Config {
 		HeartbeatTimeout:    conf.HeartbeatTimeout.Get(c),
 		RPCFailureThreshold: conf.HeartbeatRPCFailureThreshold.Get(c),
 		Address:             d.cfg.Address,
+		Checkpoint:          checkpoint.ConfigFromConf(c),
+		// execution.savepoint.path is per job: the job's configuration
+		// (jobgraph Config) overlays the cluster's.
+		SavepointPath:        conf.SavepointPath.Get(c),
+		IgnoreUnclaimedState: conf.SavepointIgnoreUnclaimedState.Get(c),
+		Storage:              storage.OptionsFromConf(c),
 	}
 	if d.cfg.JobMasterOptions != nil {
 		d.cfg.JobMasterOptions(&cfg)
@@ -149,6 +159,13 @@ func (d *Dispatcher) SubmitJob(ctx context.Context, jg *jobgraph.JobGraph) (stri
 		return "", err
 	}
 	jmCfg := d.jobMasterConfig(c)
+	// Read the savepoint here, off the mailbox: a missing or corrupt one,
+	// or state the job cannot claim, fails the submission.
+	restored, err := jobmaster.ReadSavepoint(ctx, jmCfg, jg)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", restapi.ErrBadRequest, err)
+	}
+	jmCfg.Restored = restored
 	return mailbox.Call(ctx, d.mb, func() (string, error) {
 		if jg.JobID == "" {
 			jg.JobID = randomJobID()
@@ -180,7 +197,7 @@ func (d *Dispatcher) SubmitJob(ctx context.Context, jg *jobgraph.JobGraph) (stri
 func (d *Dispatcher) archive(jm *jobmaster.JobMaster) {
 	snap, _ := jm.Snapshot(context.Background()) // returns the final views once Done
 	delete(d.jobs, jm.JobID())
-	d.archived = append(d.archived, archivedJob{id: jm.JobID(), snapshot: snap})
+	d.archived = append(d.archived, archivedJob{id: jm.JobID(), snapshot: snap, checkpoints: jm.CheckpointView()})
 	if ch := d.ended[jm.JobID()]; ch != nil {
 		close(ch)
 		delete(d.ended, jm.JobID())
@@ -273,6 +290,7 @@ func (d *Dispatcher) archivedIndex(id string) int {
 type view struct {
 	jm            *jobmaster.JobMaster
 	archived      *jobmaster.Snapshot
+	checkpoints   *jobmaster.CheckpointView // archived
 	resultDropped bool
 }
 
@@ -282,8 +300,8 @@ func (d *Dispatcher) lookup(ctx context.Context, id string) (view, error) {
 			return view{jm: jm}, nil
 		}
 		if i := d.archivedIndex(id); i >= 0 {
-			s := d.archived[i].snapshot
-			return view{archived: &s, resultDropped: d.archived[i].resultDropped}, nil
+			s, ck := d.archived[i].snapshot, d.archived[i].checkpoints
+			return view{archived: &s, checkpoints: &ck, resultDropped: d.archived[i].resultDropped}, nil
 		}
 		return view{}, fmt.Errorf("%w: %s", restapi.ErrJobNotFound, id)
 	})
@@ -487,6 +505,22 @@ func (r jobMasterRouter) DisconnectTaskManager(ctx context.Context, req *pb.Disc
 		return nil, err
 	}
 	return jm.DisconnectTaskManager(ctx, req)
+}
+
+func (r jobMasterRouter) AcknowledgeCheckpoint(ctx context.Context, req *pb.AcknowledgeCheckpointRequest) (*pb.Ack, error) {
+	jm, err := r.jobMaster(ctx, req.JobId)
+	if err != nil {
+		return nil, err
+	}
+	return jm.AcknowledgeCheckpoint(ctx, req)
+}
+
+func (r jobMasterRouter) DeclineCheckpoint(ctx context.Context, req *pb.DeclineCheckpointRequest) (*pb.Ack, error) {
+	jm, err := r.jobMaster(ctx, req.JobId)
+	if err != nil {
+		return nil, err
+	}
+	return jm.DeclineCheckpoint(ctx, req)
 }
 
 func (r jobMasterRouter) GetBlob(ctx context.Context, req *pb.GetBlobRequest) (*pb.GetBlobResponse, error) {

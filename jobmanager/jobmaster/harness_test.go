@@ -106,7 +106,12 @@ func (rm *fakeRM) snapshot() (registrations int, declared []int, disconnected bo
 // call is one call a fake TaskManager received.
 type call struct {
 	method  string
-	attempt eg.ExecutionAttemptID // SubmitTask, CancelTask
+	attempt eg.ExecutionAttemptID // SubmitTask, CancelTask, checkpoint calls
+	// checkpoint and complete of TriggerCheckpoint and NotifyCheckpoint.
+	checkpoint int64
+	complete   bool
+	tdd        *pb.TaskDeploymentDescriptor // SubmitTask
+	options    *pb.CheckpointOptions        // TriggerCheckpoint
 }
 
 func (c call) String() string { return fmt.Sprintf("%s %s", c.method, c.attempt) }
@@ -140,6 +145,22 @@ func (f *fakeTM) record(method string, a *pb.ExecutionAttemptID) {
 	f.calls = append(f.calls, c)
 }
 
+func (f *fakeTM) recordCall(c call) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, c)
+}
+
+func (f *fakeTM) TriggerCheckpoint(_ context.Context, in *pb.TriggerCheckpointRequest, _ ...grpc.CallOption) (*pb.Ack, error) {
+	f.recordCall(call{method: "TriggerCheckpoint", attempt: attemptID(in.GetAttempt()), checkpoint: in.CheckpointId, options: in.Options})
+	return &pb.Ack{}, nil
+}
+
+func (f *fakeTM) NotifyCheckpoint(_ context.Context, in *pb.NotifyCheckpointRequest, _ ...grpc.CallOption) (*pb.Ack, error) {
+	f.recordCall(call{method: "NotifyCheckpoint", attempt: attemptID(in.GetAttempt()), checkpoint: in.CheckpointId, complete: in.Complete})
+	return &pb.Ack{}, nil
+}
+
 // log returns the calls of the given methods, in order.
 func (f *fakeTM) log(methods ...string) []call {
 	f.mu.Lock()
@@ -160,7 +181,7 @@ func (f *fakeTM) RequestSlot(context.Context, *pb.RequestSlotRequest, ...grpc.Ca
 }
 
 func (f *fakeTM) SubmitTask(ctx context.Context, in *pb.SubmitTaskRequest, _ ...grpc.CallOption) (*pb.Ack, error) {
-	f.record("SubmitTask", in.GetTdd().GetAttempt())
+	f.recordCall(call{method: "SubmitTask", attempt: attemptID(in.GetTdd().GetAttempt()), tdd: in.GetTdd()})
 	f.mu.Lock()
 	err, blocks := f.submitErr, f.submitBlocks
 	f.mu.Unlock()

@@ -27,12 +27,14 @@ import (
 	"github.com/gofl/gofl/internal/outbox"
 	"github.com/gofl/gofl/internal/version"
 	"github.com/gofl/gofl/jobgraph"
+	"github.com/gofl/gofl/jobmanager/checkpoint"
 	eg "github.com/gofl/gofl/jobmanager/executiongraph"
 	"github.com/gofl/gofl/jobmanager/failover"
 	"github.com/gofl/gofl/jobmanager/scheduler"
 	"github.com/gofl/gofl/resourcemanager"
 	"github.com/gofl/gofl/rpc/pb"
 	"github.com/gofl/gofl/rpc/restapi"
+	"github.com/gofl/gofl/storage"
 )
 
 var (
@@ -97,6 +99,20 @@ type Config struct {
 	DialTaskManager DialFunc
 	// Rand draws IDs and jitter; nil is seeded from crypto/rand.
 	Rand *rand.Rand
+
+	// Checkpoint configures the CheckpointCoordinator (zero fields take
+	// Flink's defaults); its Interval 0 leaves only savepoints.
+	Checkpoint checkpoint.Config
+	// SavepointPath is execution.savepoint.path: the state the job starts
+	// from. New reads it unless Restored is set.
+	SavepointPath string
+	// IgnoreUnclaimedState is execution.savepoint.ignore-unclaimed-state.
+	IgnoreUnclaimedState bool
+	// Restored is SavepointPath as ReadSavepoint read it, so New does no
+	// I/O (the Dispatcher reads it off its mailbox).
+	Restored *checkpoint.Restored
+	// Storage opens the file systems of checkpoints and savepoints.
+	Storage storage.Options
 }
 
 // Result is how a job ended.
@@ -151,6 +167,20 @@ type JobMaster struct {
 	ended     bool
 	released  bool // TaskManager connections closed
 
+	// checkpointing: the coordinator (built at Start), its timer, and
+	// what REST reads without the mailbox (under ckMu).
+	ck           *checkpoint.Coordinator
+	ckCfg        checkpoint.Config
+	ckStore      checkpoint.Store
+	ckWake       clock.Timer
+	ckDirty      bool // task states changed since the coordinator heard
+	ckSyncPosted bool
+	ckEnded      bool
+	ckMu         sync.Mutex
+	ckSavepoints int // savepoint requests in progress
+	savepoints   map[string]SavepointStatus
+	ckStats      checkpoint.StatsSnapshot
+
 	doneOnce sync.Once
 	done     chan struct{}
 	result   Result
@@ -193,6 +223,18 @@ func New(cfg Config, jg *jobgraph.JobGraph, rm ResourceManager, log zerolog.Logg
 	if err != nil {
 		return nil, err
 	}
+	ckCfg := checkpointConfig(cfg.Checkpoint)
+	if err := ckCfg.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", scheduler.ErrInvalidConfig, err)
+	}
+	if cfg.Restored == nil && cfg.SavepointPath != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+		cfg.Restored, err = ReadSavepoint(ctx, cfg, jg)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+	}
 	dial := cfg.DialTaskManager
 	if dial == nil {
 		dial = dialGRPC
@@ -213,6 +255,9 @@ func New(cfg Config, jg *jobgraph.JobGraph, rm ResourceManager, log zerolog.Logg
 		accumulators: map[subtaskKey]attemptAccumulators{},
 		statusAt:     map[scheduler.JobStatus]time.Time{},
 		done:         make(chan struct{}),
+		ckCfg:        ckCfg,
+		ckStore:      checkpoint.Store{Options: cfg.Storage},
+		savepoints:   map[string]SavepointStatus{},
 	}
 	jm.rmOut = outbox.New("resourcemanager", mb, jm.outboxConfig(rmRetryable), jm.log)
 	return jm, nil
@@ -269,6 +314,7 @@ func (jm *JobMaster) Start() {
 	jm.wake = jm.clk.AfterFunc(time.Hour, func() { jm.mb.Post(func() { jm.step(scheduler.Tick{}) }) })
 	jm.wake.Stop()
 	jm.hbTimer = jm.clk.AfterFunc(jm.cfg.HeartbeatInterval, func() { jm.mb.Post(jm.heartbeatTick) })
+	jm.startCheckpointing()
 	jm.mb.Post(jm.registerWithResourceManager)
 }
 
@@ -278,6 +324,7 @@ func (jm *JobMaster) Run(ctx context.Context) {
 	jm.mb.Run(ctx)
 	jm.wake.Stop()
 	jm.hbTimer.Stop()
+	jm.ckWake.Stop()
 	if jm.endTimer != nil {
 		jm.endTimer.Stop()
 	}
@@ -434,6 +481,7 @@ func (jm *JobMaster) execute(r *scheduler.Ready) {
 		}
 	}
 	for _, d := range r.Deployments {
+		jm.attachRestore(d)
 		jm.deploy(d)
 	}
 	for _, c := range r.Cancellations {
@@ -467,6 +515,8 @@ func (jm *JobMaster) execute(r *scheduler.Ready) {
 	if r.HasWakeAt {
 		jm.wake.Reset(max(0, r.WakeAt-jm.now()))
 	}
+	jm.checkpointJobStatus(r.JobStatus)
+	jm.checkpointTasksChanged()
 	if jm.sched.Status().IsGloballyTerminal() && !jm.ended {
 		jm.endJob()
 	}

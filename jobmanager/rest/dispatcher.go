@@ -33,4 +33,21 @@ type Dispatcher interface {
 	Overview(ctx context.Context) (restapi.ClusterOverview, error)
 	TaskManagers(ctx context.Context) (restapi.TaskManagersInfo, error)
 	TaskManager(ctx context.Context, id string) (restapi.TaskManagerInfo, error)
+
+	// CheckpointStatistics is the job's checkpoint counts, summary, latest
+	// checkpoints and history (also after it ended).
+	CheckpointStatistics(ctx context.Context, jobID string) (restapi.CheckpointingStatistics, error)
+	// CheckpointConfig is the job's checkpointing configuration.
+	CheckpointConfig(ctx context.Context, jobID string) (restapi.CheckpointConfigInfo, error)
+	// TriggerSavepoint starts a savepoint into dir (empty:
+	// state.savepoints.dir) and returns its request ID at once; with
+	// cancelJob the job stops after it. Not idempotent: each call is a
+	// new savepoint. A job that ended: ErrBadRequest.
+	TriggerSavepoint(ctx context.Context, jobID, dir string, cancelJob bool) (requestID string, err error)
+	// StopWithSavepoint takes a savepoint and then stops the job (FINISHED);
+	// with drain its sources end their input first.
+	StopWithSavepoint(ctx context.Context, jobID, dir string, drain bool) (requestID string, err error)
+	// SavepointStatus is a savepoint request's state; an unknown request:
+	// ErrOperationNotFound. It does not wait.
+	SavepointStatus(ctx context.Context, jobID, requestID string) (restapi.SavepointStatusResponse, error)
 }

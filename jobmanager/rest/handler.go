@@ -95,6 +95,11 @@ func (h *handler) routes() {
 	h.handle("GET /jobs/{jobid}/execution-result", h.jobExecutionResult)
 	h.handle("GET /jobs/{jobid}/vertices/{vertexid}", h.jobVertex)
 	h.handle("GET /jobs/{jobid}/vertices/{vertexid}/backpressure", h.jobVertexBackPressure)
+	h.handle("GET /jobs/{jobid}/checkpoints", h.checkpointStatistics)
+	h.handle("GET /jobs/{jobid}/checkpoints/config", h.checkpointConfig)
+	h.handle("POST /jobs/{jobid}/savepoints", h.triggerSavepoint)
+	h.handle("GET /jobs/{jobid}/savepoints/{triggerid}", h.savepointStatus)
+	h.handle("POST /jobs/{jobid}/stop", h.stopWithSavepoint)
 	h.handle("POST /blobs", h.uploadBlob)
 	h.handle("HEAD /blobs/{key}", h.blobInfo)
 	h.handle("GET /taskmanagers", h.taskManagers)
@@ -447,7 +452,8 @@ func (h *handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 		msgs = append([]string(nil), ve.Problems...)
 	case errors.Is(err, jobgraph.ErrInvalid), errors.Is(err, restapi.ErrBadRequest):
 		status = http.StatusBadRequest
-	case errors.Is(err, restapi.ErrJobNotFound), errors.Is(err, restapi.ErrTaskManagerNotFound), errors.Is(err, restapi.ErrBlobNotFound):
+	case errors.Is(err, restapi.ErrJobNotFound), errors.Is(err, restapi.ErrTaskManagerNotFound), errors.Is(err, restapi.ErrBlobNotFound),
+		errors.Is(err, restapi.ErrOperationNotFound):
 		status = http.StatusNotFound
 	case errors.Is(err, restapi.ErrDuplicateJob), errors.Is(err, restapi.ErrJobNotCancellable):
 		status = http.StatusConflict

@@ -46,6 +46,9 @@ type Dispatcher struct {
 	now        func() time.Time
 	cancelDone bool
 	served     map[string]int // JobDetails answers per job
+	// savepoints by "job/request", and the error the next ones fail with.
+	savepoints   map[string]restapi.SavepointStatusResponse
+	savepointErr error
 }
 
 type job struct {
@@ -58,7 +61,7 @@ type job struct {
 
 // NewDispatcher returns an empty Dispatcher.
 func NewDispatcher() *Dispatcher {
-	return &Dispatcher{jobs: map[string]*job{}, now: time.Now, served: map[string]int{}}
+	return &Dispatcher{jobs: map[string]*job{}, now: time.Now, served: map[string]int{}, savepoints: map[string]restapi.SavepointStatusResponse{}}
 }
 
 // DetailsServed is how many times JobDetails answered for jobID, so a test
