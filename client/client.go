@@ -449,8 +449,8 @@ func (c *Client) trigger(ctx context.Context, path string, req any) (string, err
 }
 
 // SavepointStatus is GET /jobs/{jobid}/savepoints/{triggerid}.
-func (c *Client) SavepointStatus(ctx context.Context, jobID, triggerID string) (restapi.SavepointStatus, error) {
-	var r restapi.SavepointStatus
+func (c *Client) SavepointStatus(ctx context.Context, jobID, triggerID string) (restapi.SavepointStatusResponse, error) {
+	var r restapi.SavepointStatusResponse
 	return r, c.do(ctx, http.MethodGet, jobPath(jobID)+"/savepoints/"+url.PathEscape(triggerID), "", nil, &r)
 }
 

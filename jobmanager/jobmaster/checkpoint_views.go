@@ -33,7 +33,7 @@ func SavepointResponse(s SavepointStatus) restapi.SavepointStatusResponse {
 	}
 	op := &restapi.SavepointInfo{Location: s.Location}
 	if s.Err != nil {
-		op = &restapi.SavepointInfo{FailureCause: &restapi.FailureCauseInfo{Class: "org.apache.flink.util.FlinkException", StackTrace: s.Err.Error()}}
+		op = &restapi.SavepointInfo{FailureCause: &restapi.FailureCause{Class: "org.apache.flink.util.FlinkException", StackTrace: s.Err.Error()}}
 	}
 	return restapi.SavepointStatusResponse{Status: restapi.QueueStatus{ID: restapi.ResultCompleted}, Operation: op}
 }

@@ -139,13 +139,7 @@ type SavepointStatusResponse struct {
 // SavepointInfo is a finished savepoint operation.
 type SavepointInfo struct {
 	Location     string            `json:"location,omitempty"`
-	FailureCause *FailureCauseInfo `json:"failure-cause,omitempty"`
-}
-
-// FailureCauseInfo is Flink's SerializedThrowable as JSON.
-type FailureCauseInfo struct {
-	Class      string `json:"class"`
-	StackTrace string `json:"stack-trace"`
+	FailureCause *FailureCause `json:"failure-cause,omitempty"`
 }
 
 // ErrOperationNotFound: no asynchronous operation (savepoint) has this

@@ -60,7 +60,7 @@ func (d *Dispatcher) savepoint(ctx context.Context, jobID, dir string, stop bool
 	id := fmt.Sprintf("%032x", len(m)+1)
 	op := &restapi.SavepointInfo{Location: fmt.Sprintf("%s/savepoint-%.6s-%012x", dir, jobID, len(m)+1)}
 	if ferr := d.savepointErr; ferr != nil {
-		op = &restapi.SavepointInfo{FailureCause: &restapi.FailureCauseInfo{Class: "java.lang.Exception", StackTrace: ferr.Error()}}
+		op = &restapi.SavepointInfo{FailureCause: &restapi.FailureCause{Class: "java.lang.Exception", StackTrace: ferr.Error()}}
 	} else if stop {
 		j.state, j.end = StateFinished, d.now().UnixMilli()
 	}
