@@ -28,7 +28,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 const maxPar = 128
 
 // reports collects a Responder's reports.
-type reports struct{ ch chan *pb.RunnerCheckpointReport }
+type reports struct {
+	ch chan *pb.RunnerCheckpointReport
+}
 
 func newReports() *reports { return &reports{ch: make(chan *pb.RunnerCheckpointReport, 100)} }
 

@@ -26,7 +26,9 @@ type FileSystems struct {
 // NewFileSystems returns an empty cache opening with opts.
 func NewFileSystems(opts storage.Options) *FileSystems {
 	return &FileSystems{
-		open:  func(ctx context.Context, uri string) (storage.FileSystem, string, error) { return storage.Open(ctx, uri, opts) },
+		open: func(ctx context.Context, uri string) (storage.FileSystem, string, error) {
+			return storage.Open(ctx, uri, opts)
+		},
 		byKey: map[string]storage.FileSystem{},
 	}
 }
