@@ -192,3 +192,53 @@ func TestCheckpointingInterval(t *testing.T) {
 		}
 	}
 }
+
+// A task restoring from a checkpoint whose state file is gone fails,
+// naming the file; the JobMaster decides what follows.
+func TestTaskWithMissingStateFileFails(t *testing.T) {
+	env := NewEnvironment()
+	Process(Generate(env, 10, func(i int64) int64 { return i }), func(_ *ProcessContext, v int64, _ Collector[struct{}]) error { return nil })
+	p, err := env.Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := p.Graph.Vertices[0]
+	ex := newClusterExecutor(p, shuffleEnv(t), "", zerolog.Nop())
+	defer ex.fss.Close()
+	dir := t.TempDir()
+	run := func(a *pb.ExecutionAttemptID, tr *pb.TaskRestore) *pb.RunnerTaskState {
+		t.Helper()
+		states := make(chan *pb.RunnerTaskState, 10)
+		err := ex.Submit(context.Background(), &pb.SubmitTaskRequest{JobId: "job", Tdd: &pb.TaskDeploymentDescriptor{Attempt: a,
+			JobInformation:  &pb.JobInformation{JobId: "job", JobType: pb.JobType_JOB_TYPE_STREAMING, Config: map[string]string{"execution.checkpointing.interval": "1 min"}},
+			TaskInformation: &pb.TaskInformation{JobVertexId: string(v.ID), TaskName: v.Name, NumberOfSubtasks: 1, MaxParallelism: 128},
+			TaskRestore:     tr}}, func(st *pb.RunnerTaskState) { states <- st })
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			select {
+			case st := <-states:
+				switch st.State {
+				case stateFinished, stateFailed, stateCanceled:
+					return st
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("the task did not end")
+			}
+		}
+	}
+	ok := run(&pb.ExecutionAttemptID{Graph: 1, JobVertexId: string(v.ID)}, nil)
+	if ok.State != stateFinished {
+		t.Fatalf("fresh start: %v", ok)
+	}
+	opID := v.Operators[0].ID
+	tr := &pb.TaskRestore{CheckpointId: 4, Location: "file://" + dir + "/chk-4", Operators: []*pb.OperatorSubtaskStateHandle{{
+		OperatorId: opID, Parallelism: 1, MaxParallelism: 128, File: &pb.StateFile{Path: "gone-0-0-abc", Size: 100},
+		KeyGroups: []*pb.KeyGroupRegion{{KeyGroup: 0, Region: &pb.StateFileRegion{Offset: 12, Length: 20}}}}}}
+	st := run(&pb.ExecutionAttemptID{Graph: 1, JobVertexId: string(v.ID), AttemptNumber: 1}, tr)
+	if st.State != stateFailed || !strings.Contains(st.Failure.GetMessage(), dir+"/chk-4/gone-0-0-abc") {
+		t.Fatalf("restore from a missing file: %v", st)
+	}
+	ex.wg.Wait()
+}
