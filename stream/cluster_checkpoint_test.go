@@ -194,7 +194,9 @@ func TestCheckpointingInterval(t *testing.T) {
 }
 
 // A task restoring from a checkpoint whose state file is gone fails,
-// naming the file; the JobMaster decides what follows.
+// naming the file; the JobMaster decides what follows. Periodic
+// checkpointing stays off: a finished task would otherwise wait for a final
+// checkpoint no one triggers here.
 func TestTaskWithMissingStateFileFails(t *testing.T) {
 	env := NewEnvironment()
 	Process(Generate(env, 10, func(i int64) int64 { return i }), func(_ *ProcessContext, v int64, _ Collector[struct{}]) error { return nil })
@@ -210,7 +212,7 @@ func TestTaskWithMissingStateFileFails(t *testing.T) {
 		t.Helper()
 		states := make(chan *pb.RunnerTaskState, 10)
 		err := ex.Submit(context.Background(), &pb.SubmitTaskRequest{JobId: "job", Tdd: &pb.TaskDeploymentDescriptor{Attempt: a,
-			JobInformation:  &pb.JobInformation{JobId: "job", JobType: pb.JobType_JOB_TYPE_STREAMING, Config: map[string]string{"execution.checkpointing.interval": "1 min"}},
+			JobInformation:  &pb.JobInformation{JobId: "job", JobType: pb.JobType_JOB_TYPE_STREAMING, Config: map[string]string{}},
 			TaskInformation: &pb.TaskInformation{JobVertexId: string(v.ID), TaskName: v.Name, NumberOfSubtasks: 1, MaxParallelism: 128},
 			TaskRestore:     tr}}, func(st *pb.RunnerTaskState) { states <- st })
 		if err != nil {
