@@ -11,9 +11,12 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/gofl/gofl/conf"
 	"github.com/gofl/gofl/jobgraph"
 	"github.com/gofl/gofl/jobmanager/failover"
 	"github.com/gofl/gofl/rpc/pb"
+	"github.com/gofl/gofl/storage"
+	"github.com/gofl/gofl/stream/checkpointing"
 	"github.com/gofl/gofl/stream/codec"
 	"github.com/gofl/gofl/stream/runtime"
 	"github.com/gofl/gofl/taskmanager/network"
@@ -29,9 +32,25 @@ const (
 	stateCanceled     = "CANCELED"
 )
 
-// kindWatermark is the network event carrying a watermark (8 bytes, big
-// endian). End of input is the network's EndOfPartition.
-const kindWatermark = network.FirstCustomKind
+// Network events of the SDK's tasks. kindWatermark carries a watermark (8
+// bytes, big endian); end of input is the network's EndOfPartition. The
+// checkpoint events carry their full payload (see appendBarrier), so the
+// options travel with the barrier from the sources to every task.
+const (
+	kindWatermark = network.FirstCustomKind + iota
+	// kindBarrier is a runtime.CheckpointBarrier.
+	kindBarrier
+	// kindCancelBarrier aborts the alignment of a checkpoint (a barrier
+	// payload; only the ID matters).
+	kindCancelBarrier
+	// kindEndOfData ends a channel's records (one byte: drain).
+	kindEndOfData
+)
+
+// controlQueue is how many checkpoint triggers and notices may wait for a
+// task before more are declined (triggers) or dropped (notices, which the
+// next one subsumes).
+const controlQueue = 64
 
 // netBatchSize is how many events a network gate hands to the task at once.
 const netBatchSize = 256
@@ -45,10 +64,16 @@ type clusterExecutor struct {
 	selfAddr string
 	log      zerolog.Logger
 	results  map[jobgraph.ResultID]int // result ID -> edge index
+	// fss opens checkpoint storage for every task's state writes and
+	// restores; closed with the executor.
+	fss *checkpointing.FileSystems
 
-	mu     sync.Mutex
-	tasks  map[string]*clusterTask
+	mu sync.Mutex
+	// report takes the tasks' checkpoint acknowledgements and declines
+	// (runner.CheckpointExecutor); nil until the runner serves.
+	report func(*pb.RunnerCheckpointReport)
 	closed bool
+	tasks  map[string]*clusterTask
 	wg     sync.WaitGroup
 }
 
@@ -56,6 +81,12 @@ type clusterTask struct {
 	cancel   context.CancelCauseFunc
 	canceled bool
 	io       taskIO
+	// control carries checkpoint triggers and notices to the task (nil for
+	// a task of a batch job); sent to without blocking under ex.mu while
+	// the task is in ex.tasks, read by the task's goroutine.
+	control chan runtime.CheckpointControl
+	jobID   string
+	attempt *pb.ExecutionAttemptID
 }
 
 // taskIO is what a task's I/O metrics are sampled from: its partitions and
@@ -94,8 +125,12 @@ func (tio *taskIO) metrics(now time.Time) *pb.TaskIOMetrics {
 }
 
 func newClusterExecutor(p *Plan, shuffle *network.ShuffleEnvironment, selfAddr string, log zerolog.Logger) *clusterExecutor {
+	opts, err := storage.OptionsFromEnv()
+	if err != nil {
+		log.Warn().Err(err).Msg("checkpoint storage options from the environment; using the defaults")
+	}
 	ex := &clusterExecutor{plan: p, shuffle: shuffle, selfAddr: selfAddr, log: log,
-		results: map[jobgraph.ResultID]int{}, tasks: map[string]*clusterTask{}}
+		results: map[jobgraph.ResultID]int{}, tasks: map[string]*clusterTask{}, fss: checkpointing.NewFileSystems(opts)}
 	for i := range p.Graph.Edges {
 		ex.results[p.Graph.ResultIDOf(i)] = i
 	}
@@ -127,7 +162,12 @@ func (ex *clusterExecutor) Submit(_ context.Context, req *pb.SubmitTaskRequest, 
 	}
 	key := attemptString(tdd.Attempt)
 	ctx, cancel := context.WithCancelCause(context.Background())
-	t := &clusterTask{cancel: cancel, io: taskIO{attempt: tdd.Attempt, start: time.Now()}}
+	t := &clusterTask{cancel: cancel, io: taskIO{attempt: tdd.Attempt, start: time.Now()}, jobID: req.JobId, attempt: tdd.Attempt}
+	// Every task of a streaming job takes checkpoint messages, so a manual
+	// savepoint works with periodic checkpoints off.
+	if tdd.GetJobInformation().GetJobType() == pb.JobType_JOB_TYPE_STREAMING {
+		t.control = make(chan runtime.CheckpointControl, controlQueue)
+	}
 	ex.mu.Lock()
 	switch {
 	case ex.closed:
@@ -145,7 +185,7 @@ func (ex *clusterExecutor) Submit(_ context.Context, req *pb.SubmitTaskRequest, 
 	go func() {
 		defer ex.wg.Done()
 		acc := map[string][]byte{}
-		err := ex.runTask(ctx, req, vid, spec, &t.io, acc, func(state string) {
+		err := ex.runTask(ctx, req, vid, spec, t, acc, func(state string) {
 			report(&pb.RunnerTaskState{Attempt: tdd.Attempt, State: state})
 		})
 		if err == nil {
@@ -176,9 +216,10 @@ func (ex *clusterExecutor) Submit(_ context.Context, req *pb.SubmitTaskRequest, 
 // runTask sets up the task's partitions and gates, runs its chain and
 // tears the gates down; it returns the task's failure.
 // Its operators' accumulator results are added to acc.
-func (ex *clusterExecutor) runTask(ctx context.Context, req *pb.SubmitTaskRequest, vid jobgraph.VertexID, spec *runtime.TaskSpec, tio *taskIO, acc map[string][]byte, state func(string)) (err error) {
+func (ex *clusterExecutor) runTask(ctx context.Context, req *pb.SubmitTaskRequest, vid jobgraph.VertexID, spec *runtime.TaskSpec, t *clusterTask, acc map[string][]byte, state func(string)) (err error) {
 	tdd := req.Tdd
 	ti := tdd.TaskInformation
+	tio := &t.io
 	state(stateInitializing)
 	// The task's context fails with a gate's error too; writers blocked on
 	// back pressure then stop as well.
@@ -186,6 +227,21 @@ func (ex *clusterExecutor) runTask(ctx context.Context, req *pb.SubmitTaskReques
 	defer failWith(nil)
 	env := runtime.TaskEnv{SubtaskIndex: int(tdd.Attempt.SubtaskIndex), Parallelism: int(ti.NumberOfSubtasks), MaxParallelism: int(ti.MaxParallelism),
 		Accumulate: func(name string, v []byte) { acc[name] = append(acc[name], v...) }}
+	if t.control != nil {
+		resp := checkpointing.NewResponder(checkpointing.ResponderConfig{JobID: req.JobId, Attempt: tdd.Attempt,
+			Parallelism: int(ti.NumberOfSubtasks), MaxParallelism: int(ti.MaxParallelism), FileSystems: ex.fss,
+			Report: ex.reportCheckpoint, Log: ex.log.With().Str("attempt", attemptString(tdd.Attempt)).Logger()})
+		defer resp.Close() // after the task: writes still in flight decline
+		env.Control, env.Responder = t.control, resp
+		env.Checkpointing = checkpointingInterval(tdd.GetJobInformation().GetConfig()) > 0
+	}
+	if tr := tdd.GetTaskRestore(); tr != nil {
+		restore, err := checkpointing.Restore(taskCtx, ex.fss, tr, int(tdd.Attempt.SubtaskIndex), int(ti.NumberOfSubtasks), int(ti.MaxParallelism))
+		if err != nil {
+			return fmt.Errorf("task %q restoring checkpoint %d: %w", ti.TaskName, tr.CheckpointId, err)
+		}
+		env.Restore = restore
+	}
 
 	// Produced partitions, one per output of the chain.
 	var parts []*network.ResultPartition
@@ -315,6 +371,118 @@ func (ex *clusterExecutor) Cancel(attempt *pb.ExecutionAttemptID) {
 	}
 }
 
+// checkpointingInterval is execution.checkpointing.interval of the job's
+// configuration; 0 (off) when unset or unreadable.
+func checkpointingInterval(cfg map[string]string) time.Duration {
+	v := cfg[conf.CheckpointingInterval.Key()]
+	if v == "" {
+		return 0
+	}
+	d, err := conf.ParseDuration(v)
+	if err != nil {
+		return 0
+	}
+	return d
+}
+
+// SetCheckpointReporter implements runner.CheckpointExecutor.
+func (ex *clusterExecutor) SetCheckpointReporter(report func(*pb.RunnerCheckpointReport)) {
+	ex.mu.Lock()
+	ex.report = report
+	ex.mu.Unlock()
+}
+
+// reportCheckpoint hands a task's acknowledgement or decline to the runner;
+// without one (an executor not served) it is dropped.
+func (ex *clusterExecutor) reportCheckpoint(r *pb.RunnerCheckpointReport) {
+	ex.mu.Lock()
+	report := ex.report
+	ex.mu.Unlock()
+	if report != nil {
+		report(r)
+	}
+}
+
+func (ex *clusterExecutor) declineCheckpoint(jobID string, a *pb.ExecutionAttemptID, id int64, reason string) {
+	ex.reportCheckpoint(&pb.RunnerCheckpointReport{Report: &pb.RunnerCheckpointReport_Decline{Decline: &pb.DeclineCheckpointRequest{
+		JobId: jobID, Attempt: a, CheckpointId: id, Reason: failover.Encode(fmt.Errorf("checkpoint %d declined: %s", id, reason)),
+	}}})
+}
+
+// TriggerCheckpoint implements runner.CheckpointExecutor: the trigger is
+// queued for the task without blocking; a task that cannot take it has it
+// declined.
+func (ex *clusterExecutor) TriggerCheckpoint(req *pb.TriggerCheckpointRequest) error {
+	key := attemptString(req.Attempt)
+	ex.mu.Lock()
+	t := ex.tasks[key]
+	if t == nil || t.canceled {
+		ex.mu.Unlock()
+		return fmt.Errorf("%w: %s", runner.ErrTaskNotFound, key)
+	}
+	queued := false
+	if t.control != nil {
+		select {
+		case t.control <- runtime.CheckpointControl{Kind: runtime.TriggerCheckpoint, Barrier: barrierFromProto(req)}:
+			queued = true
+		default:
+		}
+	}
+	ex.mu.Unlock()
+	switch {
+	case t.control == nil:
+		ex.declineCheckpoint(req.JobId, req.Attempt, req.CheckpointId, "the task belongs to a batch job, which takes no checkpoints")
+	case !queued:
+		ex.declineCheckpoint(req.JobId, req.Attempt, req.CheckpointId, fmt.Sprintf("task %s has %d checkpoint messages queued already", key, controlQueue))
+	}
+	return nil
+}
+
+// NotifyCheckpoint implements runner.CheckpointExecutor; a notice that
+// finds the task's queue full is dropped (the next one subsumes it).
+func (ex *clusterExecutor) NotifyCheckpoint(req *pb.NotifyCheckpointRequest) error {
+	key := attemptString(req.Attempt)
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	t := ex.tasks[key]
+	if t == nil || t.canceled {
+		return fmt.Errorf("%w: %s", runner.ErrTaskNotFound, key)
+	}
+	if t.control == nil {
+		return nil
+	}
+	c := runtime.CheckpointControl{Kind: runtime.NotifyCheckpointAborted, CheckpointID: req.CheckpointId}
+	if req.Complete {
+		c.Kind = runtime.NotifyCheckpointComplete
+	}
+	select {
+	case t.control <- c:
+	default:
+		ex.log.Warn().Str("attempt", key).Int64("checkpoint_id", req.CheckpointId).Msg("task's checkpoint queue is full; notice dropped")
+	}
+	return nil
+}
+
+func barrierFromProto(req *pb.TriggerCheckpointRequest) runtime.CheckpointBarrier {
+	o := req.GetOptions()
+	return runtime.CheckpointBarrier{ID: req.CheckpointId, Timestamp: req.TimestampMs, Options: runtime.CheckpointOptions{
+		Type: checkpointTypeFromProto(o.GetType()), ExactlyOnce: o.GetExactlyOnce(), Unaligned: o.GetUnaligned(),
+		AlignedTimeout: time.Duration(o.GetAlignedTimeoutMs()) * time.Millisecond, TargetLocation: o.GetTargetLocation(),
+	}}
+}
+
+func checkpointTypeFromProto(t pb.CheckpointType) runtime.CheckpointType {
+	switch t {
+	case pb.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT:
+		return runtime.Savepoint
+	case pb.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT_SUSPEND:
+		return runtime.SavepointSuspend
+	case pb.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT_TERMINATE:
+		return runtime.SavepointTerminate
+	}
+	return runtime.Checkpoint
+}
+
 // TaskMetrics implements runner.MetricsExecutor.
 func (ex *clusterExecutor) TaskMetrics() []*pb.TaskIOMetrics {
 	ex.mu.Lock()
@@ -350,6 +518,9 @@ func (ex *clusterExecutor) Close() {
 	ex.mu.Unlock()
 	ex.wg.Wait()
 	ex.shuffle.Close()
+	if err := ex.fss.Close(); err != nil {
+		ex.log.Debug().Err(err).Msg("closing checkpoint storage")
+	}
 }
 
 // Records on the network: a flags byte (bit 0: has a timestamp), the
@@ -409,8 +580,72 @@ func (w *netWriter) Emit(s int, ev runtime.Event) error {
 		var b [8]byte
 		binary.BigEndian.PutUint64(b[:], uint64(ev.Watermark))
 		return w.p.EmitEvent(s, network.CustomEvent{EventKind: kindWatermark, Payload: b[:]})
+	case runtime.EventBarrier, runtime.EventCancelBarrier:
+		// EmitEvent ships the partial buffer ahead of the event, so a
+		// barrier never waits for a flush.
+		kind := kindBarrier
+		if ev.Kind == runtime.EventCancelBarrier {
+			kind = kindCancelBarrier
+		}
+		return w.p.EmitEvent(s, network.CustomEvent{EventKind: kind, Payload: appendBarrier(nil, ev.Barrier)})
+	case runtime.EventEndOfData:
+		var drain byte
+		if ev.Drain {
+			drain = 1
+		}
+		return w.p.EmitEvent(s, network.CustomEvent{EventKind: kindEndOfData, Payload: []byte{drain}})
 	}
 	return nil
+}
+
+// appendBarrier encodes a barrier: ID and timestamp (8 bytes each, big
+// endian), the checkpoint type, a flags byte (bit 0 exactly-once, bit 1
+// unaligned), the aligned timeout in ms (uvarint) and the target location
+// (uvarint length, bytes).
+func appendBarrier(b []byte, cb runtime.CheckpointBarrier) []byte {
+	b = binary.BigEndian.AppendUint64(b, uint64(cb.ID))
+	b = binary.BigEndian.AppendUint64(b, uint64(cb.Timestamp))
+	b = append(b, byte(cb.Options.Type))
+	var flags byte
+	if cb.Options.ExactlyOnce {
+		flags |= 1
+	}
+	if cb.Options.Unaligned {
+		flags |= 2
+	}
+	b = append(b, flags)
+	b = binary.AppendUvarint(b, uint64(cb.Options.AlignedTimeout.Milliseconds()))
+	b = binary.AppendUvarint(b, uint64(len(cb.Options.TargetLocation)))
+	return append(b, cb.Options.TargetLocation...)
+}
+
+// decodeBarrier parses what appendBarrier wrote.
+func decodeBarrier(p []byte) (runtime.CheckpointBarrier, error) {
+	bad := func(what string) (runtime.CheckpointBarrier, error) {
+		return runtime.CheckpointBarrier{}, fmt.Errorf("%w: checkpoint barrier: bad %s", codec.ErrCorrupt, what)
+	}
+	if len(p) < 18 {
+		return bad("length")
+	}
+	cb := runtime.CheckpointBarrier{ID: int64(binary.BigEndian.Uint64(p)), Timestamp: int64(binary.BigEndian.Uint64(p[8:]))}
+	typ, flags := runtime.CheckpointType(p[16]), p[17]
+	if typ < runtime.Checkpoint || typ > runtime.SavepointTerminate {
+		return bad("checkpoint type")
+	}
+	cb.Options.Type, cb.Options.ExactlyOnce, cb.Options.Unaligned = typ, flags&1 != 0, flags&2 != 0
+	p = p[18:]
+	ms, n := binary.Uvarint(p)
+	if n <= 0 {
+		return bad("aligned timeout")
+	}
+	cb.Options.AlignedTimeout = time.Duration(ms) * time.Millisecond
+	p = p[n:]
+	l, n := binary.Uvarint(p)
+	if n <= 0 || l != uint64(len(p)-n) {
+		return bad("target location")
+	}
+	cb.Options.TargetLocation = string(p[n:])
+	return cb, nil
 }
 
 func (w *netWriter) Flush() error { w.p.Flush(); return nil }
@@ -482,9 +717,12 @@ func (g *netGate) pump(ctx context.Context, fail context.CancelCauseFunc) {
 			case network.EndOfPartition:
 				cur.Events = append(cur.Events, runtime.Event{Kind: runtime.EventEndOfPartition})
 			case network.CustomEvent:
-				if ev.EventKind == kindWatermark && len(ev.Payload) == 8 {
-					cur.Events = append(cur.Events, runtime.Event{Kind: runtime.EventWatermark, Watermark: int64(binary.BigEndian.Uint64(ev.Payload))})
+				rev, err := decodeEvent(ev)
+				if err != nil {
+					fail(fmt.Errorf("input channel %d: %w", roe.Channel, err))
+					return
 				}
+				cur.Events = append(cur.Events, rev)
 			}
 		} else {
 			r, err := decodeRecord(g.c, roe.Record)
@@ -498,4 +736,31 @@ func (g *netGate) pump(ctx context.Context, fail context.CancelCauseFunc) {
 			return
 		}
 	}
+}
+
+// decodeEvent turns a network event of the SDK's into the task's event.
+func decodeEvent(ev network.CustomEvent) (runtime.Event, error) {
+	switch ev.EventKind {
+	case kindWatermark:
+		if len(ev.Payload) == 8 {
+			return runtime.Event{Kind: runtime.EventWatermark, Watermark: int64(binary.BigEndian.Uint64(ev.Payload))}, nil
+		}
+	case kindBarrier, kindCancelBarrier:
+		b, err := decodeBarrier(ev.Payload)
+		if err != nil {
+			return runtime.Event{}, err
+		}
+		kind := runtime.EventBarrier
+		if ev.EventKind == kindCancelBarrier {
+			kind = runtime.EventCancelBarrier
+		}
+		return runtime.Event{Kind: kind, Barrier: b}, nil
+	case kindEndOfData:
+		if len(ev.Payload) == 1 && ev.Payload[0] <= 1 {
+			return runtime.Event{Kind: runtime.EventEndOfData, Drain: ev.Payload[0] == 1}, nil
+		}
+	default:
+		return runtime.Event{}, fmt.Errorf("%w: unknown network event kind %d", codec.ErrCorrupt, ev.EventKind)
+	}
+	return runtime.Event{}, fmt.Errorf("%w: network event kind %d with a %d-byte payload", codec.ErrCorrupt, ev.EventKind, len(ev.Payload))
 }

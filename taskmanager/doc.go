@@ -94,6 +94,18 @@
 // later connection gets a new port and a new runner. Runners heartbeat to
 // the TaskManager; one silent for Config.HeartbeatTimeout is killed.
 //
+// # Checkpoints
+//
+// TriggerCheckpoint and NotifyCheckpoint reach a task running here (else
+// NOT_FOUND) through the CheckpointingTask its TaskRunner returned: for a
+// job binary, in order per task, to the runner's JobRunnerService, whose
+// executor hands them to the task's Control channel. The runner reports
+// acknowledgements and declines on one WatchCheckpoints stream per runner;
+// the TaskExecutor relays each, never coalesced, through the job's
+// JobMaster outbox (TaskRunnerHost.CheckpointReport). Built-in tasks and
+// runners of an SDK without checkpoints (UNIMPLEMENTED) have their
+// triggers declined with the reason.
+//
 // # Seams for the fault simulator
 //
 // A TaskExecutor can run without network, goroutines or wall time:

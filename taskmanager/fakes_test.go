@@ -195,6 +195,8 @@ type fakeJM struct {
 	updates            chan *pb.UpdateTaskExecutionStateRequest
 	disconnects        chan *pb.DisconnectTaskManagerRequest
 	lost               chan *pb.ReportPartitionsLostRequest
+	acks               chan *pb.AcknowledgeCheckpointRequest
+	declines           chan *pb.DeclineCheckpointRequest
 	blobs              *blob.Store // job binaries, served by the JobMaster's BlobService
 }
 
@@ -202,7 +204,8 @@ func newFakeJM() *fakeJM {
 	return &fakeJM{id: "jm-1", heartbeatTimeoutMs: 60_000,
 		registers: make(chan *pb.RegisterTaskManagerRequest, 1000), offers: make(chan *pb.OfferSlotsRequest, 1000),
 		updates: make(chan *pb.UpdateTaskExecutionStateRequest, 1000), disconnects: make(chan *pb.DisconnectTaskManagerRequest, 1000),
-		lost: make(chan *pb.ReportPartitionsLostRequest, 100)}
+		lost: make(chan *pb.ReportPartitionsLostRequest, 100),
+		acks: make(chan *pb.AcknowledgeCheckpointRequest, 100), declines: make(chan *pb.DeclineCheckpointRequest, 100)}
 }
 
 func (j *fakeJM) RegisterTaskManager(_ context.Context, req *pb.RegisterTaskManagerRequest) (*pb.RegisterTaskManagerResponse, error) {
@@ -211,6 +214,16 @@ func (j *fakeJM) RegisterTaskManager(_ context.Context, req *pb.RegisterTaskMana
 		return nil, err
 	}
 	return &pb.RegisterTaskManagerResponse{JobMasterId: j.id, HeartbeatIntervalMs: j.heartbeatTimeoutMs / 2, HeartbeatTimeoutMs: j.heartbeatTimeoutMs}, nil
+}
+
+func (j *fakeJM) AcknowledgeCheckpoint(_ context.Context, req *pb.AcknowledgeCheckpointRequest) (*pb.Ack, error) {
+	send(j.acks, req)
+	return &pb.Ack{}, nil
+}
+
+func (j *fakeJM) DeclineCheckpoint(_ context.Context, req *pb.DeclineCheckpointRequest) (*pb.Ack, error) {
+	send(j.declines, req)
+	return &pb.Ack{}, nil
 }
 
 func (j *fakeJM) ReportPartitionsLost(_ context.Context, req *pb.ReportPartitionsLostRequest) (*pb.Ack, error) {

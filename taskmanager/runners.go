@@ -56,6 +56,8 @@ type runnerPool struct {
 	env []string
 	// onLost is TaskRunnerHost.RunnerLost.
 	onLost func(jobID string, runner uint64, cause error)
+	// onCheckpoint is TaskRunnerHost.CheckpointReport.
+	onCheckpoint func(jobID string, r *pb.RunnerCheckpointReport)
 
 	mu     sync.Mutex
 	jobs   map[string]*jobRunner
@@ -222,7 +224,8 @@ func (p *runnerPool) start(ctx context.Context, jr *jobRunner, jobMasterAddress 
 	}
 	proc, err := runner.Start(ctx, runner.Spec{JobID: jr.jobID, Binary: path, Args: info.ProgramArgs, Fingerprint: info.Fingerprint,
 		Dir: filepath.Join(p.dir, "jobs", jr.jobID), DataListener: jr.lis, DataAddress: jr.addr, Env: env,
-		MetricsInterval: p.metricsInterval, HeartbeatInterval: p.heartbeatInterval, HeartbeatTimeout: p.heartbeatTimeout, Clock: p.clk}, p.log)
+		MetricsInterval: p.metricsInterval, HeartbeatInterval: p.heartbeatInterval, HeartbeatTimeout: p.heartbeatTimeout, Clock: p.clk,
+		OnCheckpoint: p.checkpointReporter(jr.jobID)}, p.log)
 	if err != nil {
 		if status.Code(errors.Unwrap(err)) == codes.FailedPrecondition || errors.Is(err, runner.ErrFingerprintMismatch) {
 			// A protocol or graph mismatch does not go away by retrying.
@@ -411,11 +414,115 @@ func (p *runnerPool) blob(ctx context.Context, client pb.JobMasterServiceClient,
 	return resp.Data, nil
 }
 
+// checkpointReporter relays a runner's checkpoint reports of jobID.
+func (p *runnerPool) checkpointReporter(jobID string) func(*pb.RunnerCheckpointReport) {
+	if p.onCheckpoint == nil {
+		return nil
+	}
+	return func(r *pb.RunnerCheckpointReport) { p.onCheckpoint(jobID, r) }
+}
+
 // remoteTask is a task running in its job's runner.
 type remoteTask struct {
+	pool    *runnerPool
+	jobID   string
 	attempt *pb.ExecutionAttemptID
 	cancel  context.CancelFunc
 	proc    atomic.Pointer[runner.Process]
+
+	// calls are checkpoint messages waiting to go to the runner, in order;
+	// sending is set while a goroutine of the pool works through them.
+	mu      sync.Mutex
+	calls   []func()
+	sending bool
+}
+
+// TriggerCheckpoint implements CheckpointingTask: the trigger goes to the
+// runner off the mailbox; a runner that cannot take it (gone, an older
+// SDK, the task already ended there) has it declined.
+func (t *remoteTask) TriggerCheckpoint(req *pb.TriggerCheckpointRequest) {
+	t.enqueue(func() {
+		proc := t.proc.Load()
+		if proc == nil {
+			t.decline(req, "the task is not deployed in the job runner yet")
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), t.pool.rpcTimeout)
+		defer cancel()
+		err := proc.TriggerCheckpoint(ctx, req)
+		switch code := status.Code(errors.Unwrap(err)); {
+		case err == nil:
+		case code == codes.Unimplemented:
+			t.decline(req, "the job binary's runner takes no checkpoints (built with an SDK without checkpoint support)")
+		case code == codes.NotFound:
+			t.decline(req, "the task no longer runs in the job runner")
+		default:
+			t.decline(req, fmt.Sprintf("forwarding the trigger to the job runner failed: %v", err))
+		}
+	}, func() { t.decline(req, "the TaskManager is shutting down") })
+}
+
+// NotifyCheckpoint implements CheckpointingTask; best effort.
+func (t *remoteTask) NotifyCheckpoint(req *pb.NotifyCheckpointRequest) {
+	t.enqueue(func() {
+		proc := t.proc.Load()
+		if proc == nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), t.pool.rpcTimeout)
+		defer cancel()
+		if err := proc.NotifyCheckpoint(ctx, req); err != nil {
+			t.pool.log.Debug().Err(err).Str("job_id", t.jobID).Int64("checkpoint_id", req.CheckpointId).
+				Msg("forwarding a checkpoint notice to the job runner failed")
+		}
+	}, func() {})
+}
+
+func (t *remoteTask) decline(req *pb.TriggerCheckpointRequest, reason string) {
+	if t.pool.onCheckpoint != nil {
+		t.pool.onCheckpoint(t.jobID, declineReport(req, reason))
+	}
+}
+
+// enqueue runs call after the task's earlier checkpoint calls, on a
+// goroutine of the pool; dropped runs instead if the pool closed.
+func (t *remoteTask) enqueue(call, dropped func()) {
+	t.mu.Lock()
+	t.calls = append(t.calls, call)
+	if t.sending {
+		t.mu.Unlock()
+		return
+	}
+	t.sending = true
+	t.mu.Unlock()
+	p := t.pool
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		t.mu.Lock()
+		t.calls, t.sending = nil, false
+		t.mu.Unlock()
+		dropped()
+		return
+	}
+	p.wg.Add(1)
+	p.mu.Unlock()
+	go func() {
+		defer p.wg.Done()
+		for {
+			t.mu.Lock()
+			if len(t.calls) == 0 {
+				t.sending = false
+				t.mu.Unlock()
+				return
+			}
+			call := t.calls[0]
+			t.calls[0] = nil
+			t.calls = t.calls[1:]
+			t.mu.Unlock()
+			call()
+		}
+	}()
 }
 
 func (t *remoteTask) Cancel() { t.cancel() }
@@ -432,7 +539,7 @@ func (t *remoteTask) Metrics() *pb.TaskIOMetrics {
 // cancellation (ctx ending), so the TaskExecutor's bookkeeping is the same
 // as for built-in tasks.
 func (p *runnerPool) startTask(ctx context.Context, cancel context.CancelFunc, req *pb.SubmitTaskRequest, tc TaskContext) RunningTask {
-	t := &remoteTask{attempt: req.Tdd.Attempt, cancel: cancel}
+	t := &remoteTask{pool: p, jobID: req.JobId, attempt: req.Tdd.Attempt, cancel: cancel}
 	jr, err := p.job(req.JobId)
 	p.mu.Lock()
 	defer p.mu.Unlock()

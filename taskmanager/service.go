@@ -85,3 +85,17 @@ func (s *service) HeartbeatFromResourceManager(ctx context.Context, req *pb.Hear
 func (s *service) HeartbeatFromJobManager(ctx context.Context, req *pb.HeartbeatRequest) (*pb.TaskManagerHeartbeatResponse, error) {
 	return onMailbox(ctx, s.te, func() (*pb.TaskManagerHeartbeatResponse, error) { return s.te.jobMasterHeartbeat(req) })
 }
+
+// TriggerCheckpoint starts a checkpoint at a task running here; NOT_FOUND
+// when the attempt does not run here or the job's JobMaster is not the one
+// this TaskManager serves. The outcome comes back as AcknowledgeCheckpoint
+// or DeclineCheckpoint.
+func (s *service) TriggerCheckpoint(ctx context.Context, req *pb.TriggerCheckpointRequest) (*pb.Ack, error) {
+	return ack(ctx, s.te, func() error { return s.te.triggerCheckpoint(req) })
+}
+
+// NotifyCheckpoint tells a task running here that a checkpoint completed
+// or was aborted; NOT_FOUND as for TriggerCheckpoint.
+func (s *service) NotifyCheckpoint(ctx context.Context, req *pb.NotifyCheckpointRequest) (*pb.Ack, error) {
+	return ack(ctx, s.te, func() error { return s.te.notifyCheckpoint(req) })
+}

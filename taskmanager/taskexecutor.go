@@ -126,6 +126,8 @@ func New(cfg Config, log zerolog.Logger) (*TaskExecutor, error) {
 	}
 	host := TaskRunnerHost{Log: te.log, Clock: te.clk, RunnerLost: func(jobID string, runner uint64, cause error) {
 		te.mb.Post(func() { te.runnerLost(jobID, runner, cause) })
+	}, CheckpointReport: func(jobID string, r *pb.RunnerCheckpointReport) {
+		te.mb.Post(func() { te.relayCheckpointReport(jobID, r) })
 	}}
 	if cfg.TaskRunner != nil {
 		te.exec = cfg.TaskRunner(host)
@@ -144,7 +146,7 @@ func New(cfg Config, log zerolog.Logger) (*TaskExecutor, error) {
 			return nil, fmt.Errorf("taskmanager: work directory %s: %w", cfg.WorkDir, err)
 		}
 		pool.dial, pool.listen, pool.clk, pool.onLost = te.dialGRPC, te.listenData, te.clk, host.RunnerLost
-		pool.rpcTimeout, pool.env = cfg.RPCTimeout, cfg.RunnerEnv
+		pool.rpcTimeout, pool.env, pool.onCheckpoint = cfg.RPCTimeout, cfg.RunnerEnv, host.CheckpointReport
 		pool.metricsInterval, pool.heartbeatInterval, pool.heartbeatTimeout = cfg.MetricsInterval, cfg.HeartbeatInterval, cfg.HeartbeatTimeout
 		te.exec = newProcessTaskRunner(pool)
 	}

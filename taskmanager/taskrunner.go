@@ -79,6 +79,21 @@ type RunningTask interface {
 	Metrics() *pb.TaskIOMetrics
 }
 
+// CheckpointingTask is a RunningTask that takes checkpoints: tasks of a job
+// binary, which the job's runner runs. The TaskExecutor declines the
+// triggers of a task that is not one (a built-in invokable) with the
+// reason. Both methods are called on the mailbox and must not block; they
+// forward in order, and a trigger that cannot be delivered is declined
+// through TaskRunnerHost.CheckpointReport.
+type CheckpointingTask interface {
+	RunningTask
+	// TriggerCheckpoint starts checkpoint req.CheckpointId at the task.
+	TriggerCheckpoint(req *pb.TriggerCheckpointRequest)
+	// NotifyCheckpoint tells the task a checkpoint completed or was
+	// aborted. Best effort: a lost notice is subsumed by the next.
+	NotifyCheckpoint(req *pb.NotifyCheckpointRequest)
+}
+
 // TaskRunnerHost is what a TaskRunner is given when the TaskExecutor
 // builds it (Config.TaskRunner).
 type TaskRunnerHost struct {
@@ -90,6 +105,11 @@ type TaskRunnerHost struct {
 	// names. Safe from any goroutine; the TaskExecutor reports the loss to
 	// the job's JobMaster.
 	RunnerLost func(jobID string, runner uint64, cause error)
+	// CheckpointReport relays a task's checkpoint acknowledgement or
+	// decline to the job's JobMaster, behind what was sent to it before.
+	// Safe from any goroutine, non-blocking; every report is delivered
+	// (none replaces another).
+	CheckpointReport func(jobID string, r *pb.RunnerCheckpointReport)
 }
 
 // processTaskRunner is the default TaskRunner: built-in invokables run as

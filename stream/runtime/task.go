@@ -90,6 +90,11 @@ type TaskEnv struct {
 	Responder CheckpointResponder
 	// Restore is the state the task starts from; nil for a fresh start.
 	Restore *TaskRestore
+	// Checkpointing: the job takes periodic checkpoints
+	// (execution.checkpointing.interval > 0), so sinks stage output and a
+	// finished task waits for a final checkpoint. A streaming job's tasks
+	// get Control even without it, for savepoints.
+	Checkpointing bool
 }
 
 // OperatorError is a failure of one operator: an error it returned or a

@@ -62,6 +62,10 @@ type Spec struct {
 	HeartbeatTimeout  time.Duration
 	// Clock times the heartbeat timeout; default clock.Real.
 	Clock clock.Clock
+	// OnCheckpoint, if set, receives every checkpoint acknowledgement and
+	// decline of the runner's tasks, in order, from the Process's
+	// WatchCheckpoints stream goroutine. It must not block.
+	OnCheckpoint func(*pb.RunnerCheckpointReport)
 }
 
 // Process is a running job runner as seen from the TaskManager. It is safe
@@ -168,6 +172,10 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error)
 	p.watchWG.Add(2)
 	go p.watch(wctx)
 	go p.watchMetrics(wctx, spec.MetricsInterval)
+	if spec.OnCheckpoint != nil {
+		p.watchWG.Add(1)
+		go p.watchCheckpoints(wctx, spec.OnCheckpoint)
+	}
 	if spec.HeartbeatTimeout > 0 {
 		p.watchWG.Add(1)
 		go p.watchHeartbeats(wctx, spec.HeartbeatInterval, spec.HeartbeatTimeout, clock.Or(spec.Clock))
@@ -262,6 +270,26 @@ func (p *Process) watch(ctx context.Context) {
 	}
 }
 
+// watchCheckpoints keeps the checkpoint report stream open and hands each
+// report on. A runner of an older SDK answers UNIMPLEMENTED: its tasks
+// take no checkpoints, and the triggers sent to it are declined.
+func (p *Process) watchCheckpoints(ctx context.Context, report func(*pb.RunnerCheckpointReport)) {
+	defer p.watchWG.Done()
+	stream, err := p.client.WatchCheckpoints(ctx, &pb.WatchCheckpointsRequest{})
+	for err == nil {
+		var r *pb.RunnerCheckpointReport
+		if r, err = stream.Recv(); err == nil {
+			report(r)
+		}
+	}
+	switch {
+	case status.Code(err) == codes.Unimplemented:
+		p.log.Info().Msg("the job runner takes no checkpoints")
+	case !errors.Is(err, io.EOF) && ctx.Err() == nil:
+		p.log.Debug().Err(err).Msg("checkpoint report stream ended")
+	}
+}
+
 // watchHeartbeats keeps the runner's heartbeat stream open and kills the
 // runner once it stayed silent for timeout: a stopped or frozen runner
 // would otherwise hold its tasks and partitions forever.
@@ -333,6 +361,20 @@ func (p *Process) Submit(ctx context.Context, req *pb.SubmitTaskRequest) error {
 // Cancel forwards a cancellation; idempotent.
 func (p *Process) Cancel(ctx context.Context, jobID string, attempt *pb.ExecutionAttemptID) error {
 	_, err := p.client.CancelTask(ctx, &pb.CancelTaskRequest{JobId: jobID, Attempt: attempt})
+	return p.wrap(err)
+}
+
+// TriggerCheckpoint forwards a checkpoint trigger. A runner that takes no
+// checkpoints fails with codes.Unimplemented, an attempt it does not run
+// with codes.NotFound (both inside the wrapped status).
+func (p *Process) TriggerCheckpoint(ctx context.Context, req *pb.TriggerCheckpointRequest) error {
+	_, err := p.client.TriggerCheckpoint(ctx, req)
+	return p.wrap(err)
+}
+
+// NotifyCheckpoint forwards a checkpoint's completion or abort.
+func (p *Process) NotifyCheckpoint(ctx context.Context, req *pb.NotifyCheckpointRequest) error {
+	_, err := p.client.NotifyCheckpoint(ctx, req)
 	return p.wrap(err)
 }
 

@@ -14,6 +14,8 @@ import (
 
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/gofl/gofl/rpc/pb"
 )
@@ -216,5 +218,53 @@ func TestUnresponsiveRunnerIsKilled(t *testing.T) {
 	}
 	if !errors.Is(p.Err(), ErrRunnerExited) || !errors.Is(p.Err(), ErrUnresponsive) || !strings.Contains(p.Err().Error(), "killed") {
 		t.Fatalf("exit error %v", p.Err())
+	}
+}
+
+func TestCheckpointsReachTheRunnerAndReportsComeBack(t *testing.T) {
+	reports := make(chan *pb.RunnerCheckpointReport, 10)
+	p, err := Start(context.Background(), Spec{JobID: "job1", Binary: testRunner, Args: []string{"-checkpoints"}, Fingerprint: "fp1",
+		Dir: shortDir(t), StartTimeout: startTimeout, OnCheckpoint: func(r *pb.RunnerCheckpointReport) { reports <- r }}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Stop(2 * time.Second) })
+	a, ch := submit(t, p, 0, "sleep", `{"duration":"1h"}`)
+	states(t, ch, 2) // INITIALIZING RUNNING
+	ctx := context.Background()
+	opts := &pb.CheckpointOptions{Type: pb.CheckpointType_CHECKPOINT_TYPE_CHECKPOINT, TargetLocation: "file:///chk/7"}
+	for id := int64(7); id <= 8; id++ {
+		if err := p.TriggerCheckpoint(ctx, &pb.TriggerCheckpointRequest{JobId: "job1", Attempt: a, CheckpointId: id, Options: opts}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for id := int64(7); id <= 8; id++ {
+		select {
+		case r := <-reports:
+			ack := r.GetAcknowledge()
+			if ack == nil || ack.CheckpointId != id || attemptKey(ack.Attempt) != attemptKey(a) || string(ack.Operators[0].File.Inline) != "file:///chk/7" {
+				t.Fatalf("report %v, want the acknowledgement of %d", r, id)
+			}
+		case <-time.After(waitLimit):
+			t.Fatalf("no acknowledgement of checkpoint %d", id)
+		}
+	}
+	if err := p.NotifyCheckpoint(ctx, &pb.NotifyCheckpointRequest{JobId: "job1", Attempt: a, CheckpointId: 8, Complete: true}); err != nil {
+		t.Fatal(err)
+	}
+	other := &pb.ExecutionAttemptID{Graph: 1, JobVertexId: "v", SubtaskIndex: 3}
+	err = p.TriggerCheckpoint(ctx, &pb.TriggerCheckpointRequest{JobId: "job1", Attempt: other, CheckpointId: 9})
+	if code := status.Code(errors.Unwrap(err)); code != codes.NotFound {
+		t.Fatalf("trigger of an unknown attempt: %v (%v)", err, code)
+	}
+}
+
+func TestRunnerWithoutCheckpointsAnswersUnimplemented(t *testing.T) {
+	p := start(t)
+	a, ch := submit(t, p, 0, "sleep", `{"duration":"1h"}`)
+	states(t, ch, 2)
+	err := p.TriggerCheckpoint(context.Background(), &pb.TriggerCheckpointRequest{JobId: "job1", Attempt: a, CheckpointId: 1})
+	if code := status.Code(errors.Unwrap(err)); code != codes.Unimplemented {
+		t.Fatalf("trigger: %v (%v)", err, code)
 	}
 }

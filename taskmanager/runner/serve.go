@@ -79,6 +79,29 @@ type Executor interface {
 	Close()
 }
 
+// ErrTaskNotFound is wrapped by a CheckpointExecutor's answer for an
+// attempt that does not run (any more) in the runner.
+var ErrTaskNotFound = errors.New("runner: the task does not run here")
+
+// CheckpointExecutor is an Executor whose tasks take checkpoints. A runner
+// whose executor is not one answers the checkpoint RPCs with UNIMPLEMENTED,
+// which the TaskManager turns into a decline.
+type CheckpointExecutor interface {
+	Executor
+	// SetCheckpointReporter is called by Serve once, before it serves,
+	// with the function every acknowledgement and decline of the
+	// executor's tasks goes to (the WatchCheckpoints stream). report never
+	// blocks and is safe from any goroutine.
+	SetCheckpointReporter(report func(*pb.RunnerCheckpointReport))
+	// TriggerCheckpoint hands a trigger to the attempt's task and returns
+	// at once; the task acknowledges or declines through the reporter. It
+	// fails, wrapping ErrTaskNotFound, when the attempt does not run here.
+	TriggerCheckpoint(req *pb.TriggerCheckpointRequest) error
+	// NotifyCheckpoint hands a completion or abort notice to the
+	// attempt's task; non-blocking, idempotent. ErrTaskNotFound as above.
+	NotifyCheckpoint(req *pb.NotifyCheckpointRequest) error
+}
+
 // Info describes the runner to the TaskManager in the handshake.
 type Info struct {
 	JobID string
@@ -138,7 +161,11 @@ func Serve(ctx context.Context, socketPath string, info Info, ex Executor, log z
 		}
 	}()
 	defer func() { <-orphanDone }()
-	srv := &server{info: info, ex: ex, log: log, shutdown: cancel, states: newBroadcaster(), stopping: ctx.Done()}
+	srv := &server{info: info, ex: ex, log: log, shutdown: cancel, states: newBroadcaster[*pb.RunnerTaskState](),
+		checkpoints: newBroadcaster[*pb.RunnerCheckpointReport](), stopping: ctx.Done()}
+	if cx, ok := ex.(CheckpointExecutor); ok {
+		cx.SetCheckpointReporter(srv.checkpoints.publish)
+	}
 	g := grpc.NewServer()
 	pb.RegisterJobRunnerServiceServer(g, srv)
 	done := make(chan error, 1)
@@ -146,6 +173,7 @@ func Serve(ctx context.Context, socketPath string, info Info, ex Executor, log z
 	<-ctx.Done()
 	ex.Close()
 	srv.states.close()
+	srv.checkpoints.close()
 	g.GracefulStop()
 	if err := <-done; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 		return fmt.Errorf("runner: %w", err)
@@ -159,7 +187,9 @@ type server struct {
 	ex       Executor
 	log      zerolog.Logger
 	shutdown context.CancelFunc
-	states   *broadcaster
+	states   *broadcaster[*pb.RunnerTaskState]
+	// checkpoints carries the tasks' acknowledgements and declines.
+	checkpoints *broadcaster[*pb.RunnerCheckpointReport]
 	// stopping is closed when the runner shuts down; streams end then so
 	// the graceful stop need not wait for their clients.
 	stopping <-chan struct{}
@@ -201,18 +231,60 @@ func (s *server) ReleasePartitions(_ context.Context, req *pb.ReleasePartitionsR
 }
 
 func (s *server) WatchTaskStates(_ *pb.WatchTaskStatesRequest, stream pb.JobRunnerService_WatchTaskStatesServer) error {
-	ch, stop := s.states.subscribe()
+	return pumpStream(stream.Context(), s.states, stream.Send)
+}
+
+func (s *server) TriggerCheckpoint(_ context.Context, req *pb.TriggerCheckpointRequest) (*pb.Ack, error) {
+	cx, ok := s.ex.(CheckpointExecutor)
+	if !ok {
+		return nil, status.Error(codes.Unimplemented, "runner: this job binary's executor takes no checkpoints")
+	}
+	if err := cx.TriggerCheckpoint(req); err != nil {
+		return nil, checkpointStatus(err)
+	}
+	return &pb.Ack{}, nil
+}
+
+func (s *server) NotifyCheckpoint(_ context.Context, req *pb.NotifyCheckpointRequest) (*pb.Ack, error) {
+	cx, ok := s.ex.(CheckpointExecutor)
+	if !ok {
+		return nil, status.Error(codes.Unimplemented, "runner: this job binary's executor takes no checkpoints")
+	}
+	if err := cx.NotifyCheckpoint(req); err != nil {
+		return nil, checkpointStatus(err)
+	}
+	return &pb.Ack{}, nil
+}
+
+func checkpointStatus(err error) error {
+	if errors.Is(err, ErrTaskNotFound) {
+		return status.Error(codes.NotFound, err.Error())
+	}
+	return status.Errorf(codes.FailedPrecondition, "runner: %v", err)
+}
+
+// WatchCheckpoints streams every acknowledgement and decline, in order.
+func (s *server) WatchCheckpoints(_ *pb.WatchCheckpointsRequest, stream pb.JobRunnerService_WatchCheckpointsServer) error {
+	if _, ok := s.ex.(CheckpointExecutor); !ok {
+		return status.Error(codes.Unimplemented, "runner: this job binary's executor takes no checkpoints")
+	}
+	return pumpStream(stream.Context(), s.checkpoints, stream.Send)
+}
+
+// pumpStream sends what b publishes until b closes or the stream ends.
+func pumpStream[T any](ctx context.Context, b *broadcaster[T], send func(T) error) error {
+	ch, stop := b.subscribe()
 	defer stop()
 	for {
 		select {
-		case st, ok := <-ch:
+		case v, ok := <-ch:
 			if !ok {
 				return nil
 			}
-			if err := stream.Send(st); err != nil {
+			if err := send(v); err != nil {
 				return err
 			}
-		case <-stream.Context().Done():
+		case <-ctx.Done():
 			return nil
 		}
 	}
@@ -249,22 +321,23 @@ func (s *server) Shutdown(_ context.Context, req *pb.RunnerShutdownRequest) (*pb
 	return &pb.Ack{}, nil
 }
 
-// broadcaster hands task states to the watching TaskManager, buffering
-// what happens while no one watches so nothing is lost.
-type broadcaster struct {
+// broadcaster hands task states (or checkpoint reports) to the watching
+// TaskManager, buffering what happens while no one watches so nothing is
+// lost.
+type broadcaster[T any] struct {
 	mu      sync.Mutex
-	pending []*pb.RunnerTaskState
-	subs    map[int]chan *pb.RunnerTaskState
+	pending []T
+	subs    map[int]chan T
 	next    int
 	closed  bool
 }
 
-func newBroadcaster() *broadcaster {
-	return &broadcaster{subs: map[int]chan *pb.RunnerTaskState{}}
+func newBroadcaster[T any]() *broadcaster[T] {
+	return &broadcaster[T]{subs: map[int]chan T{}}
 }
 
 // publish queues a state; it never blocks the task that reports.
-func (b *broadcaster) publish(st *pb.RunnerTaskState) {
+func (b *broadcaster[T]) publish(st T) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -278,7 +351,7 @@ func (b *broadcaster) publish(st *pb.RunnerTaskState) {
 
 // drainLocked moves pending states into a subscriber's channel as far as it
 // has room; the subscriber's pump goroutine asks for more.
-func (b *broadcaster) drainLocked(ch chan *pb.RunnerTaskState) {
+func (b *broadcaster[T]) drainLocked(ch chan T) {
 	for len(b.pending) > 0 {
 		select {
 		case ch <- b.pending[0]:
@@ -289,15 +362,15 @@ func (b *broadcaster) drainLocked(ch chan *pb.RunnerTaskState) {
 	}
 }
 
-func (b *broadcaster) subscribe() (<-chan *pb.RunnerTaskState, func()) {
+func (b *broadcaster[T]) subscribe() (<-chan T, func()) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	id := b.next
 	b.next++
-	ch := make(chan *pb.RunnerTaskState, 1024)
+	ch := make(chan T, 1024)
 	b.subs[id] = ch
 	b.drainLocked(ch)
-	out := make(chan *pb.RunnerTaskState)
+	out := make(chan T)
 	stop := make(chan struct{})
 	go func() {
 		defer close(out)
@@ -331,7 +404,7 @@ func (b *broadcaster) subscribe() (<-chan *pb.RunnerTaskState, func()) {
 	}
 }
 
-func (b *broadcaster) close() {
+func (b *broadcaster[T]) close() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
