@@ -47,10 +47,15 @@ type checkpointer struct {
 	// finalDone once a checkpoint from it on completed: the task may end.
 	firstAfterEnd int64
 	finalDone     bool
+	// waitFinal: the task waits for a final checkpoint at the end of its
+	// data. True with periodic checkpoints, and from a stop-with-savepoint
+	// or an upstream EventEndOfData on; otherwise a task ends at the end
+	// of its input as without checkpointing (manual savepoints only).
+	waitFinal bool
 }
 
-func newCheckpointer(resp CheckpointResponder) *checkpointer {
-	return &checkpointer{resp: resp}
+func newCheckpointer(resp CheckpointResponder, waitFinal bool) *checkpointer {
+	return &checkpointer{resp: resp, waitFinal: waitFinal}
 }
 
 // onControl handles a message of the CheckpointCoordinator.
@@ -290,6 +295,10 @@ func (t *task) endData(drain bool) {
 	if drain {
 		t.endInput()
 	}
+	if !ck.waitFinal {
+		ck.dataEnded, ck.drained, ck.finalDone = true, drain, true
+		return
+	}
 	t.timers.items = nil
 	ck.dataEnded, ck.drained = true, drain
 	t.broadcast(Event{Kind: EventEndOfData, Drain: drain})
@@ -305,6 +314,9 @@ func (t *task) performCheckpoint(b CheckpointBarrier, alignment time.Duration) {
 		return
 	}
 	t.setDone(b.ID)
+	if b.Options.Type.IsStop() {
+		ck.waitFinal = true
+	}
 	source := t.spec.NumInputs == 0
 	if source && b.Options.Type == SavepointTerminate && !ck.dataEnded {
 		t.endData(true)

@@ -364,6 +364,8 @@ type harness struct {
 	out   *recWriter
 	gates []*LocalGate
 	done  chan error
+	// manualOnly: a control channel without periodic checkpoints.
+	manualOnly bool
 }
 
 // inputTask is a task with one operator "op" fed by gates of the given
@@ -384,6 +386,25 @@ func startInputTask(t *testing.T, op Operator, channels []int, env TaskEnv, chec
 	return h.start(spec, env, checkpointing)
 }
 
+// startManualOnly starts a chain as a streaming job without periodic
+// checkpoints: a control channel for savepoints, no final checkpoint.
+func startManualOnly(t *testing.T, vals []int) *chainHarness {
+	t.Helper()
+	log := &callLog{}
+	c := &chainHarness{log: log, src: &ckSource{name: "src", log: log, vals: vals, end: true}}
+	c.ops = []*ckOp{{name: "op1", log: log}}
+	c.spec = &TaskSpec{
+		Name: "chain",
+		Operators: []OperatorSpec{
+			{ID: "src", Name: "src", Input: -1, NewSource: func() Source { return c.src }},
+			{ID: "op1", Name: "op1", Input: 0, NewOperator: func() Operator { return c.ops[0] }},
+		},
+		Outputs: []OutputSpec{{From: 1, NewPartitioner: func(int) Partitioner { return Forward{} }}},
+	}
+	c.harness = (&harness{t: t, manualOnly: true}).start(c.spec, TaskEnv{}, true)
+	return c
+}
+
 func (h *harness) start(spec *TaskSpec, env TaskEnv, checkpointing bool) *harness {
 	ctx, cancel := context.WithCancel(context.Background())
 	h.ctx = ctx
@@ -397,6 +418,7 @@ func (h *harness) start(spec *TaskSpec, env TaskEnv, checkpointing bool) *harnes
 	if checkpointing {
 		h.ctl = make(chan CheckpointControl, 16)
 		env.Control, env.Responder = h.ctl, h.resp
+		env.Checkpointing = !h.manualOnly
 	}
 	go func() { h.done <- RunTask(ctx, spec, env) }()
 	h.t.Cleanup(func() {
@@ -916,5 +938,25 @@ func TestRestoredFinishedSourceEndsAtOnce(t *testing.T) {
 				t.Fatal("a finished chain ran again")
 			}
 		})
+	}
+}
+
+// Without periodic checkpoints (savepoints only) a streaming task ends at
+// the end of its input as without checkpointing: no end of data, no
+// final checkpoint to wait for, operators finished.
+func TestManualSavepointsOnlyEndWithoutFinalCheckpoint(t *testing.T) {
+	c := startManualOnly(t, []int{1, 2})
+	if err := c.wait(); err != nil {
+		t.Fatal(err)
+	}
+	got := describe(c.out.sub(0))
+	if len(got) == 0 || got[len(got)-1] != "EOP" || slices.Contains(got, "EOD:true") || slices.Contains(got, "EOD:false") {
+		t.Fatalf("output %v, want the records, the final watermark and end of partition only", got)
+	}
+	if !c.ops[0].finished {
+		t.Fatal("the operator was not finished")
+	}
+	if acks, declines := c.resp.counts(); acks+declines != 0 {
+		t.Fatalf("%d acks, %d declines without any trigger", acks, declines)
 	}
 }

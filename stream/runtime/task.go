@@ -213,7 +213,7 @@ func newTask(ctx context.Context, spec *TaskSpec, env TaskEnv) (*task, error) {
 		if env.Responder == nil {
 			return nil, fmt.Errorf("task %q has a checkpoint control channel and no responder", spec.Name)
 		}
-		t.ck = newCheckpointer(env.Responder)
+		t.ck = newCheckpointer(env.Responder, env.Checkpointing)
 	}
 	for i := range spec.Operators {
 		os := &spec.Operators[i]
@@ -240,7 +240,7 @@ func newTask(ctx context.Context, spec *TaskSpec, env TaskEnv) (*task, error) {
 			TaskName: spec.Name, OperatorID: os.ID, OperatorName: os.Name,
 			SubtaskIndex: env.SubtaskIndex, Parallelism: env.Parallelism, MaxParallelism: env.MaxParallelism,
 			Accumulate: env.Accumulate, task: t, index: i,
-			Checkpointing: env.Control != nil,
+			Checkpointing: env.Checkpointing,
 		}
 		if env.Restore != nil {
 			n.ctx.Restore = env.Restore.Operators[os.ID]
@@ -675,6 +675,7 @@ func (t *task) processBatch(gi, c int, evs []Event) error {
 			}
 		case EventEndOfData:
 			if t.ck != nil && !ch.dataEnded {
+				t.ck.waitFinal = true // the upstream task waits for a final checkpoint
 				t.endChannelData(ch, ev.Drain)
 			}
 		}
