@@ -349,6 +349,8 @@ type step struct {
 	hasTs bool
 	wm    *int64
 	clock *int64
+	// all sends the record to every subtask (a broadcast input).
+	all bool
 }
 
 func rec(key, v any) step             { return step{key: key, v: v} }
@@ -386,12 +388,17 @@ func runSteps(t *testing.T, newOp func() runtime.Operator, inputs, par, maxPar i
 				h.sync()
 			}
 		default:
-			h := hs[runtime.OperatorIndex(runtime.KeyGroup(s.key, maxPar), maxPar, par)]
-			if s.input != h.lastInput {
-				h.sync() // the inputs' interleaving is the script's
-				h.lastInput = s.input
+			targets := hs
+			if !s.all {
+				targets = hs[runtime.OperatorIndex(runtime.KeyGroup(s.key, maxPar), maxPar, par):][:1]
 			}
-			h.sendEvents(s.input, runtime.Event{Kind: runtime.EventRecord, Record: runtime.Record{Value: s.v, Timestamp: s.ts, HasTimestamp: s.hasTs}})
+			for _, h := range targets {
+				if s.input != h.lastInput {
+					h.sync() // the inputs' interleaving is the script's
+					h.lastInput = s.input
+				}
+				h.sendEvents(s.input, runtime.Event{Kind: runtime.EventRecord, Record: runtime.Record{Value: s.v, Timestamp: s.ts, HasTimestamp: s.hasTs}})
+			}
 		}
 	}
 	var out []runtime.Record
