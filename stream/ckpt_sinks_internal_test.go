@@ -151,3 +151,23 @@ func TestCheckpointWriteAsTextRescale(t *testing.T) {
 		}
 	}
 }
+
+// A Collect sink keeps what it gathered before the checkpoint across a
+// restore, also rescaled.
+func TestCheckpointCollectSink(t *testing.T) {
+	env := NewEnvironment()
+	c := FromElements(env, 0).Collect()
+	op := c.n.newOperator
+	var first, second []step
+	for i := 0; i < 20; i++ {
+		first = append(first, rec(i, i))
+		second = append(second, rec(20+i, 20+i))
+	}
+	_, snaps := runSteps(t, op, 1, 4, 128, nil, first, 0, 1)
+	runSteps(t, op, 1, 2, 128, redistribute(snaps, 2, 128), second, 0, 0)
+	got := c.Values()
+	sort.Ints(got)
+	if len(got) != 40 || got[0] != 0 || got[39] != 39 {
+		t.Fatalf("collected %v", got)
+	}
+}
