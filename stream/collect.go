@@ -107,9 +107,55 @@ type collectOp[T any] struct {
 
 func (o *collectOp[T]) Open(ctx *runtime.Context) error {
 	o.Ctx = ctx
-	if ctx.Accumulate != nil {
-		return failover.NonRecoverable(o.c.canSerialize())
+	if ctx.Accumulate != nil || ctx.Checkpointing || ctx.Restore != nil {
+		if err := o.c.canSerialize(); err != nil {
+			return failover.NonRecoverable(err)
+		}
 	}
+	if ctx.Restore == nil {
+		return nil
+	}
+	if err := ctx.Restore.CheckType(collectState, collectType); err != nil {
+		return err
+	}
+	for _, el := range ctx.Restore.Lists[collectState] {
+		if ctx.Accumulate != nil {
+			o.enc = append(o.enc, el...)
+			continue
+		}
+		err := splitCollected(el, func(rec []byte) error {
+			v, _, err := o.c.codec.Decode(rec)
+			o.buf = append(o.buf, v)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("collect sink %q: restoring its records: %w", o.c.n.name, err)
+		}
+	}
+	return nil
+}
+
+const (
+	collectState = "collected"
+	collectType  = "CollectedRecords"
+)
+
+// SnapshotState stores the records gathered so far (one element: a
+// collect accumulator list, so restored lists concatenate), so a restored
+// subtask returns them too.
+func (o *collectOp[T]) SnapshotState(_ int64, snap *runtime.OperatorSnapshot) error {
+	if err := o.c.canSerialize(); err != nil {
+		return err
+	}
+	el := o.enc
+	if o.Ctx.Accumulate == nil {
+		el = nil
+		for _, v := range o.buf {
+			o.rec = o.c.codec.Append(o.rec[:0], v)
+			el = append(binary.AppendUvarint(el, uint64(len(o.rec))), o.rec...)
+		}
+	}
+	snap.PutList(collectState, runtime.SplitList, collectType, [][]byte{append([]byte(nil), el...)})
 	return nil
 }
 

@@ -61,8 +61,9 @@ func CoProcess[A, B any, K comparable, O any](c ConnectedStreams[A, B, K], fn Ke
 		c.a.env.fail(fmt.Errorf("CoProcess needs ProcessElement1 and ProcessElement2"))
 	}
 	ka, kb := c.a.key, c.b.key
+	keys := keyCodecOf[K]()
 	return twoInput[A, B, K, O](c, "keyed-co-process", "KeyedCoProcess", func() runtime.Operator {
-		return &keyedCoProcessOp[A, B, K, O]{ka: ka, kb: kb, fn: fn}
+		return &keyedCoProcessOp[A, B, K, O]{keyed: keyed{keys: keys}, ka: ka, kb: kb, fn: fn}
 	})
 }
 
@@ -128,8 +129,13 @@ func (o *keyedCoProcessOp[A, B, K, O]) Open(ctx *runtime.Context) error {
 		return err
 	}
 	o.timers = runtime.NewTimerService(ctx, o.state, o.onTimer, o.onTimer)
-	o.kctx = KeyedContext[K]{state: o.state, timers: o.timers, rctx: ctx}
-	return nil
+	o.kctx = KeyedContext[K]{scope: &o.scope, timers: o.timers, rctx: ctx}
+	return o.restoreTimers(o.timers, nilCodec{})
+}
+
+// SnapshotState writes the keyed state and the timers.
+func (o *keyedCoProcessOp[A, B, K, O]) SnapshotState(_ int64, snap *runtime.OperatorSnapshot) error {
+	return o.snapshotTimers(snap, o.timers, nilCodec{})
 }
 
 func (o *keyedCoProcessOp[A, B, K, O]) ProcessElement(input int, r runtime.Record) error {
@@ -180,8 +186,11 @@ func IntervalJoin[A, B any, K comparable, O any](a KeyedStream[A, K], b KeyedStr
 		a.env.fail(fmt.Errorf("IntervalJoin: lower bound %v is above upper bound %v", lower, upper))
 	}
 	ka, kb := a.key, b.key
+	keys := keyCodecOf[K]()
+	sides := [2]contentsCodec{bufferCodec[A](intervalJoinSide[0]), bufferCodec[B](intervalJoinSide[1])}
 	out := twoInput[A, B, K, O](c, "interval-join", "IntervalJoin", func() runtime.Operator {
 		return &intervalJoinOp[A, B, O]{
+			keyed: keyed{keys: keys}, sides: sides,
 			keyOf: [2]func(any) any{func(v any) any { return ka(as[A](v)) }, func(v any) any { return kb(as[B](v)) }},
 			lower: lo, upper: up, fn: fn,
 		}
@@ -194,6 +203,33 @@ func IntervalJoin[A, B any, K comparable, O any](a KeyedStream[A, K], b KeyedStr
 type buffered struct {
 	ts int64
 	v  any
+}
+
+// bufEntry is the serializable form of a buffered record of type T.
+type bufEntry[T any] struct {
+	Ts int64
+	V  T
+}
+
+// bufferCodec is the codec of one interval-join side's buffer.
+func bufferCodec[T any](side string) contentsCodec {
+	c, err := newConvCodec[[]bufEntry[T]](side+"<"+typeOf[T]()+">",
+		func(v any) []bufEntry[T] {
+			l := v.([]buffered)
+			out := make([]bufEntry[T], len(l))
+			for i, e := range l {
+				out[i] = bufEntry[T]{Ts: e.ts, V: as[T](e.v)}
+			}
+			return out
+		},
+		func(es []bufEntry[T]) any {
+			l := make([]buffered, len(es))
+			for i, e := range es {
+				l[i] = buffered{ts: e.Ts, v: e.V}
+			}
+			return l
+		})
+	return contentsCodec{c: c, err: err}
 }
 
 // intervalJoinSide names the state and the cleanup timers' namespace of
@@ -209,6 +245,7 @@ type intervalJoinOp[A, B, O any] struct {
 	keyOf        [2]func(any) any
 	lower, upper int64
 	fn           func(A, B) O
+	sides        [2]contentsCodec
 	timers       *runtime.TimerService
 	// Dropped counts late records.
 	Dropped int64
@@ -218,8 +255,18 @@ func (o *intervalJoinOp[A, B, O]) Open(ctx *runtime.Context) error {
 	if err := o.keyed.Open(ctx); err != nil {
 		return err
 	}
+	for i, c := range o.sides {
+		if err := o.scope.register(intervalJoinSide[i], c.typeName(), c.c, c.err); err != nil {
+			return err
+		}
+	}
 	o.timers = runtime.NewTimerService(ctx, o.state, o.cleanup, func(runtime.Timer) error { return nil })
-	return nil
+	return o.restoreTimers(o.timers, stringNsCodec)
+}
+
+// SnapshotState writes both sides' buffers and the cleanup timers.
+func (o *intervalJoinOp[A, B, O]) SnapshotState(_ int64, snap *runtime.OperatorSnapshot) error {
+	return o.snapshotTimers(snap, o.timers, stringNsCodec)
 }
 
 func (o *intervalJoinOp[A, B, O]) ProcessElement(input int, r runtime.Record) error {

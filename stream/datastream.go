@@ -214,8 +214,9 @@ func KeyBy[T any, K comparable](s DataStream[T], key func(T) K) KeyedStream[T, K
 func (k KeyedStream[T, K]) Reduce(fn func(a, b T) T) DataStream[T] {
 	batch := k.env.mode == Batch
 	key := k.key
+	running := newRunning[K, T]()
 	return oneInput[T, T](k.DataStream, "keyed-reduce", "Reduce", func() runtime.Operator {
-		return &keyedReduceOp[T, K]{key: key, fn: fn, final: batch}
+		return &keyedReduceOp[T, K]{runningOp: running, key: key, fn: fn, final: batch}
 	})
 }
 
@@ -252,8 +253,9 @@ func (a Aggregator[T, ACC, OUT]) GetResult(acc ACC) OUT { return a.Result(acc) }
 func Aggregate[T any, K comparable, ACC, OUT any](k KeyedStream[T, K], agg AggregateFunction[T, ACC, OUT]) DataStream[OUT] {
 	batch := k.env.mode == Batch
 	key := k.key
+	running := newRunning[K, ACC]()
 	return oneInput[T, OUT](k.DataStream, "keyed-aggregate", "Aggregate", func() runtime.Operator {
-		return &keyedAggregateOp[T, K, ACC, OUT]{key: key, agg: agg, final: batch}
+		return &keyedAggregateOp[T, K, ACC, OUT]{runningOp: running, key: key, agg: agg, final: batch}
 	})
 }
 
@@ -267,8 +269,9 @@ type KeyedProcessFunction[K comparable, T, O any] struct {
 // KeyedProcess runs fn on a keyed stream.
 func KeyedProcess[T any, K comparable, O any](k KeyedStream[T, K], fn KeyedProcessFunction[K, T, O]) DataStream[O] {
 	key := k.key
+	keys := keyCodecOf[K]()
 	return oneInput[T, O](k.DataStream, "keyed-process", "KeyedProcess", func() runtime.Operator {
-		return &keyedProcessOp[T, K, O]{key: key, fn: fn}
+		return &keyedProcessOp[T, K, O]{keyed: keyed{keys: keys}, key: key, fn: fn}
 	})
 }
 

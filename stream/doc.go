@@ -39,6 +39,53 @@
 // behind the watermark) is dropped, there is no allowed lateness yet.
 // Pending processing-time timers fire at the end of input.
 //
+// More keyed state types follow Flink's: ListState (Get, Add, AddAll,
+// Update, Clear), MapState (Get, Put, PutAll, Remove, Contains, Entries,
+// Keys, Values, IsEmpty, Clear), ReducingState and AggregatingState (Get,
+// Add, Clear). Each is declared once with a name (NewListState[T]("l"),
+// ...) and takes WithTTL(StateTtlConfig{TTL, UpdateType, Visibility}) to
+// expire values in processing time: OnCreateAndWrite or OnReadAndWrite
+// renew a value, NeverReturnExpired or ReturnExpiredIfNotCleanedUp say
+// whether an expired one is still read; list elements and map entries
+// expire one by one.
+//
+// # Checkpoints
+//
+// With checkpointing on, every stateful operator snapshots its state when
+// a checkpoint barrier passes and restores it, at the same or another
+// parallelism, after a failure or from a savepoint: keyed state and timers
+// by key group (running Reduce and Aggregate, KeyedProcess, CoProcess,
+// windows of both time kinds, Join and IntervalJoin), sources their
+// positions (FromCollection, Generate and TextFile resume exactly where
+// the checkpoint was, an unbounded Generate with no index missed or
+// repeated; on a scale-up beyond the number of position splits, the extra
+// subtasks idle). State is serialized with the codec of its Go type
+// (stream/codec); the type is recorded, so restoring a state declared
+// with another type, kind or TTL fails the operator with
+// runtime.ErrIncompatibleState naming it. Give stateful operators a Uid so
+// a changed job still finds its state.
+//
+// Non-keyed functions keep operator state with ProcessWithState and a
+// CheckpointedProcessFunction (Flink's CheckpointedFunction): in Open they
+// get lists from the OperatorStateStore, ListStateOf (split over the
+// subtasks on restore) or UnionListStateOf (every subtask gets all), fill
+// them in SnapshotState and read them back in Open when IsRestored.
+//
+// The broadcast state pattern: BroadcastWithState(s, NewMapStateDescriptor
+// [K, V]("rules")) sends s to every subtask of the operator
+// ConnectBroadcast (any stream) or ConnectKeyedBroadcast (a keyed stream,
+// with keyed state and timers) builds; the broadcast side reads and writes
+// the BroadcastState, the other side reads it only. Each subtask holds the
+// same copy, and a restore gives every subtask one of them.
+//
+// Sinks are exactly once through two-phase commit: AddTwoPhaseCommitSink
+// takes a TwoPhaseCommitSink (BeginTransaction, Write, PreCommit when the
+// checkpoint is taken, Commit once it completed, Abort), keeps the
+// pre-committed transactions in its state and commits them again on
+// restore. WriteAsText is one with checkpointing: hidden in-progress and
+// pending part files, renamed to "part-<subtask>-<checkpoint>" on commit.
+// Collect keeps its records in its state.
+//
 // # Translation
 //
 // Plan turns the stream graph into a JobGraph with Flink's operator

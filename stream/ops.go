@@ -1,6 +1,8 @@
 package stream
 
 import (
+	"fmt"
+
 	"github.com/gofl/gofl/stream/runtime"
 )
 
@@ -58,15 +60,58 @@ func (o *unionOp) ProcessElement(_ int, r runtime.Record) error {
 	return nil
 }
 
-// keyed is the shared part of keyed operators: the state backend.
+// keyed is the shared part of keyed operators: the state backend, its key
+// codec and the registry of the states accessed.
 type keyed struct {
 	runtime.Base
 	state *runtime.KeyedStateBackend
+	keys  keyCodec
+	scope stateScope
 }
 
 func (k *keyed) Open(ctx *runtime.Context) error {
 	k.Ctx = ctx
 	k.state = runtime.NewKeyedStateBackend(ctx.MaxParallelism)
+	k.scope = stateScope{backend: k.state, ctx: ctx}
+	if err := k.keys.need(ctx); err != nil {
+		return err
+	}
+	if k.keys.c != nil {
+		k.state.SetKeyCodec(k.keys.c)
+	}
+	if err := k.state.Restore(ctx.Restore); err != nil {
+		return fmt.Errorf("operator %q: restoring keyed state: %w", ctx.OperatorName, err)
+	}
+	return nil
+}
+
+// snapshotKeyed writes the keyed state backend.
+func (k *keyed) snapshotKeyed(snap *runtime.OperatorSnapshot) error {
+	if k.keys.c == nil {
+		return fmt.Errorf("operator %q: keys cannot be checkpointed: %w", k.Ctx.OperatorName, k.keys.err)
+	}
+	if err := k.scope.err(); err != nil {
+		return err
+	}
+	return k.state.Snapshot(snap)
+}
+
+// snapshotTimers writes the keyed state backend and the timers.
+func (k *keyed) snapshotTimers(snap *runtime.OperatorSnapshot, timers *runtime.TimerService, ns runtime.Codec) error {
+	if err := k.snapshotKeyed(snap); err != nil {
+		return err
+	}
+	return timers.Snapshot(snap, k.keys.c, ns)
+}
+
+// restoreTimers re-registers the restored timers.
+func (k *keyed) restoreTimers(timers *runtime.TimerService, ns runtime.Codec) error {
+	if k.Ctx.Restore == nil {
+		return nil
+	}
+	if err := timers.Restore(k.Ctx.Restore, k.keys.c, ns); err != nil {
+		return fmt.Errorf("operator %q: restoring timers: %w", k.Ctx.OperatorName, err)
+	}
 	return nil
 }
 
@@ -75,12 +120,51 @@ func (k *keyed) Open(ctx *runtime.Context) error {
 type runningOp[K comparable, V any] struct {
 	runtime.Base
 	values *runtime.KeyedValues[K, V]
+	keys   keyCodec
+	vals   keyCodec // the values' codec
+}
+
+// runningSection is the keyed section of a running aggregation's values.
+const runningSection = "values"
+
+func newRunning[K comparable, V any]() runningOp[K, V] {
+	return runningOp[K, V]{keys: keyCodecOf[K](), vals: keyCodecOf[V]()}
 }
 
 func (o *runningOp[K, V]) Open(ctx *runtime.Context) error {
 	o.Ctx = ctx
 	o.values = runtime.NewKeyedValues[K, V](ctx.MaxParallelism)
+	if ctx.Restore == nil {
+		return nil
+	}
+	if err := o.codecs(); err != nil {
+		return err
+	}
+	if err := checkType(ctx, runningSection, o.vals.c.TypeName()); err != nil {
+		return fmt.Errorf("operator %q: %w", ctx.OperatorName, err)
+	}
+	if err := o.values.RestoreFrom(ctx.Restore, runningSection, o.keys.c, o.vals.c); err != nil {
+		return fmt.Errorf("operator %q: restoring keyed state: %w", ctx.OperatorName, err)
+	}
 	return nil
+}
+
+func (o *runningOp[K, V]) codecs() error {
+	if o.keys.c == nil {
+		return fmt.Errorf("operator %q: keys cannot be checkpointed: %w", o.Ctx.OperatorName, o.keys.err)
+	}
+	if o.vals.c == nil {
+		return fmt.Errorf("operator %q: state cannot be checkpointed: %w", o.Ctx.OperatorName, o.vals.err)
+	}
+	return nil
+}
+
+// SnapshotState writes the values per key group.
+func (o *runningOp[K, V]) SnapshotState(_ int64, snap *runtime.OperatorSnapshot) error {
+	if err := o.codecs(); err != nil {
+		return err
+	}
+	return o.values.SnapshotTo(snap, runningSection, o.keys.c, o.vals.c)
 }
 
 type keyedReduceOp[T any, K comparable] struct {
@@ -139,46 +223,18 @@ func (o *keyedAggregateOp[T, K, ACC, OUT]) Finish() error {
 	return nil
 }
 
-// StateContext gives keyed state access scoped to the current key. It is
-// implemented by KeyedContext.
-type StateContext interface {
-	keyedState() *runtime.KeyedStateBackend
-}
-
-// ValueState is a single value per key, declared by name when building the
-// job and read and written through the KeyedContext of the current record:
-//
-//	count := stream.NewValueState[int]("count")
-//	... n, _ := count.Value(ctx); count.Update(ctx, n+1)
-type ValueState[V any] struct{ name string }
-
-// NewValueState declares a value state. Names must be unique per operator.
-func NewValueState[V any](name string) ValueState[V] { return ValueState[V]{name: "user:" + name} }
-
-// Value is the current key's value and whether it is set.
-func (s ValueState[V]) Value(ctx StateContext) (V, bool) {
-	v, ok := ctx.keyedState().Get(s.name)
-	return as[V](v), ok
-}
-
-// Update sets the current key's value.
-func (s ValueState[V]) Update(ctx StateContext, v V) { ctx.keyedState().Put(s.name, v) }
-
-// Clear removes the current key's value.
-func (s ValueState[V]) Clear(ctx StateContext) { ctx.keyedState().Delete(s.name) }
-
 // KeyedContext is what a KeyedProcessFunction sees of the current record
 // or timer: its key, timestamp, time and timers, and keyed state.
 type KeyedContext[K comparable] struct {
 	key    K
 	ts     int64
 	hasTs  bool
-	state  *runtime.KeyedStateBackend
+	scope  *stateScope
 	timers *runtime.TimerService
 	rctx   *runtime.Context
 }
 
-func (c *KeyedContext[K]) keyedState() *runtime.KeyedStateBackend { return c.state }
+func (c *KeyedContext[K]) keyedState() *stateScope { return c.scope }
 
 // CurrentKey is the key of the record or timer being handled.
 func (c *KeyedContext[K]) CurrentKey() K { return c.key }
@@ -233,8 +289,13 @@ func (o *keyedProcessOp[T, K, O]) Open(ctx *runtime.Context) error {
 		return err
 	}
 	o.timers = runtime.NewTimerService(ctx, o.state, o.onTimer, o.onTimer)
-	o.kctx = KeyedContext[K]{state: o.state, timers: o.timers, rctx: ctx}
-	return nil
+	o.kctx = KeyedContext[K]{scope: &o.scope, timers: o.timers, rctx: ctx}
+	return o.restoreTimers(o.timers, nilCodec{})
+}
+
+// SnapshotState writes the keyed state and the timers.
+func (o *keyedProcessOp[T, K, O]) SnapshotState(_ int64, snap *runtime.OperatorSnapshot) error {
+	return o.snapshotTimers(snap, o.timers, nilCodec{})
 }
 
 func (o *keyedProcessOp[T, K, O]) ProcessElement(_ int, r runtime.Record) error {

@@ -84,15 +84,26 @@ func (o *printOp) ProcessWatermark(int64) error { return nil }
 
 // WriteAsText writes every record with fmt.Sprint, one per line, into the
 // directory dir (a plain path, a file:// or an hdfs:// URI, as TextFile
-// takes): one part file "part-<subtask>" per sink subtask, replacing one an
-// earlier attempt left. A part file is complete (on HDFS: closed, its last
-// block replicated) once its subtask FINISHED.
+// takes).
+//
+// Without checkpointing, there is one part file "part-<subtask>" per sink
+// subtask, replacing one an earlier attempt left; it is complete (on HDFS:
+// closed, its last block replicated) once its subtask FINISHED.
+//
+// With checkpointing it is exactly once, as Flink's FileSink: each subtask
+// writes the records between two checkpoints into a hidden in-progress
+// file ".part-<subtask>-<n>.inprogress.<random>", rolls it to a hidden
+// pending file when the checkpoint is taken and renames it to
+// "part-<subtask>-<checkpoint-id>" when the checkpoint completed; a
+// restore commits the pending files of the restored checkpoint and removes
+// the hidden files the failed attempt left. Readers see committed files
+// only (TextFile skips names starting with "." or "_").
 func (s DataStream[T]) WriteAsText(dir string) Sink {
 	if err := checkFileURI(dir); err != nil {
 		s.env.fail(fmt.Errorf("WriteAsText: %w", err))
 	}
 	sink := addSink(s, "sink-textfile", "TextFile Sink", func() runtime.Operator {
-		return &textSinkOp{dir: dir}
+		return &textSinkSwitch[T]{plain: &textSinkOp{dir: dir}, txn: &twoPhaseCommitOp[T, *textTxn]{sink: &textTxnSink[T]{dir: dir}, codec: textTxnCodec}}
 	})
 	sink.n.params["path"] = dir
 	return sink

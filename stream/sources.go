@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gofl/gofl/storage"
+	"github.com/gofl/gofl/stream/codec"
 	"github.com/gofl/gofl/stream/runtime"
 )
 
@@ -42,28 +43,26 @@ func FromElements[T any](env *Environment, items ...T) DataStream[T] {
 }
 
 type sliceSource[T any] struct {
-	items     []T
-	next, end int
-	ctx       *runtime.Context
+	items []T
+	seqs  indexSplits
 }
 
 func (s *sliceSource[T]) Open(ctx *runtime.Context) error {
-	s.ctx = ctx
-	n := len(s.items)
-	s.next = ctx.SubtaskIndex * n / ctx.Parallelism
-	s.end = (ctx.SubtaskIndex + 1) * n / ctx.Parallelism
-	return nil
+	n := int64(len(s.items))
+	k, p := int64(ctx.SubtaskIndex), int64(ctx.Parallelism)
+	return s.seqs.open(ctx, "collection-splits", indexSplit{Next: k * n / p, End: (k + 1) * n / p, Stride: 1})
 }
 
 func (s *sliceSource[T]) Poll(out runtime.Output) (runtime.PollStatus, time.Time, error) {
-	for i := 0; i < pollBatch && s.next < s.end; i++ {
-		out.Collect(runtime.Record{Value: s.items[s.next]})
-		s.next++
-	}
-	if s.next >= s.end {
+	if s.seqs.emit(pollBatch, func(i int64) { out.Collect(runtime.Record{Value: s.items[i]}) }) {
 		return runtime.EndOfInput, time.Time{}, nil
 	}
 	return runtime.MoreAvailable, time.Time{}, nil
+}
+
+// SnapshotState stores the position of every split this subtask reads.
+func (s *sliceSource[T]) SnapshotState(_ int64, snap *runtime.OperatorSnapshot) error {
+	return s.seqs.snapshot(snap)
 }
 
 func (s *sliceSource[T]) Close() error { return nil }
@@ -99,27 +98,22 @@ type genSource[T any] struct {
 	n       int64
 	fn      func(int64) T
 	rate    float64
-	next    int64
-	end     int64
-	stride  int64
+	seqs    indexSplits
 	emitted int64
 	start   time.Time
-	ctx     *runtime.Context
 }
 
 func (s *genSource[T]) Open(ctx *runtime.Context) error {
-	s.ctx = ctx
 	p, k := int64(ctx.Parallelism), int64(ctx.SubtaskIndex)
+	initial := indexSplit{Next: k, End: -1, Stride: p}
 	if s.n >= 0 {
-		s.next, s.end, s.stride = k*s.n/p, (k+1)*s.n/p, 1
-	} else {
-		s.next, s.end, s.stride = k, -1, p
+		initial = indexSplit{Next: k * s.n / p, End: (k + 1) * s.n / p, Stride: 1}
 	}
 	if s.rate > 0 {
 		s.rate /= float64(p)
 	}
 	s.start = time.Now()
-	return nil
+	return s.seqs.open(ctx, "generator-splits", initial)
 }
 
 func (s *genSource[T]) Poll(out runtime.Output) (runtime.PollStatus, time.Time, error) {
@@ -129,23 +123,24 @@ func (s *genSource[T]) Poll(out runtime.Output) (runtime.PollStatus, time.Time, 
 		if allowed-s.emitted < budget {
 			budget = allowed - s.emitted
 		}
-		if budget <= 0 {
+		if budget <= 0 && len(s.seqs.splits) > 0 {
 			wait := time.Duration(float64(s.emitted+1-allowed+1) / s.rate * float64(time.Second))
 			return runtime.NothingAvailable, time.Now().Add(max(wait, time.Millisecond)), nil
 		}
 	}
-	for i := int64(0); i < budget; i++ {
-		if s.end >= 0 && s.next >= s.end {
-			return runtime.EndOfInput, time.Time{}, nil
-		}
-		out.Collect(runtime.Record{Value: s.fn(s.next)})
-		s.next += s.stride
+	if s.seqs.emit(int(budget), func(i int64) {
+		out.Collect(runtime.Record{Value: s.fn(i)})
 		s.emitted++
-	}
-	if s.end >= 0 && s.next >= s.end {
+	}) {
 		return runtime.EndOfInput, time.Time{}, nil
 	}
 	return runtime.MoreAvailable, time.Time{}, nil
+}
+
+// SnapshotState stores the next index of every sequence this subtask
+// generates, so a restore resumes each exactly.
+func (s *genSource[T]) SnapshotState(_ int64, snap *runtime.OperatorSnapshot) error {
+	return s.seqs.snapshot(snap)
 }
 
 func (s *genSource[T]) Close() error { return nil }
@@ -169,10 +164,22 @@ func TextFile(env *Environment, path string) DataStream[string] {
 	return s
 }
 
+// textSplit is a byte range of a file whose lines (those starting in it)
+// a subtask reads; one element of the source's SPLIT list state. Exact
+// marks a Start that is a line start (a resumed split), which is read from
+// there instead of from the next line.
 type textSplit struct {
-	path       string
-	start, end int64
+	Path       string
+	Start, End int64
+	Exact      bool
 }
+
+var textSplitCodec = codec.MustFor[textSplit]()
+
+const (
+	textSplitState = "textfile-splits"
+	textSplitType  = "TextSplit"
+)
 
 type textSource struct {
 	path   string
@@ -180,6 +187,7 @@ type textSource struct {
 	splits []textSplit
 	f      io.ReadCloser
 	r      *bufio.Reader
+	cur    textSplit // the split being read
 	pos    int64
 	end    int64
 }
@@ -190,6 +198,9 @@ func (s *textSource) Open(ctx *runtime.Context) error {
 		return err
 	}
 	s.fs = fs
+	if ctx.Restore != nil {
+		return s.restore(ctx)
+	}
 	fi, err := fs.Stat(context.Background(), root)
 	if err != nil {
 		return err
@@ -210,24 +221,68 @@ func (s *textSource) Open(ctx *runtime.Context) error {
 	par, k := int64(ctx.Parallelism), int64(ctx.SubtaskIndex)
 	for _, f := range files {
 		if start, end := k*f.Size/par, (k+1)*f.Size/par; end > start {
-			s.splits = append(s.splits, textSplit{path: f.Path, start: start, end: end})
+			s.splits = append(s.splits, textSplit{Path: f.Path, Start: start, End: end})
 		}
 	}
 	return nil
 }
 
+// restore reads the restored splits instead of listing the files.
+func (s *textSource) restore(ctx *runtime.Context) error {
+	if err := ctx.Restore.CheckType(textSplitState, textSplitType); err != nil {
+		return err
+	}
+	for _, b := range ctx.Restore.Lists[textSplitState] {
+		sp, n, err := textSplitCodec.Decode(b)
+		if err == nil && n != len(b) {
+			err = fmt.Errorf("%w: trailing bytes", codec.ErrCorrupt)
+		}
+		if err != nil {
+			return fmt.Errorf("source %q: restoring its splits: %w", ctx.OperatorName, err)
+		}
+		s.splits = append(s.splits, sp)
+	}
+	return nil
+}
+
+// SnapshotState stores the unread part of the current split (from the
+// next line) and the splits not started.
+func (s *textSource) SnapshotState(_ int64, snap *runtime.OperatorSnapshot) error {
+	var els [][]byte
+	if s.f != nil && s.pos < s.end {
+		els = append(els, textSplitCodec.Append(nil, textSplit{Path: s.cur.Path, Start: s.pos, End: s.end, Exact: true}))
+	}
+	for _, sp := range s.splits {
+		els = append(els, textSplitCodec.Append(nil, sp))
+	}
+	snap.PutList(textSplitState, runtime.SplitList, textSplitType, els)
+	return nil
+}
+
 // openSplit positions the reader at the first line starting in the split.
 func (s *textSource) openSplit(sp textSplit) error {
-	f, err := s.fs.Open(context.Background(), sp.path)
+	f, err := s.fs.Open(context.Background(), sp.Path)
 	if err != nil {
 		return err
 	}
-	s.f, s.end, s.pos = f, sp.end, sp.start
-	if sp.start > 0 {
+	s.f, s.end, s.pos, s.cur = f, sp.End, sp.Start, sp
+	if sp.Exact {
 		if seeker, ok := f.(io.Seeker); ok {
-			_, err = seeker.Seek(sp.start-1, io.SeekStart)
+			_, err = seeker.Seek(sp.Start, io.SeekStart)
 		} else {
-			_, err = io.CopyN(io.Discard, f, sp.start-1)
+			_, err = io.CopyN(io.Discard, f, sp.Start)
+		}
+		if err != nil {
+			return err
+		}
+		s.r = bufio.NewReaderSize(f, 64<<10)
+		return nil
+	}
+	if sp.Start > 0 {
+		if seeker, ok := f.(io.Seeker); ok {
+			_, err = seeker.Seek(sp.Start-1, io.SeekStart)
+		} else {
+			_, err = io.CopyN(io.Discard, f, sp.Start-1)
 		}
 		if err != nil {
 			return err

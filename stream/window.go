@@ -2,6 +2,7 @@ package stream
 
 import (
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/gofl/gofl/stream/runtime"
@@ -184,12 +185,13 @@ func Window[T any, K comparable](ks KeyedStream[T, K], a WindowAssigner) Windowe
 	return WindowedStream[T, K]{ks: ks, a: a}
 }
 
-func windowNode[T any, K comparable, O any](w WindowedStream[T, K], kind, name string, add func(acc any, input int, v any) any, emit func(key any, win TimeWindow, acc any, out runtime.Output, ts int64) error) DataStream[O] {
+func windowNode[T any, K comparable, O any](w WindowedStream[T, K], kind, name string, contents contentsCodec, add func(acc any, input int, v any) any, emit func(key any, win TimeWindow, acc any, out runtime.Output, ts int64) error) DataStream[O] {
 	key := w.ks.key
 	keyOf := func(v any) any { return key(as[T](v)) }
 	a := w.a
+	keys := keyCodecOf[K]()
 	out := oneInput[T, O](w.ks.DataStream, kind, name, func() runtime.Operator {
-		return &windowOp{assigner: a, keyOf: [2]func(any) any{keyOf}, add: add, emit: emit}
+		return &windowOp{keyed: keyed{keys: keys}, contents: contents, assigner: a, keyOf: [2]func(any) any{keyOf}, add: add, emit: emit}
 	})
 	for k, v := range a.params() {
 		out.n.params[k] = v
@@ -200,6 +202,7 @@ func windowNode[T any, K comparable, O any](w WindowedStream[T, K], kind, name s
 // Reduce reduces each window incrementally.
 func (w WindowedStream[T, K]) Reduce(fn func(a, b T) T) DataStream[T] {
 	return windowNode[T, K, T](w, "window-reduce", "Window(Reduce)",
+		windowContents("Reduce", func(acc any) T { return as[T](acc) }, func(v T) any { return v }),
 		func(acc any, _ int, v any) any {
 			if acc == nil {
 				return v
@@ -217,6 +220,7 @@ type accBox[ACC any] struct{ acc ACC }
 // WindowAggregate aggregates each window incrementally.
 func WindowAggregate[T any, K comparable, ACC, OUT any](w WindowedStream[T, K], agg AggregateFunction[T, ACC, OUT]) DataStream[OUT] {
 	return windowNode[T, K, OUT](w, "window-aggregate", "Window(Aggregate)",
+		windowContents("Aggregate", func(acc any) ACC { return acc.(*accBox[ACC]).acc }, func(v ACC) any { return &accBox[ACC]{acc: v} }),
 		func(acc any, _ int, v any) any {
 			b, _ := acc.(*accBox[ACC])
 			if b == nil {
@@ -234,6 +238,7 @@ func WindowAggregate[T any, K comparable, ACC, OUT any](w WindowedStream[T, K], 
 // WindowProcess hands all elements of a window (in arrival order) to fn.
 func WindowProcess[T any, K comparable, O any](w WindowedStream[T, K], fn func(key K, win TimeWindow, elems []T, out Collector[O]) error) DataStream[O] {
 	return windowNode[T, K, O](w, "window-process", "Window(Process)",
+		windowContents("Process", func(acc any) []T { return *acc.(*[]T) }, func(v []T) any { return &v }),
 		func(acc any, _ int, v any) any {
 			l, _ := acc.(*[]T)
 			if l == nil {
@@ -250,6 +255,12 @@ func WindowProcess[T any, K comparable, O any](w WindowedStream[T, K], fn func(k
 type joinBuffer[A, B any] struct {
 	as []A
 	bs []B
+}
+
+// joinState is the serializable form of a joinBuffer.
+type joinState[A, B any] struct {
+	As []A
+	Bs []B
 }
 
 // Join joins two keyed streams on equal keys within the same window: for
@@ -289,9 +300,16 @@ func Join[A, B any, K comparable, O any](a KeyedStream[A, K], b KeyedStream[B, K
 		}
 		return nil
 	}
+	contents := windowContents("Join",
+		func(acc any) joinState[A, B] {
+			b := acc.(*joinBuffer[A, B])
+			return joinState[A, B]{As: b.as, Bs: b.bs}
+		},
+		func(v joinState[A, B]) any { return &joinBuffer[A, B]{as: v.As, bs: v.Bs} })
+	keys := keyCodecOf[K]()
 	n := env.newNode("window-join", "Window(Join)")
 	n.newOperator = func() runtime.Operator {
-		return &windowOp{assigner: w, keyOf: keyOf, add: add, emit: emit}
+		return &windowOp{keyed: keyed{keys: keys}, contents: contents, assigner: w, keyOf: keyOf, add: add, emit: emit}
 	}
 	n.inputs = []streamEdge{edgeOf(a.DataStream, 0), edgeOf(b.DataStream, 1)}
 	for k, v := range w.params() {
@@ -303,6 +321,44 @@ func Join[A, B any, K comparable, O any](a KeyedStream[A, K], b KeyedStream[B, K
 
 const windowState = "windows"
 
+// contentsCodec serializes a key's windows (map[TimeWindow]any), or tells
+// why they cannot be.
+type contentsCodec struct {
+	c   runtime.Codec
+	err error
+}
+
+// winEntry is one window's accumulator in its serializable form S.
+type winEntry[S any] struct {
+	Start, End int64
+	Acc        S
+}
+
+// windowContents is the codec of a key's windows whose accumulators
+// serialize as S.
+func windowContents[S any](kind string, to func(any) S, from func(S) any) contentsCodec {
+	c, err := newConvCodec[[]winEntry[S]]("windows<"+kind+","+typeOf[S]()+">",
+		func(v any) []winEntry[S] {
+			m := v.(map[TimeWindow]any)
+			out := make([]winEntry[S], 0, len(m))
+			for w, acc := range m {
+				out = append(out, winEntry[S]{Start: w.Start, End: w.End, Acc: to(acc)})
+			}
+			sort.Slice(out, func(i, j int) bool {
+				return out[i].Start < out[j].Start || out[i].Start == out[j].Start && out[i].End < out[j].End
+			})
+			return out
+		},
+		func(es []winEntry[S]) any {
+			m := make(map[TimeWindow]any, len(es))
+			for _, e := range es {
+				m[TimeWindow{Start: e.Start, End: e.End}] = from(e.Acc)
+			}
+			return m
+		})
+	return contentsCodec{c: c, err: err}
+}
+
 // windowOp is the keyed window operator for one or two inputs. Per key the
 // state is a map from window to accumulator; each window has a timer at its
 // MaxTimestamp (event or processing time) that emits and clears it.
@@ -312,6 +368,7 @@ type windowOp struct {
 	keyOf    [2]func(any) any
 	add      func(acc any, input int, v any) any
 	emit     func(key any, w TimeWindow, acc any, out runtime.Output, ts int64) error
+	contents contentsCodec
 	timers   *runtime.TimerService
 	buf      []TimeWindow
 	// Dropped counts late records.
@@ -322,8 +379,16 @@ func (o *windowOp) Open(ctx *runtime.Context) error {
 	if err := o.keyed.Open(ctx); err != nil {
 		return err
 	}
+	if err := o.scope.register(windowState, o.contents.typeName(), o.contents.c, o.contents.err); err != nil {
+		return err
+	}
 	o.timers = runtime.NewTimerService(ctx, o.state, o.fire, o.fire)
-	return nil
+	return o.restoreTimers(o.timers, windowNsCodec)
+}
+
+// SnapshotState writes every key's windows and their timers.
+func (o *windowOp) SnapshotState(_ int64, snap *runtime.OperatorSnapshot) error {
+	return o.snapshotTimers(snap, o.timers, windowNsCodec)
 }
 
 func (o *windowOp) ProcessElement(input int, r runtime.Record) error {
@@ -389,4 +454,11 @@ func (o *windowOp) ProcessWatermark(wm int64) error {
 	}
 	o.Ctx.Output.EmitWatermark(wm)
 	return nil
+}
+
+func (c contentsCodec) typeName() string {
+	if c.c == nil {
+		return "windows"
+	}
+	return c.c.TypeName()
 }
