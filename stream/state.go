@@ -34,7 +34,9 @@ func (s *stateScope) register(name, typeName string, c runtime.Codec, cerr error
 		return err
 	}
 	if c != nil {
-		s.backend.RegisterState(name, c)
+		if err := s.backend.RegisterState(name, c); err != nil {
+			return fmt.Errorf("operator %q: %w", s.ctx.OperatorName, err)
+		}
 	} else {
 		err := fmt.Errorf("operator %q: state %q: %w", s.ctx.OperatorName, name, cerr)
 		if s.ctx.Checkpointing || s.ctx.Restore != nil {
