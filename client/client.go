@@ -495,3 +495,16 @@ func firstLine(s, fallback string) string {
 	}
 	return s
 }
+
+// JobCheckpoints is GET /jobs/{jobid}/checkpoints: counts, summary, the
+// latest checkpoints and the recent history.
+func (c *Client) JobCheckpoints(ctx context.Context, jobID string) (restapi.CheckpointingStatistics, error) {
+	var r restapi.CheckpointingStatistics
+	return r, c.do(ctx, http.MethodGet, jobPath(jobID)+"/checkpoints", "", nil, &r)
+}
+
+// JobCheckpointConfig is GET /jobs/{jobid}/checkpoints/config.
+func (c *Client) JobCheckpointConfig(ctx context.Context, jobID string) (restapi.CheckpointConfigInfo, error) {
+	var r restapi.CheckpointConfigInfo
+	return r, c.do(ctx, http.MethodGet, jobPath(jobID)+"/checkpoints/config", "", nil, &r)
+}

@@ -129,6 +129,24 @@ func (d *Dispatcher) jobConfig(jg *jobgraph.JobGraph) (*conf.Configuration, erro
 	return c, nil
 }
 
+// runnerKeys are the settings a job's runners act on; they read them from
+// the job's configuration, which travels in every deployment.
+var runnerKeys = []string{conf.CheckpointingInterval.Key(), conf.CheckpointingMode.Key(),
+	conf.StateBackendType.Key(), conf.LocalRecovery.Key()}
+
+// shipRunnerSettings puts the job's effective runnerKeys, cluster defaults
+// included, into its configuration.
+func shipRunnerSettings(jg *jobgraph.JobGraph, c *conf.Configuration) {
+	for _, k := range runnerKeys {
+		if e, ok := c.Lookup(k); ok {
+			if jg.Config == nil {
+				jg.Config = map[string]string{}
+			}
+			jg.Config[k] = e.Raw
+		}
+	}
+}
+
 func (d *Dispatcher) jobMasterConfig(c *conf.Configuration) jobmaster.Config {
 	cfg := jobmaster.Config{
 		Scheduler:           scheduler.ConfigFromConf(c),
@@ -158,6 +176,7 @@ func (d *Dispatcher) SubmitJob(ctx context.Context, jg *jobgraph.JobGraph) (stri
 	if err != nil {
 		return "", err
 	}
+	shipRunnerSettings(jg, c)
 	jmCfg := d.jobMasterConfig(c)
 	// Read the savepoint here, off the mailbox: a missing or corrupt one,
 	// or state the job cannot claim, fails the submission.

@@ -1,0 +1,156 @@
+package jobmanager_test
+
+// End-to-end checkpoints (issue #10): a keyed, stateful streaming job reads
+// a replayable source and writes through the transactional file sink while
+// TaskManagers and job runners are killed; the committed output must equal
+// the test's own computation exactly.
+
+import (
+	"fmt"
+	"math/rand"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gofl/gofl/storage/storagetest"
+)
+
+// checkpointSettings turn on 200 ms checkpoints into dir, with a restart
+// strategy that outlasts the test's kills.
+func checkpointSettings(dir string) map[string]string {
+	return map[string]string{
+		"execution.checkpointing.interval":      "200 ms",
+		"state.checkpoints.dir":                 dir,
+		"restart-strategy.type":                 "fixed-delay",
+		"restart-strategy.fixed-delay.attempts": "50",
+		"restart-strategy.fixed-delay.delay":    "100 ms",
+	}
+}
+
+// keyedCountsJob runs keyed-counts at parallelism p.
+func (c *cluster) keyedCountsJob(p int, count, keys int64, rate float64, out string) string {
+	c.t.Helper()
+	return c.runSDKJob(testJobBinary, p, "keyed-counts", "--count", strconv.FormatInt(count, 10),
+		"--keys", strconv.FormatInt(keys, 10), "--rate", strconv.FormatFloat(rate, 'f', 0, 64), "--output", out)
+}
+
+// checkKeyedCounts checks the committed output of keyed-counts: every key
+// k has exactly the lines "k 1" .. "k c(k)".
+func checkKeyedCounts(t *testing.T, dir string, count, keys int64) {
+	t.Helper()
+	want := make([]int64, keys)
+	for n := int64(0); n < count; n++ {
+		want[n%keys]++
+	}
+	seen := make([]map[int64]int, keys)
+	for i := range seen {
+		seen[i] = map[int64]int{}
+	}
+	bad := 0
+	for _, line := range readParts(t, dir) {
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			t.Fatalf("malformed line %q", line)
+		}
+		k, err1 := strconv.ParseInt(f[0], 10, 64)
+		n, err2 := strconv.ParseInt(f[1], 10, 64)
+		if err1 != nil || err2 != nil || k < 0 || k >= keys {
+			t.Fatalf("malformed line %q", line)
+		}
+		seen[k][n]++
+	}
+	for k := int64(0); k < keys; k++ {
+		for n := int64(1); n <= want[k]; n++ {
+			if got := seen[k][n]; got != 1 && bad < 10 {
+				bad++
+				t.Errorf("key %d count %d appears %d times, want once", k, n, got)
+			}
+		}
+		if len(seen[k]) != int(want[k]) && bad < 10 {
+			bad++
+			t.Errorf("key %d has %d distinct counts, want %d", k, len(seen[k]), want[k])
+		}
+	}
+}
+
+// waitCheckpointAfter waits until a checkpoint newer than after completed
+// and returns its ID.
+func (c *cluster) waitCheckpointAfter(jobID string, after int64, timeout time.Duration) int64 {
+	c.t.Helper()
+	var id int64
+	c.eventually(timeout, func() error {
+		st, err := c.client.JobCheckpoints(c.ctx, jobID)
+		if err != nil {
+			return err
+		}
+		if st.Latest.Completed == nil || st.Latest.Completed.ID <= after {
+			cause := ""
+			if f := st.Latest.Failed; f != nil {
+				cause = "; the latest failed: " + f.FailureMessage
+			}
+			return fmt.Errorf("no checkpoint after %d completed (counts %+v)%s", after, st.Counts, cause)
+		}
+		id = st.Latest.Completed.ID
+		return nil
+	})
+	return id
+}
+
+func TestCheckpointExactlyOnceUnderKills(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		dir  func(t *testing.T) string
+	}{
+		{"file", func(t *testing.T) string { return "file://" + filepath.Join(t.TempDir(), "checkpoints") }},
+		{"hdfs", func(t *testing.T) string {
+			return storagetest.HDFS(t) + fmt.Sprintf("/gofl-test/checkpoints-%d", time.Now().UnixNano())
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, checkpointSettings(tc.dir(t)))
+			tms := []string{"tm-0", "tm-1", "tm-2"}
+			for _, id := range tms {
+				c.startTaskManagerProcessWith(id, 2, nil)
+			}
+			c.waitForTaskManagers(len(tms))
+			out := filepath.Join(t.TempDir(), "out")
+			const count, keys = 30000, 16
+			id := c.keyedCountsJob(2, count, keys, 1500, out)
+			c.waitFor(id, 30*time.Second, "RUNNING")
+			rnd := rand.New(rand.NewSource(time.Now().UnixNano()))
+			var last int64
+			next := 3
+			for kill := 0; kill < 7; kill++ {
+				last = c.waitCheckpointAfter(id, last, 60*time.Second)
+				if kill < 5 {
+					victim := tms[rnd.Intn(len(tms))]
+					t.Logf("kill -9 TaskManager %s after checkpoint %d", victim, last)
+					c.kill9(victim)
+					repl := fmt.Sprintf("tm-%d", next)
+					next++
+					c.startTaskManagerProcessWith(repl, 2, nil)
+					for i, v := range tms {
+						if v == victim {
+							tms[i] = repl
+						}
+					}
+				} else {
+					pids := runnerPids(id)
+					if len(pids) == 0 {
+						t.Fatalf("no runner of job %s to kill", id)
+					}
+					pid := pids[rnd.Intn(len(pids))]
+					t.Logf("kill -9 job runner %d after checkpoint %d", pid, last)
+					if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			c.waitFor(id, 3*time.Minute, "FINISHED")
+			checkKeyedCounts(t, out, count, keys)
+		})
+	}
+}
