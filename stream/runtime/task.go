@@ -90,6 +90,9 @@ type TaskEnv struct {
 	Responder CheckpointResponder
 	// Restore is the state the task starts from; nil for a fresh start.
 	Restore *TaskRestore
+	// StateBackend configures the keyed state backends operators create
+	// with Context.NewKeyedStateBackend (zero value: hashmap).
+	StateBackend StateBackendOptions
 }
 
 // OperatorError is a failure of one operator: an error it returned or a
