@@ -288,12 +288,12 @@ func firstGroup(s *OperatorSnapshot) int {
 // TestRocksDBIncrementalRestoreKeepsSharedFiles: a restore at the same
 // range opens the checkpoint's DB, so the next checkpoint reuses its files
 // as uploaded; a rescaled restore contained in one old range (p=4 -> 6,
-// subtask 0) does too and drops the keys outside its range.
+// subtasks 0 and 5) does too and drops the keys outside its range.
 func TestRocksDBIncrementalRestoreKeepsSharedFiles(t *testing.T) {
 	incr := engines()[2]
 	st := newSharedStore(t)
 	snaps := snapshotEngine(t, incr, st)
-	for _, c := range []struct{ i, p int }{{1, 4}, {0, 6}} {
+	for _, c := range []struct{ i, p int }{{1, 4}, {0, 6}, {5, 6}} {
 		b := newBackend(t, incr, c.i, c.p)
 		b.SetKeyCodec(intCodec{})
 		if err := b.Restore(st.restoreFor(snaps, c.i, c.p)); err != nil {
