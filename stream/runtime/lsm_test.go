@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -350,6 +351,14 @@ func TestRocksDBIncrementalUploadsOnlyNewFiles(t *testing.T) {
 		b.SetCurrentKey(k)
 		b.Put("v", fmt.Sprintf("%d-%s", k, pad))
 	}
+	// Settle the LSM (flush, compact), so that no background compaction of
+	// the first flushes rewrites the files between the two checkpoints.
+	if err := b.lsm.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.lsm.db.Compact(context.Background(), groupBound(0), groupBound(testMaxPar), false); err != nil {
+		t.Fatal(err)
+	}
 	st := newSharedStore(t)
 	snap1 := &OperatorSnapshot{CheckpointID: 1}
 	if err := b.Snapshot(snap1); err != nil {
@@ -386,7 +395,7 @@ func TestRocksDBIncrementalUploadsOnlyNewFiles(t *testing.T) {
 	if uploadedFiles == 0 || newBytes*20 > total2 {
 		t.Fatalf("second checkpoint uploads %d of %d bytes (%d files reused; first checkpoint %d bytes)", newBytes, total2, uploadedFiles, total1)
 	}
-	t.Logf("checkpoint 1: %d bytes; checkpoint 2: %d of %d bytes new", total1, newBytes, total2)
+	t.Logf("checkpoint 1: %d bytes in %d files; checkpoint 2: %d of %d bytes new", total1, len(snap1.SharedFiles), newBytes, total2)
 
 	nb := newBackend(t, e, 0, 1)
 	nb.SetKeyCodec(intCodec{})
