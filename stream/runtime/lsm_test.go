@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -583,5 +584,119 @@ func BenchmarkKeyedStateBackend(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
 		})
+	}
+}
+
+// keyedCountOp counts records per key (value mod 50) in a keyed state
+// backend of the task's configured engine.
+type keyedCountOp struct {
+	Base
+	state *KeyedStateBackend
+	seen  atomic.Int64
+}
+
+func (o *keyedCountOp) Open(ctx *Context) error {
+	o.Ctx = ctx
+	b, err := ctx.NewKeyedStateBackend()
+	if err != nil {
+		return err
+	}
+	o.state = b
+	b.SetKeyCodec(intCodec{})
+	if err := b.RegisterState("count", intCodec{}); err != nil {
+		return err
+	}
+	return b.Restore(ctx.Restore)
+}
+
+func (o *keyedCountOp) ProcessElement(_ int, r Record) error {
+	o.state.SetCurrentKey(r.Value.(int) % 50)
+	n, _ := o.state.Get("count")
+	c, _ := n.(int)
+	o.state.Put("count", c+1)
+	o.seen.Add(1)
+	return nil
+}
+
+func (o *keyedCountOp) SnapshotState(_ int64, snap *OperatorSnapshot) error {
+	return o.state.Snapshot(snap)
+}
+
+func (o *keyedCountOp) NotifyCheckpointComplete(id int64) error {
+	o.state.NotifyCheckpointComplete(id)
+	return nil
+}
+
+func (o *keyedCountOp) NotifyCheckpointAborted(id int64) error {
+	o.state.NotifyCheckpointAborted(id)
+	return nil
+}
+
+func (o *keyedCountOp) Close() error { return o.state.Close() }
+
+// TestRunTaskRocksDBIncremental runs a keyed operator on the rocksdb
+// engine chosen by TaskEnv.StateBackend through two incremental
+// checkpoints: the second reuses the first one's uploaded files, restores
+// the counts, and the task's end closes the backend.
+func TestRunTaskRocksDBIncremental(t *testing.T) {
+	local := t.TempDir()
+	t.Cleanup(func() { // runs after the task ended
+		if ents, _ := os.ReadDir(local); len(ents) != 0 {
+			t.Errorf("backend files left after the task ended: %v", ents)
+		}
+	})
+	vals := make([]int, 1000)
+	for i := range vals {
+		vals[i] = i
+	}
+	op := &keyedCountOp{}
+	src := &ckSource{name: "src", log: &callLog{}, vals: vals}
+	spec := &TaskSpec{
+		Name: "keyed",
+		Operators: []OperatorSpec{
+			{ID: "src", Name: "src", Input: -1, NewSource: func() Source { return src }},
+			{ID: "count", Name: "count", Input: 0, NewOperator: func() Operator { return op }},
+		},
+		Outputs: []OutputSpec{{From: 1, NewPartitioner: func(int) Partitioner { return Forward{} }}},
+	}
+	h := (&harness{t: t}).start(spec, TaskEnv{StateBackend: StateBackendOptions{Type: "rocksdb", LocalDir: local, Incremental: true}}, true)
+	eventually(t, "records counted", func() bool { return op.seen.Load() == 1000 })
+	st := newSharedStore(t)
+	opSnap := func(a ackCall) *OperatorSnapshot {
+		for _, s := range a.snap.Operators {
+			if s.OperatorID == "count" {
+				return s
+			}
+		}
+		t.Fatal("no snapshot of the keyed operator")
+		return nil
+	}
+	h.control(trigger(1, Checkpoint))
+	s1 := opSnap(h.resp.waitAck(t, 1))
+	if s1.CheckpointID != 1 || len(s1.SharedFiles) == 0 {
+		t.Fatalf("checkpoint 1 snapshot: %+v", s1)
+	}
+	st.upload(s1)
+	h.control(complete(1))
+	h.control(trigger(2, Checkpoint))
+	s2 := opSnap(h.resp.waitAck(t, 2))
+	for _, f := range s2.SharedFiles {
+		if isImmutable(filepath.Base(f.LocalPath)) && !f.Uploaded {
+			t.Fatalf("file %s of completed checkpoint 1 not marked uploaded in checkpoint 2", f.Name)
+		}
+	}
+	st.upload(s2)
+
+	b := newBackend(t, engines()[2], 0, 1)
+	b.SetKeyCodec(intCodec{})
+	if err := b.Restore(st.restoreFor([]*OperatorSnapshot{s2}, 0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	mustRegister(t, b, "count", intCodec{})
+	for k := 0; k < 50; k++ {
+		b.SetCurrentKey(k)
+		if n, _ := b.Get("count"); n != 20 {
+			t.Fatalf("key %d restored count %v, want 20", k, n)
+		}
 	}
 }
