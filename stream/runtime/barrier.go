@@ -322,7 +322,7 @@ func (t *task) performCheckpoint(b CheckpointBarrier, alignment time.Duration) {
 		t.endData(true)
 	}
 	start := t.now()
-	snap, err := t.snapshot(b.ID)
+	snap, err := t.snapshot(b.ID, b.Options.Type)
 	if err != nil {
 		ck.resp.Decline(b.ID, err)
 		t.broadcast(Event{Kind: EventCancelBarrier, Barrier: CheckpointBarrier{ID: b.ID}})
@@ -346,14 +346,14 @@ func (t *task) performCheckpoint(b CheckpointBarrier, alignment time.Duration) {
 // snapshot snapshots the operators implementing CheckpointedOperator in
 // chain order. Once the task finished, every operator is in it, marked
 // Finished, so a restore can tell a finished chain.
-func (t *task) snapshot(id int64) (*TaskSnapshot, error) {
+func (t *task) snapshot(id int64, typ CheckpointType) (*TaskSnapshot, error) {
 	finished := t.finishedOnRestore || (t.ck.dataEnded && t.ck.drained)
 	ts := &TaskSnapshot{}
 	for _, n := range t.nodes {
 		if n.ckOp == nil && !finished {
 			continue
 		}
-		s := &OperatorSnapshot{OperatorID: n.spec.ID, Finished: finished}
+		s := &OperatorSnapshot{OperatorID: n.spec.ID, CheckpointID: id, Type: typ, Finished: finished}
 		if n.ckOp != nil {
 			if err := n.try(func() error { return n.ckOp.SnapshotState(id, s) }); err != nil {
 				return nil, &OperatorError{Task: t.spec.Name, Subtask: t.env.SubtaskIndex, Operator: n.spec.Name, OperatorID: n.spec.ID,

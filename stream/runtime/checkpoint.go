@@ -111,6 +111,10 @@ const (
 // is already serialized, so the task goes on while it is written.
 type OperatorSnapshot struct {
 	OperatorID string
+	// CheckpointID and Type are the checkpoint's, set by the task
+	// (savepoints are always full snapshots).
+	CheckpointID int64
+	Type         CheckpointType
 	// Keyed holds, per key group, the bytes of each keyed section (a state,
 	// the timers, a window's contents) by section name.
 	Keyed map[int]map[string][]byte
@@ -121,6 +125,11 @@ type OperatorSnapshot struct {
 	StateTypes map[string]string
 	// Finished marks an operator that had finished its input (FLIP-147).
 	Finished bool
+	// SharedFiles are the files of an incremental keyed-state snapshot
+	// (the "rocksdb" backend): the responder uploads those not Uploaded to
+	// "<checkpoints dir>/<job-id>/shared/<Name>" and lists all of them in
+	// the operator's handle.
+	SharedFiles []SharedStateFile
 }
 
 // ListStateSnapshot is one operator list state.
@@ -177,6 +186,10 @@ type OperatorRestore struct {
 	// StateTypes names the type each section and list was written with.
 	StateTypes map[string]string
 	Finished   bool
+	// SharedFiles are the shared files of the handles this restore reads
+	// keyed state from (every old subtask whose key groups overlap this
+	// subtask's range), downloaded: LocalPath is set.
+	SharedFiles []SharedStateFile
 }
 
 // KeyedSection calls fn for section in every restored key group, in key

@@ -50,6 +50,15 @@
 // draining. Keyed state, timers and KeyedValues snapshot as sections per
 // key group, so a restore at another parallelism reads only its key groups.
 //
+// State backends: KeyedStateBackend keeps state in maps ("hashmap") or,
+// with TaskEnv.StateBackend Type "rocksdb" and Context.NewKeyedStateBackend,
+// serialized in an embedded LSM (pebble) under the TaskManager's local
+// directory, for state larger than memory. Its full snapshots have the
+// hashmap format; incremental ones are a pebble checkpoint whose files
+// (OperatorSnapshot.SharedFiles) the responder uploads to shared storage
+// only once, described by a manifest section in every key group; a restore
+// gets them back in OperatorRestore.SharedFiles.
+//
 // Accumulators: an operator may hand serialized lists to its task's
 // accumulator results (Context.Accumulate, set by the cluster executor and
 // nil locally), which travel with the task's FINISHED state to the

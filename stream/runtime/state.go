@@ -18,6 +18,11 @@ import (
 // state is decoded only by a job that still declares it, with the codec it
 // declares, and a state no longer declared goes into later snapshots as it
 // was restored.
+//
+// NewKeyedStateBackendWithOptions selects another engine: "rocksdb" keeps
+// the state serialized in an embedded LSM on local disk (lsm.go); values
+// are then decoded on every Get, so a value changed in place must be Put
+// again to be kept.
 type KeyedStateBackend struct {
 	maxParallelism int
 	groups         map[int]*keyGroupState
@@ -31,6 +36,9 @@ type KeyedStateBackend struct {
 	// raw holds the restored sections of states not registered yet, by
 	// state name and key group.
 	raw map[string]map[int][]byte
+
+	// lsm is the LSM engine; nil for the maps above (hashmap).
+	lsm *lsmEngine
 }
 
 type keyGroupState struct {
@@ -47,6 +55,9 @@ func NewKeyedStateBackend(maxParallelism int) *KeyedStateBackend {
 func (b *KeyedStateBackend) SetCurrentKey(key any) {
 	b.key, b.hasKey = key, true
 	b.group = KeyGroup(key, b.maxParallelism)
+	if b.lsm != nil {
+		b.lsm.keyValid = false
+	}
 }
 
 // CurrentKey is the key set last.
@@ -77,15 +88,28 @@ func (b *KeyedStateBackend) table(name string, create bool) map[any]any {
 
 // Get reads the named state of the current key.
 func (b *KeyedStateBackend) Get(name string) (any, bool) {
+	if b.lsm != nil {
+		return b.lsm.get(b, name)
+	}
 	v, ok := b.table(name, false)[b.key]
 	return v, ok
 }
 
 // Put writes the named state of the current key.
-func (b *KeyedStateBackend) Put(name string, v any) { b.table(name, true)[b.key] = v }
+func (b *KeyedStateBackend) Put(name string, v any) {
+	if b.lsm != nil {
+		b.lsm.put(b, name, v)
+		return
+	}
+	b.table(name, true)[b.key] = v
+}
 
 // Delete clears the named state of the current key.
 func (b *KeyedStateBackend) Delete(name string) {
+	if b.lsm != nil {
+		b.lsm.delete(b, name)
+		return
+	}
 	if t := b.table(name, false); t != nil {
 		delete(t, b.key)
 	}
@@ -94,6 +118,9 @@ func (b *KeyedStateBackend) Delete(name string) {
 // Keys lists the keys that have the named state, key group by key group.
 // Within a key group the order is unspecified.
 func (b *KeyedStateBackend) Keys(name string) []any {
+	if b.lsm != nil {
+		return b.lsm.keys(b, name)
+	}
 	groups := make([]int, 0, len(b.groups))
 	for g := range b.groups {
 		groups = append(groups, g)
@@ -123,6 +150,13 @@ func (b *KeyedStateBackend) RegisterState(name string, c Codec) error {
 	}
 	if b.codecs == nil {
 		b.codecs = map[string]Codec{}
+	}
+	if b.lsm != nil {
+		if err := b.lsm.register(b, name, c); err != nil {
+			return err
+		}
+		b.codecs[name] = c
+		return nil
 	}
 	if groups, ok := b.raw[name]; ok {
 		if err := b.decode(name, c, groups); err != nil {
@@ -176,6 +210,9 @@ func (b *KeyedStateBackend) decode(name string, c Codec, groups map[int][]byte) 
 // group. A state without a registered codec fails the snapshot, naming it;
 // restored states not registered since are written as they were restored.
 func (b *KeyedStateBackend) Snapshot(snap *OperatorSnapshot) error {
+	if b.lsm != nil {
+		return b.lsm.snapshot(snap)
+	}
 	groups := make([]int, 0, len(b.groups))
 	for g := range b.groups {
 		groups = append(groups, g)
@@ -224,8 +261,14 @@ func (b *KeyedStateBackend) Restore(r *OperatorRestore) error {
 		return nil
 	}
 	b.restore = r
+	if b.lsm != nil {
+		return b.lsm.restore(r)
+	}
 	for g, sections := range r.Keyed {
 		for section, data := range sections {
+			if section == lsmManifestSection {
+				return fmt.Errorf("restoring keyed state: %w: an incremental snapshot of the rocksdb state backend cannot be restored by the hashmap backend (take a savepoint)", ErrIncompatibleState)
+			}
 			name, ok := strings.CutPrefix(section, "state:")
 			if !ok {
 				continue

@@ -85,10 +85,18 @@ func restoreFor(snaps []*OperatorSnapshot, i, p int) *OperatorRestore {
 // key lands exactly once, in a subtask owning its key group, with its value.
 func checkRescaled(t *testing.T, snaps []*OperatorSnapshot, want func(k int) string, restore func(r *OperatorRestore) (map[int]string, error)) {
 	t.Helper()
+	checkRescaledWith(t, snaps, restoreFor, want, func(_, _ int, r *OperatorRestore) (map[int]string, error) { return restore(r) })
+}
+
+// checkRescaledWith is checkRescaled with the restore built by restoreFor
+// and handed to restore with the subtask and parallelism.
+func checkRescaledWith(t *testing.T, snaps []*OperatorSnapshot, restoreFor func([]*OperatorSnapshot, int, int) *OperatorRestore,
+	want func(k int) string, restore func(i, p int, r *OperatorRestore) (map[int]string, error)) {
+	t.Helper()
 	for _, p := range []int{2, 6} {
 		found := map[int]int{}
 		for i := 0; i < p; i++ {
-			got, err := restore(restoreFor(snaps, i, p))
+			got, err := restore(i, p, restoreFor(snaps, i, p))
 			if err != nil {
 				t.Fatalf("p=%d subtask %d: %v", p, i, err)
 			}

@@ -95,6 +95,9 @@ type TaskEnv struct {
 	// finished task waits for a final checkpoint. A streaming job's tasks
 	// get Control even without it, for savepoints.
 	Checkpointing bool
+	// StateBackend configures the keyed state backends operators create
+	// with Context.NewKeyedStateBackend (zero value: hashmap).
+	StateBackend StateBackendOptions
 }
 
 // OperatorError is a failure of one operator: an error it returned or a
