@@ -8,6 +8,7 @@ package jobmanager_test
 import (
 	"fmt"
 	"math/rand"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -152,5 +153,72 @@ func TestCheckpointExactlyOnceUnderKills(t *testing.T) {
 			c.waitFor(id, 3*time.Minute, "FINISHED")
 			checkKeyedCounts(t, out, count, keys)
 		})
+	}
+}
+
+// TestCheckpointStopWithSavepointAndRescale stops keyed-counts at p=4
+// with a savepoint and restores it at p=2 and at p=6: keyed state, the
+// sources' split positions and the sink's transactions carry over, and
+// the output of each continuation, added to the first run's, is exact.
+func TestCheckpointStopWithSavepointAndRescale(t *testing.T) {
+	ckDir := "file://" + filepath.Join(t.TempDir(), "checkpoints")
+	c := newCluster(t, checkpointSettings(ckDir))
+	c.startTaskManagerProcessWith("tm-0", 6, nil)
+	c.startTaskManagerProcessWith("tm-1", 6, nil)
+	c.waitForTaskManagers(2)
+	const count, keys = 12000, 16
+	first := filepath.Join(t.TempDir(), "out")
+	id := c.keyedCountsJob(4, count, keys, 1500, first)
+	c.waitFor(id, 30*time.Second, "RUNNING")
+	c.waitCheckpointAfter(id, 0, 60*time.Second)
+	spDir := "file://" + filepath.Join(t.TempDir(), "savepoints")
+	trigger, err := c.client.StopWithSavepoint(c.ctx, id, spDir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	savepoint, err := c.client.WaitForSavepoint(c.ctx, id, trigger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor(id, 60*time.Second, "FINISHED")
+	if lines := len(readParts(t, first)); lines == 0 || lines >= count {
+		t.Fatalf("the first run wrote %d of %d lines; the stop did not land mid-run", lines, count)
+	}
+	t.Logf("stopped with savepoint %s", savepoint)
+	for _, p := range []int{2, 6} {
+		t.Run(fmt.Sprintf("p=%d", p), func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "out")
+			copyDir(t, first, out)
+			jg := c.planSDKJob(testJobBinary, p, "keyed-counts", "--count", strconv.Itoa(count),
+				"--keys", strconv.Itoa(keys), "--rate", "4000", "--output", out)
+			jg.Config["execution.savepoint.path"] = savepoint
+			id := c.submit(jg)
+			c.waitFor(id, 2*time.Minute, "FINISHED")
+			checkKeyedCounts(t, out, count, keys)
+		})
+	}
+}
+
+// copyDir copies the regular files of src into a new directory dst.
+func copyDir(t *testing.T, src, dst string) {
+	t.Helper()
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

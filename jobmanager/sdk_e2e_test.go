@@ -33,6 +33,12 @@ import (
 // parallelism p, upload, submit; it returns the job ID.
 func (c *cluster) runSDKJob(bin string, p int, args ...string) string {
 	c.t.Helper()
+	return c.submit(c.planSDKJob(bin, p, args...))
+}
+
+// planSDKJob plans an SDK job binary at parallelism p and uploads it.
+func (c *cluster) planSDKJob(bin string, p int, args ...string) *jobgraph.JobGraph {
+	c.t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "GOFL_ROLE=plan", fmt.Sprintf("GOFL_PARALLELISM=%d", p))
 	var stderr bytes.Buffer
@@ -51,7 +57,7 @@ func (c *cluster) runSDKJob(bin string, p int, args ...string) string {
 		c.t.Fatal(err)
 	}
 	jg.BinaryKey = key
-	return c.submit(jg)
+	return jg
 }
 
 // readParts reads every line of the part files in dir.

@@ -55,7 +55,8 @@ Examples:
    gofl run -m localhost:8081 -p 4 --detached bin/wordcount --input /data/text --output /tmp/counts
    gofl run -m session -c session-3f1c5a8e0b7d bin/wordcount --input /data/text --output /tmp/counts
    gofl run -m per-job -t local bin/wordcount --input /data/text --output /tmp/counts
-   gofl run -m application -t local bin/wordcount --input /data/text --output /tmp/counts`,
+   gofl run -m application -t local bin/wordcount --input /data/text --output /tmp/counts
+   gofl run -m application -s hdfs://nn:9000/savepoints/savepoint-3f1c5a-0a1b2c3d4e5f bin/counter-v2`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "mode", Aliases: []string{"m"}, Value: conf.ModeSession,
 				Usage: "deployment `MODE`: session, per-job or application; or a JobManager HOST:PORT (session mode there)"},
@@ -65,6 +66,8 @@ Examples:
 			&cli.IntFlag{Name: "parallelism", Aliases: []string{"p"}, Usage: "default parallelism of the job's operators (`N`; the job's own default when unset)"},
 			&cli.BoolFlag{Name: "detached", Aliases: []string{"d"}, Usage: "return once the job is submitted (the cluster deployed)"},
 			&cli.DurationFlag{Name: "timeout", Value: 24 * time.Hour, Usage: "unless --detached, give up following the job after `DURATION`"},
+			&cli.StringFlag{Name: "fromSavepoint", Aliases: []string{"s"}, Usage: "restore the job's state from the savepoint or retained checkpoint at `PATH` (execution.savepoint.path)"},
+			&cli.BoolFlag{Name: "allowNonRestoredState", Aliases: []string{"n"}, Usage: "with -s: skip savepoint state of operators the job no longer has (execution.savepoint.ignore-unclaimed-state)"},
 		},
 		Action: runRun,
 	}
@@ -228,5 +231,24 @@ func planJob(c *cli.Context, bin, job string, args []string) (*jobgraph.JobGraph
 	if err := jg.Validate(); err != nil {
 		return nil, fmt.Errorf("run: the plan of %s: %w", job, err)
 	}
+	for k, v := range restoreSettings(c) {
+		if jg.Config == nil {
+			jg.Config = map[string]string{}
+		}
+		jg.Config[k] = v
+	}
 	return jg, nil
+}
+
+// restoreSettings are -s and --allowNonRestoredState as the configuration
+// keys the JobManager reads when the job starts.
+func restoreSettings(c *cli.Context) map[string]string {
+	m := map[string]string{}
+	if p := c.String("fromSavepoint"); p != "" {
+		m[conf.SavepointPath.Key()] = p
+	}
+	if c.Bool("allowNonRestoredState") {
+		m[conf.SavepointIgnoreUnclaimedState.Key()] = "true"
+	}
+	return m
 }

@@ -157,6 +157,9 @@ func runApplication(c *cli.Context) error {
 	if c.IsSet("parallelism") {
 		extra[conf.DefaultParallelism.Key()] = strconv.Itoa(c.Int("parallelism"))
 	}
+	for k, v := range restoreSettings(c) {
+		extra[k] = v
+	}
 	info, err := dep.Deploy(ctx, providers.ClusterSpec{
 		ClusterID: id, Mode: providers.ModeApplication, Binary: goflBin, Artifacts: []string{s.goflURI, s.jobURI},
 		Config: clusterConfig(cfg, extra),
