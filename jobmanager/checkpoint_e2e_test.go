@@ -222,3 +222,130 @@ func copyDir(t *testing.T, src, dst string) {
 		}
 	}
 }
+
+// stopWithSavepoint stops a running job with a savepoint under a new
+// directory and returns the savepoint's path once the job FINISHED.
+func (c *cluster) stopWithSavepoint(id string) string {
+	c.t.Helper()
+	c.waitCheckpointAfter(id, 0, 60*time.Second)
+	trigger, err := c.client.StopWithSavepoint(c.ctx, id, "file://"+filepath.Join(c.t.TempDir(), "savepoints"), false)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	path, err := c.client.WaitForSavepoint(c.ctx, id, trigger)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.waitFor(id, 60*time.Second, "FINISHED")
+	return path
+}
+
+// TestCheckpointUpgradeAndBadSavepoints is the CI upgrade path: version a
+// of a job binary stops with a savepoint, version b (one more operator)
+// restores it and its output continues exactly. A version without the
+// stateful operator is refused without --allowNonRestoredState, naming the
+// operator, and so are a missing and a corrupt savepoint; the cluster
+// stays up and runs the next job.
+func TestCheckpointUpgradeAndBadSavepoints(t *testing.T) {
+	c := newCluster(t, checkpointSettings("file://"+filepath.Join(t.TempDir(), "checkpoints")))
+	c.startTaskManagerProcessWith("tm-0", 4, nil)
+	c.waitForTaskManagers(1)
+	const count, keys = 8000, 8
+	out := filepath.Join(t.TempDir(), "out")
+	args := func(version string) []string {
+		return []string{"keyed-counts", "--count", strconv.Itoa(count), "--keys", strconv.Itoa(keys), "--rate", "1000",
+			"--output", out, "--version", version}
+	}
+	savepoint := c.stopWithSavepoint(c.submit(c.planSDKJob(testJobBinary, 2, args("a")...)))
+	// The output as of the savepoint, for the version without the count.
+	atSavepoint := filepath.Join(t.TempDir(), "at-savepoint")
+	copyDir(t, out, atSavepoint)
+	before := len(readParts(t, atSavepoint))
+
+	submitFrom := func(path string, allowNonRestored bool, version string) (string, error) {
+		jg := c.planSDKJob(testJobBinary, 2, args(version)...)
+		jg.Config["execution.savepoint.path"] = path
+		if allowNonRestored {
+			jg.Config["execution.savepoint.ignore-unclaimed-state"] = "true"
+		}
+		return c.client.SubmitJob(c.ctx, jg)
+	}
+	// Bad inputs first: nothing of them may run.
+	corrupt := filepath.Join(t.TempDir(), "corrupt")
+	if err := os.MkdirAll(corrupt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(corrupt, "_metadata"), []byte("not a checkpoint"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, path, version string
+		want                []string
+	}{
+		{"unclaimed operator", savepoint, "no-count", []string{savepoint, `"Count"`, "--allowNonRestoredState"}},
+		{"missing savepoint", "file://" + filepath.Join(t.TempDir(), "nowhere"), "b", []string{"nowhere"}},
+		{"corrupt savepoint", "file://" + corrupt, "b", []string{corrupt}},
+	} {
+		id, err := submitFrom(tc.path, false, tc.version)
+		if err == nil {
+			t.Fatalf("%s: job %s was accepted", tc.name, id)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error %q does not name %s", tc.name, err, w)
+			}
+		}
+		t.Logf("%s: %v", tc.name, err)
+	}
+	// Version b restores a's state and continues exactly.
+	id, err := submitFrom(savepoint, false, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor(id, 2*time.Minute, "FINISHED")
+	checkKeyedCounts(t, out, count, keys)
+	// Dropping the count is fine when asked for: the numbers go on exactly
+	// where the savepoint left them, one line each.
+	jg := c.planSDKJob(testJobBinary, 2, "keyed-counts", "--count", strconv.Itoa(count), "--keys", strconv.Itoa(keys), "--rate", "100000",
+		"--output", atSavepoint, "--version", "no-count")
+	jg.Config["execution.savepoint.path"] = savepoint
+	jg.Config["execution.savepoint.ignore-unclaimed-state"] = "true"
+	id = c.submit(jg)
+	c.waitFor(id, 2*time.Minute, "FINISHED")
+	if lines := len(readParts(t, atSavepoint)); lines != count {
+		t.Errorf("after no-count from the savepoint the output has %d lines (%d before it), want %d", lines, before, count)
+	}
+}
+
+// TestCheckpointRetainedOnCancelRestores cancels a job whose checkpoints
+// are retained on cancellation and resumes it from its latest checkpoint
+// with -s: the output goes on exactly.
+func TestCheckpointRetainedOnCancelRestores(t *testing.T) {
+	settings := checkpointSettings("file://" + filepath.Join(t.TempDir(), "checkpoints"))
+	settings["execution.checkpointing.externalized-checkpoint-retention"] = "RETAIN_ON_CANCELLATION"
+	c := newCluster(t, settings)
+	c.startTaskManagerProcessWith("tm-0", 4, nil)
+	c.waitForTaskManagers(1)
+	const count, keys = 8000, 8
+	out := filepath.Join(t.TempDir(), "out")
+	id := c.keyedCountsJob(2, count, keys, 1000, out)
+	c.waitFor(id, 30*time.Second, "RUNNING")
+	c.waitCheckpointAfter(id, 2, 60*time.Second)
+	if err := c.client.CancelJob(c.ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor(id, 60*time.Second, "CANCELED")
+	st, err := c.client.JobCheckpoints(c.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Latest.Completed == nil || st.Latest.Completed.ExternalPath == "" || st.Latest.Completed.Discarded {
+		t.Fatalf("no retained checkpoint: %+v", st.Latest.Completed)
+	}
+	path := st.Latest.Completed.ExternalPath
+	jg := c.planSDKJob(testJobBinary, 2, "keyed-counts", "--count", strconv.Itoa(count), "--keys", strconv.Itoa(keys), "--rate", "4000", "--output", out)
+	jg.Config["execution.savepoint.path"] = path
+	id = c.submit(jg)
+	c.waitFor(id, 2*time.Minute, "FINISHED")
+	checkKeyedCounts(t, out, count, keys)
+}

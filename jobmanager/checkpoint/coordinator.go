@@ -435,7 +435,7 @@ func (c *Coordinator) metadata(p *pending) *pb.CheckpointMetadata {
 	byOp := map[string]*pb.OperatorState{}
 	for _, v := range c.jg.Vertices {
 		for _, op := range v.Operators {
-			st := &pb.OperatorState{OperatorId: op.ID, Parallelism: int32(v.Parallelism), MaxParallelism: int32(v.EffectiveMaxParallelism())}
+			st := &pb.OperatorState{OperatorId: op.ID, OperatorName: op.Name, Parallelism: int32(v.Parallelism), MaxParallelism: int32(v.EffectiveMaxParallelism())}
 			byOp[op.ID] = st
 			md.Operators = append(md.Operators, st)
 		}

@@ -73,7 +73,11 @@ func ValidateRestore(md *pb.CheckpointMetadata, path string, jg *jobgraph.JobGra
 		if known[op.OperatorId] || !hasState(op) {
 			continue
 		}
-		missing = append(missing, op.OperatorId)
+		if op.OperatorName != "" {
+			missing = append(missing, fmt.Sprintf("%q (%s)", op.OperatorName, op.OperatorId))
+		} else {
+			missing = append(missing, op.OperatorId)
+		}
 	}
 	if len(missing) == 0 {
 		return nil
