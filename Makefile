@@ -47,6 +47,13 @@ bench-throughput:
 # seeds: the real JobMaster, ResourceManager and TaskExecutors over a lossy,
 # reordering, partitioned network with crashing TaskManagers. Prints runs/s;
 # a failing seed prints the command that replays it. make test runs 2,000.
+# Checkpointing: throughput with checkpoints every second against none on a
+# cluster of real processes, and snapshot/restore of 1 GiB of keyed state
+# against dd writing and reading the same bytes.
+.PHONY: bench-checkpoint
+bench-checkpoint:
+	scripts/minihdfs/with-hdfs.sh $(GO) test -run '^$$' -bench 'BenchmarkCheckpoint' -benchtime 1x -count $${BENCH_COUNT:-1} -timeout 60m ./jobmanager/ ./stream/checkpointing/
+
 .PHONY: bench-sim
 bench-sim:
 	$(GO) test -count=1 -run '^TestFaultySeeds$$' -v -timeout 60m ./internal/faultsim/ -seeds $(or $(SEEDS),100000)
