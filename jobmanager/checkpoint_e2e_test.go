@@ -195,6 +195,13 @@ func TestCheckpointStopWithSavepointAndRescale(t *testing.T) {
 			id := c.submit(jg)
 			c.waitFor(id, 2*time.Minute, "FINISHED")
 			checkKeyedCounts(t, out, count, keys)
+			// A finished job keeps no checkpoints (the savepoint stays).
+			if left, _ := filepath.Glob(filepath.Join(strings.TrimPrefix(ckDir, "file://"), id, "chk-*")); len(left) != 0 {
+				t.Errorf("checkpoints left after the job finished: %v", left)
+			}
+			if _, err := os.Stat(filepath.Join(strings.TrimPrefix(savepoint, "file://"), "_metadata")); err != nil {
+				t.Errorf("the savepoint restored from is gone: %v", err)
+			}
 		})
 	}
 }
@@ -297,7 +304,13 @@ func TestCheckpointUpgradeAndBadSavepoints(t *testing.T) {
 		}
 		t.Logf("%s: %v", tc.name, err)
 	}
-	// Version b restores a's state and continues exactly.
+	// Savepoints are relocatable: version b restores a's state from
+	// where the savepoint was moved, and continues exactly.
+	moved := filepath.Join(t.TempDir(), "moved-savepoint")
+	if err := os.Rename(strings.TrimPrefix(savepoint, "file://"), moved); err != nil {
+		t.Fatal(err)
+	}
+	savepoint = "file://" + moved
 	id, err := submitFrom(savepoint, false, "b")
 	if err != nil {
 		t.Fatal(err)
