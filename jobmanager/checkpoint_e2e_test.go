@@ -362,3 +362,50 @@ func TestCheckpointRetainedOnCancelRestores(t *testing.T) {
 	c.waitFor(id, 2*time.Minute, "FINISHED")
 	checkKeyedCounts(t, out, count, keys)
 }
+
+// TestCheckpointRegionFailoverRestoresOnlyItsRegions runs paced-numbers
+// (four pointwise pipelined regions) with checkpoints and kills -9 the
+// TaskManager of two of them: only those regions restart, from the latest
+// completed checkpoint, and the committed output is exact.
+func TestCheckpointRegionFailoverRestoresOnlyItsRegions(t *testing.T) {
+	c := newCluster(t, checkpointSettings("file://"+filepath.Join(t.TempDir(), "checkpoints")))
+	c.startTaskManagerProcessWith("tm-a", 2, nil)
+	c.startTaskManagerProcessWith("tm-victim", 2, nil)
+	c.waitForTaskManagers(2)
+	out := filepath.Join(t.TempDir(), "out")
+	const n = 24000
+	id := c.pacedJob(n, 8*time.Second, out)
+	c.waitFor(id, 30*time.Second, "RUNNING")
+	sources := c.vertexID(id, "Paced numbers")
+	before := c.waitSubtasks(id, sources, 30*time.Second, allIn("RUNNING"))
+	onVictim := map[int]bool{}
+	for _, s := range before {
+		if s.TaskManagerID == "tm-victim" {
+			onVictim[s.Subtask] = true
+		}
+	}
+	if len(onVictim) != 2 {
+		t.Fatalf("sources on the victim: %v, want 2 of 4", onVictim)
+	}
+	c.startTaskManagerProcessWith("tm-spare", 2, nil)
+	c.waitForTaskManagers(3)
+	c.waitCheckpointAfter(id, 1, 60*time.Second)
+	c.kill9("tm-victim")
+	c.waitFor(id, 2*time.Minute, "FINISHED")
+	checkNumbers(t, out, n)
+	for _, s := range c.jobVertex(id, sources).Subtasks {
+		switch {
+		case onVictim[s.Subtask] && s.Attempt == 0:
+			t.Errorf("source %d ran on the killed TaskManager, yet finished in attempt 0", s.Subtask)
+		case !onVictim[s.Subtask] && s.Attempt != 0:
+			t.Errorf("source %d of a healthy region restarted (attempt %d)", s.Subtask, s.Attempt)
+		}
+	}
+	st, err := c.client.JobCheckpoints(c.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Counts.Restored == 0 {
+		t.Errorf("no restore counted: %+v", st.Counts)
+	}
+}

@@ -123,6 +123,7 @@ func New(cfg Config, jg *jobgraph.JobGraph, restored *Restored) (*Coordinator, e
 		c.nextID = restored.ID + 1
 		c.latest = &Completed{ID: restored.ID, Location: restored.Location, Metadata: restored.Metadata, Savepoint: restored.Savepoint}
 		c.stats.restored = &RestoredStats{ID: restored.ID, ExternalPath: restored.Location, Savepoint: restored.Savepoint}
+		c.stats.restoredN = 1
 	}
 	return c, nil
 }

@@ -95,6 +95,19 @@ func hasState(op *pb.OperatorState) bool {
 	return false
 }
 
+// RecordRestore counts a restore of the latest completed checkpoint to
+// redeployed tasks after a failover (Flink counts every restore, the one at
+// the job's start included, which New counts). The JobMaster calls it once
+// per batch of redeployments that restore state; without a completed
+// checkpoint it does nothing.
+func (c *Coordinator) RecordRestore() {
+	if c.latest == nil {
+		return
+	}
+	c.stats.restoredN++
+	c.stats.restored = &RestoredStats{ID: c.latest.ID, ExternalPath: c.latest.Location, Savepoint: c.latest.Savepoint}
+}
+
 // TaskRestore is what a deployment of subtask of vertex v restores from the
 // newest completed checkpoint (or the restored one); nil if none.
 func (c *Coordinator) TaskRestore(v *jobgraph.Vertex, subtask int) *pb.TaskRestore {
