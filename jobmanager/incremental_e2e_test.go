@@ -27,7 +27,7 @@ func TestCheckpointIncrementalRocksDB(t *testing.T) {
 	}
 	c.waitForTaskManagers(len(tms))
 	out := filepath.Join(t.TempDir(), "out")
-	const count, keys = 24000, 5000
+	const count, keys = 30000, 20000
 	id := c.keyedCountsJob(2, count, keys, 1500, out)
 	c.waitFor(id, 30*time.Second, "RUNNING")
 
