@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"time"
 
@@ -67,6 +68,9 @@ type clusterExecutor struct {
 	// fss opens checkpoint storage for every task's state writes and
 	// restores; closed with the executor.
 	fss *checkpointing.FileSystems
+	// localDir holds the tasks' local state (LSM state backends and
+	// downloaded shared files); os.TempDir when empty.
+	localDir string
 
 	mu sync.Mutex
 	// report takes the tasks' checkpoint acknowledgements and declines
@@ -235,8 +239,14 @@ func (ex *clusterExecutor) runTask(ctx context.Context, req *pb.SubmitTaskReques
 		env.Control, env.Responder = t.control, resp
 		env.Checkpointing = checkpointingInterval(tdd.GetJobInformation().GetConfig()) > 0
 	}
+	env.StateBackend = stateBackendOptions(tdd.GetJobInformation().GetConfig(), ex.localDir, ex.log)
 	if tr := tdd.GetTaskRestore(); tr != nil {
-		restore, err := checkpointing.Restore(taskCtx, ex.fss, tr, int(tdd.Attempt.SubtaskIndex), int(ti.NumberOfSubtasks), int(ti.MaxParallelism))
+		dl, err := ex.restoreDir(tdd.Attempt)
+		if err != nil {
+			return fmt.Errorf("task %q restoring checkpoint %d: %w", ti.TaskName, tr.CheckpointId, err)
+		}
+		defer os.RemoveAll(dl) // the backends linked or copied what they use
+		restore, err := checkpointing.RestoreShared(taskCtx, ex.fss, tr, int(tdd.Attempt.SubtaskIndex), int(ti.NumberOfSubtasks), int(ti.MaxParallelism), dl)
 		if err != nil {
 			return fmt.Errorf("task %q restoring checkpoint %d: %w", ti.TaskName, tr.CheckpointId, err)
 		}

@@ -71,7 +71,11 @@ type keyed struct {
 
 func (k *keyed) Open(ctx *runtime.Context) error {
 	k.Ctx = ctx
-	k.state = runtime.NewKeyedStateBackend(ctx.MaxParallelism)
+	st, err := ctx.NewKeyedStateBackend()
+	if err != nil {
+		return fmt.Errorf("operator %q: creating the keyed state backend: %w", ctx.OperatorName, err)
+	}
+	k.state = st
 	k.scope = stateScope{backend: k.state, ctx: ctx}
 	if err := k.keys.need(ctx); err != nil {
 		return err
@@ -81,6 +85,35 @@ func (k *keyed) Open(ctx *runtime.Context) error {
 	}
 	if err := k.state.Restore(ctx.Restore); err != nil {
 		return fmt.Errorf("operator %q: restoring keyed state: %w", ctx.OperatorName, err)
+	}
+	return nil
+}
+
+// Close releases the state backend (the LSM engine's DB and local files).
+func (k *keyed) Close() error {
+	if k.state == nil {
+		return nil
+	}
+	if err := k.state.Close(); err != nil {
+		return fmt.Errorf("operator %q: closing the keyed state backend: %w", k.Ctx.OperatorName, err)
+	}
+	return nil
+}
+
+// NotifyCheckpointComplete lets an incremental backend count the
+// checkpoint's files as uploaded.
+func (k *keyed) NotifyCheckpointComplete(id int64) error {
+	if k.state != nil {
+		k.state.NotifyCheckpointComplete(id)
+	}
+	return nil
+}
+
+// NotifyCheckpointAborted lets an incremental backend drop the
+// checkpoint's local files.
+func (k *keyed) NotifyCheckpointAborted(id int64) error {
+	if k.state != nil {
+		k.state.NotifyCheckpointAborted(id)
 	}
 	return nil
 }

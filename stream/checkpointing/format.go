@@ -16,7 +16,8 @@
 //
 // Every blob ends with the CRC-32C of its body (4 bytes, big endian). The
 // handles (pb.OperatorSubtaskStateHandle) carry each blob's region, so a
-// reader seeks to the key groups it owns and never reads the rest.
+// reader seeks to the key groups it owns and never reads the rest. Key
+// groups with identical bytes may share one region.
 // Operator IDs, state names, modes and types live in the handles, not in
 // the file.
 package checkpointing
@@ -100,13 +101,21 @@ func (e *encoder) operator(op *runtime.OperatorSnapshot, subtask, parallelism, m
 	}
 	sort.Ints(groups)
 	var body []byte
+	// Key groups with the same bytes (an incremental LSM snapshot's
+	// manifest is in every key group) share one region.
+	same := map[string]*pb.StateFileRegion{}
 	for _, g := range groups {
 		sections := op.Keyed[g]
 		if len(sections) == 0 {
 			continue
 		}
 		body = encodeSections(body[:0], sections)
-		h.KeyGroups = append(h.KeyGroups, &pb.KeyGroupRegion{KeyGroup: int32(g), Region: e.blob(body)})
+		r := same[string(body)]
+		if r == nil {
+			r = e.blob(body)
+			same[string(body)] = r
+		}
+		h.KeyGroups = append(h.KeyGroups, &pb.KeyGroupRegion{KeyGroup: int32(g), Region: &pb.StateFileRegion{Offset: r.Offset, Length: r.Length}})
 	}
 	names := make([]string, 0, len(op.Lists))
 	for n := range op.Lists {

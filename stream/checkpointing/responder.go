@@ -91,7 +91,7 @@ func (r *Responder) Acknowledge(b runtime.CheckpointBarrier, snap *runtime.TaskS
 	go func() {
 		defer r.wg.Done()
 		start := time.Now()
-		hs, size, err := r.write(b, snap)
+		hs, size, err := r.writeWithShared(b, snap)
 		if err != nil {
 			if r.ctx.Err() != nil {
 				err = fmt.Errorf("%w: %w", ErrClosed, err)
@@ -103,7 +103,7 @@ func (r *Responder) Acknowledge(b runtime.CheckpointBarrier, snap *runtime.TaskS
 		r.cfg.Report(&pb.RunnerCheckpointReport{Report: &pb.RunnerCheckpointReport_Acknowledge{Acknowledge: &pb.AcknowledgeCheckpointRequest{
 			JobId: r.cfg.JobID, Attempt: r.cfg.Attempt, CheckpointId: b.ID, Operators: hs,
 			Metrics: &pb.CheckpointMetrics{
-				StateSize: size, CheckpointedSize: size,
+				StateSize: size.state, CheckpointedSize: size.checkpointed,
 				SyncDurationMs: m.SyncDuration.Milliseconds(), AsyncDurationMs: time.Since(start).Milliseconds(),
 				AlignmentDurationMs: m.AlignmentDuration.Milliseconds(), PersistedInFlightBytes: m.PersistedInFlightBytes,
 				Unaligned: m.Unaligned,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 
@@ -234,11 +235,19 @@ func (rd *reader) readFile(fr *fileReads) error {
 	pos := int64(headerLen)
 	sort.SliceStable(fr.reads, func(i, j int) bool { return fr.reads[i].r.Offset < fr.reads[j].r.Offset })
 	seeker, _ := src.(io.Seeker)
+	var last *pb.StateFileRegion
+	var lastBody []byte
 	for _, rr := range fr.reads {
 		if err := rd.ctx.Err(); err != nil {
 			return err
 		}
 		off := rr.r.Offset
+		if last != nil && off == last.Offset && rr.r.Length == last.Length { // a shared region
+			if err := rr.fn(slices.Clone(lastBody)); err != nil {
+				return fmt.Errorf("region [%d, %d): %w", off, off+rr.r.Length, err)
+			}
+			continue
+		}
 		switch {
 		case off == pos:
 		case seeker != nil:
@@ -261,6 +270,7 @@ func (rd *reader) readFile(fr *fileReads) error {
 		if err != nil {
 			return fmt.Errorf("region [%d, %d): %w", off, pos, err)
 		}
+		last, lastBody = rr.r, body
 		if err := rr.fn(body); err != nil {
 			return fmt.Errorf("region [%d, %d): %w", off, pos, err)
 		}
