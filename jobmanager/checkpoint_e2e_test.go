@@ -304,6 +304,22 @@ func TestCheckpointUpgradeAndBadSavepoints(t *testing.T) {
 		}
 		t.Logf("%s: %v", tc.name, err)
 	}
+	// A version keeping the count as a string cannot read the int64 count:
+	// the job FAILS (restarting cannot help) naming the state and both types.
+	incompatible, err := submitFrom(savepoint, false, "string-count")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor(incompatible, 2*time.Minute, "FAILED")
+	ex, err := c.client.JobExceptions(c.ctx, incompatible)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"incompatible state type", `"count"`, "int64", "string"} {
+		if !strings.Contains(ex.RootException, w) {
+			t.Errorf("root cause %q does not name %s", ex.RootException, w)
+		}
+	}
 	// Savepoints are relocatable: version b restores a's state from
 	// where the savepoint was moved, and continues exactly.
 	moved := filepath.Join(t.TempDir(), "moved-savepoint")
@@ -408,4 +424,38 @@ func TestCheckpointRegionFailoverRestoresOnlyItsRegions(t *testing.T) {
 	if st.Counts.Restored == 0 {
 		t.Errorf("no restore counted: %+v", st.Counts)
 	}
+}
+
+// TestCheckpointUnreachableStorage points checkpoints at an HDFS that does
+// not answer: each checkpoint fails naming the storage and the cause, the
+// job fails over as tolerable-failed-checkpoints says, and the cluster
+// stays up and runs the next job.
+func TestCheckpointUnreachableStorage(t *testing.T) {
+	settings := checkpointSettings("hdfs://127.0.0.1:1/gofl/checkpoints")
+	settings["restart-strategy.fixed-delay.attempts"] = "1"
+	c := newCluster(t, settings)
+	c.startTaskManagerProcessWith("tm-0", 4, nil)
+	c.waitForTaskManagers(1)
+	id := c.keyedCountsJob(2, 1_000_000, 8, 1000, filepath.Join(t.TempDir(), "out"))
+	c.waitFor(id, 2*time.Minute, "FAILED")
+	st, err := c.client.JobCheckpoints(c.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Latest.Failed == nil {
+		t.Fatalf("no failed checkpoint recorded: %+v", st.Counts)
+	}
+	msg := st.Latest.Failed.FailureMessage
+	for _, w := range []string{"127.0.0.1:1", "connection refused"} {
+		if !strings.Contains(msg, w) {
+			t.Errorf("checkpoint failure %q does not name %s", msg, w)
+		}
+	}
+	// The cluster is still there for a job without checkpoints to storage.
+	out := filepath.Join(t.TempDir(), "numbers")
+	jg := c.planSDKJob(testJobBinary, 2, "paced-numbers", "--count", "2000", "--rate", "100000", "--output", out)
+	jg.Config["execution.checkpointing.interval"] = "0"
+	next := c.submit(jg)
+	c.waitFor(next, time.Minute, "FINISHED")
+	checkNumbers(t, out, 2000)
 }

@@ -356,6 +356,11 @@ func (ex *clusterExecutor) runTask(ctx context.Context, req *pb.SubmitTaskReques
 		}
 	}
 	stopPumps()
+	if errors.Is(err, runtime.ErrIncompatibleState) {
+		// The restored state can never be read by this binary: restarting
+		// would fail the same way.
+		return failover.NonRecoverable(err)
+	}
 	return classifyNetwork(err)
 }
 
