@@ -315,7 +315,10 @@ func TestCheckpointUpgradeAndBadSavepoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range []string{"incompatible state type", `"count"`, "int64", "string"} {
+	if strings.Count(ex.RootException, "non-recoverable") != 1 {
+		t.Errorf("root cause %q repeats its classification", ex.RootException)
+	}
+	for _, w := range []string{"incompatible state type", `count"`, "int64", "string"} {
 		if !strings.Contains(ex.RootException, w) {
 			t.Errorf("root cause %q does not name %s", ex.RootException, w)
 		}
