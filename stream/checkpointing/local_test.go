@@ -306,3 +306,44 @@ func TestLocalCopyRetention(t *testing.T) {
 		t.Fatal("an empty root keeps local state")
 	}
 }
+
+// BenchmarkRestoreLocalVsRemote restores one subtask's ~8 MiB keyed state
+// from its local copy and from file:// checkpoint storage (the same disk,
+// so this measures the read paths, not a remote file system's latency).
+func BenchmarkRestoreLocalVsRemote(b *testing.B) {
+	cfs := &countingFS{FileSystem: storage.Local()}
+	fss := testFileSystems(cfs)
+	defer fss.Close()
+	store := NewTaskLocalStateStore(b.TempDir(), "v1", 0, zerolog.Nop())
+	op := &runtime.OperatorSnapshot{OperatorID: "op-keyed"}
+	for g := range maxPar {
+		op.PutKeyed(g, "state:big", "bytes", bytes.Repeat([]byte{byte(g)}, 64<<10))
+	}
+	loc := "file://" + b.TempDir()
+	rep := make(chan *pb.RunnerCheckpointReport, 1)
+	r := NewResponder(ResponderConfig{JobID: "job", Attempt: attempt(0), Parallelism: 1, MaxParallelism: maxPar, FileSystems: fss,
+		Report: func(x *pb.RunnerCheckpointReport) { rep <- x }, InlineThreshold: -1, LocalState: store, Log: zerolog.Nop()})
+	r.Acknowledge(runtime.CheckpointBarrier{ID: 1, Options: runtime.CheckpointOptions{TargetLocation: loc}},
+		&runtime.TaskSnapshot{Operators: []*runtime.OperatorSnapshot{op}}, runtime.CheckpointSyncMetrics{})
+	ack := (<-rep).GetAcknowledge()
+	r.Close()
+	if ack == nil {
+		b.Fatal("not acknowledged")
+	}
+	tr := &pb.TaskRestore{CheckpointId: 1, Location: loc, Operators: ack.Operators}
+	for _, tc := range []struct {
+		name  string
+		store *TaskLocalStateStore
+		local int
+	}{{"local", store, 1}, {"remote", nil, 0}} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.SetBytes(ack.Operators[0].File.Size)
+			for b.Loop() {
+				_, st, err := tc.store.Restore(context.Background(), fss, tr, 0, 1, maxPar)
+				if err != nil || st.LocalFiles != tc.local {
+					b.Fatalf("%+v %v", st, err)
+				}
+			}
+		})
+	}
+}
