@@ -6,6 +6,7 @@ package jobmanager_test
 // the test's own computation exactly.
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand"
 	"os"
@@ -461,4 +462,163 @@ func TestCheckpointUnreachableStorage(t *testing.T) {
 	next := c.submit(jg)
 	c.waitFor(next, time.Minute, "FINISHED")
 	checkNumbers(t, out, 2000)
+}
+// restoreLine is a task's "restored the task's state" log line.
+type restoreLine struct {
+	Attempt     string  `json:"attempt"`
+	Checkpoint  int64   `json:"checkpoint_id"`
+	Local       bool    `json:"local_recovery"`
+	LocalFiles  int     `json:"local_files"`
+	RemoteFiles int     `json:"remote_files"`
+	Fallbacks   int     `json:"local_fallbacks"`
+	DurationMs  float64 `json:"duration"`
+}
+
+// restoreLines reads the restore lines of a runner log.
+func restoreLines(t *testing.T, path string) []restoreLine {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []restoreLine
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.Contains(line, `"message":"restored the task's state"`) {
+			continue
+		}
+		var r restoreLine
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("restore line %q: %v", line, err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// localStateFiles counts the state file copies under a job's local state
+// directory.
+func localStateFiles(dir string) int {
+	n := 0
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && !strings.HasPrefix(d.Name(), ".") {
+			n++
+		}
+		return nil
+	})
+	return n
+}
+
+// TestCheckpointLocalRecovery runs keyed-counts with
+// state.backend.local-recovery on one TaskManager and kills its job runner
+// with -9: the tasks restart on the same TaskManager and restore their
+// keyed state from the local copies; with those deleted first, from
+// checkpoint storage. The output is exact either way, and the job's local
+// state is deleted once the job is released.
+func TestCheckpointLocalRecovery(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		deleteLocal bool
+	}{{"local", false}, {"fallback", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			settings := checkpointSettings("file://" + filepath.Join(t.TempDir(), "checkpoints"))
+			settings["state.backend.local-recovery"] = "true"
+			// Time to delete the local copies between the kill and the restart;
+			// idle slots stay with the job meanwhile (a TaskManager holding no
+			// slot of a job releases it there, local state included).
+			settings["restart-strategy.fixed-delay.delay"] = "2 s"
+			settings["slot.idle.timeout"] = "60 s"
+			c := newCluster(t, settings)
+			c.startTaskManagerProcessWith("tm-0", 4, nil)
+			c.waitForTaskManagers(1)
+			out := filepath.Join(t.TempDir(), "out")
+			// Enough keys that each counting subtask's state outgrows the
+			// inline threshold and goes to a file.
+			const count, keys = 50000, 16000
+			id := c.keyedCountsJob(2, count, keys, 2500, out)
+			c.waitFor(id, 30*time.Second, "RUNNING")
+			var pid int
+			var jobDir, localDir string
+			c.eventually(90*time.Second, func() error {
+				pids := runnerPids(id)
+				if len(pids) != 1 {
+					return fmt.Errorf("runners of the job: %v", pids)
+				}
+				cwd, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(pids[0]), "cwd"))
+				if err != nil {
+					return err
+				}
+				pid, jobDir = pids[0], cwd
+				localDir = filepath.Join(cwd, "..", "..", "localState", id)
+				if n := localStateFiles(localDir); n < 2 {
+					return fmt.Errorf("%d local state copies in %s, want one per counting subtask", n, localDir)
+				}
+				return nil
+			})
+			last := c.waitCheckpointAfter(id, 0, 60*time.Second)
+			if got := restoreLines(t, filepath.Join(jobDir, "runner.log")); len(got) != 0 {
+				t.Fatalf("restores before any failure: %+v", got)
+			}
+			t.Logf("kill -9 job runner %d after checkpoint %d", pid, last)
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			if tc.deleteLocal {
+				c.eventually(30*time.Second, func() error {
+					if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && !strings.Contains(string(b), ") Z ") {
+						return fmt.Errorf("runner %d still alive", pid)
+					}
+					return nil
+				})
+				if err := os.RemoveAll(localDir); err != nil {
+					t.Fatal(err)
+				}
+				if pids := runnerPids(id); len(pids) != 0 && !(len(pids) == 1 && pids[0] == pid) {
+					t.Fatalf("a new runner %v started before the local state was deleted", pids)
+				}
+			}
+			var lines []restoreLine
+			c.eventually(90*time.Second, func() error {
+				lines = restoreLines(t, filepath.Join(jobDir, "runner.log"))
+				files := 0
+				for _, l := range lines {
+					files += l.LocalFiles + l.RemoteFiles
+				}
+				if files < 2 {
+					return fmt.Errorf("restores so far: %+v", lines)
+				}
+				return nil
+			})
+			local, remote, fallbacks := 0, 0, 0
+			for _, l := range lines {
+				if !l.Local {
+					t.Errorf("task %s restored without local recovery", l.Attempt)
+				}
+				local, remote, fallbacks = local+l.LocalFiles, remote+l.RemoteFiles, fallbacks+l.Fallbacks
+				if l.LocalFiles+l.RemoteFiles > 0 {
+					t.Logf("%s restored checkpoint %d in %.1f ms: %d local, %d remote files", l.Attempt, l.Checkpoint, l.DurationMs, l.LocalFiles, l.RemoteFiles)
+				}
+			}
+			if tc.deleteLocal && (local != 0 || remote < 2 || fallbacks != 0) {
+				t.Fatalf("with the local copies deleted: %d local, %d remote files, %d fallbacks: %+v", local, remote, fallbacks, lines)
+			}
+			// A counting subtask reads its own file locally; the other's only
+			// for the union list state of the sink chained to it.
+			if !tc.deleteLocal && (local < 2 || fallbacks != 0) {
+				t.Fatalf("want every subtask's own state file from its local copy: %d local, %d remote files, %d fallbacks: %+v", local, remote, fallbacks, lines)
+			}
+			for _, l := range lines {
+				if !tc.deleteLocal && l.RemoteFiles > 0 && l.LocalFiles != 1 {
+					t.Errorf("task %s read %d remote files and %d local ones; its own file has a local copy", l.Attempt, l.RemoteFiles, l.LocalFiles)
+				}
+			}
+			c.waitFor(id, 3*time.Minute, "FINISHED")
+			checkKeyedCounts(t, out, count, keys)
+			c.eventually(60*time.Second, func() error {
+				if _, err := os.Stat(localDir); !os.IsNotExist(err) {
+					return fmt.Errorf("the finished job's local state %s is still there (%v)", localDir, err)
+				}
+				return nil
+			})
+		})
+	}
 }

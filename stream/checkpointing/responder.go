@@ -45,7 +45,10 @@ type ResponderConfig struct {
 	InlineThreshold int
 	// WriteTimeout bounds one state file write; default 10 minutes.
 	WriteTimeout time.Duration
-	Log          zerolog.Logger
+	// LocalState, if set, gets a copy of every checkpoint's state file
+	// (task-local recovery, local.go); nil keeps none.
+	LocalState *TaskLocalStateStore
+	Log        zerolog.Logger
 }
 
 // Responder is the runtime.CheckpointResponder of one task attempt: it
@@ -161,6 +164,7 @@ func (r *Responder) write(b runtime.CheckpointBarrier, snap *runtime.TaskSnapsho
 	if _, err := storage.WriteFileAtomic(ctx, fsys, path.Join(dir, name), bytes.NewReader(data)); err != nil {
 		return nil, 0, fmt.Errorf("state file %s: %w", uri, err)
 	}
+	r.storeLocal(b, name, data)
 	for _, h := range hs {
 		if hasData(h) {
 			h.File = &pb.StateFile{Path: name, Size: int64(len(data))}

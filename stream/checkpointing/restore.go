@@ -24,6 +24,11 @@ import (
 // the file; the task then fails and the JobMaster decides. It blocks on
 // storage, bounded by ctx.
 func Restore(ctx context.Context, fss *FileSystems, tr *pb.TaskRestore, subtask, parallelism, maxParallelism int) (*runtime.TaskRestore, error) {
+	return restore(ctx, fss, nil, &RestoreStats{}, tr, subtask, parallelism, maxParallelism)
+}
+
+// restore is Restore trying local copies in local first (local.go).
+func restore(ctx context.Context, fss *FileSystems, local *TaskLocalStateStore, st *RestoreStats, tr *pb.TaskRestore, subtask, parallelism, maxParallelism int) (*runtime.TaskRestore, error) {
 	if tr == nil {
 		return nil, nil
 	}
@@ -45,7 +50,8 @@ func Restore(ctx context.Context, fss *FileSystems, tr *pb.TaskRestore, subtask,
 		}
 		byOp[h.OperatorId] = append(byOp[h.OperatorId], h)
 	}
-	rd := &reader{ctx: ctx, fss: fss, location: tr.Location, files: map[string]*fileReads{}}
+	rd := &reader{ctx: ctx, fss: fss, location: tr.Location, files: map[string]*fileReads{},
+		local: local, stats: st, checkpointID: tr.CheckpointId, subtask: subtask, parallelism: parallelism}
 	out := &runtime.TaskRestore{CheckpointID: tr.CheckpointId, Operators: map[string]*runtime.OperatorRestore{}}
 	for _, id := range order {
 		hs := byOp[id]
@@ -146,6 +152,13 @@ type reader struct {
 	location string
 	files    map[string]*fileReads
 	order    []string
+
+	// local, if set, is tried first for the files this subtask wrote
+	// (local.go); stats counts the sources.
+	local                *TaskLocalStateStore
+	stats                *RestoreStats
+	checkpointID         int64
+	subtask, parallelism int
 }
 
 type fileReads struct {
@@ -155,6 +168,8 @@ type fileReads struct {
 	size   int64
 	inline []byte
 	reads  []regionRead
+	// subtask and parallelism of the handle that wrote the file.
+	subtask, parallelism int32
 }
 
 type regionRead struct {
@@ -188,7 +203,7 @@ func (rd *reader) add(op string, h *pb.OperatorSubtaskStateHandle, r *pb.StateFi
 	}
 	fr := rd.files[key]
 	if fr == nil {
-		fr = &fileReads{uri: uri, file: f, op: op, size: f.Size, inline: f.Inline}
+		fr = &fileReads{uri: uri, file: f, op: op, size: f.Size, inline: f.Inline, subtask: h.SubtaskIndex, parallelism: h.Parallelism}
 		rd.files[key] = fr
 		rd.order = append(rd.order, key)
 	}
@@ -202,8 +217,17 @@ func (rd *reader) add(op string, h *pb.OperatorSubtaskStateHandle, r *pb.StateFi
 func (rd *reader) run() error {
 	for _, key := range rd.order {
 		fr := rd.files[key]
+		if rd.local.readLocal(rd, fr) {
+			rd.stats.LocalFiles++
+			rd.stats.LocalBytes += fr.file.GetSize()
+			continue
+		}
 		if err := rd.readFile(fr); err != nil {
 			return fmt.Errorf("checkpointing: restoring operator %s from %s: %w", fr.op, fr.uri, err)
+		}
+		if fr.inline == nil {
+			rd.stats.RemoteFiles++
+			rd.stats.RemoteBytes += fr.file.GetSize()
 		}
 	}
 	return nil
@@ -225,6 +249,12 @@ func (rd *reader) readFile(fr *fileReads) error {
 		defer rc.Close()
 		src = rc
 	}
+	return rd.readFrom(fr, src)
+}
+
+// readFrom reads fr's regions out of src, a reader positioned at the
+// file's start (seekable or not), and hands each checked body on.
+func (rd *reader) readFrom(fr *fileReads, src io.Reader) error {
 	var h [headerLen]byte
 	if _, err := io.ReadFull(src, h[:]); err != nil {
 		return fmt.Errorf("%w: reading the header: %v", ErrCorrupt, err)

@@ -130,11 +130,13 @@ func uploadFile(ctx context.Context, fsys storage.FileSystem, p, local string) (
 // overlap subtask's range are downloaded into localDir (which the caller
 // creates and removes once the task ended) and set as the operator's
 // OperatorRestore.SharedFiles. A missing or short file fails the restore
-// naming it. It blocks on storage, bounded by ctx.
-func RestoreShared(ctx context.Context, fss *FileSystems, tr *pb.TaskRestore, subtask, parallelism, maxParallelism int, localDir string) (*runtime.TaskRestore, error) {
-	out, err := Restore(ctx, fss, tr, subtask, parallelism, maxParallelism)
+// naming it. The state files are read from local copies in local first
+// (nil: none; see TaskLocalStateStore). It blocks on storage, bounded by
+// ctx.
+func RestoreShared(ctx context.Context, fss *FileSystems, local *TaskLocalStateStore, tr *pb.TaskRestore, subtask, parallelism, maxParallelism int, localDir string) (*runtime.TaskRestore, RestoreStats, error) {
+	out, st, err := local.Restore(ctx, fss, tr, subtask, parallelism, maxParallelism)
 	if err != nil || out == nil {
-		return out, err
+		return out, st, err
 	}
 	if maxParallelism <= 0 {
 		maxParallelism = parallelism
@@ -152,23 +154,23 @@ func RestoreShared(ctx context.Context, fss *FileSystems, tr *pb.TaskRestore, su
 		for _, f := range h.SharedFiles {
 			name := path.Base(f.Path)
 			if !strings.Contains(f.Path, "://") && !strings.HasPrefix(f.Path, "/") {
-				return nil, fmt.Errorf("%w: operator %s subtask %d: shared file %q is not an absolute URI", ErrCorrupt, h.OperatorId, h.SubtaskIndex, f.Path)
+				return nil, st, fmt.Errorf("%w: operator %s subtask %d: shared file %q is not an absolute URI", ErrCorrupt, h.OperatorId, h.SubtaskIndex, f.Path)
 			}
 			local, ok := got[f.Path]
 			if !ok {
 				if localDir == "" {
-					return nil, fmt.Errorf("checkpointing: restoring operator %s: shared state files but no local directory", h.OperatorId)
+					return nil, st, fmt.Errorf("checkpointing: restoring operator %s: shared state files but no local directory", h.OperatorId)
 				}
 				local = filepath.Join(localDir, name)
 				if err := downloadFile(ctx, fss, f, local); err != nil {
-					return nil, fmt.Errorf("checkpointing: restoring operator %s from %s: %w", h.OperatorId, f.Path, err)
+					return nil, st, fmt.Errorf("checkpointing: restoring operator %s from %s: %w", h.OperatorId, f.Path, err)
 				}
 				got[f.Path] = local
 			}
 			or.SharedFiles = append(or.SharedFiles, runtime.SharedStateFile{Name: name, LocalPath: local, Size: f.Size, Uploaded: true})
 		}
 	}
-	return out, nil
+	return out, st, nil
 }
 
 // overlaps reports whether handle h holds a key group in [start, end].

@@ -191,7 +191,7 @@ func TestIncrementalUploadAndRestore(t *testing.T) {
 	total := 0
 	for sub := range 2 {
 		dl := t.TempDir()
-		got, err := RestoreShared(context.Background(), fss, tr, sub, 2, maxPar, dl)
+		got, _, err := RestoreShared(context.Background(), fss, nil, tr, sub, 2, maxPar, dl)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -230,7 +230,7 @@ func TestIncrementalUploadAndRestore(t *testing.T) {
 	if err := os.Remove(strings.TrimPrefix(gone, "file://")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := RestoreShared(context.Background(), fss, tr, 0, 1, maxPar, t.TempDir()); err == nil || !strings.Contains(err.Error(), gone) {
+	if _, _, err := RestoreShared(context.Background(), fss, nil, tr, 0, 1, maxPar, t.TempDir()); err == nil || !strings.Contains(err.Error(), gone) {
 		t.Fatalf("restore without %s: %v", gone, err)
 	}
 }
