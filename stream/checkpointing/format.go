@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"sort"
 
 	"github.com/gofl/gofl/rpc/pb"
@@ -62,26 +63,58 @@ func checkHeader(h []byte) error {
 	return nil
 }
 
-// encoder appends the blobs of operators to one buffer.
-type encoder struct{ buf bytes.Buffer }
+// encoder streams the blobs of operators to w, computing each blob's
+// checksum on the fly, so a state file is written in one pass without a
+// copy of its bytes in memory.
+type encoder struct {
+	w       io.Writer
+	off     int64
+	err     error
+	crc     uint32
+	start   int64
+	scratch []byte
+}
 
-func newEncoder() *encoder {
-	e := &encoder{}
-	e.buf.Write(appendHeader(nil))
+func newEncoder(w io.Writer) *encoder {
+	e := &encoder{w: w}
+	e.put(appendHeader(nil), false)
 	return e
 }
 
-// blob appends body and its checksum and returns its region.
-func (e *encoder) blob(body []byte) *pb.StateFileRegion {
-	off := int64(e.buf.Len())
-	e.buf.Write(body)
-	var c [crcLen]byte
-	binary.BigEndian.PutUint32(c[:], crc32.Checksum(body, castagnoli))
-	e.buf.Write(c[:])
-	return &pb.StateFileRegion{Offset: off, Length: int64(len(body) + crcLen)}
+// put writes p, adding it to the current blob's checksum when sum.
+func (e *encoder) put(p []byte, sum bool) {
+	if e.err != nil || len(p) == 0 {
+		return
+	}
+	if sum {
+		e.crc = crc32.Update(e.crc, castagnoli, p)
+	}
+	n, err := e.w.Write(p)
+	e.off += int64(n)
+	if err == nil && n < len(p) {
+		err = io.ErrShortWrite
+	}
+	e.err = err
 }
 
-// operator appends one operator's state and returns its handle, without
+func (e *encoder) begin() { e.start, e.crc = e.off, 0 }
+
+// end closes the blob begun last with its checksum and returns its region.
+func (e *encoder) end() *pb.StateFileRegion {
+	var c [crcLen]byte
+	binary.BigEndian.PutUint32(c[:], e.crc)
+	e.put(c[:], false)
+	return &pb.StateFileRegion{Offset: e.start, Length: e.off - e.start}
+}
+
+// blob writes body and its checksum and returns its region.
+func (e *encoder) blob(body []byte) *pb.StateFileRegion {
+	e.begin()
+	e.put(body, true)
+	return e.end()
+}
+
+// operator writes one operator's state and returns its handle, without
 // the file (the caller sets it).
 func (e *encoder) operator(op *runtime.OperatorSnapshot, subtask, parallelism, maxParallelism int) *pb.OperatorSubtaskStateHandle {
 	h := &pb.OperatorSubtaskStateHandle{
@@ -99,14 +132,12 @@ func (e *encoder) operator(op *runtime.OperatorSnapshot, subtask, parallelism, m
 		groups = append(groups, g)
 	}
 	sort.Ints(groups)
-	var body []byte
 	for _, g := range groups {
 		sections := op.Keyed[g]
 		if len(sections) == 0 {
 			continue
 		}
-		body = encodeSections(body[:0], sections)
-		h.KeyGroups = append(h.KeyGroups, &pb.KeyGroupRegion{KeyGroup: int32(g), Region: e.blob(body)})
+		h.KeyGroups = append(h.KeyGroups, &pb.KeyGroupRegion{KeyGroup: int32(g), Region: e.sections(sections)})
 	}
 	names := make([]string, 0, len(op.Lists))
 	for n := range op.Lists {
@@ -124,21 +155,33 @@ func (e *encoder) operator(op *runtime.OperatorSnapshot, subtask, parallelism, m
 	return h
 }
 
-func encodeSections(b []byte, sections map[string][]byte) []byte {
+// sections writes one key group's blob: the section count, then per
+// section (sorted by name) its name and data, each length-prefixed. The
+// data is written as it is, never copied into a body first.
+func (e *encoder) sections(sections map[string][]byte) *pb.StateFileRegion {
 	names := make([]string, 0, len(sections))
 	for n := range sections {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	b = binary.AppendUvarint(b, uint64(len(names)))
+	e.begin()
+	b := binary.AppendUvarint(e.scratch[:0], uint64(len(names)))
 	for _, n := range names {
 		b = binary.AppendUvarint(b, uint64(len(n)))
 		b = append(b, n...)
 		d := sections[n]
 		b = binary.AppendUvarint(b, uint64(len(d)))
-		b = append(b, d...)
+		if len(d) < 4<<10 { // small data: one write with its prefix
+			b = append(b, d...)
+			continue
+		}
+		e.put(b, true)
+		e.put(d, true)
+		b = b[:0]
 	}
-	return b
+	e.put(b, true)
+	e.scratch = b[:0]
+	return e.end()
 }
 
 // checkBlob verifies a blob's checksum and returns its body.
@@ -201,15 +244,50 @@ func modeToProto(m runtime.ListStateMode) pb.OperatorStateMode {
 // set). An operator with neither keyed nor list state still gets a
 // handle: it carries the finished flag and the state types.
 func Encode(snap *runtime.TaskSnapshot, subtask, parallelism, maxParallelism int) ([]byte, []*pb.OperatorSubtaskStateHandle) {
-	e := newEncoder()
+	var buf bytes.Buffer
+	buf.Grow(encodedSize(snap))
+	hs, _, _ := EncodeTo(&buf, snap, subtask, parallelism, maxParallelism) // a bytes.Buffer does not fail
+	return buf.Bytes(), hs
+}
+
+// EncodeTo streams a task's snapshot as one state file to w and returns
+// one handle per operator (see Encode) and the number of bytes written. It
+// fails only when w does.
+func EncodeTo(w io.Writer, snap *runtime.TaskSnapshot, subtask, parallelism, maxParallelism int) ([]*pb.OperatorSubtaskStateHandle, int64, error) {
+	e := newEncoder(w)
 	var hs []*pb.OperatorSubtaskStateHandle
 	for _, op := range snap.Operators {
 		if op == nil {
 			continue
 		}
 		hs = append(hs, e.operator(op, subtask, parallelism, maxParallelism))
+		if e.err != nil {
+			return nil, e.off, e.err
+		}
 	}
-	return e.buf.Bytes(), hs
+	return hs, e.off, e.err
+}
+
+// encodedSize is the size of the state file of snap, or a little more.
+func encodedSize(snap *runtime.TaskSnapshot) int {
+	n := headerLen
+	for _, op := range snap.Operators {
+		if op == nil {
+			continue
+		}
+		for _, sections := range op.Keyed {
+			n += crcLen + binary.MaxVarintLen64
+			for name, d := range sections {
+				n += 2*binary.MaxVarintLen64 + len(name) + len(d)
+			}
+		}
+		for _, l := range op.Lists {
+			for _, el := range l.Elements {
+				n += crcLen + len(el)
+			}
+		}
+	}
+	return n
 }
 
 // hasData reports whether a handle refers to any bytes of its file.

@@ -57,14 +57,14 @@ func (s *KeyedValues[K, V]) Range(fn func(key K, v *V)) {
 // per key group, keys encoded with keyCodec and values with valueCodec.
 func (s *KeyedValues[K, V]) SnapshotTo(snap *OperatorSnapshot, section string, keyCodec, valueCodec Codec) error {
 	byGroup := map[int][]byte{}
-	var kbuf, vbuf []byte
+	var kw, vw int
 	for k, v := range s.values {
 		g := KeyGroup(k, s.maxParallelism)
-		data, err := appendEncoded(byGroup[g], keyCodec, k, &kbuf)
+		data, err := appendEncoded(byGroup[g], keyCodec, k, &kw)
 		if err != nil {
 			return fmt.Errorf("snapshot of %q: key %v: %w", section, k, err)
 		}
-		if data, err = appendEncoded(data, valueCodec, *v, &vbuf); err != nil {
+		if data, err = appendEncoded(data, valueCodec, *v, &vw); err != nil {
 			return fmt.Errorf("snapshot of %q: value of key %v: %w", section, k, err)
 		}
 		byGroup[g] = data

@@ -218,7 +218,7 @@ func (b *KeyedStateBackend) Snapshot(snap *OperatorSnapshot) error {
 		groups = append(groups, g)
 	}
 	sort.Ints(groups)
-	var kbuf, vbuf []byte
+	enc := tableEncoder{keyCodec: b.keyCodec}
 	for _, g := range groups {
 		for name, t := range b.groups[g].states {
 			if len(t) == 0 {
@@ -231,15 +231,9 @@ func (b *KeyedStateBackend) Snapshot(snap *OperatorSnapshot) error {
 			if b.keyCodec == nil {
 				return fmt.Errorf("snapshot of keyed state %q: %w", name, errNoCodec("the key"))
 			}
-			var data []byte
-			for k, v := range t {
-				var err error
-				if data, err = appendEncoded(data, b.keyCodec, k, &kbuf); err != nil {
-					return fmt.Errorf("snapshot of keyed state %q: key %v: %w", name, k, err)
-				}
-				if data, err = appendEncoded(data, c, v, &vbuf); err != nil {
-					return fmt.Errorf("snapshot of keyed state %q: value of key %v: %w", name, k, err)
-				}
+			data, err := enc.encode(nil, name, c, t)
+			if err != nil {
+				return err
 			}
 			snap.PutKeyed(g, stateSection(name), c.TypeName(), data)
 		}
@@ -293,4 +287,38 @@ func (b *KeyedStateBackend) Restore(r *OperatorRestore) error {
 		}
 	}
 	return nil
+}
+
+// tableEncoder serializes state tables, sizing each table's buffer from the
+// average entry size seen so far so that a section is allocated once.
+type tableEncoder struct {
+	keyCodec Codec
+	// bytes and entries encoded so far, for the estimate.
+	bytes, entries int
+	kw, vw         int
+}
+
+// encode appends table t of state name to dst (nil: a new buffer of the
+// estimated size).
+func (e *tableEncoder) encode(dst []byte, name string, c Codec, t map[any]any) ([]byte, error) {
+	if dst == nil {
+		est := 64
+		if e.entries > 0 {
+			est += e.bytes / e.entries * len(t) * 17 / 16
+		}
+		dst = make([]byte, 0, est)
+	}
+	start := len(dst)
+	for k, v := range t {
+		var err error
+		if dst, err = appendEncoded(dst, e.keyCodec, k, &e.kw); err != nil {
+			return nil, fmt.Errorf("snapshot of keyed state %q: key %v: %w", name, k, err)
+		}
+		if dst, err = appendEncoded(dst, c, v, &e.vw); err != nil {
+			return nil, fmt.Errorf("snapshot of keyed state %q: value of key %v: %w", name, k, err)
+		}
+	}
+	e.bytes += len(dst) - start
+	e.entries += len(t)
+	return dst, nil
 }
