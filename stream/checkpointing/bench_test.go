@@ -64,7 +64,7 @@ func BenchmarkCheckpointSnapshotRestore(b *testing.B) {
 			FileSystems: fss, Report: func(x *pb.RunnerCheckpointReport) { reports <- x }, Log: zerolog.Nop()})
 		start := time.Now()
 		snap := &runtime.OperatorSnapshot{OperatorID: "op"}
-		if err := src.Snapshot(snap); err != nil {
+		if err := src.SnapshotAsync(snap); err != nil {
 			b.Fatal(err)
 		}
 		sync := time.Since(start)

@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"sort"
 
 	"github.com/gofl/gofl/rpc/pb"
@@ -132,13 +133,44 @@ func (e *encoder) operator(op *runtime.OperatorSnapshot, subtask, parallelism, m
 		groups = append(groups, g)
 	}
 	sort.Ints(groups)
-	for _, g := range groups {
-		sections := op.Keyed[g]
-		if len(sections) == 0 {
-			continue
+	next := 0 // of groups, the first not written yet
+	syncUpTo := func(end int) {
+		for ; next < len(groups) && groups[next] < end; next++ {
+			if sections := op.Keyed[groups[next]]; len(sections) > 0 {
+				h.KeyGroups = append(h.KeyGroups, &pb.KeyGroupRegion{KeyGroup: int32(groups[next]), Region: e.sections(sections)})
+			}
 		}
-		h.KeyGroups = append(h.KeyGroups, &pb.KeyGroupRegion{KeyGroup: int32(g), Region: e.sections(sections)})
 	}
+	if op.KeyedStream != nil {
+		last := -1
+		merged := map[string][]byte{}
+		err := op.KeyedStream(func(g int, sections map[string][]byte) error {
+			if g <= last {
+				return fmt.Errorf("checkpointing: operator %s: keyed state streamed key group %d after %d", op.OperatorID, g, last)
+			}
+			last = g
+			syncUpTo(g)
+			if next < len(groups) && groups[next] == g {
+				clear(merged)
+				for n, d := range op.Keyed[g] {
+					merged[n] = d
+				}
+				for n, d := range sections {
+					merged[n] = d
+				}
+				sections = merged
+				next++
+			}
+			if len(sections) > 0 {
+				h.KeyGroups = append(h.KeyGroups, &pb.KeyGroupRegion{KeyGroup: int32(g), Region: e.sections(sections)})
+			}
+			return e.err
+		})
+		if err != nil && e.err == nil {
+			e.err = err
+		}
+	}
+	syncUpTo(math.MaxInt)
 	names := make([]string, 0, len(op.Lists))
 	for n := range op.Lists {
 		names = append(names, n)
@@ -242,17 +274,19 @@ func modeToProto(m runtime.ListStateMode) pb.OperatorStateMode {
 // Encode serializes a task's snapshot as one state file and returns its
 // bytes with one handle per operator (regions into those bytes, no File
 // set). An operator with neither keyed nor list state still gets a
-// handle: it carries the finished flag and the state types.
-func Encode(snap *runtime.TaskSnapshot, subtask, parallelism, maxParallelism int) ([]byte, []*pb.OperatorSubtaskStateHandle) {
+// handle: it carries the finished flag and the state types. It fails when
+// a KeyedStream does.
+func Encode(snap *runtime.TaskSnapshot, subtask, parallelism, maxParallelism int) ([]byte, []*pb.OperatorSubtaskStateHandle, error) {
 	var buf bytes.Buffer
 	buf.Grow(encodedSize(snap))
-	hs, _, _ := EncodeTo(&buf, snap, subtask, parallelism, maxParallelism) // a bytes.Buffer does not fail
-	return buf.Bytes(), hs
+	hs, _, err := EncodeTo(&buf, snap, subtask, parallelism, maxParallelism)
+	return buf.Bytes(), hs, err
 }
 
 // EncodeTo streams a task's snapshot as one state file to w and returns
-// one handle per operator (see Encode) and the number of bytes written. It
-// fails only when w does.
+// one handle per operator (see Encode) and the number of bytes written.
+// It runs the operators' KeyedStreams (the asynchronous part of their
+// snapshots) as it goes, and fails when one of them or w does.
 func EncodeTo(w io.Writer, snap *runtime.TaskSnapshot, subtask, parallelism, maxParallelism int) ([]*pb.OperatorSubtaskStateHandle, int64, error) {
 	e := newEncoder(w)
 	var hs []*pb.OperatorSubtaskStateHandle

@@ -85,6 +85,7 @@ func (r *Responder) Acknowledge(b runtime.CheckpointBarrier, snap *runtime.TaskS
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
+		snap.Release()
 		r.Decline(b.ID, ErrClosed)
 		return
 	}
@@ -94,6 +95,7 @@ func (r *Responder) Acknowledge(b runtime.CheckpointBarrier, snap *runtime.TaskS
 		defer r.wg.Done()
 		start := time.Now()
 		hs, size, err := r.write(b, snap)
+		snap.Release() // after a failure before the keyed state was streamed
 		if err != nil {
 			if r.ctx.Err() != nil {
 				err = fmt.Errorf("%w: %w", ErrClosed, err)

@@ -10,7 +10,9 @@ import (
 // boxed and no key-group hash per record, since the hot path is one map
 // access. Range visits the keys key group by key group, the layout
 // KeyedStateBackend keeps and a snapshot needs. Not safe for concurrent
-// use: it belongs to one operator subtask.
+// use: it belongs to one operator subtask. Its snapshots (SnapshotTo) are
+// serialized synchronously: a value per key of a running aggregation is
+// small, and copy-on-write would cost the hot path a check per record.
 type KeyedValues[K comparable, V any] struct {
 	maxParallelism int
 	values         map[K]*V

@@ -19,7 +19,8 @@ type Timer struct {
 // timers (Flink's InternalTimerService). A timer registered twice fires once.
 //
 // A snapshot writes the timers as keyed section "timers:<name>" per key
-// group of the timer's key, so they follow their keys when rescaled.
+// group of the timer's key, so they follow their keys when rescaled. It is
+// serialized synchronously (timers are few next to the keyed state).
 type TimerService struct {
 	name    string
 	ctx     *Context
