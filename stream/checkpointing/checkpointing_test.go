@@ -499,3 +499,36 @@ func TestStreamFailureDeclinesAndLeavesNoFile(t *testing.T) {
 		t.Fatalf("a failed write left %v (%v)", ents, err)
 	}
 }
+
+// A corrupt region of a local file (read with positioned reads) fails the
+// restore naming the file.
+func TestRestoreCorruptRegionPositionedReads(t *testing.T) {
+	dir := t.TempDir()
+	fss := NewFileSystems(storage.Options{})
+	defer fss.Close()
+	rep := newReports()
+	loc := "file://" + dir
+	r := NewResponder(ResponderConfig{JobID: "job", Attempt: attempt(0), Parallelism: 1, MaxParallelism: maxPar,
+		FileSystems: fss, Report: rep.report, InlineThreshold: -1, Log: zerolog.Nop()})
+	defer r.Close()
+	r.Acknowledge(runtime.CheckpointBarrier{ID: 4, Options: runtime.CheckpointOptions{TargetLocation: loc}},
+		streamedSnapshot(maxPar, 100, -1), runtime.CheckpointSyncMetrics{})
+	ack := rep.next(t).GetAcknowledge()
+	if ack == nil {
+		t.Fatal("declined")
+	}
+	h := ack.Operators[0]
+	p := filepath.Join(dir, h.File.Path)
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[h.KeyGroups[len(h.KeyGroups)/2].Region.Offset+2] ^= 0xff
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Restore(context.Background(), fss, &pb.TaskRestore{CheckpointId: 4, Location: loc, Operators: ack.Operators}, 0, 1, maxPar)
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), h.File.Path) || !strings.Contains(err.Error(), "checksum") {
+		t.Fatalf("want a checksum error naming %s, got %v", h.File.Path, err)
+	}
+}

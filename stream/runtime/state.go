@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	goruntime "runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -287,25 +288,68 @@ func (b *KeyedStateBackend) decode(name string, c Codec, groups map[int][]byte) 
 	if b.keyCodec == nil {
 		return fmt.Errorf("restoring keyed state %q: %w", name, errNoCodec("the key"))
 	}
+	gs := make([]int, 0, len(groups))
+	size := 0
 	for g, data := range groups {
-		t := b.writableTable(g, name, true)
-		err := rangeEntries(data, func(kb, vb []byte) error {
-			k, err := b.keyCodec.Decode(kb)
-			if err != nil {
-				return fmt.Errorf("key: %w", err)
+		gs = append(gs, g)
+		size += len(data)
+	}
+	sort.Ints(gs)
+	// Key groups decode into their own tables, so several goroutines
+	// share the work (codecs are safe for concurrent use).
+	tables := make([]map[any]stateEntry, len(gs))
+	errs := make([]error, len(gs))
+	workers := min(goruntime.GOMAXPROCS(0), len(gs), 1+size/(1<<20))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(gs) {
+					return
+				}
+				tables[i], errs[i] = decodeTable(b.keyCodec, c, groups[gs[i]], b.epoch)
 			}
-			v, err := c.Decode(vb)
-			if err != nil {
-				return fmt.Errorf("value: %w", err)
-			}
-			t.m[k] = stateEntry{v: v, epoch: b.epoch}
-			return nil
 		})
-		if err != nil {
-			return fmt.Errorf("restoring keyed state %q, key group %d: %w", name, g, err)
+	}
+	wg.Wait()
+	for i, g := range gs {
+		if errs[i] != nil {
+			return fmt.Errorf("restoring keyed state %q, key group %d: %w", name, g, errs[i])
+		}
+		t := b.writableTable(g, name, true)
+		if len(t.m) == 0 {
+			t.m = tables[i]
+			continue
+		}
+		for k, e := range tables[i] {
+			t.m[k] = e
 		}
 	}
 	return nil
+}
+
+// decodeTable decodes one key group's section into a table sized for it.
+func decodeTable(keyCodec, c Codec, data []byte, epoch uint64) (map[any]stateEntry, error) {
+	n, err := countEntries(data)
+	if err != nil {
+		return nil, err
+	}
+	t := make(map[any]stateEntry, n)
+	err = rangeEntries(data, func(kb, vb []byte) error {
+		k, err := keyCodec.Decode(kb)
+		if err != nil {
+			return fmt.Errorf("key: %w", err)
+		}
+		v, err := c.Decode(vb)
+		if err != nil {
+			return fmt.Errorf("value: %w", err)
+		}
+		t[k] = stateEntry{v: v, epoch: epoch}
+		return nil
+	})
+	return t, err
 }
 
 // Snapshot writes every state into snap as section "state:<name>" per key

@@ -80,6 +80,22 @@ func rangeEntries(data []byte, fn func(key, value []byte) error) error {
 	return nil
 }
 
+// countEntries is the number of entries of a section.
+func countEntries(data []byte) (int, error) {
+	n := 0
+	for len(data) > 0 {
+		for range 2 {
+			l, k := binary.Uvarint(data)
+			if k <= 0 || uint64(len(data)-k) < l {
+				return 0, ErrCorruptState
+			}
+			data = data[k+int(l):]
+		}
+		n++
+	}
+	return n, nil
+}
+
 // stateSection is the keyed section name of a KeyedStateBackend state.
 func stateSection(name string) string { return "state:" + name }
 
