@@ -375,13 +375,6 @@ func (b *KeyedStateBackend) SnapshotAsync(snap *OperatorSnapshot) error {
 	if b.lsm != nil {
 		return b.lsm.snapshot(snap)
 	}
-	type frozenTable struct {
-		group   int
-		name    string
-		section string
-		c       Codec
-		t       *stateTable
-	}
 	var tables []frozenTable
 	for g, gs := range b.groups {
 		for name, t := range gs.states {
@@ -422,28 +415,81 @@ func (b *KeyedStateBackend) SnapshotAsync(snap *OperatorSnapshot) error {
 	release := func() { once.Do(func() { b.release(e) }) }
 	snap.KeyedStream = func(emit func(group int, sections map[string][]byte) error) error {
 		defer release()
-		enc := tableEncoder{keyCodec: keyCodec}
-		bufs := make(map[string][]byte)
-		sections := make(map[string][]byte)
-		for i := 0; i < len(tables); {
-			g := tables[i].group
-			clear(sections)
-			for ; i < len(tables) && tables[i].group == g; i++ {
-				ft := tables[i]
-				data, err := enc.encode(bufs[ft.name][:0], ft.name, ft.c, ft.t)
-				if err != nil {
-					return err
-				}
-				bufs[ft.name] = data
-				sections[ft.section] = data
-			}
-			if err := emit(g, sections); err != nil {
-				return err
-			}
-		}
-		return nil
+		return streamTables(tables, keyCodec, emit)
 	}
 	snap.ReleaseKeyed = release
+	return nil
+}
+
+// frozenTable is a table of a snapshot being taken.
+type frozenTable struct {
+	group   int
+	name    string
+	section string
+	c       Codec
+	t       *stateTable
+}
+
+// groupBatch is the serialized sections of one key group.
+type groupBatch struct {
+	group    int
+	sections map[string][]byte
+	bufs     map[string][]byte // by state name, reused
+	err      error
+}
+
+// streamTables serializes tables (sorted by key group and name) and emits
+// them key group by key group. A helper goroutine serializes the next key
+// group while emit writes the current one (two batches of buffers take
+// turns), so encoding and writing use two cores; it ends before
+// streamTables returns.
+func streamTables(tables []frozenTable, keyCodec Codec, emit func(group int, sections map[string][]byte) error) error {
+	const batches = 2
+	free, ready := make(chan *groupBatch, batches), make(chan *groupBatch, batches)
+	for range batches {
+		free <- &groupBatch{sections: map[string][]byte{}, bufs: map[string][]byte{}}
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer close(ready)
+		enc := tableEncoder{keyCodec: keyCodec}
+		for i := 0; i < len(tables); {
+			var gb *groupBatch
+			select {
+			case gb = <-free:
+			case <-stop:
+				return
+			}
+			gb.group = tables[i].group
+			clear(gb.sections)
+			for ; i < len(tables) && tables[i].group == gb.group; i++ {
+				ft := tables[i]
+				data, err := enc.encode(gb.bufs[ft.name][:0], ft.name, ft.c, ft.t)
+				if err != nil {
+					gb.err = err
+					ready <- gb // never blocks: at most batches are out
+					return
+				}
+				gb.bufs[ft.name] = data
+				gb.sections[ft.section] = data
+			}
+			ready <- gb
+		}
+	})
+	defer func() {
+		close(stop)
+		wg.Wait()
+	}()
+	for gb := range ready {
+		if gb.err != nil {
+			return gb.err
+		}
+		if err := emit(gb.group, gb.sections); err != nil {
+			return err
+		}
+		free <- gb
+	}
 	return nil
 }
 
