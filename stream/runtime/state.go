@@ -274,7 +274,7 @@ func (b *KeyedStateBackend) RegisterState(name string, c Codec) error {
 		if err := b.decode(name, c, groups); err != nil {
 			return err
 		}
-		delete(b.raw, name)
+		b.dropRaw(name)
 	}
 	b.codecs[name] = c
 	return nil
@@ -328,6 +328,24 @@ func (b *KeyedStateBackend) decode(name string, c Codec, groups map[int][]byte) 
 		}
 	}
 	return nil
+}
+
+// dropRaw forgets the restored sections of a decoded state, also in the
+// restore they came from, so their bytes are not kept for the task's life
+// next to the decoded values.
+func (b *KeyedStateBackend) dropRaw(name string) {
+	section := stateSection(name)
+	for g := range b.raw[name] {
+		// A copy: the sections may be shared with other restores.
+		rest := make(map[string][]byte, len(b.restore.Keyed[g]))
+		for n, d := range b.restore.Keyed[g] {
+			if n != section {
+				rest[n] = d
+			}
+		}
+		b.restore.Keyed[g] = rest
+	}
+	delete(b.raw, name)
 }
 
 // decodeTable decodes one key group's section into a table sized for it.
@@ -558,7 +576,7 @@ func (b *KeyedStateBackend) Restore(r *OperatorRestore) error {
 			if err := b.decode(name, c, groups); err != nil {
 				return err
 			}
-			delete(b.raw, name)
+			b.dropRaw(name)
 		}
 	}
 	return nil
