@@ -126,7 +126,7 @@ func (k *keyed) snapshotKeyed(snap *runtime.OperatorSnapshot) error {
 	if err := k.scope.err(); err != nil {
 		return err
 	}
-	return k.state.Snapshot(snap)
+	return k.state.SnapshotAsync(snap)
 }
 
 // snapshotTimers writes the keyed state backend and the timers.

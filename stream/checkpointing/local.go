@@ -6,6 +6,7 @@ package checkpointing
 // restarted there reads them locally instead of from checkpoint storage.
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -64,39 +65,72 @@ func localName(p string) (string, bool) {
 	return p, true
 }
 
-// Store writes data as the local copy of checkpoint id's state file name
-// (a temporary name, then a rename; no fsync: a torn copy fails its
-// checksums and is not used). Blocking; the caller only logs a failure.
-func (s *TaskLocalStateStore) Store(id int64, name string, data []byte) error {
+// Create starts the local copy of checkpoint id's state file name, written
+// as the file streams to checkpoint storage (a temporary name, renamed by
+// Commit; no fsync: a torn copy fails its checksums and is not used). A nil
+// store returns nil. Blocking on the local disk.
+func (s *TaskLocalStateStore) Create(id int64, name string) (*LocalCopy, error) {
 	if s == nil {
-		return nil
+		return nil, nil
 	}
 	n, ok := localName(name)
 	if !ok {
-		return fmt.Errorf("checkpointing: local copy of %q: not a plain file name", name)
+		return nil, fmt.Errorf("checkpointing: local copy of %q: not a plain file name", name)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	dir := s.chkDir(id)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("checkpointing: local state: %w", err)
+		return nil, fmt.Errorf("checkpointing: local state: %w", err)
 	}
 	f, err := os.CreateTemp(dir, "."+n+".tmp-*")
 	if err != nil {
-		return fmt.Errorf("checkpointing: local state: %w", err)
+		return nil, fmt.Errorf("checkpointing: local state: %w", err)
 	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
+	return &LocalCopy{f: f, w: bufio.NewWriterSize(f, 1<<20), final: filepath.Join(dir, n)}, nil
+}
+
+// LocalCopy is a local copy being written. Write never fails (the first
+// error is kept for Commit), so a failing local disk never fails the
+// checkpoint's own write.
+type LocalCopy struct {
+	f     *os.File
+	w     *bufio.Writer
+	final string
+	err   error
+}
+
+// Write implements io.Writer; it always reports success.
+func (c *LocalCopy) Write(p []byte) (int, error) {
+	if c.err == nil {
+		_, c.err = c.w.Write(p)
+	}
+	return len(p), nil
+}
+
+// Commit puts the copy in place, or removes it and returns why it failed.
+func (c *LocalCopy) Commit() error {
+	err := c.err
+	if err == nil {
+		err = c.w.Flush()
+	}
+	if cerr := c.f.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(f.Name(), filepath.Join(dir, n))
+		err = os.Rename(c.f.Name(), c.final)
 	}
 	if err != nil {
-		os.Remove(f.Name())
+		os.Remove(c.f.Name())
 		return fmt.Errorf("checkpointing: local state: %w", err)
 	}
 	return nil
+}
+
+// Discard removes the copy.
+func (c *LocalCopy) Discard() {
+	c.f.Close()
+	os.Remove(c.f.Name())
 }
 
 // ConfirmCheckpoint is NotifyCheckpointComplete(id): checkpoint id is now
@@ -223,14 +257,31 @@ func (s *TaskLocalStateStore) localChkDirs() []int64 {
 	return ids
 }
 
-// storeLocal keeps the local copy of a checkpoint's (not a savepoint's)
+// localCopy starts the local copy of a checkpoint's (not a savepoint's)
 // state file, written before the acknowledgement so every completed
 // checkpoint has one; a failure costs only the local recovery.
-func (r *Responder) storeLocal(b runtime.CheckpointBarrier, name string, data []byte) {
+func (r *Responder) localCopy(b runtime.CheckpointBarrier, name string) *LocalCopy {
 	if r.cfg.LocalState == nil || b.Options.Type != runtime.Checkpoint {
+		return nil
+	}
+	c, err := r.cfg.LocalState.Create(b.ID, name)
+	if err != nil {
+		r.cfg.Log.Warn().Err(err).Int64("checkpoint_id", b.ID).Msg("keeping a local copy of the task's state failed; a restart reads checkpoint storage")
+		return nil
+	}
+	return c
+}
+
+// keepLocal commits (keep) or discards a local copy, logging a failure.
+func (r *Responder) keepLocal(b runtime.CheckpointBarrier, c *LocalCopy, keep bool) {
+	if c == nil {
 		return
 	}
-	if err := r.cfg.LocalState.Store(b.ID, name, data); err != nil {
+	if !keep {
+		c.Discard()
+		return
+	}
+	if err := c.Commit(); err != nil {
 		r.cfg.Log.Warn().Err(err).Int64("checkpoint_id", b.ID).Msg("keeping a local copy of the task's state failed; a restart reads checkpoint storage")
 	}
 }

@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"io"
 	"path"
+	goruntime "runtime"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/gofl/gofl/rpc/pb"
 	"github.com/gofl/gofl/stream/runtime"
@@ -253,8 +256,13 @@ func (rd *reader) readFile(fr *fileReads) error {
 }
 
 // readFrom reads fr's regions out of src, a reader positioned at the
-// file's start (seekable or not), and hands each checked body on.
+// file's start (seekable or not), and hands each checked body on; a
+// local file is read with positioned reads in parallel.
 func (rd *reader) readFrom(fr *fileReads, src io.Reader) error {
+	sort.SliceStable(fr.reads, func(i, j int) bool { return fr.reads[i].r.Offset < fr.reads[j].r.Offset })
+	if ra, ok := src.(io.ReaderAt); ok && fr.inline == nil && len(fr.reads) > 1 {
+		return rd.readAt(ra, fr)
+	}
 	var h [headerLen]byte
 	if _, err := io.ReadFull(src, h[:]); err != nil {
 		return fmt.Errorf("%w: reading the header: %v", ErrCorrupt, err)
@@ -263,7 +271,6 @@ func (rd *reader) readFrom(fr *fileReads, src io.Reader) error {
 		return err
 	}
 	pos := int64(headerLen)
-	sort.SliceStable(fr.reads, func(i, j int) bool { return fr.reads[i].r.Offset < fr.reads[j].r.Offset })
 	seeker, _ := src.(io.Seeker)
 	var last *pb.StateFileRegion
 	var lastBody []byte
@@ -307,3 +314,65 @@ func (rd *reader) readFrom(fr *fileReads, src io.Reader) error {
 	}
 	return nil
 }
+
+// readAt reads the regions of a file that supports positioned reads (a
+// local file) with a few goroutines, each region in one large read into
+// its own buffer, checks them, and then hands them on in offset order.
+func (rd *reader) readAt(ra io.ReaderAt, fr *fileReads) error {
+	var h [headerLen]byte
+	if _, err := ra.ReadAt(h[:], 0); err != nil {
+		return fmt.Errorf("%w: reading the header: %v", ErrCorrupt, err)
+	}
+	if err := checkHeader(h[:]); err != nil {
+		return err
+	}
+	end := int64(headerLen)
+	for _, rr := range fr.reads {
+		if rr.r.Offset < end {
+			return fmt.Errorf("%w: overlapping regions at offset %d", ErrCorrupt, rr.r.Offset)
+		}
+		end = rr.r.Offset + rr.r.Length
+	}
+	bodies := make([][]byte, len(fr.reads))
+	errs := make([]error, len(fr.reads))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(goruntime.GOMAXPROCS(0), len(fr.reads), maxReaders) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(fr.reads) {
+					return
+				}
+				if errs[i] = rd.ctx.Err(); errs[i] != nil {
+					return
+				}
+				r := fr.reads[i].r
+				buf := make([]byte, r.Length)
+				if n, err := ra.ReadAt(buf, r.Offset); n < len(buf) {
+					errs[i] = fmt.Errorf("%w: reading [%d, %d): %v", ErrCorrupt, r.Offset, r.Offset+r.Length, err)
+					continue
+				}
+				if bodies[i], errs[i] = checkBlob(buf); errs[i] != nil {
+					errs[i] = fmt.Errorf("region [%d, %d): %w", r.Offset, r.Offset+r.Length, errs[i])
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i, rr := range fr.reads {
+		if errs[i] != nil {
+			return errs[i]
+		}
+		if err := rd.ctx.Err(); err != nil {
+			return err
+		}
+		if err := rr.fn(bodies[i]); err != nil {
+			return fmt.Errorf("region [%d, %d): %w", rr.r.Offset, rr.r.Offset+rr.r.Length, err)
+		}
+	}
+	return nil
+}
+
+// maxReaders bounds the goroutines reading one state file.
+const maxReaders = 4
