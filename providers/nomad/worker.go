@@ -297,7 +297,11 @@ func (d *WorkerDriver) watch(w *worker) {
 			continue
 		}
 		if !started {
-			if ts := a.TaskStates[roleTaskManager]; ts != nil && ts.State == "running" {
+			// A Started event counts even if the allocation is already
+			// terminal when first seen: on a real agent register to
+			// running takes up to a second, and a TaskManager can
+			// register, be released and end within it.
+			if ts := a.TaskStates[roleTaskManager]; ts != nil && (ts.State == "running" || hasEvent(ts, "Started")) {
 				started = true
 				d.mu.Lock()
 				d.log.Info().Str("worker_id", w.id).Str("alloc_id", a.ID).Str("node", a.NodeName).Msg("TaskManager task running")
@@ -310,6 +314,15 @@ func (d *WorkerDriver) watch(w *worker) {
 			return
 		}
 	}
+}
+
+func hasEvent(ts *api.TaskState, typ string) bool {
+	for _, e := range ts.Events {
+		if e.Type == typ {
+			return true
+		}
+	}
+	return false
 }
 
 // terminated reports the worker's end and purges its job, so Nomad

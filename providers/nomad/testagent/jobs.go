@@ -60,11 +60,11 @@ func (a *Agent) jobRegister(rc *reqCtx, pathID string) error {
 	if req.EnforceIndex {
 		switch {
 		case req.JobModifyIndex == 0 && old != nil:
-			return errorf(400, "Enforcing job modify index 0: job already exists")
+			return errorf(500, "Enforcing job modify index 0: job already exists")
 		case req.JobModifyIndex != 0 && old == nil:
-			return errorf(400, "Enforcing job modify index %d: job does not exist", req.JobModifyIndex)
+			return errorf(500, "Enforcing job modify index %d: job does not exist", req.JobModifyIndex)
 		case old != nil && req.JobModifyIndex != *old.job.JobModifyIndex:
-			return errorf(400, "Enforcing job modify index %d: job exists with conflicting job modify index: %d",
+			return errorf(500, "Enforcing job modify index %d: job exists with conflicting job modify index: %d",
 				req.JobModifyIndex, *old.job.JobModifyIndex)
 		}
 	}

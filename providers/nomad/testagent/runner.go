@@ -528,6 +528,14 @@ func (tr *taskRunner) command(env map[string]string, interp func(string) string)
 	if c == "" {
 		return nil, errors.New(`failed to validate task config: missing required attribute "command"`)
 	}
+	// The driver config is HCL2-evaluated, as in Nomad: an unknown
+	// ${...} fails the task ("Unknown variable"), $${ escapes.
+	var unknown []string
+	interp = func(s string) string {
+		out, bad := tr.interpolateConfig(s, env)
+		unknown = append(unknown, bad...)
+		return out
+	}
 	c = interp(c)
 	var args []string
 	switch v := cfg["args"].(type) {
@@ -542,6 +550,13 @@ func (tr *taskRunner) command(env map[string]string, interp func(string) string)
 		}
 	default:
 		return nil, fmt.Errorf("failed to validate task config: args must be a list of strings, got %T", v)
+	}
+	if len(unknown) > 0 {
+		msg := fmt.Sprintf("%d errors occurred:\n\t* failed to parse config: \n", len(unknown)+1)
+		for _, u := range unknown {
+			msg += fmt.Sprintf("\t* Unknown variable: There is no variable named %q.\n", u)
+		}
+		return nil, errors.New(msg + "\n")
 	}
 	bin := c
 	switch {
@@ -649,6 +664,36 @@ func (tr *taskRunner) buildEnv() map[string]string {
 }
 
 var interpRe = regexp.MustCompile(`\$\{([^}]+)\}`)
+
+var hclIdent = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// configRe also matches the $${ escape, which HCL2 turns into a literal ${.
+var configRe = regexp.MustCompile(`\$?\$\{([^}]+)\}`)
+
+// interpolateConfig interpolates a driver config string as Nomad's HCL2
+// evaluation does: NOMAD_* and other task env variables, attr.*, node.*
+// and meta.* resolve; $${x} is the literal ${x}; any other reference is
+// returned in unknown (Nomad fails the task with "Unknown variable").
+func (tr *taskRunner) interpolateConfig(s string, env map[string]string) (out string, unknown []string) {
+	out = configRe.ReplaceAllStringFunc(s, func(m string) string {
+		if strings.HasPrefix(m, "$$") {
+			return m[1:]
+		}
+		key := m[2 : len(m)-1]
+		if rest, ok := strings.CutPrefix(key, "meta."); ok && !hclIdent.MatchString(rest) {
+			// meta.gofl.cluster-id is attribute access and a subtraction
+			// to HCL2, not a meta key.
+			unknown = append(unknown, key)
+			return m
+		}
+		v := tr.interpolate(m, env)
+		if v == m {
+			unknown = append(unknown, m[2:len(m)-1])
+		}
+		return v
+	})
+	return out, unknown
+}
 
 // interpolate replaces ${NOMAD_*}/${env var}, ${attr.*}, ${node.*} and
 // ${meta.*}; unknown references are left as they are (as Nomad does).
