@@ -82,6 +82,13 @@ func resolveBinary(explicit string, o Options) (binary, error) {
 		if strings.Contains(explicit, "://") {
 			return binary{}, fmt.Errorf("nomad: binary %s: only http(s) URLs can be fetched by Nomad (serve HDFS files through WebHDFS ...?op=OPEN) or a path on the nodes", explicit)
 		}
+		// A local path is the client's binary: a configured
+		// provider.nomad.binary.url is what the nodes can reach (on a
+		// multi-node cluster, or with exec's isolation, the client's path
+		// is not there), for the JobManager as for its TaskManagers.
+		if o.BinaryURL != "" {
+			return binary{url: o.BinaryURL, sha256: strings.ToLower(o.BinarySHA256)}, nil
+		}
 		return binary{path: explicit}, nil
 	}
 	if o.BinaryURL != "" {

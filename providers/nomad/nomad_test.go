@@ -745,7 +745,9 @@ func testArtifactBinary(t *testing.T, a agentT) {
 	o.BinaryPath, o.BinaryURL, o.BinarySHA256 = "", url, sum
 	d := newDeployer(t, o)
 	id := a.id("fetched")
-	info, err := d.Deploy(ctxT(t, 2*time.Minute), providers.ClusterSpec{ClusterID: id, Mode: providers.ModePerJob, Config: fastCluster(), TaskManagers: 1})
+	// Binary is the client's own path, as gofl run passes it: the configured
+	// URL still wins, for the JobManager too (bug 6).
+	info, err := d.Deploy(ctxT(t, 2*time.Minute), providers.ClusterSpec{ClusterID: id, Mode: providers.ModePerJob, Config: fastCluster(), TaskManagers: 1, Binary: goflBinary})
 	if err != nil {
 		t.Fatal(err)
 	}
