@@ -904,3 +904,81 @@ func testDeployDeadline(t *testing.T, a agentT) {
 		t.Fatalf("processes left: %v", left)
 	}
 }
+
+// TestWorkerAllocStop: `nomad alloc stop` of a TaskManager's allocation
+// ends the worker (reported once, not released) and no replacement
+// allocation ever runs a second TaskManager with the same ID (a real agent
+// places one about a second after the stop).
+func TestWorkerAllocStop(t *testing.T) {
+	forAgents(t, testagent.Config{}, testWorkerAllocStop)
+}
+
+func testWorkerAllocStop(t *testing.T, a agentT) {
+	nc := apiClient(t, a, "")
+	cid := a.id("astop")
+	jm, c := startJobManager(t, a, cid)
+	drv, err := nomad.NewWorkerDriver(providers.DriverContext{Config: c, JobManagerRPCAddress: jm.RPCAddress, Log: testLog(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = drv.Close(context.Background()) })
+	rec := newRecorder()
+	if err := drv.Start(rec.handle); err != nil {
+		t.Fatal(err)
+	}
+	id, err := drv.RequestWorker(ctxT(t, time.Minute), providers.WorkerSpec{Slots: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-rec.started:
+	case <-time.After(time.Minute):
+		t.Fatal("no WorkerStarted")
+	}
+	eventually(t, time.Minute, "the worker registers", func() bool { return slices.Contains(taskManagerIDs(jm.RESTAddress), id) })
+	allocs, _, err := nc.Jobs().Allocations(nomad.TaskManagerJobID(cid, id), false, nil)
+	if err != nil || len(allocs) != 1 {
+		t.Fatalf("allocations: %v, %v", allocs, err)
+	}
+	if _, err := nc.Allocations().Stop(&api.Allocation{ID: allocs[0].ID}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Until the job is gone and a few seconds more (a replacement is
+	// placed about a second after the stop), at most one TaskManager
+	// process with this ID may exist, and it must end.
+	most := 0
+	deadline := time.Now().Add(time.Minute)
+	var quietSince time.Time
+	for {
+		n := len(processesOf(t, cid, "taskmanager.resource-id="+id))
+		most = max(most, n)
+		gone := n == 0 && len(goflJobs(t, nc, cid)) == 0
+		if !gone {
+			quietSince = time.Time{}
+		} else if quietSince.IsZero() {
+			quietSince = time.Now()
+		} else if time.Since(quietSince) > 3*time.Second {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after alloc stop: %d TaskManager process(es) %s, jobs %v", n, id, goflJobs(t, nc, cid))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if most > 1 {
+		t.Errorf("%d TaskManager processes with ID %s ran at once", most, id)
+	}
+	select {
+	case e := <-rec.terminated:
+		if e.WorkerID != id || e.Released {
+			t.Errorf("WorkerTerminated = %+v", e)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("no WorkerTerminated after alloc stop")
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.events) != 2 {
+		t.Errorf("events: %+v, want one start and one end", rec.events)
+	}
+}
