@@ -242,6 +242,9 @@ func (rt *restartTracker) next(now time.Time) (restart bool, delay time.Duration
 	rt.count++
 	if rt.count > attempts {
 		if mode == api.RestartPolicyModeFail {
+			if attempts == 0 {
+				return false, 0, "Policy allows no restarts"
+			}
 			return false, 0, fmt.Sprintf("Exceeded allowed attempts %d in interval %v and mode is %q", attempts, interval, mode)
 		}
 		end := rt.start.Add(interval)
@@ -499,6 +502,16 @@ func (tr *taskRunner) kill(cmd *exec.Cmd, exited chan error, now bool) {
 	}
 	timer.Stop()
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	// As Nomad: Killing, then Terminated with the exit status, then Killed.
+	code, signal := exitStatus(cmd, nil)
+	msg := fmt.Sprintf("Exit Code: %d", code)
+	if signal != 0 {
+		msg += fmt.Sprintf(", Signal: %d", signal)
+	}
+	tev := newEvent(api.TaskTerminated, msg, map[string]string{"exit_code": strconv.Itoa(code),
+		"signal": strconv.Itoa(signal), "oom_killed": "false", "exit_message": ""})
+	tev.ExitCode, tev.Signal = code, signal
+	as.event(t.Name, tev, nil)
 	tr.markDead(false, newEvent(api.TaskKilled, "Task successfully killed", nil))
 }
 
@@ -637,6 +650,8 @@ func (tr *taskRunner) buildEnv() map[string]string {
 	}
 	for k, v := range meta {
 		set("NOMAD_META_"+envKey(k), v)
+		// Nomad's own name keeps the key's dots: NOMAD_META_gofl.cluster_id.
+		set("NOMAD_META_"+strings.ReplaceAll(k, "-", "_"), v)
 		set("NOMAD_META_"+strings.ToUpper(envKey(k)), v)
 	}
 	ports := append([]api.PortMapping{}, as.ports...)
@@ -653,9 +668,9 @@ func (tr *taskRunner) buildEnv() map[string]string {
 		set("NOMAD_HOST_IP_"+l, p.HostIP)
 		set("NOMAD_ADDR_"+l, addr)
 		set("NOMAD_HOST_ADDR_"+l, addr)
+		// No NOMAD_ALLOC_IP_/ADDR_ for host ports (Nomad sets them only
+		// with group networking).
 		set("NOMAD_ALLOC_PORT_"+l, strconv.Itoa(port))
-		set("NOMAD_ALLOC_IP_"+l, p.HostIP)
-		set("NOMAD_ALLOC_ADDR_"+l, fmt.Sprintf("%s:%d", p.HostIP, port))
 	}
 	for k, v := range t.Env {
 		env[k] = tr.interpolate(v, env)
