@@ -75,6 +75,9 @@ type e2e struct {
 	staging  string // staging.dir; default file://$HOME
 	extraEnv []string
 	extraArg []string // more -D flags
+	// agentHome is the HOME of the Nomad test agent and of the processes
+	// it starts (startNomadAgent).
+	agentHome string
 }
 
 const e2eText = "to be or not to be\nthat is the question\nTo be, or not to be!\n"
@@ -584,7 +587,8 @@ func startNomadAgent(t *testing.T, e *e2e) {
 	cmd := exec.Command(agent, "-addr", addr, "-data-dir", t.TempDir(), "-log-level", "warn")
 	// The agent's HOME is not the client's, as on a real node: paths the
 	// client means (staging.dir's $HOME) must reach the tasks expanded.
-	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+	e.agentHome = t.TempDir()
+	cmd.Env = append(os.Environ(), "HOME="+e.agentHome)
 	var agentLog bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &agentLog, &agentLog
 	if err := cmd.Start(); err != nil {

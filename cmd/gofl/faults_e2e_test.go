@@ -201,7 +201,7 @@ func TestFaultTaskManagerStoppedByNomad(t *testing.T) {
 				alloc := stopNomadAllocation(t, agent, "gofl-nf-"+victim)
 				t.Logf("stopped allocation %s of TaskManager %s", alloc, victim)
 			} else {
-				pid := processWith(t, e.home, "taskmanager.resource-id="+victim)
+				pid := processWith(t, e.agentHome, "taskmanager.resource-id="+victim)
 				if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 					t.Fatal(err)
 				}
