@@ -17,6 +17,7 @@ import (
 
 	"github.com/gofl/gofl/rpc/pb"
 	"github.com/gofl/gofl/storage"
+	"github.com/gofl/gofl/storage/storagetest"
 	"github.com/gofl/gofl/stream/runtime"
 )
 
@@ -159,3 +160,67 @@ type bytesCodec struct{}
 func (bytesCodec) Append(dst []byte, v any) ([]byte, error) { return append(dst, v.([]byte)...), nil }
 func (bytesCodec) Decode(src []byte) (any, error)           { return append([]byte(nil), src...), nil }
 func (bytesCodec) TypeName() string                         { return "[]byte" }
+
+// BenchmarkCheckpointLocalRecovery writes one subtask's keyed state
+// (GOFL_BENCH_STATE_MB MiB, default 1024) to hdfs:// checkpoint storage
+// with a task-local copy, then restores it from the local copy and from
+// hdfs://, and reports both times and their ratio.
+func BenchmarkCheckpointLocalRecovery(b *testing.B) {
+	mb := 1024
+	if v, err := strconv.Atoi(os.Getenv("GOFL_BENCH_STATE_MB")); err == nil && v > 0 {
+		mb = v
+	}
+	const maxPar = 128
+	hdfs := storagetest.HDFS(b)
+	fss := NewFileSystems(storage.Options{})
+	defer fss.Close()
+	store := NewTaskLocalStateStore(b.TempDir(), "v1", 0, zerolog.Nop())
+	op := &runtime.OperatorSnapshot{OperatorID: "op"}
+	per := mb << 20 / maxPar
+	rnd := rand.New(rand.NewPCG(3, 4))
+	for g := range maxPar {
+		v := make([]byte, per)
+		for i := 0; i+8 <= per; i += 8 {
+			binary.LittleEndian.PutUint64(v[i:], rnd.Uint64())
+		}
+		op.PutKeyed(g, "state:big", "bytes", v)
+	}
+	loc := fmt.Sprintf("%s/gofl-bench/local-recovery-%d/chk-1", hdfs, time.Now().UnixNano())
+	reports := make(chan *pb.RunnerCheckpointReport, 1)
+	r := NewResponder(ResponderConfig{JobID: "bench", Attempt: &pb.ExecutionAttemptID{JobVertexId: "v"}, Parallelism: 1, MaxParallelism: maxPar,
+		FileSystems: fss, Report: func(x *pb.RunnerCheckpointReport) { reports <- x }, LocalState: store, Log: zerolog.Nop()})
+	r.Acknowledge(runtime.CheckpointBarrier{ID: 1, Options: runtime.CheckpointOptions{TargetLocation: loc}},
+		&runtime.TaskSnapshot{Operators: []*runtime.OperatorSnapshot{op}}, runtime.CheckpointSyncMetrics{})
+	rep := <-reports
+	r.Close()
+	ack := rep.GetAcknowledge()
+	if ack == nil {
+		b.Fatalf("checkpoint declined: %v", rep.GetDecline().GetReason())
+	}
+	op = nil
+	tr := &pb.TaskRestore{CheckpointId: 1, Location: loc, Operators: ack.Operators}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		times := map[string]time.Duration{}
+		for _, tc := range []struct {
+			name  string
+			store *TaskLocalStateStore
+		}{{"local", store}, {"hdfs", nil}} {
+			start := time.Now()
+			got, st, err := tc.store.Restore(context.Background(), fss, tr, 0, 1, maxPar)
+			if err != nil {
+				b.Fatal(err)
+			}
+			times[tc.name] = time.Since(start)
+			if tc.store != nil && st.LocalFiles == 0 {
+				b.Fatalf("the local copy was not used: %+v", st)
+			}
+			if len(got.Operators["op"].Keyed) != maxPar {
+				b.Fatalf("restored %d key groups", len(got.Operators["op"].Keyed))
+			}
+		}
+		b.ReportMetric(times["local"].Seconds(), "local-restore-s")
+		b.ReportMetric(times["hdfs"].Seconds(), "hdfs-restore-s")
+		b.ReportMetric(times["hdfs"].Seconds()/times["local"].Seconds(), "hdfs/local")
+	}
+}
