@@ -2,10 +2,7 @@ package checkpoint
 
 import (
 	"errors"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,12 +10,11 @@ import (
 	"time"
 
 	"github.com/gofl/gofl/conf"
+	"github.com/gofl/gofl/internal/scripttest"
 	"github.com/gofl/gofl/jobgraph"
 	eg "github.com/gofl/gofl/jobmanager/executiongraph"
 	"github.com/gofl/gofl/rpc/pb"
 )
-
-var update = flag.Bool("update", false, "rewrite the expected output in testdata scripts")
 
 // TestScripts runs the scenarios in testdata/*.txt; the lines starting
 // with "> " after a command are exactly what it must produce. Commands:
@@ -43,13 +39,7 @@ var update = flag.Bool("update", false, "rewrite the expected output in testdata
 //	retained                   print the retained checkpoints
 //	restore V#S                print the TaskRestore of that subtask
 func TestScripts(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scripts: %v", err)
-	}
-	for _, f := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) { runScript(t, f) })
-	}
+	scripttest.Run(t, "testdata/*.txt", newScript)
 }
 
 type script struct {
@@ -63,46 +53,13 @@ type script struct {
 	wake     string
 }
 
-func runScript(t *testing.T, path string) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+// newScript is a fresh interpreter for one script.
+func newScript(t *testing.T) func(string) []string {
 	sc := &script{t: t, cfg: DefaultConfig(), jg: &jobgraph.JobGraph{JobID: "job0123456789", Name: "test", Type: jobgraph.Streaming},
 		tasks: map[string]Task{}}
 	sc.cfg.CheckpointsDir = "file:///ck"
 	sc.cfg.StartTime = time.UnixMilli(1_000_000)
-	var out []string
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	failed := false
-	for i := 0; i < len(lines); i++ {
-		line := lines[i]
-		if strings.HasPrefix(line, ">") {
-			continue
-		}
-		out = append(out, line)
-		cmd := strings.TrimSpace(line)
-		if cmd == "" || strings.HasPrefix(cmd, "#") {
-			continue
-		}
-		got := sc.exec(cmd)
-		var want []string
-		for j := i + 1; j < len(lines) && strings.HasPrefix(lines[j], ">"); j++ {
-			want = append(want, strings.TrimPrefix(strings.TrimPrefix(lines[j], ">"), " "))
-		}
-		for _, g := range got {
-			out = append(out, "> "+g)
-		}
-		if !*update && strings.Join(got, "\n") != strings.Join(want, "\n") {
-			failed = true
-			t.Errorf("%s:%d: %s\n got:\n  %s\nwant:\n  %s", path, i+1, cmd, strings.Join(got, "\n  "), strings.Join(want, "\n  "))
-		}
-	}
-	if *update && !failed {
-		if err := os.WriteFile(path, []byte(strings.Join(out, "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	return sc.exec
 }
 
 func (sc *script) exec(cmd string) []string {

@@ -2,22 +2,18 @@ package scheduler
 
 import (
 	"errors"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gofl/gofl/internal/scripttest"
 	"github.com/gofl/gofl/jobgraph"
 	eg "github.com/gofl/gofl/jobmanager/executiongraph"
 	"github.com/gofl/gofl/jobmanager/failover"
 )
-
-var update = flag.Bool("update", false, "rewrite the expected output in testdata scripts")
 
 // TestScripts runs the scenarios in testdata/*.txt. A script is a list of
 // commands; the lines starting with "> " after a command are exactly the
@@ -53,13 +49,7 @@ var update = flag.Bool("update", false, "rewrite the expected output in testdata
 //	states                          print every execution as v#s.attempt:STATE
 //	history                         print the exception history
 func TestScripts(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scripts: %v", err)
-	}
-	for _, f := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) { runScript(t, f) })
-	}
+	scripttest.Run(t, "testdata/*.txt", newScript)
 }
 
 type script struct {
@@ -71,45 +61,12 @@ type script struct {
 	nextSlot map[string]int
 }
 
-func runScript(t *testing.T, path string) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+// newScript is a fresh interpreter for one script.
+func newScript(t *testing.T) func(string) []string {
 	sc := &script{t: t, cfg: DefaultConfig(), jg: &jobgraph.JobGraph{JobID: "job", Name: "test", Type: jobgraph.Streaming}, nextSlot: map[string]int{}}
 	sc.cfg.Restart.Type = failover.RestartTypeNone
 	sc.cfg.StrictTransitions = true
-	var out []string
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	failed := false
-	for i := 0; i < len(lines); i++ {
-		line := lines[i]
-		if strings.HasPrefix(line, ">") {
-			continue
-		}
-		out = append(out, line)
-		cmd := strings.TrimSpace(line)
-		if cmd == "" || strings.HasPrefix(cmd, "#") {
-			continue
-		}
-		got := sc.exec(cmd)
-		var want []string
-		for j := i + 1; j < len(lines) && strings.HasPrefix(lines[j], ">"); j++ {
-			want = append(want, strings.TrimPrefix(strings.TrimPrefix(lines[j], ">"), " "))
-		}
-		for _, g := range got {
-			out = append(out, "> "+g)
-		}
-		if !*update && strings.Join(got, "\n") != strings.Join(want, "\n") {
-			failed = true
-			t.Errorf("%s:%d: %s\n got:\n  %s\nwant:\n  %s", path, i+1, cmd, strings.Join(got, "\n  "), strings.Join(want, "\n  "))
-		}
-	}
-	if *update && !failed {
-		if err := os.WriteFile(path, []byte(strings.Join(out, "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	return sc.exec
 }
 
 func (sc *script) fatalf(format string, args ...any) {
