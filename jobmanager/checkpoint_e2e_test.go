@@ -463,6 +463,7 @@ func TestCheckpointUnreachableStorage(t *testing.T) {
 	c.waitFor(next, time.Minute, "FINISHED")
 	checkNumbers(t, out, 2000)
 }
+
 // restoreLine is a task's "restored the task's state" log line.
 type restoreLine struct {
 	Attempt     string  `json:"attempt"`
