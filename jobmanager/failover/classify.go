@@ -111,9 +111,15 @@ type PartitionNotFoundError struct {
 	Detail string
 	// Cause is the underlying error, if any; Unwrap returns it.
 	Cause error
+	// Message, when set, is the whole message: a failure decoded from
+	// another process reads as it did there.
+	Message string
 }
 
 func (e *PartitionNotFoundError) Error() string {
+	if e.Message != "" {
+		return e.Message
+	}
 	msg := "result partition " + e.ResultPartitionID + " not found"
 	if e.Detail != "" {
 		msg += ": " + e.Detail

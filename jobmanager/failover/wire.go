@@ -64,7 +64,7 @@ func Decode(fi *pb.FailureInfo) error {
 	case FailureEnvironment.String():
 		return EnvironmentError(err)
 	case FailurePartitionDataMissing.String():
-		return &PartitionNotFoundError{ResultPartitionID: fi.MissingPartition, Detail: fi.Message, Cause: err}
+		return &PartitionNotFoundError{ResultPartitionID: fi.MissingPartition, Message: fi.Message, Cause: err}
 	}
 	return err
 }
