@@ -18,6 +18,14 @@ type Buffer struct {
 	owner   recycler // nil: unpooled (events)
 	// floating marks a receive buffer taken from a gate's floating pool.
 	floating bool
+	// cont: the buffer starts with the continuation of a record begun in
+	// the previous buffer (a priority event may not be inserted before it).
+	cont bool
+	// priority marks a priority event (it overtook the buffers queued
+	// before it); position marks the place in its channel's order where a
+	// priority event was received (consumer side only, never on the wire).
+	priority bool
+	position bool
 }
 
 type recycler interface{ recycle(*Buffer) }
@@ -94,7 +102,7 @@ func (p *BufferPool) tryRequestLocked() *Buffer {
 		p.maxInUse = p.inUse
 	}
 	b.size = 0
-	b.isEvent = false
+	b.isEvent, b.cont = false, false
 	return b
 }
 
@@ -156,7 +164,7 @@ func (p *BufferPool) recycle(b *Buffer) {
 		l := p.listeners[0]
 		p.listeners = p.listeners[1:]
 		p.mu.Unlock()
-		b.size, b.isEvent = 0, false
+		b.size, b.isEvent, b.cont = 0, false, false
 		if l.offerBuffer(b) {
 			p.mu.Lock()
 			p.inUse++
