@@ -209,12 +209,13 @@ func Encode(snap *runtime.TaskSnapshot, subtask, parallelism, maxParallelism int
 		}
 		hs = append(hs, e.operator(op, subtask, parallelism, maxParallelism))
 	}
+	encodeInFlight(e, snap, hs)
 	return e.buf.Bytes(), hs
 }
 
 // hasData reports whether a handle refers to any bytes of its file.
 func hasData(h *pb.OperatorSubtaskStateHandle) bool {
-	if len(h.KeyGroups) > 0 {
+	if len(h.KeyGroups) > 0 || len(h.InFlight) > 0 {
 		return true
 	}
 	for _, l := range h.ListStates {

@@ -173,11 +173,15 @@ func (r *Responder) write(b runtime.CheckpointBarrier, snap *runtime.TaskSnapsho
 // its own bytes.
 func (r *Responder) inline(snap *runtime.TaskSnapshot, sub, par, maxPar int) []*pb.OperatorSubtaskStateHandle {
 	var hs []*pb.OperatorSubtaskStateHandle
-	for _, op := range snap.Operators {
+	for i, op := range snap.Operators {
 		if op == nil {
 			continue
 		}
-		data, one := Encode(&runtime.TaskSnapshot{Operators: []*runtime.OperatorSnapshot{op}}, sub, par, maxPar)
+		ts := &runtime.TaskSnapshot{Operators: []*runtime.OperatorSnapshot{op}}
+		if i == 0 {
+			ts.InFlight = snap.InFlight // with the head operator
+		}
+		data, one := Encode(ts, sub, par, maxPar)
 		h := one[0]
 		if hasData(h) {
 			h.File = &pb.StateFile{Size: int64(len(data)), Inline: data}

@@ -85,6 +85,11 @@ func Restore(ctx context.Context, fss *FileSystems, tr *pb.TaskRestore, subtask,
 		if err := restoreLists(rd, id, hs, subtask, parallelism, or); err != nil {
 			return nil, err
 		}
+		for _, h := range hs {
+			if err := restoreInFlight(rd, id, h, subtask, parallelism, out); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if err := rd.run(); err != nil {
 		return nil, err

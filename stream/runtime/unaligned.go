@@ -236,6 +236,11 @@ func (t *task) maybeFinishUnaligned() {
 	for _, d := range snap.InFlight {
 		m.PersistedInFlightBytes += int64(len(d.Data))
 	}
+	if head := t.nodes[0].spec.ID; len(snap.InFlight) > 0 && (len(snap.Operators) == 0 || snap.Operators[0].OperatorID != head) {
+		// The in-flight data is stored with the head operator's handle.
+		s0 := &OperatorSnapshot{OperatorID: head, CheckpointID: ck.barrier.ID, Type: ck.barrier.Options.Type}
+		snap.Operators = append([]*OperatorSnapshot{s0}, snap.Operators...)
+	}
 	m.Unaligned = true
 	b := ck.barrier
 	t.clearUnaligned()
