@@ -16,8 +16,10 @@ all: build
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/gofl ./cmd/gofl
 
+# Starts a MiniDFSCluster and a real Nomad dev agent (both shared by every
+# package) for the hdfs:// and real-Nomad tests; see the two scripts.
 test:
-	scripts/minihdfs/with-hdfs.sh $(GO) test -race -count=1 ./...
+	scripts/minihdfs/with-hdfs.sh scripts/nomad/with-nomad.sh $(GO) test -race -count=1 -timeout 25m ./...
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
@@ -47,6 +49,13 @@ bench-throughput:
 # seeds: the real JobMaster, ResourceManager and TaskExecutors over a lossy,
 # reordering, partitioned network with crashing TaskManagers. Prints runs/s;
 # a failing seed prints the command that replays it. make test runs 2,000.
+# Checkpointing: throughput with checkpoints every second against none on a
+# cluster of real processes, and snapshot/restore of 1 GiB of keyed state
+# against dd writing and reading the same bytes.
+.PHONY: bench-checkpoint
+bench-checkpoint:
+	scripts/minihdfs/with-hdfs.sh $(GO) test -run '^$$' -bench 'BenchmarkCheckpoint' -benchtime 1x -count $${BENCH_COUNT:-1} -timeout 60m ./jobmanager/ ./stream/checkpointing/
+
 .PHONY: bench-sim
 bench-sim:
 	$(GO) test -count=1 -run '^TestFaultySeeds$$' -v -timeout 60m ./internal/faultsim/ -seeds $(or $(SEEDS),100000)
@@ -59,6 +68,15 @@ run: build
 # Hadoop's MiniDFSCluster in the foreground for the hdfs:// storage tests:
 # NameNode at hdfs://127.0.0.1:9000, WebHDFS at 127.0.0.1:9870. Needs Java 17
 # and Maven; the first run downloads Hadoop into ~/.m2.
+# A real Nomad v1.6.1 dev agent in the foreground, loopback only, with
+# raw_exec, at http://127.0.0.1:4646 (NOMAD_HTTP_PORT): the binary comes from
+# ../shared/third_party/nomad-v1.6.1, checked against its SHA256SUMS (built
+# from the source there if unusable). `export NOMAD_ADDR=http://127.0.0.1:4646`
+# and the nomad provider tests run against it too.
+.PHONY: nomad
+nomad:
+	scripts/nomad/run.sh
+
 .PHONY: minihdfs
 minihdfs:
 	scripts/minihdfs/run.sh

@@ -297,8 +297,21 @@ func TestCheckpointingOptions(t *testing.T) {
 		CheckpointingMaxConcurrent.Get(cfg) != 1 || CheckpointingTolerableFailures.Get(cfg) != 0 ||
 		CheckpointingMode.Get(cfg) != CheckpointingExactlyOnce || CheckpointingUnaligned.Get(cfg) ||
 		ExternalizedCheckpointRetention.Get(cfg) != NoExternalizedCheckpoints || CheckpointsNumRetained.Get(cfg) != 1 ||
-		StateBackendType.Get(cfg) != StateBackendHashMap || SavepointIgnoreUnclaimedState.Get(cfg) {
+		StateBackendType.Get(cfg) != StateBackendHashMap || SavepointIgnoreUnclaimedState.Get(cfg) ||
+		StateBackendIncremental.Get(cfg) {
 		t.Error("a checkpointing default differs from Flink's")
+	}
+	for _, typ := range []string{"rocksdb", "RocksDB", "lsm", "hashmap"} {
+		cfg, err := FromMap(map[string]string{"state.backend.type": typ, "state.backend.incremental": "true"})
+		if err != nil {
+			t.Fatalf("state.backend.type %s: %v", typ, err)
+		}
+		if !StateBackendIncremental.Get(cfg) || StateBackendType.Get(cfg) != strings.ToLower(typ) {
+			t.Errorf("state.backend.type %s: got %q incremental %v", typ, StateBackendType.Get(cfg), StateBackendIncremental.Get(cfg))
+		}
+	}
+	if _, err := FromMap(map[string]string{"state.backend.type": "heap"}); err == nil {
+		t.Error("state.backend.type heap accepted")
 	}
 	cfg, err = FromMap(map[string]string{
 		"execution.checkpointing.interval": "1 s", "state.checkpoints.dir": "file:///ck",
@@ -317,10 +330,10 @@ func TestCheckpointingOptions(t *testing.T) {
 		"execution.checkpointing.max-concurrent-checkpoints": "0", "state.checkpoints.num-retained": "0",
 	})
 	var ve *ValidationError
-	if !errors.As(err, &ve) || len(ve.Problems) != 4 {
-		t.Fatalf("err = %v; want 4 problems", err)
+	if !errors.As(err, &ve) || len(ve.Problems) != 3 {
+		t.Fatalf("err = %v; want 3 problems", err)
 	}
-	for _, want := range []string{"state.checkpoints.dir", "execution.checkpointing.interval", "not available yet",
+	for _, want := range []string{"state.checkpoints.dir", "execution.checkpointing.interval",
 		"max-concurrent-checkpoints", "num-retained"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("%v lacks %q", err, want)

@@ -434,8 +434,6 @@ func TestCrossOptionChecks(t *testing.T) {
 			`restart-strategy.exponential-delay.max-backoff: 1 min must be at least restart-strategy.exponential-delay.initial-backoff (2 min)`},
 		{"checkpointing without a directory", []string{"execution.checkpointing.interval=1 min"},
 			`state.checkpoints.dir: must be set when execution.checkpointing.interval is above 0 (1 min)`},
-		{"state backend not available", []string{"state.backend.type=rocksdb"},
-			`state.backend.type: "rocksdb" is not available yet; use "hashmap"`},
 		{"unaligned needs exactly-once", []string{"execution.checkpointing.unaligned.enabled=true", "execution.checkpointing.mode=at_least_once"},
 			`execution.checkpointing.unaligned.enabled: unaligned checkpoints need execution.checkpointing.mode EXACTLY_ONCE`},
 		{"checkpoint interval too small", []string{"execution.checkpointing.interval=5 ms"},

@@ -75,7 +75,11 @@ var (
 	// StateBackendType picks the state backend.
 	StateBackendType = EnumOption("state.backend.type", StateBackendHashMap,
 		[]string{StateBackendHashMap, StateBackendRocksDB, StateBackendLSM},
-		"State backend: hashmap keeps state on the heap and writes full snapshots. rocksdb and lsm are not available yet.")
+		"State backend: hashmap keeps keyed state as objects in memory and writes full snapshots; rocksdb (alias lsm) keeps it serialized in an embedded LSM (pebble) on the TaskManager's local disk, for state larger than memory.")
+	// StateBackendIncremental makes the rocksdb backend's checkpoints
+	// incremental.
+	StateBackendIncremental = BoolOption("state.backend.incremental", false,
+		"With state.backend.type rocksdb: checkpoints upload only the LSM files that are new since the last completed checkpoint, into <state.checkpoints.dir>/<job-id>/shared; savepoints stay full. No effect with hashmap.")
 	// SavepointPath is the savepoint or retained checkpoint a job restores from.
 	SavepointPath = StringOption("execution.savepoint.path", "",
 		"Savepoint or retained checkpoint directory (or its _metadata file) the job restores its state from when it starts.")
@@ -97,9 +101,6 @@ func checkpointingProblems(c *Configuration, report func(key, msg string)) {
 	if ci := CheckpointingInterval.Get(c); ci > 0 && CheckpointsDir.Get(c) == "" {
 		report(CheckpointsDir.Key(), fmt.Sprintf("must be set when %s is above 0 (%s): checkpoints need a directory",
 			CheckpointingInterval.Key(), FormatDuration(ci)))
-	}
-	if b := StateBackendType.Get(c); b != StateBackendHashMap {
-		report(StateBackendType.Key(), fmt.Sprintf("%q is not available yet; use %q", b, StateBackendHashMap))
 	}
 	if CheckpointingUnaligned.Get(c) && CheckpointingMode.Get(c) != CheckpointingExactlyOnce {
 		report(CheckpointingUnaligned.Key(), fmt.Sprintf("unaligned checkpoints need %s %s", CheckpointingMode.Key(), CheckpointingExactlyOnce))

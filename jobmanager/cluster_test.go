@@ -114,7 +114,7 @@ func TestMain(m *testing.M) {
 // cluster is a JobManager in this process plus TaskManagers, in this
 // process or as real child processes, all on loopback.
 type cluster struct {
-	t      *testing.T
+	t      testing.TB
 	cfg    *conf.Configuration
 	jm     *jobmanager.JobManager
 	client *client.Client
@@ -132,14 +132,14 @@ type tmHandle struct {
 	cmd    *exec.Cmd
 }
 
-func testLogger(t *testing.T) zerolog.Logger {
+func testLogger(t testing.TB) zerolog.Logger {
 	if os.Getenv("GOFL_TEST_LOG") != "" {
 		return zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr}).With().Timestamp().Logger()
 	}
 	return zerolog.Nop()
 }
 
-func newCluster(t *testing.T, settings map[string]string) *cluster {
+func newCluster(t testing.TB, settings map[string]string) *cluster {
 	t.Helper()
 	c, stop := startCluster(t, settings)
 	t.Cleanup(stop)
@@ -147,7 +147,7 @@ func newCluster(t *testing.T, settings map[string]string) *cluster {
 }
 
 // startCluster starts a JobManager; stop stops it and its TaskManagers.
-func startCluster(t *testing.T, settings map[string]string) (*cluster, func()) {
+func startCluster(t testing.TB, settings map[string]string) (*cluster, func()) {
 	t.Helper()
 	base := map[string]string{
 		"jobmanager.rpc.address": "127.0.0.1", "jobmanager.rpc.port": "0",

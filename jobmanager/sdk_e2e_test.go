@@ -352,7 +352,7 @@ func TestSlowSinkBackpressuresSourceWithBoundedMemory(t *testing.T) {
 }
 
 // vertexNamed is the job's vertex whose name contains name.
-func vertexNamed(t *testing.T, d restapi.JobDetails, name string) restapi.JobVertexDetails {
+func vertexNamed(t testing.TB, d restapi.JobDetails, name string) restapi.JobVertexDetails {
 	t.Helper()
 	for _, v := range d.Vertices {
 		if strings.Contains(v.Name, name) {

@@ -44,6 +44,9 @@ func (w *harnessOp) ProcessElement(input int, r runtime.Record) error {
 	case snapMarker:
 		snap := &runtime.OperatorSnapshot{OperatorID: w.ctx.OperatorID}
 		err := w.inner.(runtime.CheckpointedOperator).SnapshotState(m.id, snap)
+		if err == nil && !w.h.asyncSnaps {
+			err = snap.Materialize()
+		}
 		w.h.snaps <- snapResult{snap, err}
 		return nil
 	case notifyMarker:
@@ -113,12 +116,21 @@ type harness struct {
 	seq    int
 	// lastInput is the input of the last scripted record.
 	lastInput int
+	// asyncSnaps leaves the asynchronous part of snapshots (KeyedStream)
+	// to the test; otherwise it runs on the task goroutine.
+	asyncSnaps bool
 }
 
 // startHarness runs op as subtask sub of par with maxPar key groups.
 func startHarness(t *testing.T, newOp func() runtime.Operator, inputs, sub, par, maxPar int, restore *runtime.OperatorRestore, clockMs int64) *harness {
 	t.Helper()
-	h := &harness{t: t, out: &captureWriter{}, snaps: make(chan snapResult), acks: make(chan int), done: make(chan error, 1), clock: &fakeClock{}}
+	return startHarnessWith(t, newOp, inputs, sub, par, maxPar, restore, clockMs, false)
+}
+
+// startHarnessWith is startHarness; asyncSnaps: see harness.asyncSnaps.
+func startHarnessWith(t *testing.T, newOp func() runtime.Operator, inputs, sub, par, maxPar int, restore *runtime.OperatorRestore, clockMs int64, asyncSnaps bool) *harness {
+	t.Helper()
+	h := &harness{t: t, out: &captureWriter{}, snaps: make(chan snapResult), acks: make(chan int), done: make(chan error, 1), clock: &fakeClock{}, asyncSnaps: asyncSnaps}
 	h.clock.Set(clockMs)
 	env := runtime.TaskEnv{SubtaskIndex: sub, Parallelism: par, MaxParallelism: maxPar, Writers: []runtime.ResultWriter{h.out}, Now: h.clock.Now}
 	for i := 0; i < inputs; i++ {

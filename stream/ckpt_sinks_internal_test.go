@@ -171,3 +171,35 @@ func TestCheckpointCollectSink(t *testing.T) {
 		t.Fatalf("collected %v", got)
 	}
 }
+
+// A region failover restores one subtask of a transactional text sink from
+// the union of every subtask's transactions while the others run on: the
+// restored subtask commits and aborts only its own old transactions, and a
+// running subtask's open part file survives.
+func TestCheckpointWriteAsTextRegionFailover(t *testing.T) {
+	dir := t.TempDir()
+	op := FromElements(NewEnvironment(), "").WriteAsText(dir).n.newOperator
+	h0 := startHarness(t, op, 1, 0, 2, 128, nil, 0)
+	h1 := startHarness(t, op, 1, 1, 2, 128, nil, 0)
+	h0.send(0, "a0")
+	h1.send(0, "a1")
+	s0, s1 := h0.snapshot(1), h1.snapshot(1)
+	// Subtask 0 goes on writing its open transaction; subtask 1 fails
+	// before checkpoint 1's notification.
+	h0.send(0, "b0")
+	h0.sync()
+	h1.send(0, "b1")
+	h1.outputs()
+	h1.fail()
+	restored := redistribute([]*runtime.OperatorSnapshot{s0, s1}, 2, 128)[1]
+	h1 = startHarness(t, op, 1, 1, 2, 128, restored, 0)
+	h1.send(0, "c1")
+	h1.sync()
+	expectLines(t, dir, "a1") // its own pending part file of checkpoint 1, committed on restore
+	h0.send(0, "d0")
+	h0.snapshot(2)
+	h1.snapshot(2)
+	h0.notify(2)
+	h1.notify(2)
+	expectLines(t, dir, "a0", "a1", "b0", "c1", "d0")
+}

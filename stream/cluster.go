@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -67,6 +70,12 @@ type clusterExecutor struct {
 	// fss opens checkpoint storage for every task's state writes and
 	// restores; closed with the executor.
 	fss *checkpointing.FileSystems
+	// localDir holds the tasks' local state (LSM state backends and
+	// downloaded shared files); os.TempDir when empty.
+	localDir string
+	// localStateDir is the job's task-local state directory on this
+	// TaskManager (runner.EnvLocalStateDir); "" without one.
+	localStateDir string
 
 	mu sync.Mutex
 	// report takes the tasks' checkpoint acknowledgements and declines
@@ -87,6 +96,9 @@ type clusterTask struct {
 	control chan runtime.CheckpointControl
 	jobID   string
 	attempt *pb.ExecutionAttemptID
+	// responder is the task's, once it has one: checkpoint notices reach
+	// it too (its local state copies follow them).
+	responder atomic.Pointer[checkpointing.Responder]
 }
 
 // taskIO is what a task's I/O metrics are sampled from: its partitions and
@@ -130,7 +142,8 @@ func newClusterExecutor(p *Plan, shuffle *network.ShuffleEnvironment, selfAddr s
 		log.Warn().Err(err).Msg("checkpoint storage options from the environment; using the defaults")
 	}
 	ex := &clusterExecutor{plan: p, shuffle: shuffle, selfAddr: selfAddr, log: log,
-		results: map[jobgraph.ResultID]int{}, tasks: map[string]*clusterTask{}, fss: checkpointing.NewFileSystems(opts)}
+		results: map[jobgraph.ResultID]int{}, tasks: map[string]*clusterTask{}, fss: checkpointing.NewFileSystems(opts),
+		localStateDir: os.Getenv(runner.EnvLocalStateDir)}
 	for i := range p.Graph.Edges {
 		ex.results[p.Graph.ResultIDOf(i)] = i
 	}
@@ -227,19 +240,35 @@ func (ex *clusterExecutor) runTask(ctx context.Context, req *pb.SubmitTaskReques
 	defer failWith(nil)
 	env := runtime.TaskEnv{SubtaskIndex: int(tdd.Attempt.SubtaskIndex), Parallelism: int(ti.NumberOfSubtasks), MaxParallelism: int(ti.MaxParallelism),
 		Accumulate: func(name string, v []byte) { acc[name] = append(acc[name], v...) }}
+	tlog := ex.log.With().Str("attempt", attemptString(tdd.Attempt)).Logger()
+	var local *checkpointing.TaskLocalStateStore
+	if t.control != nil && localRecovery(tdd.GetJobInformation().GetConfig()) {
+		local = checkpointing.NewTaskLocalStateStore(ex.localStateDir, ti.JobVertexId, int(tdd.Attempt.SubtaskIndex), tlog)
+	}
 	if t.control != nil {
 		resp := checkpointing.NewResponder(checkpointing.ResponderConfig{JobID: req.JobId, Attempt: tdd.Attempt,
 			Parallelism: int(ti.NumberOfSubtasks), MaxParallelism: int(ti.MaxParallelism), FileSystems: ex.fss,
-			Report: ex.reportCheckpoint, Log: ex.log.With().Str("attempt", attemptString(tdd.Attempt)).Logger()})
+			Report: ex.reportCheckpoint, LocalState: local, Log: tlog})
 		defer resp.Close() // after the task: writes still in flight decline
+		t.responder.Store(resp)
 		env.Control, env.Responder = t.control, resp
 		env.Checkpointing = checkpointingInterval(tdd.GetJobInformation().GetConfig()) > 0
 	}
+	env.StateBackend = stateBackendOptions(tdd.GetJobInformation().GetConfig(), ex.localDir, ex.log)
 	if tr := tdd.GetTaskRestore(); tr != nil {
-		restore, err := checkpointing.Restore(taskCtx, ex.fss, tr, int(tdd.Attempt.SubtaskIndex), int(ti.NumberOfSubtasks), int(ti.MaxParallelism))
+		dl, err := ex.restoreDir(tdd.Attempt)
 		if err != nil {
 			return fmt.Errorf("task %q restoring checkpoint %d: %w", ti.TaskName, tr.CheckpointId, err)
 		}
+		defer os.RemoveAll(dl) // the backends linked or copied what they use
+		restore, st, err := checkpointing.RestoreShared(taskCtx, ex.fss, local, tr, int(tdd.Attempt.SubtaskIndex), int(ti.NumberOfSubtasks), int(ti.MaxParallelism), dl)
+		if err != nil {
+			return fmt.Errorf("task %q restoring checkpoint %d: %w", ti.TaskName, tr.CheckpointId, err)
+		}
+		tlog.Info().Int64("checkpoint_id", tr.CheckpointId).Bool("local_recovery", local != nil).
+			Int("local_files", st.LocalFiles).Int64("local_bytes", st.LocalBytes).
+			Int("remote_files", st.RemoteFiles).Int64("remote_bytes", st.RemoteBytes).Int("local_fallbacks", st.Fallbacks).
+			Dur("duration", st.Duration).Msg("restored the task's state")
 		env.Restore = restore
 	}
 
@@ -346,6 +375,11 @@ func (ex *clusterExecutor) runTask(ctx context.Context, req *pb.SubmitTaskReques
 		}
 	}
 	stopPumps()
+	if errors.Is(err, runtime.ErrIncompatibleState) {
+		// The restored state can never be read by this binary: restarting
+		// would fail the same way.
+		return failover.NonRecoverable(err)
+	}
 	return classifyNetwork(err)
 }
 
@@ -383,6 +417,13 @@ func checkpointingInterval(cfg map[string]string) time.Duration {
 		return 0
 	}
 	return d
+}
+
+// localRecovery is state.backend.local-recovery of the job's
+// configuration; false when unset or unreadable.
+func localRecovery(cfg map[string]string) bool {
+	on, err := strconv.ParseBool(cfg[conf.LocalRecovery.Key()])
+	return err == nil && on
 }
 
 // SetCheckpointReporter implements runner.CheckpointExecutor.
@@ -439,17 +480,32 @@ func (ex *clusterExecutor) TriggerCheckpoint(req *pb.TriggerCheckpointRequest) e
 }
 
 // NotifyCheckpoint implements runner.CheckpointExecutor; a notice that
-// finds the task's queue full is dropped (the next one subsumes it).
+// finds the task's queue full is dropped (the next one subsumes it). The
+// task's Responder learns it too, off the executor's lock (it deletes
+// local state copies).
 func (ex *clusterExecutor) NotifyCheckpoint(req *pb.NotifyCheckpointRequest) error {
+	resp, err := ex.queueNotice(req)
+	switch {
+	case resp == nil:
+	case req.Complete:
+		resp.NotifyCheckpointComplete(req.CheckpointId)
+	default:
+		resp.NotifyCheckpointAborted(req.CheckpointId)
+	}
+	return err
+}
+
+// queueNotice queues a notice for the task and returns its Responder.
+func (ex *clusterExecutor) queueNotice(req *pb.NotifyCheckpointRequest) (*checkpointing.Responder, error) {
 	key := attemptString(req.Attempt)
 	ex.mu.Lock()
 	defer ex.mu.Unlock()
 	t := ex.tasks[key]
 	if t == nil || t.canceled {
-		return fmt.Errorf("%w: %s", runner.ErrTaskNotFound, key)
+		return nil, fmt.Errorf("%w: %s", runner.ErrTaskNotFound, key)
 	}
 	if t.control == nil {
-		return nil
+		return nil, nil
 	}
 	c := runtime.CheckpointControl{Kind: runtime.NotifyCheckpointAborted, CheckpointID: req.CheckpointId}
 	if req.Complete {
@@ -460,7 +516,7 @@ func (ex *clusterExecutor) NotifyCheckpoint(req *pb.NotifyCheckpointRequest) err
 	default:
 		ex.log.Warn().Str("attempt", key).Int64("checkpoint_id", req.CheckpointId).Msg("task's checkpoint queue is full; notice dropped")
 	}
-	return nil
+	return t.responder.Load(), nil
 }
 
 func barrierFromProto(req *pb.TriggerCheckpointRequest) runtime.CheckpointBarrier {

@@ -322,7 +322,7 @@ func (o *intervalJoinOp[A, B, O]) cleanup(t runtime.Timer) error {
 	} else if side == intervalJoinSide[1] && -o.lower > 0 {
 		bound += o.lower
 	}
-	l, ok := o.state.Get(side)
+	l, ok := o.state.GetForUpdate(side) // compacted in place
 	if !ok {
 		return nil
 	}

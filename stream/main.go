@@ -145,8 +145,10 @@ func serveRunner(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	cfg := network.DefaultConfig()
+	localDir := ""
 	if wd, err := os.Getwd(); err == nil {
 		cfg.SpillDir = wd // the runner's directory under the TaskManager's work dir
+		localDir = wd
 	}
 	shuffle, err := network.NewShuffleEnvironment(cfg, log)
 	if err != nil {
@@ -164,5 +166,6 @@ func serveRunner(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log.Info().Str("job", name).Str("fingerprint", p.Graph.Fingerprint).Str("data_address", addr).Msg("serving the job's tasks")
 	ex := newClusterExecutor(p, shuffle, addr, log)
+	ex.localDir = localDir // LSM state backends live under the runner's directory too
 	return runner.ServeFromEnv(ctx, runner.Info{Fingerprint: p.Graph.Fingerprint, SDKVersion: version.Version}, ex, log)
 }

@@ -71,7 +71,11 @@ type keyed struct {
 
 func (k *keyed) Open(ctx *runtime.Context) error {
 	k.Ctx = ctx
-	k.state = runtime.NewKeyedStateBackend(ctx.MaxParallelism)
+	st, err := ctx.NewKeyedStateBackend()
+	if err != nil {
+		return fmt.Errorf("operator %q: creating the keyed state backend: %w", ctx.OperatorName, err)
+	}
+	k.state = st
 	k.scope = stateScope{backend: k.state, ctx: ctx}
 	if err := k.keys.need(ctx); err != nil {
 		return err
@@ -85,6 +89,35 @@ func (k *keyed) Open(ctx *runtime.Context) error {
 	return nil
 }
 
+// Close releases the state backend (the LSM engine's DB and local files).
+func (k *keyed) Close() error {
+	if k.state == nil {
+		return nil
+	}
+	if err := k.state.Close(); err != nil {
+		return fmt.Errorf("operator %q: closing the keyed state backend: %w", k.Ctx.OperatorName, err)
+	}
+	return nil
+}
+
+// NotifyCheckpointComplete lets an incremental backend count the
+// checkpoint's files as uploaded.
+func (k *keyed) NotifyCheckpointComplete(id int64) error {
+	if k.state != nil {
+		k.state.NotifyCheckpointComplete(id)
+	}
+	return nil
+}
+
+// NotifyCheckpointAborted lets an incremental backend drop the
+// checkpoint's local files.
+func (k *keyed) NotifyCheckpointAborted(id int64) error {
+	if k.state != nil {
+		k.state.NotifyCheckpointAborted(id)
+	}
+	return nil
+}
+
 // snapshotKeyed writes the keyed state backend.
 func (k *keyed) snapshotKeyed(snap *runtime.OperatorSnapshot) error {
 	if k.keys.c == nil {
@@ -93,7 +126,7 @@ func (k *keyed) snapshotKeyed(snap *runtime.OperatorSnapshot) error {
 	if err := k.scope.err(); err != nil {
 		return err
 	}
-	return k.state.Snapshot(snap)
+	return k.state.SnapshotAsync(snap)
 }
 
 // snapshotTimers writes the keyed state backend and the timers.

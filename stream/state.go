@@ -3,6 +3,7 @@ package stream
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/gofl/gofl/stream/runtime"
@@ -108,12 +109,16 @@ type stateDesc struct {
 	codec    runtime.Codec
 	codecErr error
 	ttl      *StateTtlConfig
+	// mutable: the values handed to user code may be changed in place
+	// (they hold pointers, maps or slices), so they are taken with
+	// GetForUpdate, which copies a value still being snapshotted.
+	mutable bool
 }
 
 // newDesc declares state name of kind (ValueState, ...) stored as S, or as
 // the TTL form W when a TTL is configured.
 func newDesc[S, W any](kind, name string, opts []StateOption) *stateDesc {
-	d := &stateDesc{name: "user:" + name}
+	d := &stateDesc{name: "user:" + name, mutable: mayAlias(reflect.TypeFor[S]())}
 	for _, o := range opts {
 		o(d)
 	}
@@ -125,6 +130,34 @@ func newDesc[S, W any](kind, name string, opts []StateOption) *stateDesc {
 		d.codec, d.codecErr = codecOf[S](d.typeName)
 	}
 	return d
+}
+
+// mayAlias reports whether a value of type t can share memory with a copy
+// of it (so a change through one is seen through the other).
+func mayAlias(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Array:
+		return mayAlias(t.Elem())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if mayAlias(t.Field(i).Type) {
+				return true
+			}
+		}
+		return false
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Interface, reflect.Chan, reflect.Func, reflect.UnsafePointer:
+		return true
+	}
+	return false
+}
+
+// get reads the current key's value; update: to change it in place (see
+// KeyedStateBackend.GetForUpdate).
+func (d *stateDesc) get(b *runtime.KeyedStateBackend, update bool) (any, bool) {
+	if update {
+		return b.GetForUpdate(d.name)
+	}
+	return b.Get(d.name)
 }
 
 // access returns the backend after registering the state.
@@ -153,7 +186,9 @@ type cell[S any] struct{ d *stateDesc }
 
 func (c cell[S]) get(ctx StateContext) (S, bool) {
 	b, s := c.d.access(ctx)
-	raw, ok := b.Get(c.d.name)
+	// A mutable value may be changed by user code (an accumulator, a map)
+	// before it is Put back.
+	raw, ok := c.d.get(b, c.d.mutable)
 	if !ok {
 		var zero S
 		return zero, false
@@ -279,13 +314,19 @@ type ListState[T any] struct{ d *stateDesc }
 
 // NewListState declares a list state.
 func NewListState[T any](name string, opts ...StateOption) ListState[T] {
-	return ListState[T]{d: newDesc[[]T, []ttlEntry[T]]("ListState", name, opts)}
+	d := newDesc[[]T, []ttlEntry[T]]("ListState", name, opts)
+	// The list itself is only appended to (which leaves a snapshotted
+	// prefix alone) or compacted for TTL (taken for update then); its
+	// elements may be changed by user code.
+	d.mutable = mayAlias(reflect.TypeFor[T]())
+	return ListState[T]{d: d}
 }
 
 // Get returns a copy of the current key's elements (nil when empty).
 func (s ListState[T]) Get(ctx StateContext) []T {
 	b, sc := s.d.access(ctx)
-	raw, ok := b.Get(s.d.name)
+	// With a TTL the list is compacted in place below.
+	raw, ok := s.d.get(b, s.d.mutable || s.d.ttl != nil)
 	if !ok {
 		return nil
 	}
@@ -358,14 +399,19 @@ type MapState[K comparable, V any] struct{ d *stateDesc }
 
 // NewMapState declares a map state.
 func NewMapState[K comparable, V any](name string, opts ...StateOption) MapState[K, V] {
-	return MapState[K, V]{d: newDesc[map[K]V, map[K]ttlEntry[V]]("MapState", name, opts)}
+	d := newDesc[map[K]V, map[K]ttlEntry[V]]("MapState", name, opts)
+	// The map is changed in place by Put and Remove (taken for update
+	// then); its values may be changed by user code.
+	d.mutable = mayAlias(reflect.TypeFor[V]())
+	return MapState[K, V]{d: d}
 }
 
 // entries returns the live map of the current key (nil when absent),
 // dropping expired entries that must not be seen.
-func (s MapState[K, V]) plain(ctx StateContext, create bool) map[K]V {
+// update: to change the map (or its values) in place.
+func (s MapState[K, V]) plain(ctx StateContext, create, update bool) map[K]V {
 	b, _ := s.d.access(ctx)
-	raw, ok := b.Get(s.d.name)
+	raw, ok := s.d.get(b, update)
 	if !ok {
 		if !create {
 			return nil
@@ -377,9 +423,10 @@ func (s MapState[K, V]) plain(ctx StateContext, create bool) map[K]V {
 	return raw.(map[K]V)
 }
 
+// withTTL takes the map for update: reads renew and drop entries too.
 func (s MapState[K, V]) withTTL(ctx StateContext, create bool) (map[K]ttlEntry[V], *stateScope) {
 	b, sc := s.d.access(ctx)
-	raw, ok := b.Get(s.d.name)
+	raw, ok := b.GetForUpdate(s.d.name)
 	if !ok {
 		if !create {
 			return nil, sc
@@ -402,7 +449,7 @@ func (s MapState[K, V]) cleanup(ctx StateContext, n int) {
 // Get is the value under k of the current key's map.
 func (s MapState[K, V]) Get(ctx StateContext, k K) (V, bool) {
 	if s.d.ttl == nil {
-		v, ok := s.plain(ctx, false)[k]
+		v, ok := s.plain(ctx, false, s.d.mutable)[k]
 		return v, ok
 	}
 	m, sc := s.withTTL(ctx, false)
@@ -426,7 +473,7 @@ func (s MapState[K, V]) Get(ctx StateContext, k K) (V, bool) {
 // Put sets the value under k.
 func (s MapState[K, V]) Put(ctx StateContext, k K, v V) {
 	if s.d.ttl == nil {
-		s.plain(ctx, true)[k] = v
+		s.plain(ctx, true, true)[k] = v
 		return
 	}
 	m, sc := s.withTTL(ctx, true)
@@ -443,7 +490,7 @@ func (s MapState[K, V]) PutAll(ctx StateContext, kv map[K]V) {
 // Remove deletes the value under k.
 func (s MapState[K, V]) Remove(ctx StateContext, k K) {
 	if s.d.ttl == nil {
-		m := s.plain(ctx, false)
+		m := s.plain(ctx, false, true)
 		delete(m, k)
 		if m != nil {
 			s.cleanup(ctx, len(m))
@@ -466,7 +513,7 @@ func (s MapState[K, V]) Contains(ctx StateContext, k K) bool {
 // Entries returns a copy of the current key's map.
 func (s MapState[K, V]) Entries(ctx StateContext) map[K]V {
 	if s.d.ttl == nil {
-		m := s.plain(ctx, false)
+		m := s.plain(ctx, false, s.d.mutable)
 		if m == nil {
 			return nil
 		}

@@ -92,6 +92,11 @@ type txnState[TXN any] struct {
 	// false for the one open at the checkpoint.
 	Pending bool
 	Txn     TXN
+	// Subtask wrote the transaction. On restore old subtask j's
+	// transactions belong to new subtask j mod p alone: a region failover
+	// restarts some subtasks while the others keep their transactions
+	// open.
+	Subtask int
 }
 
 const twoPhaseState = "two-phase-commit-transactions"
@@ -145,8 +150,8 @@ func (o *twoPhaseCommitOp[T, TXN]) restore(ctx *runtime.Context) error {
 		o.sctx.restored = max(o.sctx.restored, st.CheckpointID)
 	}
 	o.last = o.sctx.restored
-	for i, st := range states {
-		if i%ctx.Parallelism != ctx.SubtaskIndex {
+	for _, st := range states {
+		if st.Subtask%ctx.Parallelism != ctx.SubtaskIndex {
 			continue
 		}
 		if st.Pending {
@@ -190,7 +195,7 @@ func (o *twoPhaseCommitOp[T, TXN]) SnapshotState(id int64, snap *runtime.Operato
 	if err != nil {
 		return err
 	}
-	o.pending = append(o.pending, txnState[TXN]{CheckpointID: id, Pending: true, Txn: o.current})
+	o.pending = append(o.pending, txnState[TXN]{CheckpointID: id, Pending: true, Txn: o.current, Subtask: o.Ctx.SubtaskIndex})
 	o.open = false
 	o.last = id
 	if err := o.begin(); err != nil {
@@ -200,7 +205,7 @@ func (o *twoPhaseCommitOp[T, TXN]) SnapshotState(id int64, snap *runtime.Operato
 	for _, p := range o.pending {
 		els = append(els, o.codec.Append(nil, p))
 	}
-	els = append(els, o.codec.Append(nil, txnState[TXN]{CheckpointID: id, Txn: o.current}))
+	els = append(els, o.codec.Append(nil, txnState[TXN]{CheckpointID: id, Txn: o.current, Subtask: o.Ctx.SubtaskIndex}))
 	snap.PutList(twoPhaseState, runtime.UnionList, o.typeName(), els)
 	return nil
 }

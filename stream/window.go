@@ -410,7 +410,8 @@ func (o *windowOp) ProcessElement(input int, r runtime.Record) error {
 			continue // late
 		}
 		if m == nil {
-			s, ok := o.state.Get(windowState)
+			// Changed in place: the accumulators and the map.
+			s, ok := o.state.GetForUpdate(windowState)
 			if !ok {
 				s = map[TimeWindow]any{}
 				o.state.Put(windowState, s)
@@ -431,7 +432,7 @@ func (o *windowOp) ProcessElement(input int, r runtime.Record) error {
 }
 
 func (o *windowOp) fire(t runtime.Timer) error {
-	s, ok := o.state.Get(windowState)
+	s, ok := o.state.GetForUpdate(windowState) // the window is deleted from the map
 	if !ok {
 		return nil
 	}

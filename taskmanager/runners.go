@@ -222,6 +222,7 @@ func (p *runnerPool) start(ctx context.Context, jr *jobRunner, jobMasterAddress 
 	if par := info.Config["parallelism.default"]; par != "" {
 		env = append(env, runner.EnvParallelism+"="+par)
 	}
+	env = append(env, runner.EnvLocalStateDir+"="+p.localStateDir(jr.jobID))
 	proc, err := runner.Start(ctx, runner.Spec{JobID: jr.jobID, Binary: path, Args: info.ProgramArgs, Fingerprint: info.Fingerprint,
 		Dir: filepath.Join(p.dir, "jobs", jr.jobID), DataListener: jr.lis, DataAddress: jr.addr, Env: env,
 		MetricsInterval: p.metricsInterval, HeartbeatInterval: p.heartbeatInterval, HeartbeatTimeout: p.heartbeatTimeout, Clock: p.clk,
@@ -343,6 +344,18 @@ func (p *runnerPool) stop(jr *jobRunner) {
 	if jr.lis != nil {
 		jr.lis.Close()
 	}
+	// The job's task-local state goes with it (after its runner, which
+	// writes there). A new runner of the job started meanwhile loses its
+	// copies, which costs only a local recovery.
+	if err := os.RemoveAll(p.localStateDir(jr.jobID)); err != nil {
+		p.log.Warn().Err(err).Str("job_id", jr.jobID).Msg("deleting the job's local state")
+	}
+}
+
+// localStateDir is where the job's runners keep task-local state copies
+// (state.backend.local-recovery): <work dir>/localState/<job-id>.
+func (p *runnerPool) localStateDir(jobID string) string {
+	return filepath.Join(p.dir, "localState", jobID)
 }
 
 // close releases every job and waits for every goroutine of the pool.

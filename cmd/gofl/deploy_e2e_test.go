@@ -582,7 +582,9 @@ func startNomadAgent(t *testing.T, e *e2e) {
 	addr := l.Addr().String()
 	l.Close()
 	cmd := exec.Command(agent, "-addr", addr, "-data-dir", t.TempDir(), "-log-level", "warn")
-	cmd.Env = append(os.Environ(), "HOME="+e.home)
+	// The agent's HOME is not the client's, as on a real node: paths the
+	// client means (staging.dir's $HOME) must reach the tasks expanded.
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
 	var agentLog bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &agentLog, &agentLog
 	if err := cmd.Start(); err != nil {
@@ -612,6 +614,18 @@ func TestDeployNomadE2E(t *testing.T) {
 	startNomadAgent(t, e)
 
 	expectOK(t, e.run("session", "start", "-t", "nomad", "--name", "ns", "-n", "1"), "session start -t nomad")
+	// A second start of a running session fails and leaves its staging.
+	staged := filepath.Join(e.home, storage.StagingSubdir, "ns", storage.ConfigFile)
+	before, err := os.ReadFile(staged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := e.run("session", "start", "-t", "nomad", "--name", "ns", "-n", "1"); r.code == 0 || !strings.Contains(r.stderr, "exists") {
+		t.Fatalf("second session start --name ns: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if after, err := os.ReadFile(staged); err != nil || !bytes.Equal(after, before) {
+		t.Fatalf("the running session's staged configuration changed or went: %v", err)
+	}
 	out := filepath.Join(e.home, "out-session")
 	expectOK(t, e.run("run", "-m", "session", e.wc, "--input", e.input, "--output", out), "run -m session (nomad)")
 	e.checkCounts(out)
@@ -628,6 +642,10 @@ func TestDeployNomadE2E(t *testing.T) {
 		}
 		e.checkCounts(out)
 	}
+	// Detached: the JobManager removes the client's staging directory
+	// (in the client's $HOME, not the agent's) when the job ends.
+	outD := filepath.Join(e.home, "out-detached")
+	expectOK(t, e.run("run", "-m", "per-job", "-t", "nomad", "--detached", e.wc, "--input", e.input, "--output", outD), "run --detached -t nomad")
 	// Every cluster goes away by itself (the listing purges ended ones).
 	for deadline := time.Now().Add(45 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		r := e.run("session", "list", "-t", "nomad")
@@ -638,6 +656,7 @@ func TestDeployNomadE2E(t *testing.T) {
 			t.Fatalf("nomad clusters left:\n%s\n%s; staging %v", r.stdout, r.stderr, e.stagingClusterDirs())
 		}
 	}
+	e.checkCounts(outD)
 }
 
 // The nomad provider with hdfs:// staging, in every mode: Nomad runs the

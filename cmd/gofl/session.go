@@ -329,7 +329,8 @@ func removeStagingOf(ctx context.Context, cfg *conf.Configuration, clusterID str
 func clusterConfig(cfg *conf.Configuration, extra map[string]string) map[string]string {
 	out := cfg.Snapshot()
 	delete(out, conf.DeploymentBinary.Key())
-	out[conf.StagingDir.Key()] = conf.StagingDir.Get(cfg)
+	// Expanded here: $HOME on a Nomad node is the agent's, not the client's.
+	out[conf.StagingDir.Key()] = conf.ExpandEnv(conf.StagingDir.Get(cfg))
 	for k, v := range extra {
 		out[k] = v
 	}
@@ -364,6 +365,13 @@ func runSessionStart(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("session start: %w", err)
 	}
+	// A running cluster of that name keeps its staging directory: refuse
+	// before staging anything into it.
+	if c.String("name") != "" {
+		if info, err := dep.Retrieve(ctx, id); err == nil && info.Status != providers.StatusTerminated {
+			return fmt.Errorf("session start: %w: %s (%s)", providers.ErrClusterExists, id, info.Status)
+		}
+	}
 	s, err := stageCluster(ctx, cfg, id, bin, "")
 	if err != nil {
 		return fmt.Errorf("session start: %w", err)
@@ -375,7 +383,9 @@ func runSessionStart(c *cli.Context) error {
 		Config:       clusterConfig(cfg, map[string]string{conf.DeploymentMode.Key(): conf.ModeSession}),
 	})
 	if err != nil {
-		s.cleanup()
+		if !errors.Is(err, providers.ErrClusterExists) { // not ours to remove
+			s.cleanup()
+		}
 		return fmt.Errorf("session start: %w", err)
 	}
 	st, err := loadSessions(c)

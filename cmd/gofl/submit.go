@@ -86,6 +86,7 @@ func runSubmit(c *cli.Context) error {
 func followJob(c *cli.Context, cl *client.Client, jg *jobgraph.JobGraph, id string) error {
 	deadline := time.Now().Add(c.Duration("timeout"))
 	last := ""
+	var lastFailure int64
 	for {
 		d, err := cl.JobDetails(c.Context, id)
 		if err != nil {
@@ -105,6 +106,7 @@ func followJob(c *cli.Context, cl *client.Client, jg *jobgraph.JobGraph, id stri
 		if line != last {
 			fmt.Fprintf(c.App.Writer, "[%s] %s\n", time.Now().Format("15:04:05.000"), line)
 			last = line
+			lastFailure = printNewFailures(c, cl, id, lastFailure)
 		}
 		if client.IsGloballyTerminal(d.State) {
 			if d.State != "FINISHED" {
@@ -125,6 +127,32 @@ func followJob(c *cli.Context, cl *client.Client, jg *jobgraph.JobGraph, id stri
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// printNewFailures prints the failures of the job newer than after (a
+// timestamp), so a job that keeps restarting shows why while it runs, and
+// returns the newest one's timestamp.
+func printNewFailures(c *cli.Context, cl *client.Client, id string, after int64) int64 {
+	ex, err := cl.JobExceptions(c.Context, id)
+	if err != nil {
+		return after
+	}
+	newest := after
+	entries := ex.ExceptionHistory.Entries
+	for i := len(entries) - 1; i >= 0; i-- { // oldest first
+		e := entries[i]
+		if e.Timestamp <= after {
+			continue
+		}
+		msg, _, _ := strings.Cut(strings.TrimSpace(e.Stacktrace), "\n")
+		where := e.TaskName
+		if e.Location != "" {
+			where += " on " + e.Location
+		}
+		fmt.Fprintf(c.App.ErrWriter, "[%s] failure in %s: %s\n", time.UnixMilli(e.Timestamp).Format("15:04:05.000"), where, msg)
+		newest = max(newest, e.Timestamp)
+	}
+	return newest
 }
 
 // uploadJobBinary uploads a job binary to the JobManager's blob store unless

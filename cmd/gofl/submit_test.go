@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gofl/gofl/rpc/restapi"
 )
 
 func TestSubmitJobGraphFile(t *testing.T) {
@@ -44,6 +46,46 @@ func TestSubmitWaitFollowsToTheEnd(t *testing.T) {
 	}
 	if !strings.Contains(r.stdout, "RUNNING") || !strings.Contains(r.stdout, "FINISHED") {
 		t.Fatalf("progress not printed:\n%s", r.stdout)
+	}
+}
+
+// A job that keeps failing shows each failure on the attached client while
+// it restarts, not only once it ended.
+func TestSubmitWaitShowsFailuresWhileRestarting(t *testing.T) {
+	c := newCluster(t)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		step := 0
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			l, err := c.d.ListJobs(context.Background())
+			if err != nil || len(l.Jobs) != 1 {
+				continue
+			}
+			id := l.Jobs[0].ID
+			switch served := c.d.DetailsServed(id); {
+			case step == 0 && served > 0:
+				c.d.AddException(id, restapi.ExceptionEntry{ExceptionName: "TaskFailure", Stacktrace: "disk full on /data\nstack...",
+					Timestamp: time.Now().UnixMilli(), TaskName: "Count (1/2)", Location: "tm-1", FailureType: "recoverable"})
+				c.d.SetState(id, "RESTARTING")
+				step = 1
+			case step == 1 && served > 3:
+				c.d.SetState(id, "CANCELED")
+				return
+			}
+		}
+	}()
+	r := gofl(t, nil, "submit", "--wait", "--jobmanager", c.addr, "../../scripts/jobs/wordcount-shape.json")
+	if r.code == 0 {
+		t.Fatalf("a CANCELED job exited 0\n%s", r.stdout)
+	}
+	if !strings.Contains(r.stderr, "failure in Count (1/2) on tm-1: disk full on /data") || strings.Count(r.stderr, "disk full") != 2 {
+		t.Fatalf("the failure was not shown once while restarting (and as the root cause at the end):\n%s", r.stderr)
 	}
 }
 

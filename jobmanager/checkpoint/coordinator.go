@@ -96,6 +96,7 @@ type Coordinator struct {
 	latest   *Completed  // newest completed (or restored) checkpoint or savepoint
 	outcomes map[int64]outcome
 	oldest   []int64 // ids in outcomes, in insertion order
+	shared   *SharedStateRegistry
 
 	stats   statsState
 	ready   Ready
@@ -115,7 +116,8 @@ func New(cfg Config, jg *jobgraph.JobGraph, restored *Restored) (*Coordinator, e
 		return nil, err
 	}
 	c := &Coordinator{cfg: cfg, jobID: jg.JobID, jg: jg, upstream: map[jobgraph.VertexID][]*jobgraph.Edge{},
-		nextID: 1, tasks: map[subtask]Task{}, pending: map[int64]*pending{}, outcomes: map[int64]outcome{}}
+		nextID: 1, tasks: map[subtask]Task{}, pending: map[int64]*pending{}, outcomes: map[int64]outcome{},
+		shared: newSharedStateRegistry()}
 	for _, e := range jg.Edges {
 		c.upstream[e.Target] = append(c.upstream[e.Target], e)
 	}
@@ -123,6 +125,10 @@ func New(cfg Config, jg *jobgraph.JobGraph, restored *Restored) (*Coordinator, e
 		c.nextID = restored.ID + 1
 		c.latest = &Completed{ID: restored.ID, Location: restored.Location, Metadata: restored.Metadata, Savepoint: restored.Savepoint}
 		c.stats.restored = &RestoredStats{ID: restored.ID, ExternalPath: restored.Location, Savepoint: restored.Savepoint}
+		c.stats.restoredN = 1
+		// Its shared files stay: it may be another job's, or needed again
+		// should the job fail before a checkpoint completes.
+		c.shared.Register(restored.Metadata)
 	}
 	return c, nil
 }
@@ -390,6 +396,7 @@ func (c *Coordinator) acknowledge(ev Acknowledge) {
 	if !p.waiting[ev.Attempt] {
 		// An attempt the checkpoint does not wait for (an old one): its
 		// state belongs to nothing.
+		c.shared.Orphan(p.id, ev.Operators)
 		c.discardFiles(p.location, ev.Operators)
 		return
 	}
@@ -409,7 +416,11 @@ func (c *Coordinator) lateAck(ev Acknowledge) {
 	if !ok || o.completed {
 		return
 	}
+	c.shared.Orphan(ev.ID, ev.Operators)
 	c.discardFiles(o.location, ev.Operators)
+	if c.ended { // no task uploads any more
+		c.discardShared("", c.shared.Sweep(c.nextID+1))
+	}
 }
 
 func (c *Coordinator) discardFiles(location string, ops []*pb.OperatorSubtaskStateHandle) {
@@ -435,7 +446,7 @@ func (c *Coordinator) metadata(p *pending) *pb.CheckpointMetadata {
 	byOp := map[string]*pb.OperatorState{}
 	for _, v := range c.jg.Vertices {
 		for _, op := range v.Operators {
-			st := &pb.OperatorState{OperatorId: op.ID, Parallelism: int32(v.Parallelism), MaxParallelism: int32(v.EffectiveMaxParallelism())}
+			st := &pb.OperatorState{OperatorId: op.ID, OperatorName: op.Name, Parallelism: int32(v.Parallelism), MaxParallelism: int32(v.EffectiveMaxParallelism())}
 			byOp[op.ID] = st
 			md.Operators = append(md.Operators, st)
 		}
@@ -485,11 +496,14 @@ func (c *Coordinator) metadataWritten(ev MetadataWritten) {
 	} else {
 		c.failures = 0
 		c.store = append(c.store, done)
+		c.shared.Register(md)
 		for len(c.store) > c.cfg.NumRetained {
-			c.ready.Discards = append(c.ready.Discards, Discard{Location: c.store[0].Location})
+			gone := c.shared.Unregister(c.store[0].Metadata)
+			c.ready.Discards = append(c.ready.Discards, Discard{Location: c.store[0].Location, SharedFiles: gone})
 			c.stats.discarded(c.store[0].ID)
 			c.store = c.store[1:]
 		}
+		c.discardShared("", c.shared.Sweep(p.id))
 	}
 	c.ready.Notifications = append(c.ready.Notifications, Notification{ID: p.id, Complete: true, LastCompleted: p.id, Attempts: c.runningAttempts(nil)})
 	// Older periodic checkpoints in progress are subsumed.
@@ -516,6 +530,9 @@ func (c *Coordinator) abort(p *pending, cause error, counted bool) {
 	}
 	if att := c.runningAttempts(waited); len(att) > 0 {
 		c.ready.Notifications = append(c.ready.Notifications, Notification{ID: p.id, Attempts: att})
+	}
+	for _, ack := range p.acks {
+		c.shared.Orphan(p.id, ack.Operators)
 	}
 	c.ready.Discards = append(c.ready.Discards, Discard{Location: p.location})
 	if p.savepoint() {
@@ -626,12 +643,33 @@ func (c *Coordinator) jobEnded(st JobEndStatus) {
 	case JobFailed:
 		discard = c.cfg.Retention == conf.NoExternalizedCheckpoints
 	}
+	sharedDir := SharedLocation(c.cfg.CheckpointsDir, c.jobID)
+	var gone []string
 	if discard {
 		for _, cp := range c.store {
+			gone = append(gone, c.shared.Unregister(cp.Metadata)...)
 			c.ready.Discards = append(c.ready.Discards, Discard{Location: cp.Location})
 			c.stats.discarded(cp.ID)
 		}
 		c.store = nil
+	}
+	gone = append(gone, c.shared.Sweep(c.nextID+1)...)
+	switch {
+	case !c.shared.seen:
+	case discard && c.cfg.CheckpointsDir != "" && !c.shared.Referenced(sharedDir):
+		// Nothing needs the job's shared files any more.
+		c.ready.Discards = append(c.ready.Discards, Discard{Location: sharedDir})
+	default:
+		slices.Sort(gone)
+		c.discardShared("", slices.Compact(gone))
+	}
+}
+
+// discardShared deletes shared files no checkpoint references (nothing
+// when files is empty).
+func (c *Coordinator) discardShared(location string, files []string) {
+	if len(files) > 0 {
+		c.ready.Discards = append(c.ready.Discards, Discard{Location: location, SharedFiles: files})
 	}
 }
 

@@ -144,6 +144,17 @@ func (s Store) Read(ctx context.Context, location string) (string, *pb.Checkpoin
 // Discard deletes d: its files (relative to its location), or the whole
 // directory. Idempotent.
 func (s Store) Discard(ctx context.Context, d Discard) error {
+	var errs []error
+	if d.Location != "" {
+		errs = append(errs, s.discardLocation(ctx, d))
+	}
+	for _, u := range d.SharedFiles {
+		errs = append(errs, s.remove(ctx, u))
+	}
+	return errors.Join(errs...)
+}
+
+func (s Store) discardLocation(ctx context.Context, d Discard) error {
 	fsys, dir, err := storage.Open(ctx, d.Location, s.Options)
 	if err != nil {
 		return fmt.Errorf("checkpoint: %s: %w", d.Location, err)
@@ -157,4 +168,17 @@ func (s Store) Discard(ctx context.Context, d Discard) error {
 		errs = append(errs, fsys.RemoveAll(ctx, path.Join(dir, path.Clean("/"+f))))
 	}
 	return errors.Join(errs...)
+}
+
+// remove deletes the file at uri (absent is fine).
+func (s Store) remove(ctx context.Context, uri string) error {
+	fsys, p, err := storage.Open(ctx, uri, s.Options)
+	if err != nil {
+		return fmt.Errorf("checkpoint: %s: %w", uri, err)
+	}
+	defer fsys.Close()
+	if err := fsys.RemoveAll(ctx, p); err != nil {
+		return fmt.Errorf("checkpoint: %s: %w", uri, err)
+	}
+	return nil
 }

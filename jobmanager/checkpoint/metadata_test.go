@@ -167,3 +167,42 @@ func TestValidateRestore(t *testing.T) {
 		t.Errorf("allowNonRestored: %v", err)
 	}
 }
+
+// TestStoreDiscardSharedFiles: a Discard deletes the listed shared files
+// by URI and, without a location, nothing else.
+func TestStoreDiscardSharedFiles(t *testing.T) {
+	root := t.TempDir()
+	shared := filepath.Join(root, "job", "shared")
+	chk := filepath.Join(root, "job", "chk-1")
+	for _, p := range []string{filepath.Join(shared, "a"), filepath.Join(shared, "b"), filepath.Join(chk, "state")} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	uri := SharedLocation("file://"+root, "job")
+	if uri != "file://"+shared {
+		t.Fatalf("SharedLocation = %s", uri)
+	}
+	if err := (Store{}).Discard(context.Background(), Discard{SharedFiles: []string{uri + "/a", uri + "/gone"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(shared, "a")); !os.IsNotExist(err) {
+		t.Fatalf("shared file a not deleted: %v", err)
+	}
+	for _, p := range []string{filepath.Join(shared, "b"), filepath.Join(chk, "state")} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("%s deleted: %v", p, err)
+		}
+	}
+	if err := (Store{}).Discard(context.Background(), Discard{Location: "file://" + chk, SharedFiles: []string{uri + "/b"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{chk, filepath.Join(shared, "b")} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Fatalf("%s not deleted: %v", p, err)
+		}
+	}
+}

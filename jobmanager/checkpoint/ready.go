@@ -60,10 +60,13 @@ type Notification struct {
 }
 
 // Discard deletes state: Files (relative to Location) when set, else the
-// directory Location with everything below it.
+// directory Location with everything below it (nothing when Location is
+// empty); and SharedFiles, absolute URIs of shared state files no
+// retained checkpoint references any more.
 type Discard struct {
-	Location string
-	Files    []string
+	Location    string
+	Files       []string
+	SharedFiles []string
 }
 
 // SavepointResult is the outcome of a savepoint request: Location, or Err.

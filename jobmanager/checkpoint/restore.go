@@ -73,7 +73,11 @@ func ValidateRestore(md *pb.CheckpointMetadata, path string, jg *jobgraph.JobGra
 		if known[op.OperatorId] || !hasState(op) {
 			continue
 		}
-		missing = append(missing, op.OperatorId)
+		if op.OperatorName != "" {
+			missing = append(missing, fmt.Sprintf("%q (%s)", op.OperatorName, op.OperatorId))
+		} else {
+			missing = append(missing, op.OperatorId)
+		}
 	}
 	if len(missing) == 0 {
 		return nil
@@ -89,6 +93,19 @@ func hasState(op *pb.OperatorState) bool {
 		}
 	}
 	return false
+}
+
+// RecordRestore counts a restore of the latest completed checkpoint to
+// redeployed tasks after a failover (Flink counts every restore, the one at
+// the job's start included, which New counts). The JobMaster calls it once
+// per batch of redeployments that restore state; without a completed
+// checkpoint it does nothing.
+func (c *Coordinator) RecordRestore() {
+	if c.latest == nil {
+		return
+	}
+	c.stats.restoredN++
+	c.stats.restored = &RestoredStats{ID: c.latest.ID, ExternalPath: c.latest.Location, Savepoint: c.latest.Savepoint}
 }
 
 // TaskRestore is what a deployment of subtask of vertex v restores from the

@@ -27,12 +27,13 @@ var update = flag.Bool("update", false, "rewrite the expected output in testdata
 //	                           tolerable, retained, retention, savepoints-dir
 //	vertex ID P [ops=o1,o2]    a vertex (operators default to ID-op)
 //	edge SRC DST all|pointwise
-//	restored ID                the job restores checkpoint ID
+//	restored ID [shared=a,b]   the job restores checkpoint ID
 //	start                      build the coordinator (first Step at now)
 //	run|finish|fail V[#S]      the current attempts' new state
 //	restart V[#S]              a new attempt (CREATED)
 //	tick DUR                   advance logical time and Tick
-//	ack V#S[.A] ID [size=N] [file=F]
+//	ack V#S[.A] ID [size=N] [file=F] [shared=a,b]
+//	                           shared: files of <ck>/<job>/shared
 //	decline V#S ID
 //	savepoint REQ [dir=D] [type=suspend|terminate]
 //	written ID [err=MSG]       outcome of a metadata write
@@ -148,7 +149,8 @@ func (sc *script) exec(cmd string) []string {
 				st := &pb.OperatorState{OperatorId: op.ID, Parallelism: int32(v.Parallelism), MaxParallelism: 8}
 				for i := 0; i < v.Parallelism; i++ {
 					st.Subtasks = append(st.Subtasks, &pb.OperatorSubtaskStateHandle{OperatorId: op.ID, SubtaskIndex: int32(i),
-						Parallelism: int32(v.Parallelism), MaxParallelism: 8, File: &pb.StateFile{Path: fmt.Sprintf("%s-%d", op.ID, i)}})
+						Parallelism: int32(v.Parallelism), MaxParallelism: 8, File: &pb.StateFile{Path: fmt.Sprintf("%s-%d", op.ID, i)},
+						SharedFiles: sc.sharedFiles(opts["shared"])})
 				}
 				md.Operators = append(md.Operators, st)
 			}
@@ -190,7 +192,8 @@ func (sc *script) exec(cmd string) []string {
 		}
 		var hs []*pb.OperatorSubtaskStateHandle
 		for _, op := range sc.jg.Vertex(a.JobVertex).Operators {
-			hs = append(hs, &pb.OperatorSubtaskStateHandle{OperatorId: op.ID, SubtaskIndex: a.Subtask, File: &pb.StateFile{Path: file, Size: size}})
+			hs = append(hs, &pb.OperatorSubtaskStateHandle{OperatorId: op.ID, SubtaskIndex: a.Subtask, File: &pb.StateFile{Path: file, Size: size},
+				SharedFiles: sc.sharedFiles(opts["shared"])})
 		}
 		return sc.step(Acknowledge{Attempt: a, ID: id, Operators: hs, Metrics: &pb.CheckpointMetrics{StateSize: size, CheckpointedSize: size}})
 	case "decline":
@@ -253,6 +256,22 @@ func (sc *script) exec(cmd string) []string {
 	}
 	sc.t.Fatalf("unknown command %q", cmd)
 	return nil
+}
+
+// sharedFiles are the shared files named in list ("a,b"), under the job's
+// shared directory unless a name is a URI.
+func (sc *script) sharedFiles(list string) []*pb.StateFile {
+	var out []*pb.StateFile
+	for _, n := range strings.Split(list, ",") {
+		if n == "" {
+			continue
+		}
+		if !strings.Contains(n, "://") {
+			n = SharedLocation(sc.cfg.CheckpointsDir, sc.jg.JobID) + "/" + n
+		}
+		out = append(out, &pb.StateFile{Path: n, Size: 1})
+	}
+	return out
 }
 
 func (sc *script) setConfig(k, v string) {
@@ -378,11 +397,21 @@ func (sc *script) step(ev Event) []string {
 		out = append(out, fmt.Sprintf("notify %s %d %s", kind, n.ID, attemptsString(n.Attempts)))
 	}
 	for _, d := range r.Discards {
-		if len(d.Files) > 0 {
-			out = append(out, fmt.Sprintf("discard %s files=%v", d.Location, d.Files))
-		} else {
-			out = append(out, "discard "+d.Location)
+		line := "discard " + d.Location
+		if d.Location == "" {
+			line = "discard"
 		}
+		if len(d.Files) > 0 {
+			line += fmt.Sprintf(" files=%v", d.Files)
+		}
+		if len(d.SharedFiles) > 0 {
+			var names []string
+			for _, u := range d.SharedFiles {
+				names = append(names, strings.TrimPrefix(u, SharedLocation(sc.cfg.CheckpointsDir, sc.jg.JobID)+"/"))
+			}
+			line += fmt.Sprintf(" shared=%v", names)
+		}
+		out = append(out, line)
 	}
 	for _, s := range r.Savepoints {
 		if s.Err != nil {

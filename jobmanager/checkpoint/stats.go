@@ -84,6 +84,7 @@ type statsState struct {
 	stateSize, ckSize, duration, alignment         Summary
 	latestCompleted, latestSavepoint, latestFailed *Stats
 	restored                                       *RestoredStats
+	restoredN                                      int
 	history                                        []*Stats // oldest first
 }
 
@@ -170,7 +171,7 @@ func (c *Coordinator) Stats() StatsSnapshot {
 	if s.restored != nil {
 		r := *s.restored
 		out.LatestRestored = &r
-		out.Restored = 1
+		out.Restored = s.restoredN
 	}
 	for i := len(s.history) - 1; i >= 0; i-- {
 		out.History = append(out.History, *s.history[i])

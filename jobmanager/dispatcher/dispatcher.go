@@ -132,7 +132,7 @@ func (d *Dispatcher) jobConfig(jg *jobgraph.JobGraph) (*conf.Configuration, erro
 // runnerKeys are the settings a job's runners act on; they read them from
 // the job's configuration, which travels in every deployment.
 var runnerKeys = []string{conf.CheckpointingInterval.Key(), conf.CheckpointingMode.Key(),
-	conf.StateBackendType.Key(), conf.LocalRecovery.Key()}
+	conf.StateBackendType.Key(), conf.StateBackendIncremental.Key(), conf.LocalRecovery.Key()}
 
 // shipRunnerSettings puts the job's effective runnerKeys, cluster defaults
 // included, into its configuration.

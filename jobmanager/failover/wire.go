@@ -28,7 +28,18 @@ func Encode(err error) *pb.FailureInfo {
 	if err == nil {
 		return nil
 	}
-	fi := &pb.FailureInfo{Type: Classify(err).String(), Message: err.Error()}
+	// Type carries the classification, so the message leaves out the
+	// marks' prefixes: Decode adds one back, and a failure relayed over
+	// several hops reads "non-recoverable: ..." once.
+	msg := err
+	for {
+		m, ok := msg.(*markedError)
+		if !ok {
+			break
+		}
+		msg = m.err
+	}
+	fi := &pb.FailureInfo{Type: Classify(err).String(), Message: msg.Error()}
 	var st stackTracer
 	if errors.As(err, &st) {
 		fi.Stack = st.StackTrace()

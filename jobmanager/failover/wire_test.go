@@ -25,8 +25,13 @@ func TestEncodeDecodeKeepsClassification(t *testing.T) {
 			t.Errorf("%v: classified %s after the round trip, %s before", err, Classify(back), Classify(err))
 		}
 		var re *RemoteError
-		if !errors.As(back, &re) || re.Message != err.Error() {
+		if !errors.As(back, &re) || back.Error() != err.Error() {
 			t.Errorf("%v: decoded to %v", err, back)
+		}
+		// Relayed over more hops (runner, TaskManager, JobMaster) it
+		// still reads the same: no repeated prefixes.
+		if again := Decode(Encode(Decode(Encode(back)))); again.Error() != err.Error() || Classify(again) != Classify(err) {
+			t.Errorf("%v: after three hops %v (%s)", err, again, Classify(again))
 		}
 	}
 	if fi := Encode(fmt.Errorf("wrapped: %w", panicked{})); fi.Stack == "" {

@@ -152,12 +152,21 @@ func (jm *JobMaster) checkpointJobStatus(changes []scheduler.JobStatusChange) {
 
 // attachRestore gives a deployment the state to restore: the latest
 // completed checkpoint, or the savepoint the job started from.
-func (jm *JobMaster) attachRestore(d scheduler.Deployment) {
+// It reports whether a redeployment (an attempt after the first)
+// restores state.
+func (jm *JobMaster) attachRestore(d scheduler.Deployment) bool {
 	if jm.ck == nil || d.Descriptor.TaskRestore != nil {
-		return
+		return false
 	}
 	a := d.Descriptor.GetAttempt()
 	d.Descriptor.TaskRestore = jm.ck.TaskRestore(jm.jg.Vertex(jobgraph.VertexID(a.GetJobVertexId())), int(a.GetSubtaskIndex()))
+	return d.Descriptor.TaskRestore != nil && a.GetAttemptNumber() > 0
+}
+
+// recordRestore counts a failover's restore in the checkpoint statistics.
+func (jm *JobMaster) recordRestore() {
+	jm.ck.RecordRestore()
+	jm.publishCheckpointStats()
 }
 
 func (jm *JobMaster) stepCheckpoint(ev checkpoint.Event) {

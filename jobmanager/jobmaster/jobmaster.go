@@ -480,9 +480,13 @@ func (jm *JobMaster) execute(r *scheduler.Ready) {
 			jm.cancel(c)
 		}
 	}
+	restores := false
 	for _, d := range r.Deployments {
-		jm.attachRestore(d)
+		restores = jm.attachRestore(d) || restores
 		jm.deploy(d)
+	}
+	if restores {
+		jm.recordRestore()
 	}
 	for _, c := range r.Cancellations {
 		if deployed[c.Attempt] {

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net"
 	"os"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -81,6 +82,13 @@ func resolveBinary(explicit string, o Options) (binary, error) {
 		if strings.Contains(explicit, "://") {
 			return binary{}, fmt.Errorf("nomad: binary %s: only http(s) URLs can be fetched by Nomad (serve HDFS files through WebHDFS ...?op=OPEN) or a path on the nodes", explicit)
 		}
+		// A local path is the client's binary: a configured
+		// provider.nomad.binary.url is what the nodes can reach (on a
+		// multi-node cluster, or with exec's isolation, the client's path
+		// is not there), for the JobManager as for its TaskManagers.
+		if o.BinaryURL != "" {
+			return binary{url: o.BinaryURL, sha256: strings.ToLower(o.BinarySHA256)}, nil
+		}
 		return binary{path: explicit}, nil
 	}
 	if o.BinaryURL != "" {
@@ -112,7 +120,7 @@ type taskParams struct {
 func buildJob(o Options, p taskParams) *api.Job {
 	args := []string{p.role}
 	for _, k := range slices.Sorted(maps.Keys(p.cfg)) {
-		args = append(args, "-D", k+"="+p.cfg[k])
+		args = append(args, "-D", k+"="+escapeInterpolation(p.cfg[k]))
 	}
 	task := &api.Task{
 		Name:        p.role,
@@ -177,6 +185,22 @@ func buildJob(o Options, p taskParams) *api.Job {
 
 func ptr[T any](v T) *T { return &v }
 
+// nomadPortVar is a Nomad port variable the provider itself puts in task
+// arguments (${NOMAD_IP_rpc}, ${NOMAD_PORT_rest}, ...).
+var nomadPortVar = regexp.MustCompile(`^\$\{NOMAD_(IP|PORT)_(` + portRPC + `|` + portREST + `)\}$`)
+
+// escapeInterpolation escapes ${ as $${ in a value gofl passes through,
+// so Nomad hands it to the task literally: Nomad fails a task whose
+// arguments reference a variable it does not know ("Unknown variable"),
+// e.g. a constraint's ${meta.rack} or a user's ${...}. The provider's own
+// port variables stay.
+func escapeInterpolation(v string) string {
+	if nomadPortVar.MatchString(v) {
+		return v
+	}
+	return strings.ReplaceAll(v, "${", "$${")
+}
+
 // register submits a job that must not exist yet (EnforceRegister with
 // index 0) and returns its evaluation ID. exists reports a job already
 // registered under that ID.
@@ -185,12 +209,20 @@ func (c *client) register(ctx context.Context, job *api.Job) (evalID string, exi
 	defer cancel()
 	resp, _, err := c.api.Jobs().EnforceRegister(job, 0, w(ctx))
 	if err != nil {
-		if statusOf(err) == 400 && strings.Contains(err.Error(), "Enforcing job modify index") {
+		// Nomad answers 500 (the test agent used to answer 400): the
+		// message, not the status code, says the job exists.
+		if isEnforceIndexConflict(err) {
 			return "", true, nil
 		}
 		return "", false, c.wrap("registering job "+*job.ID, err)
 	}
 	return resp.EvalID, false, nil
+}
+
+// isEnforceIndexConflict reports Nomad's "Enforcing job modify index 0:
+// job already exists" refusal, whatever its status code.
+func isEnforceIndexConflict(err error) bool {
+	return err != nil && strings.Contains(err.Error(), api.RegisterEnforceIndexErrPrefix)
 }
 
 // purge deregisters a job with purge; an unknown job is fine.
@@ -337,6 +369,12 @@ func describeEvent(e *api.TaskEvent) string {
 			}
 			msg += s
 		}
+	}
+	if e.Type == "Failed Artifact Download" {
+		// Real Nomad says only "getter subprocess failed: exit status 1",
+		// whatever went wrong: the hint must not depend on getter text.
+		msg += " (the node could not fetch or verify the gofl binary: check that provider.nomad.binary.url answers from the Nomad nodes " +
+			"and that provider.nomad.binary.sha256 is the SHA-256 of the file it serves)"
 	}
 	if e.Type == "Terminated" && msg == "" {
 		msg = fmt.Sprintf("exit code %d, signal %d", e.ExitCode, e.Signal)

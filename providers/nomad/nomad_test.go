@@ -30,6 +30,7 @@ import (
 	"github.com/gofl/gofl/jobmanager"
 	"github.com/gofl/gofl/providers"
 	"github.com/gofl/gofl/providers/nomad"
+	"github.com/gofl/gofl/providers/nomad/nomadtest"
 	"github.com/gofl/gofl/providers/nomad/testagent"
 	"github.com/gofl/gofl/rpc/restapi"
 )
@@ -93,7 +94,50 @@ func startAgent(t *testing.T, cfg testagent.Config) *testagent.Agent {
 	return a
 }
 
-func apiClient(t *testing.T, a *testagent.Agent, token string) *api.Client {
+// agentT is the Nomad agent a test runs against: a test agent of its own
+// or the real one in NOMAD_ADDR (shared, so cluster IDs get a suffix).
+type agentT struct {
+	url  string
+	real bool
+	ta   *testagent.Agent // nil for the real agent
+}
+
+// URL is the agent's HTTP address.
+func (a agentT) URL() string { return a.url }
+
+// id returns a cluster ID unique to this test process on the real agent.
+func (a agentT) id(base string) string {
+	if !a.real {
+		return base
+	}
+	return base + "-r" + strconv.Itoa(os.Getpid())
+}
+
+// forAgents runs f as subtest "testagent" (a test agent started with cfg)
+// and "nomad" (the real agent: nomadtest.RealAgent skips or, under CI,
+// fails when there is none). One suite, two agents.
+func forAgents(t *testing.T, cfg testagent.Config, f func(t *testing.T, a agentT)) {
+	t.Run("testagent", func(t *testing.T) {
+		ta := startAgent(t, cfg)
+		f(t, agentT{url: ta.URL(), ta: ta})
+	})
+	t.Run("nomad", func(t *testing.T) {
+		f(t, agentT{url: nomadtest.RealAgent(t), real: true})
+	})
+}
+
+// realAgent returns the real agent (or skips/fails as nomadtest does).
+func realAgent(t *testing.T) agentT { return agentT{url: nomadtest.RealAgent(t), real: true} }
+
+// testAgent starts a test agent.
+func testAgent(t *testing.T, cfg testagent.Config) agentT {
+	ta := startAgent(t, cfg)
+	return agentT{url: ta.URL(), ta: ta}
+}
+
+type urler interface{ URL() string }
+
+func apiClient(t *testing.T, a urler, token string) *api.Client {
 	t.Helper()
 	c, err := api.NewClient(&api.Config{Address: a.URL(), SecretID: token})
 	if err != nil {
@@ -103,10 +147,11 @@ func apiClient(t *testing.T, a *testagent.Agent, token string) *api.Client {
 	return c
 }
 
-// goflJobs lists the IDs of the jobs the provider registered.
-func goflJobs(t *testing.T, c *api.Client) []string {
+// goflJobs lists the IDs of the jobs the provider registered for the
+// cluster.
+func goflJobs(t *testing.T, c *api.Client, clusterID string) []string {
 	t.Helper()
-	jobs, _, err := c.Jobs().PrefixList("gofl-")
+	jobs, _, err := c.Jobs().PrefixList("gofl-" + clusterID + "-")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +163,7 @@ func goflJobs(t *testing.T, c *api.Client) []string {
 	return ids
 }
 
-func options(a *testagent.Agent) nomad.Options {
+func options(a urler) nomad.Options {
 	return nomad.Options{
 		Address: a.URL(), BinaryPath: goflBinary, KillTimeout: 5 * time.Second,
 		JobManagerCPU: 200, JobManagerMemoryMB: 256, TaskManagerCPU: 200, TaskManagerMemoryMB: 256,
@@ -231,27 +276,41 @@ func fastCluster() map[string]string {
 // TaskManager through the nomad worker driver, replaces a SIGKILLed
 // TaskManager at once, and is killed without leftovers.
 func TestSessionCluster(t *testing.T) {
-	a := startAgent(t, testagent.Config{})
+	forAgents(t, testagent.Config{}, testSessionCluster)
+}
+
+func testSessionCluster(t *testing.T, a agentT) {
 	nc := apiClient(t, a, "")
 	d := newDeployer(t, options(a))
-	const id = "session-1"
+	id := a.id("session-1")
+	jmJob, tmJob := nomad.JobManagerJobID(id), func(n string) string { return nomad.TaskManagerJobID(id, "taskmanager-"+n) }
+	cfg := fastCluster()
+	// A value with ${...} Nomad does not know reaches the JobManager as
+	// it is (a real agent fails the task on an unknown variable).
+	const passThrough = "file:///tmp/${meta.gofl.cluster-id}/$${x}/${foo}"
+	cfg["state.savepoints.dir"] = passThrough
 	info, err := d.Deploy(ctxT(t, 2*time.Minute), providers.ClusterSpec{
-		ClusterID: id, Mode: providers.ModeSession, Config: fastCluster(), TaskManagers: 1,
-		Artifacts: []string{"file:///staging/.gofl/session-1/gofl.yaml"},
+		ClusterID: id, Mode: providers.ModeSession, Config: cfg, TaskManagers: 1,
+		Artifacts: []string{"file:///staging/.gofl/" + id + "/gofl.yaml"},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if jms := processesOf(t, id, "\x00jobmanager\x00"); len(jms) != 1 {
+		t.Errorf("JobManager processes: %v", jms)
+	} else if cmdline, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(jms[0]), "cmdline")); !bytes.Contains(cmdline, []byte("\x00state.savepoints.dir="+passThrough+"\x00")) {
+		t.Errorf("the JobManager's command line lacks %q: %q", passThrough, cmdline)
+	}
 	t.Cleanup(func() { _ = d.Kill(context.Background(), id) })
 	if info.Status != providers.StatusRunning || info.RESTAddress == "" || info.RPCAddress == "" || info.Provider != "nomad" ||
-		info.Mode != providers.ModeSession || info.Details["job_id"] != "gofl-session-1-jobmanager" {
+		info.Mode != providers.ModeSession || info.Details["job_id"] != jmJob {
 		t.Fatalf("Deploy = %+v", info)
 	}
 	var overview restapi.ClusterOverview
 	if !getJSON("http://"+info.RESTAddress+"/overview", &overview) {
 		t.Fatal("GET /overview failed after Deploy returned")
 	}
-	job, _, err := nc.Jobs().Info("gofl-session-1-jobmanager", nil)
+	job, _, err := nc.Jobs().Info(jmJob, nil)
 	if err != nil || *job.Type != "service" || job.Meta["gofl.cluster-id"] != id {
 		t.Fatalf("JobManager job: %+v, %v", job, err)
 	}
@@ -261,7 +320,7 @@ func TestSessionCluster(t *testing.T) {
 	eventually(t, time.Minute, "taskmanager-1 registers", func() bool {
 		return slices.Equal(taskManagerIDs(info.RESTAddress), []string{"taskmanager-1"})
 	})
-	if got := goflJobs(t, nc); !slices.Equal(got, []string{"gofl-session-1-jobmanager", "gofl-session-1-taskmanager-1"}) {
+	if got := goflJobs(t, nc, id); !slices.Equal(got, []string{jmJob, tmJob("1")}) {
 		t.Fatalf("jobs = %v", got)
 	}
 
@@ -304,7 +363,7 @@ func TestSessionCluster(t *testing.T) {
 		return slices.Equal(taskManagerIDs(info.RESTAddress), []string{"taskmanager-2"})
 	})
 	eventually(t, time.Minute, "the failed TaskManager's job is purged", func() bool {
-		return slices.Equal(goflJobs(t, nc), []string{"gofl-session-1-jobmanager", "gofl-session-1-taskmanager-2"})
+		return slices.Equal(goflJobs(t, nc, id), []string{jmJob, tmJob("2")})
 	})
 
 	pids := processesOf(t, id)
@@ -317,7 +376,7 @@ func TestSessionCluster(t *testing.T) {
 	if left := processesOf(t, id); len(left) != 0 {
 		t.Fatalf("processes left after Kill: %v (were %v)", left, pids)
 	}
-	if jobs := goflJobs(t, nc); len(jobs) != 0 {
+	if jobs := goflJobs(t, nc, id); len(jobs) != 0 {
 		t.Fatalf("jobs left after Kill: %v", jobs)
 	}
 	if err := d.Kill(ctxT(t, time.Minute), id); !errors.Is(err, providers.ErrClusterNotFound) {
@@ -333,7 +392,7 @@ func TestSessionCluster(t *testing.T) {
 
 // startJobManager runs a standalone JobManager in this process and
 // returns the configuration a nomad worker driver of cluster id uses.
-func startJobManager(t *testing.T, a *testagent.Agent, id string) (*jobmanager.JobManager, *conf.Configuration) {
+func startJobManager(t *testing.T, a urler, id string) (*jobmanager.JobManager, *conf.Configuration) {
 	t.Helper()
 	c, err := conf.FromMap(map[string]string{
 		"jobmanager.rpc.port": "0", "rest.port": "0", "jobmanager.rpc.address": "127.0.0.1", "rest.address": "127.0.0.1",
@@ -386,9 +445,13 @@ func (r *recorder) handle(ev providers.WorkerEvent) {
 // a requested TaskManager registers, its SIGKILL is reported at once,
 // release and Close purge.
 func TestWorkerDriver(t *testing.T) {
-	a := startAgent(t, testagent.Config{})
+	forAgents(t, testagent.Config{}, testWorkerDriver)
+}
+
+func testWorkerDriver(t *testing.T, a agentT) {
 	nc := apiClient(t, a, "")
-	jm, c := startJobManager(t, a, "drv")
+	cid := a.id("drv")
+	jm, c := startJobManager(t, a, cid)
 	drv, err := nomad.NewWorkerDriver(providers.DriverContext{Config: c, JobManagerRPCAddress: jm.RPCAddress, Log: testLog(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -405,7 +468,7 @@ func TestWorkerDriver(t *testing.T) {
 	if id != "taskmanager-1" {
 		t.Fatalf("worker ID %s", id)
 	}
-	job, _, err := nc.Jobs().Info("gofl-drv-taskmanager-1", nil)
+	job, _, err := nc.Jobs().Info(nomad.TaskManagerJobID(cid, "taskmanager-1"), nil)
 	if err != nil || *job.Type != "service" || job.Meta["gofl.worker-id"] != id || *job.TaskGroups[0].RestartPolicy.Attempts != 0 ||
 		*job.TaskGroups[0].ReschedulePolicy.Attempts != 0 || *job.TaskGroups[0].Tasks[0].Resources.MemoryMB != 256 {
 		t.Fatalf("TaskManager job: %+v, %v", job, err)
@@ -423,7 +486,7 @@ func TestWorkerDriver(t *testing.T) {
 		return len(tms) == 1 && tms[0].ID == id && tms[0].SlotsNumber == 3
 	})
 
-	pids := processesOf(t, "drv", "taskmanager.resource-id="+id)
+	pids := processesOf(t, cid, "taskmanager.resource-id="+id)
 	if len(pids) != 1 {
 		t.Fatalf("TaskManager processes: %v", pids)
 	}
@@ -438,7 +501,7 @@ func TestWorkerDriver(t *testing.T) {
 	case <-time.After(30 * time.Second): // prompt: the driver watches the allocation
 		t.Fatal("no WorkerTerminated within 30 s of SIGKILL")
 	}
-	eventually(t, time.Minute, "the failed worker's job is purged", func() bool { return len(goflJobs(t, nc)) == 0 })
+	eventually(t, time.Minute, "the failed worker's job is purged", func() bool { return len(goflJobs(t, nc, cid)) == 0 })
 
 	// Release: a second worker ends with Released set; its job is purged.
 	id2, err := drv.RequestWorker(ctxT(t, time.Minute), providers.WorkerSpec{Slots: 1, CPU: 0.25, Memory: 300 * conf.Mebibyte})
@@ -448,7 +511,7 @@ func TestWorkerDriver(t *testing.T) {
 	if id2 != "taskmanager-2" {
 		t.Fatalf("second worker ID %s", id2)
 	}
-	job, _, err = nc.Jobs().Info("gofl-drv-taskmanager-2", nil)
+	job, _, err = nc.Jobs().Info(nomad.TaskManagerJobID(cid, "taskmanager-2"), nil)
 	if err != nil || *job.TaskGroups[0].Tasks[0].Resources.CPU != 250 || *job.TaskGroups[0].Tasks[0].Resources.MemoryMB != 300 {
 		t.Fatalf("TaskManager job resources: %+v, %v", job.TaskGroups[0].Tasks[0].Resources, err)
 	}
@@ -458,7 +521,7 @@ func TestWorkerDriver(t *testing.T) {
 	if err := drv.ReleaseWorker(ctxT(t, time.Minute), id2); err != nil {
 		t.Fatal(err)
 	}
-	if jobs := goflJobs(t, nc); len(jobs) != 0 {
+	if jobs := goflJobs(t, nc, cid); len(jobs) != 0 {
 		t.Fatalf("jobs after release: %v", jobs)
 	}
 	select {
@@ -469,7 +532,19 @@ func TestWorkerDriver(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("released worker did not end")
 	}
-	if left := processesOf(t, "drv", "resource-id="+id2); len(left) != 0 {
+	// It registered, so it started: a WorkerStarted precedes the end even
+	// when the allocation was already over when the driver first saw it
+	// (register to running takes up to a second on a real agent).
+	rec.mu.Lock()
+	sawStart := slices.ContainsFunc(rec.events, func(e providers.WorkerEvent) bool {
+		s, ok := e.(providers.WorkerStarted)
+		return ok && s.WorkerID == id2
+	})
+	rec.mu.Unlock()
+	if !sawStart {
+		t.Errorf("no WorkerStarted for %s, which registered: %+v", id2, rec.events)
+	}
+	if left := processesOf(t, cid, "resource-id="+id2); len(left) != 0 {
 		t.Fatalf("released worker still runs: %v", left)
 	}
 	if err := drv.ReleaseWorker(ctxT(t, time.Minute), id2); err != nil {
@@ -486,10 +561,10 @@ func TestWorkerDriver(t *testing.T) {
 	if err := drv.Close(ctxT(t, time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	if left := processesOf(t, "drv"); len(left) != 0 {
+	if left := processesOf(t, cid); len(left) != 0 {
 		t.Fatalf("processes left after Close: %v", left)
 	}
-	if jobs := goflJobs(t, nc); len(jobs) != 0 {
+	if jobs := goflJobs(t, nc, cid); len(jobs) != 0 {
 		t.Fatalf("jobs left after Close: %v", jobs)
 	}
 	if _, err := drv.RequestWorker(ctxT(t, time.Minute), providers.WorkerSpec{Slots: 1}); !errors.Is(err, providers.ErrClosed) {
@@ -559,8 +634,12 @@ func TestACLDenied(t *testing.T) {
 // TestPlacementFailures: what the node cannot run fails Deploy with the
 // reason and leaves no job behind.
 func TestPlacementFailures(t *testing.T) {
-	a := startAgent(t, testagent.Config{NodeMemoryMB: 2048})
+	forAgents(t, testagent.Config{NodeMemoryMB: 2048}, testPlacementFailures)
+}
+
+func testPlacementFailures(t *testing.T, a agentT) {
 	nc := apiClient(t, a, "")
+	big, wbig := a.id("big"), a.id("wbig")
 	for _, tc := range []struct {
 		name string
 		edit func(*nomad.Options)
@@ -576,7 +655,7 @@ func TestPlacementFailures(t *testing.T) {
 			o := options(a)
 			tc.edit(&o)
 			start := time.Now()
-			_, err := newDeployer(t, o).Deploy(ctxT(t, time.Minute), providers.ClusterSpec{ClusterID: "big", Mode: providers.ModePerJob})
+			_, err := newDeployer(t, o).Deploy(ctxT(t, time.Minute), providers.ClusterSpec{ClusterID: big, Mode: providers.ModePerJob})
 			if !errors.Is(err, nomad.ErrPlacement) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Deploy: %v", err)
 			}
@@ -584,13 +663,13 @@ func TestPlacementFailures(t *testing.T) {
 			if took := time.Since(start); took > 30*time.Second {
 				t.Errorf("took %s", took)
 			}
-			if jobs := goflJobs(t, nc); len(jobs) != 0 {
+			if jobs := goflJobs(t, nc, big); len(jobs) != 0 {
 				t.Fatalf("jobs left: %v", jobs)
 			}
 		})
 	}
 	// The worker half too.
-	jm, c := startJobManager(t, a, "wbig")
+	jm, c := startJobManager(t, a, wbig)
 	drv, err := nomad.NewWorkerDriver(providers.DriverContext{Config: c, JobManagerRPCAddress: jm.RPCAddress, Log: testLog(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -600,7 +679,7 @@ func TestPlacementFailures(t *testing.T) {
 	if _, err := drv.RequestWorker(ctxT(t, time.Minute), providers.WorkerSpec{Slots: 1, Memory: 64 * conf.Gibibyte}); !errors.Is(err, nomad.ErrPlacement) || !strings.Contains(err.Error(), "memory") {
 		t.Fatalf("RequestWorker: %v", err)
 	}
-	if jobs := goflJobs(t, nc); len(jobs) != 0 {
+	if jobs := goflJobs(t, nc, wbig); len(jobs) != 0 {
 		t.Fatalf("jobs left: %v", jobs)
 	}
 	if err := drv.Close(ctxT(t, time.Minute)); err != nil {
@@ -635,33 +714,40 @@ func serveBinary(t *testing.T) (string, string) {
 // stanza with a checksum (a WebHDFS-style URL); the JobManager's
 // TaskManagers fetch it too. A wrong checksum fails Deploy, leaving nothing.
 func TestArtifactBinary(t *testing.T) {
-	a := startAgent(t, testagent.Config{})
+	forAgents(t, testagent.Config{}, testArtifactBinary)
+}
+
+func testArtifactBinary(t *testing.T, a agentT) {
 	nc := apiClient(t, a, "")
+	badsum := a.id("badsum")
 	url, sum := serveBinary(t)
 
 	bad := options(a)
 	bad.BinaryPath, bad.BinaryURL, bad.BinarySHA256 = "", url, strings.Repeat("0", 64)
 	start := time.Now()
-	_, err := newDeployer(t, bad).Deploy(ctxT(t, time.Minute), providers.ClusterSpec{ClusterID: "badsum", Mode: providers.ModeSession})
-	if !errors.Is(err, nomad.ErrTaskFailed) || !strings.Contains(err.Error(), "Failed Artifact Download") || !strings.Contains(err.Error(), "checksum") {
+	_, err := newDeployer(t, bad).Deploy(ctxT(t, time.Minute), providers.ClusterSpec{ClusterID: badsum, Mode: providers.ModeSession})
+	if !errors.Is(err, nomad.ErrTaskFailed) || !strings.Contains(err.Error(), "Failed Artifact Download") ||
+		!strings.Contains(err.Error(), "provider.nomad.binary.sha256") {
 		t.Fatalf("Deploy with a wrong checksum: %v", err)
 	}
 	t.Log(err)
 	if took := time.Since(start); took > 30*time.Second {
 		t.Errorf("took %s", took)
 	}
-	if jobs := goflJobs(t, nc); len(jobs) != 0 {
+	if jobs := goflJobs(t, nc, badsum); len(jobs) != 0 {
 		t.Fatalf("jobs left: %v", jobs)
 	}
-	if left := processesOf(t, "badsum"); len(left) != 0 {
+	if left := processesOf(t, badsum); len(left) != 0 {
 		t.Fatalf("processes left: %v", left)
 	}
 
 	o := options(a)
 	o.BinaryPath, o.BinaryURL, o.BinarySHA256 = "", url, sum
 	d := newDeployer(t, o)
-	const id = "fetched"
-	info, err := d.Deploy(ctxT(t, 2*time.Minute), providers.ClusterSpec{ClusterID: id, Mode: providers.ModePerJob, Config: fastCluster(), TaskManagers: 1})
+	id := a.id("fetched")
+	// Binary is the client's own path, as gofl run passes it: the configured
+	// URL still wins, for the JobManager too (bug 6).
+	info, err := d.Deploy(ctxT(t, 2*time.Minute), providers.ClusterSpec{ClusterID: id, Mode: providers.ModePerJob, Config: fastCluster(), TaskManagers: 1, Binary: goflBinary})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -679,7 +765,7 @@ func TestArtifactBinary(t *testing.T) {
 	if left := processesOf(t, id); len(left) != 0 {
 		t.Fatalf("processes left after Kill: %v", left)
 	}
-	if jobs := goflJobs(t, nc); len(jobs) != 0 {
+	if jobs := goflJobs(t, nc, id); len(jobs) != 0 {
 		t.Fatalf("jobs left: %v", jobs)
 	}
 }
@@ -750,7 +836,7 @@ func TestACLToken(t *testing.T) {
 	if err := d.Kill(ctxT(t, time.Minute), id); err != nil {
 		t.Fatal(err)
 	}
-	if jobs := goflJobs(t, nc); len(jobs) != 0 {
+	if jobs := goflJobs(t, nc, id); len(jobs) != 0 {
 		t.Fatalf("jobs left: %v", jobs)
 	}
 }
@@ -758,10 +844,13 @@ func TestACLToken(t *testing.T) {
 // TestEndedClusterIsCleaned: a per-job cluster whose JobManager died is
 // reported terminated, and List purges it with its TaskManagers.
 func TestEndedClusterIsCleaned(t *testing.T) {
-	a := startAgent(t, testagent.Config{})
+	forAgents(t, testagent.Config{}, testEndedClusterIsCleaned)
+}
+
+func testEndedClusterIsCleaned(t *testing.T, a agentT) {
 	nc := apiClient(t, a, "")
 	d := newDeployer(t, options(a))
-	const id = "ended"
+	id := a.id("ended")
 	info, err := d.Deploy(ctxT(t, 2*time.Minute), providers.ClusterSpec{ClusterID: id, Mode: providers.ModePerJob, Config: fastCluster(), TaskManagers: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -782,7 +871,7 @@ func TestEndedClusterIsCleaned(t *testing.T) {
 	if list, err := d.List(ctxT(t, time.Minute)); err != nil || len(list) != 0 {
 		t.Fatalf("List = %+v, %v", list, err)
 	}
-	if jobs := goflJobs(t, nc); len(jobs) != 0 {
+	if jobs := goflJobs(t, nc, id); len(jobs) != 0 {
 		t.Fatalf("jobs left: %v", jobs)
 	}
 	if left := processesOf(t, id); len(left) != 0 {
@@ -796,18 +885,100 @@ func TestEndedClusterIsCleaned(t *testing.T) {
 
 // TestDeployDeadline: a deadline before the JobManager serves rolls back.
 func TestDeployDeadline(t *testing.T) {
-	a := startAgent(t, testagent.Config{})
+	forAgents(t, testagent.Config{}, testDeployDeadline)
+}
+
+func testDeployDeadline(t *testing.T, a agentT) {
 	nc := apiClient(t, a, "")
 	d := newDeployer(t, options(a))
+	late := a.id("late")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
-	if _, err := d.Deploy(ctx, providers.ClusterSpec{ClusterID: "late", Mode: providers.ModeSession, Config: fastCluster()}); err == nil {
+	if _, err := d.Deploy(ctx, providers.ClusterSpec{ClusterID: late, Mode: providers.ModeSession, Config: fastCluster()}); err == nil {
 		t.Fatal("Deploy with an expired deadline succeeded")
 	}
-	if jobs := goflJobs(t, nc); len(jobs) != 0 {
+	if jobs := goflJobs(t, nc, late); len(jobs) != 0 {
 		t.Fatalf("jobs left: %v", jobs)
 	}
-	if left := processesOf(t, "late"); len(left) != 0 {
+	if left := processesOf(t, late); len(left) != 0 {
 		t.Fatalf("processes left: %v", left)
+	}
+}
+
+// TestWorkerAllocStop: `nomad alloc stop` of a TaskManager's allocation
+// ends the worker (reported once, not released) and no replacement
+// allocation ever runs a second TaskManager with the same ID (a real agent
+// places one about a second after the stop).
+func TestWorkerAllocStop(t *testing.T) {
+	forAgents(t, testagent.Config{}, testWorkerAllocStop)
+}
+
+func testWorkerAllocStop(t *testing.T, a agentT) {
+	nc := apiClient(t, a, "")
+	cid := a.id("astop")
+	jm, c := startJobManager(t, a, cid)
+	drv, err := nomad.NewWorkerDriver(providers.DriverContext{Config: c, JobManagerRPCAddress: jm.RPCAddress, Log: testLog(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = drv.Close(context.Background()) })
+	rec := newRecorder()
+	if err := drv.Start(rec.handle); err != nil {
+		t.Fatal(err)
+	}
+	id, err := drv.RequestWorker(ctxT(t, time.Minute), providers.WorkerSpec{Slots: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-rec.started:
+	case <-time.After(time.Minute):
+		t.Fatal("no WorkerStarted")
+	}
+	eventually(t, time.Minute, "the worker registers", func() bool { return slices.Contains(taskManagerIDs(jm.RESTAddress), id) })
+	allocs, _, err := nc.Jobs().Allocations(nomad.TaskManagerJobID(cid, id), false, nil)
+	if err != nil || len(allocs) != 1 {
+		t.Fatalf("allocations: %v, %v", allocs, err)
+	}
+	if _, err := nc.Allocations().Stop(&api.Allocation{ID: allocs[0].ID}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Until the job is gone and a few seconds more (a replacement is
+	// placed about a second after the stop), at most one TaskManager
+	// process with this ID may exist, and it must end.
+	most := 0
+	deadline := time.Now().Add(time.Minute)
+	var quietSince time.Time
+	for {
+		n := len(processesOf(t, cid, "taskmanager.resource-id="+id))
+		most = max(most, n)
+		gone := n == 0 && len(goflJobs(t, nc, cid)) == 0
+		if !gone {
+			quietSince = time.Time{}
+		} else if quietSince.IsZero() {
+			quietSince = time.Now()
+		} else if time.Since(quietSince) > 3*time.Second {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after alloc stop: %d TaskManager process(es) %s, jobs %v", n, id, goflJobs(t, nc, cid))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if most > 1 {
+		t.Errorf("%d TaskManager processes with ID %s ran at once", most, id)
+	}
+	select {
+	case e := <-rec.terminated:
+		if e.WorkerID != id || e.Released {
+			t.Errorf("WorkerTerminated = %+v", e)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("no WorkerTerminated after alloc stop")
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.events) != 2 {
+		t.Errorf("events: %+v, want one start and one end", rec.events)
 	}
 }

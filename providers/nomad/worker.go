@@ -259,13 +259,40 @@ func (d *WorkerDriver) taskManagerJob(id string, slots, cpu, mem int) *api.Job {
 // watch follows the worker's allocation with blocking queries: it reports
 // WorkerStarted when the task runs and WorkerTerminated once, when the
 // allocation ends or the job disappears.
+//
+// It tracks the allocation the worker really runs in (the job's first),
+// not the job's newest: a `nomad alloc stop` makes a real agent place a
+// linked replacement about a second later, which must never run a second
+// TaskManager with the same ID. So once the tracked allocation is told to
+// stop, the job is purged at once (the replacement with it), and the end
+// reported is the tracked allocation's.
 func (d *WorkerDriver) watch(w *worker) {
 	defer d.wg.Done()
 	var idx uint64
-	started := false
+	started, purged := false, false
+	allocID := ""
 	retry := backoff.New(backoff.Config{Initial: 100 * time.Millisecond, Max: 10 * time.Second}, nil)
 	for {
-		allocs, meta, err := d.c.api.Jobs().Allocations(w.jobID, true, q(d.ctx, idx, 30*time.Second))
+		var a *api.AllocationListStub
+		var meta *api.QueryMeta
+		var err error
+		if allocID == "" {
+			var allocs []*api.AllocationListStub
+			allocs, meta, err = d.c.api.Jobs().Allocations(w.jobID, true, q(d.ctx, idx, 30*time.Second))
+			if err == nil {
+				a = oldest(allocs)
+			}
+		} else {
+			var full *api.Allocation
+			full, meta, err = d.c.api.Allocations().Info(allocID, q(d.ctx, idx, 30*time.Second))
+			if isNotFound(err) { // garbage-collected
+				d.terminated(w, nil)
+				return
+			}
+			if err == nil {
+				a = full.Stub()
+			}
+		}
 		if d.ctx.Err() != nil {
 			return
 		}
@@ -284,7 +311,6 @@ func (d *WorkerDriver) watch(w *worker) {
 		} else {
 			idx = 0 // the index went backwards (a new leader): start over
 		}
-		a := newest(allocs)
 		if a == nil {
 			// No allocation (yet): is the job still there?
 			cctx, cancel := context.WithTimeout(d.ctx, callTimeout)
@@ -296,8 +322,16 @@ func (d *WorkerDriver) watch(w *worker) {
 			}
 			continue
 		}
+		if allocID == "" {
+			allocID = a.ID
+			idx = 0 // the allocation's own index from now on
+		}
 		if !started {
-			if ts := a.TaskStates[roleTaskManager]; ts != nil && ts.State == "running" {
+			// A Started event counts even if the allocation is already
+			// terminal when first seen: on a real agent register to
+			// running takes up to a second, and a TaskManager can
+			// register, be released and end within it.
+			if ts := a.TaskStates[roleTaskManager]; ts != nil && (ts.State == "running" || hasEvent(ts, "Started")) {
 				started = true
 				d.mu.Lock()
 				d.log.Info().Str("worker_id", w.id).Str("alloc_id", a.ID).Str("node", a.NodeName).Msg("TaskManager task running")
@@ -305,11 +339,43 @@ func (d *WorkerDriver) watch(w *worker) {
 				d.mu.Unlock()
 			}
 		}
+		if a.DesiredStatus != "run" && !purged && !terminal(a.ClientStatus) {
+			// Stopped from outside (nomad alloc stop, a drain): no
+			// replacement may start a second TaskManager with this ID.
+			purged = true
+			d.log.Info().Str("worker_id", w.id).Str("alloc_id", a.ID).Str("desired", a.DesiredStatus).Msg("TaskManager allocation told to stop; purging its job so nothing replaces it")
+			cctx, cancel := context.WithTimeout(d.ctx, callTimeout)
+			if err := d.c.purge(cctx, w.jobID); err != nil {
+				d.log.Warn().Err(err).Str("worker_id", w.id).Msg("purging the job of a stopped TaskManager")
+			}
+			cancel()
+		}
 		if terminal(a.ClientStatus) {
 			d.terminated(w, a)
 			return
 		}
 	}
+}
+
+// oldest returns the allocation created first: the one a worker's job was
+// placed with (later ones are replacements).
+func oldest(allocs []*api.AllocationListStub) *api.AllocationListStub {
+	var o *api.AllocationListStub
+	for _, a := range allocs {
+		if o == nil || a.CreateIndex < o.CreateIndex {
+			o = a
+		}
+	}
+	return o
+}
+
+func hasEvent(ts *api.TaskState, typ string) bool {
+	for _, e := range ts.Events {
+		if e.Type == typ {
+			return true
+		}
+	}
+	return false
 }
 
 // terminated reports the worker's end and purges its job, so Nomad

@@ -502,7 +502,7 @@ var File_runner_proto protoreflect.FileDescriptor
 
 const file_runner_proto_rawDesc = "" +
 	"\n" +
-	"\frunner.proto\x12\agofl.v1\x1a\rcluster.proto\x1a\x10deployment.proto\x1a\x10checkpoint.proto\"|\n" +
+	"\frunner.proto\x12\agofl.v1\x1a\rcluster.proto\x1a\x10deployment.proto\"|\n" +
 	"\x16RunnerHandshakeRequest\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\x05R\x0fprotocolVersion\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12 \n" +
@@ -629,7 +629,6 @@ func file_runner_proto_init() {
 	}
 	file_cluster_proto_init()
 	file_deployment_proto_init()
-	file_checkpoint_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -401,3 +401,134 @@ func TestEmptySnapshotAcknowledgesWithoutFile(t *testing.T) {
 		t.Fatalf("nil restore: %v %v", got, err)
 	}
 }
+
+// streamedSnapshot is an operator whose keyed state "state:big" (size
+// bytes per key group of groups) is streamed, reusing one buffer, and
+// whose timers are synchronous in the same groups. failAt > 0 fails the
+// stream at that group.
+func streamedSnapshot(groups, size, failAt int) *runtime.TaskSnapshot {
+	op := &runtime.OperatorSnapshot{OperatorID: "op-keyed"}
+	for g := 0; g < groups; g += 2 {
+		op.PutKeyed(g, "timers", "timers", []byte(fmt.Sprintf("timers-%d", g)))
+	}
+	op.StateTypes["state:big"] = "bytes"
+	buf := make([]byte, size)
+	op.KeyedStream = func(emit func(int, map[string][]byte) error) error {
+		for g := 0; g < groups; g++ {
+			if g == failAt {
+				return fmt.Errorf("injected serializer failure")
+			}
+			for i := range buf {
+				buf[i] = byte(g + i)
+			}
+			if err := emit(g, map[string][]byte{"state:big": buf}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return &runtime.TaskSnapshot{Operators: []*runtime.OperatorSnapshot{op}}
+}
+
+// The asynchronous part of a snapshot is serialized by the Responder and
+// merged with the synchronous sections, inline, in a small file and in a
+// file streamed past the in-memory limit.
+func TestStreamedKeyedStateRoundtrip(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		size, inline int
+	}{{"inline", 40, 0}, {"small-file", 40, -1}, {"streamed-file", 20 << 10, 0}} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			fss := NewFileSystems(storage.Options{})
+			defer fss.Close()
+			rep := newReports()
+			loc := "file://" + dir
+			r := NewResponder(ResponderConfig{JobID: "job", Attempt: attempt(0), Parallelism: 1, MaxParallelism: maxPar,
+				FileSystems: fss, Report: rep.report, InlineThreshold: c.inline, Log: zerolog.Nop()})
+			defer r.Close()
+			r.Acknowledge(runtime.CheckpointBarrier{ID: 2, Options: runtime.CheckpointOptions{TargetLocation: loc}},
+				streamedSnapshot(maxPar, c.size, -1), runtime.CheckpointSyncMetrics{})
+			ack := rep.next(t).GetAcknowledge()
+			if ack == nil {
+				t.Fatal("declined")
+			}
+			if inline := len(ack.Operators[0].File.GetInline()) > 0; inline != (c.name == "inline") {
+				t.Fatalf("inline %v, want the opposite: %v", inline, ack.Operators[0].File)
+			}
+			tr, err := Restore(context.Background(), fss, &pb.TaskRestore{CheckpointId: 2, Location: loc, Operators: ack.Operators}, 0, 1, maxPar)
+			if err != nil {
+				t.Fatal(err)
+			}
+			or := tr.Operators["op-keyed"]
+			if len(or.Keyed) != maxPar || or.StateTypes["state:big"] != "bytes" || or.StateTypes["timers"] != "timers" {
+				t.Fatalf("restored %d key groups, types %v", len(or.Keyed), or.StateTypes)
+			}
+			for g := 0; g < maxPar; g++ {
+				big := or.Keyed[g]["state:big"]
+				if len(big) != c.size || big[0] != byte(g) || big[c.size-1] != byte(g+c.size-1) {
+					t.Fatalf("key group %d: state of %d bytes", g, len(big))
+				}
+				if ts, want := string(or.Keyed[g]["timers"]), fmt.Sprintf("timers-%d", g); (g%2 == 0) != (ts == want) {
+					t.Fatalf("key group %d: timers %q", g, ts)
+				}
+			}
+		})
+	}
+}
+
+// A failing serializer declines the checkpoint and leaves no file, also
+// when it fails after the file was started.
+func TestStreamFailureDeclinesAndLeavesNoFile(t *testing.T) {
+	dir := t.TempDir()
+	fss := NewFileSystems(storage.Options{})
+	defer fss.Close()
+	rep := newReports()
+	loc := "file://" + dir + "/chk-3"
+	r := NewResponder(ResponderConfig{JobID: "job", Attempt: attempt(0), Parallelism: 1, MaxParallelism: maxPar,
+		FileSystems: fss, Report: rep.report, Log: zerolog.Nop()})
+	defer r.Close()
+	r.Acknowledge(runtime.CheckpointBarrier{ID: 3, Options: runtime.CheckpointOptions{TargetLocation: loc}},
+		streamedSnapshot(maxPar, 20<<10, 100), runtime.CheckpointSyncMetrics{})
+	d := rep.next(t).GetDecline()
+	if d == nil || !strings.Contains(d.Reason.GetMessage(), "injected serializer failure") {
+		t.Fatalf("want a decline naming the failure, got %v", d)
+	}
+	ents, err := os.ReadDir(filepath.Join(dir, "chk-3"))
+	if err != nil || len(ents) != 0 {
+		t.Fatalf("a failed write left %v (%v)", ents, err)
+	}
+}
+
+// A corrupt region of a local file (read with positioned reads) fails the
+// restore naming the file.
+func TestRestoreCorruptRegionPositionedReads(t *testing.T) {
+	dir := t.TempDir()
+	fss := NewFileSystems(storage.Options{})
+	defer fss.Close()
+	rep := newReports()
+	loc := "file://" + dir
+	r := NewResponder(ResponderConfig{JobID: "job", Attempt: attempt(0), Parallelism: 1, MaxParallelism: maxPar,
+		FileSystems: fss, Report: rep.report, InlineThreshold: -1, Log: zerolog.Nop()})
+	defer r.Close()
+	r.Acknowledge(runtime.CheckpointBarrier{ID: 4, Options: runtime.CheckpointOptions{TargetLocation: loc}},
+		streamedSnapshot(maxPar, 100, -1), runtime.CheckpointSyncMetrics{})
+	ack := rep.next(t).GetAcknowledge()
+	if ack == nil {
+		t.Fatal("declined")
+	}
+	h := ack.Operators[0]
+	p := filepath.Join(dir, h.File.Path)
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[h.KeyGroups[len(h.KeyGroups)/2].Region.Offset+2] ^= 0xff
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Restore(context.Background(), fss, &pb.TaskRestore{CheckpointId: 4, Location: loc, Operators: ack.Operators}, 0, 1, maxPar)
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), h.File.Path) || !strings.Contains(err.Error(), "checksum") {
+		t.Fatalf("want a checksum error naming %s, got %v", h.File.Path, err)
+	}
+}

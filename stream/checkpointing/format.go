@@ -16,7 +16,8 @@
 //
 // Every blob ends with the CRC-32C of its body (4 bytes, big endian). The
 // handles (pb.OperatorSubtaskStateHandle) carry each blob's region, so a
-// reader seeks to the key groups it owns and never reads the rest.
+// reader seeks to the key groups it owns and never reads the rest. Key
+// groups with identical bytes may share one region.
 // Operator IDs, state names, modes and types live in the handles, not in
 // the file.
 package checkpointing
@@ -27,6 +28,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
+	"math"
 	"sort"
 
 	"github.com/gofl/gofl/rpc/pb"
@@ -62,26 +65,58 @@ func checkHeader(h []byte) error {
 	return nil
 }
 
-// encoder appends the blobs of operators to one buffer.
-type encoder struct{ buf bytes.Buffer }
+// encoder streams the blobs of operators to w, computing each blob's
+// checksum on the fly, so a state file is written in one pass without a
+// copy of its bytes in memory.
+type encoder struct {
+	w       io.Writer
+	off     int64
+	err     error
+	crc     uint32
+	start   int64
+	scratch []byte
+}
 
-func newEncoder() *encoder {
-	e := &encoder{}
-	e.buf.Write(appendHeader(nil))
+func newEncoder(w io.Writer) *encoder {
+	e := &encoder{w: w}
+	e.put(appendHeader(nil), false)
 	return e
 }
 
-// blob appends body and its checksum and returns its region.
-func (e *encoder) blob(body []byte) *pb.StateFileRegion {
-	off := int64(e.buf.Len())
-	e.buf.Write(body)
-	var c [crcLen]byte
-	binary.BigEndian.PutUint32(c[:], crc32.Checksum(body, castagnoli))
-	e.buf.Write(c[:])
-	return &pb.StateFileRegion{Offset: off, Length: int64(len(body) + crcLen)}
+// put writes p, adding it to the current blob's checksum when sum.
+func (e *encoder) put(p []byte, sum bool) {
+	if e.err != nil || len(p) == 0 {
+		return
+	}
+	if sum {
+		e.crc = crc32.Update(e.crc, castagnoli, p)
+	}
+	n, err := e.w.Write(p)
+	e.off += int64(n)
+	if err == nil && n < len(p) {
+		err = io.ErrShortWrite
+	}
+	e.err = err
 }
 
-// operator appends one operator's state and returns its handle, without
+func (e *encoder) begin() { e.start, e.crc = e.off, 0 }
+
+// end closes the blob begun last with its checksum and returns its region.
+func (e *encoder) end() *pb.StateFileRegion {
+	var c [crcLen]byte
+	binary.BigEndian.PutUint32(c[:], e.crc)
+	e.put(c[:], false)
+	return &pb.StateFileRegion{Offset: e.start, Length: e.off - e.start}
+}
+
+// blob writes body and its checksum and returns its region.
+func (e *encoder) blob(body []byte) *pb.StateFileRegion {
+	e.begin()
+	e.put(body, true)
+	return e.end()
+}
+
+// operator writes one operator's state and returns its handle, without
 // the file (the caller sets it).
 func (e *encoder) operator(op *runtime.OperatorSnapshot, subtask, parallelism, maxParallelism int) *pb.OperatorSubtaskStateHandle {
 	h := &pb.OperatorSubtaskStateHandle{
@@ -99,15 +134,47 @@ func (e *encoder) operator(op *runtime.OperatorSnapshot, subtask, parallelism, m
 		groups = append(groups, g)
 	}
 	sort.Ints(groups)
-	var body []byte
-	for _, g := range groups {
-		sections := op.Keyed[g]
-		if len(sections) == 0 {
-			continue
+	// Small key groups with the same bytes (an incremental LSM snapshot's
+	// manifest is in every key group) share one region.
+	same := map[string]*pb.StateFileRegion{}
+	next := 0 // of groups, the first not written yet
+	syncUpTo := func(end int) {
+		for ; next < len(groups) && groups[next] < end; next++ {
+			if sections := op.Keyed[groups[next]]; len(sections) > 0 {
+				h.KeyGroups = append(h.KeyGroups, &pb.KeyGroupRegion{KeyGroup: int32(groups[next]), Region: e.sectionsOnce(same, sections)})
+			}
 		}
-		body = encodeSections(body[:0], sections)
-		h.KeyGroups = append(h.KeyGroups, &pb.KeyGroupRegion{KeyGroup: int32(g), Region: e.blob(body)})
 	}
+	if op.KeyedStream != nil {
+		last := -1
+		merged := map[string][]byte{}
+		err := op.KeyedStream(func(g int, sections map[string][]byte) error {
+			if g <= last {
+				return fmt.Errorf("checkpointing: operator %s: keyed state streamed key group %d after %d", op.OperatorID, g, last)
+			}
+			last = g
+			syncUpTo(g)
+			if next < len(groups) && groups[next] == g {
+				clear(merged)
+				for n, d := range op.Keyed[g] {
+					merged[n] = d
+				}
+				for n, d := range sections {
+					merged[n] = d
+				}
+				sections = merged
+				next++
+			}
+			if len(sections) > 0 {
+				h.KeyGroups = append(h.KeyGroups, &pb.KeyGroupRegion{KeyGroup: int32(g), Region: e.sections(sections)})
+			}
+			return e.err
+		})
+		if err != nil && e.err == nil {
+			e.err = err
+		}
+	}
+	syncUpTo(math.MaxInt)
 	names := make([]string, 0, len(op.Lists))
 	for n := range op.Lists {
 		names = append(names, n)
@@ -124,21 +191,67 @@ func (e *encoder) operator(op *runtime.OperatorSnapshot, subtask, parallelism, m
 	return h
 }
 
-func encodeSections(b []byte, sections map[string][]byte) []byte {
+// sameLimit bounds the key groups sectionsOnce compares: larger ones are
+// written as they are.
+const sameLimit = 64 << 10
+
+// sectionsOnce is sections, sharing the region of an earlier key group
+// with the same small sections (kept in same).
+func (e *encoder) sectionsOnce(same map[string]*pb.StateFileRegion, sections map[string][]byte) *pb.StateFileRegion {
+	size := 0
+	for n, d := range sections {
+		size += len(n) + len(d)
+	}
+	if size > sameLimit {
+		return e.sections(sections)
+	}
 	names := make([]string, 0, len(sections))
 	for n := range sections {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	b = binary.AppendUvarint(b, uint64(len(names)))
+	var key []byte
+	for _, n := range names {
+		key = binary.AppendUvarint(key, uint64(len(n)))
+		key = append(key, n...)
+		key = binary.AppendUvarint(key, uint64(len(sections[n])))
+		key = append(key, sections[n]...)
+	}
+	if r := same[string(key)]; r != nil {
+		return &pb.StateFileRegion{Offset: r.Offset, Length: r.Length}
+	}
+	r := e.sections(sections)
+	same[string(key)] = r
+	return &pb.StateFileRegion{Offset: r.Offset, Length: r.Length}
+}
+
+// sections writes one key group's blob: the section count, then per
+// section (sorted by name) its name and data, each length-prefixed. The
+// data is written as it is, never copied into a body first.
+func (e *encoder) sections(sections map[string][]byte) *pb.StateFileRegion {
+	names := make([]string, 0, len(sections))
+	for n := range sections {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	e.begin()
+	b := binary.AppendUvarint(e.scratch[:0], uint64(len(names)))
 	for _, n := range names {
 		b = binary.AppendUvarint(b, uint64(len(n)))
 		b = append(b, n...)
 		d := sections[n]
 		b = binary.AppendUvarint(b, uint64(len(d)))
-		b = append(b, d...)
+		if len(d) < 4<<10 { // small data: one write with its prefix
+			b = append(b, d...)
+			continue
+		}
+		e.put(b, true)
+		e.put(d, true)
+		b = b[:0]
 	}
-	return b
+	e.put(b, true)
+	e.scratch = b[:0]
+	return e.end()
 }
 
 // checkBlob verifies a blob's checksum and returns its body.
@@ -199,18 +312,58 @@ func modeToProto(m runtime.ListStateMode) pb.OperatorStateMode {
 // Encode serializes a task's snapshot as one state file and returns its
 // bytes with one handle per operator (regions into those bytes, no File
 // set). An operator with neither keyed nor list state still gets a
-// handle: it carries the finished flag and the state types.
-func Encode(snap *runtime.TaskSnapshot, subtask, parallelism, maxParallelism int) ([]byte, []*pb.OperatorSubtaskStateHandle) {
-	e := newEncoder()
+// handle: it carries the finished flag and the state types. It fails when
+// a KeyedStream does.
+func Encode(snap *runtime.TaskSnapshot, subtask, parallelism, maxParallelism int) ([]byte, []*pb.OperatorSubtaskStateHandle, error) {
+	var buf bytes.Buffer
+	buf.Grow(encodedSize(snap))
+	hs, _, err := EncodeTo(&buf, snap, subtask, parallelism, maxParallelism)
+	return buf.Bytes(), hs, err
+}
+
+// EncodeTo streams a task's snapshot as one state file to w and returns
+// one handle per operator (see Encode) and the number of bytes written.
+// It runs the operators' KeyedStreams (the asynchronous part of their
+// snapshots) as it goes, and fails when one of them or w does.
+func EncodeTo(w io.Writer, snap *runtime.TaskSnapshot, subtask, parallelism, maxParallelism int) ([]*pb.OperatorSubtaskStateHandle, int64, error) {
+	e := newEncoder(w)
 	var hs []*pb.OperatorSubtaskStateHandle
 	for _, op := range snap.Operators {
 		if op == nil {
 			continue
 		}
 		hs = append(hs, e.operator(op, subtask, parallelism, maxParallelism))
+		if e.err != nil {
+			return nil, e.off, e.err
+		}
 	}
 	encodeInFlight(e, snap, hs)
-	return e.buf.Bytes(), hs
+	return hs, e.off, e.err
+}
+
+// encodedSize is the size of the state file of snap, or a little more.
+func encodedSize(snap *runtime.TaskSnapshot) int {
+	n := headerLen
+	for _, op := range snap.Operators {
+		if op == nil {
+			continue
+		}
+		for _, sections := range op.Keyed {
+			n += crcLen + binary.MaxVarintLen64
+			for name, d := range sections {
+				n += 2*binary.MaxVarintLen64 + len(name) + len(d)
+			}
+		}
+		for _, l := range op.Lists {
+			for _, el := range l.Elements {
+				n += crcLen + len(el)
+			}
+		}
+	}
+	for _, d := range snap.InFlight {
+		n += crcLen + len(d.Data)
+	}
+	return n
 }
 
 // hasData reports whether a handle refers to any bytes of its file.

@@ -1,12 +1,14 @@
 package checkpointing
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"path"
 	"sync"
 	"time"
@@ -45,7 +47,10 @@ type ResponderConfig struct {
 	InlineThreshold int
 	// WriteTimeout bounds one state file write; default 10 minutes.
 	WriteTimeout time.Duration
-	Log          zerolog.Logger
+	// LocalState, if set, gets a copy of every checkpoint's state file
+	// (task-local recovery, local.go); nil keeps none.
+	LocalState *TaskLocalStateStore
+	Log        zerolog.Logger
 }
 
 // Responder is the runtime.CheckpointResponder of one task attempt: it
@@ -83,6 +88,7 @@ func (r *Responder) Acknowledge(b runtime.CheckpointBarrier, snap *runtime.TaskS
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
+		snap.Release()
 		r.Decline(b.ID, ErrClosed)
 		return
 	}
@@ -91,7 +97,8 @@ func (r *Responder) Acknowledge(b runtime.CheckpointBarrier, snap *runtime.TaskS
 	go func() {
 		defer r.wg.Done()
 		start := time.Now()
-		hs, size, err := r.write(b, snap)
+		hs, size, err := r.writeWithShared(b, snap)
+		snap.Release() // after a failure before the keyed state was streamed
 		if err != nil {
 			if r.ctx.Err() != nil {
 				err = fmt.Errorf("%w: %w", ErrClosed, err)
@@ -103,7 +110,7 @@ func (r *Responder) Acknowledge(b runtime.CheckpointBarrier, snap *runtime.TaskS
 		r.cfg.Report(&pb.RunnerCheckpointReport{Report: &pb.RunnerCheckpointReport_Acknowledge{Acknowledge: &pb.AcknowledgeCheckpointRequest{
 			JobId: r.cfg.JobID, Attempt: r.cfg.Attempt, CheckpointId: b.ID, Operators: hs,
 			Metrics: &pb.CheckpointMetrics{
-				StateSize: size, CheckpointedSize: size,
+				StateSize: size.state, CheckpointedSize: size.checkpointed,
 				SyncDurationMs: m.SyncDuration.Milliseconds(), AsyncDurationMs: time.Since(start).Milliseconds(),
 				AlignmentDurationMs: m.AlignmentDuration.Milliseconds(), PersistedInFlightBytes: m.PersistedInFlightBytes,
 				Unaligned: m.Unaligned,
@@ -130,65 +137,213 @@ func (r *Responder) Close() {
 }
 
 // write stores the snapshot and returns its handles and its size in bytes.
+// The file is encoded straight into storage in one pass: the first bytes
+// are kept in memory (a small state goes inline in the handles), then the
+// temporary file is created and everything streams through a large
+// buffer; it is closed (durable) and renamed into place.
 func (r *Responder) write(b runtime.CheckpointBarrier, snap *runtime.TaskSnapshot) ([]*pb.OperatorSubtaskStateHandle, int64, error) {
 	a := r.cfg.Attempt
 	sub, par, maxPar := int(a.GetSubtaskIndex()), r.cfg.Parallelism, r.cfg.MaxParallelism
 	if snap == nil {
 		snap = &runtime.TaskSnapshot{}
 	}
-	data, hs := Encode(snap, sub, par, maxPar)
-	stored := false
-	for _, h := range hs {
-		stored = stored || hasData(h)
-	}
-	if !stored {
-		return hs, 0, nil // nothing to store: the handles carry the flags
-	}
-	if len(data) < r.cfg.InlineThreshold {
-		return r.inline(snap, sub, par, maxPar), int64(len(data)), nil
-	}
-	if b.Options.TargetLocation == "" {
-		return nil, 0, fmt.Errorf("checkpoint %d has no target location", b.ID)
-	}
 	name := fmt.Sprintf("%s-%d-%d-%s", a.GetJobVertexId(), sub, a.GetAttemptNumber(), randomHex(8))
 	uri := b.Options.TargetLocation + "/" + name
 	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.WriteTimeout)
 	defer cancel()
-	fsys, dir, err := r.cfg.FileSystems.Resolve(ctx, b.Options.TargetLocation)
+	sw := &spillWriter{ctx: ctx, limit: max(r.cfg.InlineThreshold, spillLimit), open: func() (*fileTarget, error) {
+		if b.Options.TargetLocation == "" {
+			return nil, fmt.Errorf("checkpoint %d has no target location", b.ID)
+		}
+		fsys, dir, err := r.cfg.FileSystems.Resolve(ctx, b.Options.TargetLocation)
+		if err != nil {
+			return nil, err
+		}
+		return createTarget(ctx, fsys, path.Join(dir, name))
+	}}
+	var w io.Writer = sw
+	lc := r.localCopy(b, name)
+	if lc != nil {
+		w = io.MultiWriter(sw, lc)
+	}
+	keptLocal := false
+	defer func() { r.keepLocal(b, lc, keptLocal) }()
+	hs, size, err := EncodeTo(w, snap, sub, par, maxPar)
+	if err == nil {
+		err = sw.finish()
+	}
 	if err != nil {
+		sw.abort()
 		return nil, 0, fmt.Errorf("state file %s: %w", uri, err)
 	}
-	if _, err := storage.WriteFileAtomic(ctx, fsys, path.Join(dir, name), bytes.NewReader(data)); err != nil {
-		return nil, 0, fmt.Errorf("state file %s: %w", uri, err)
+	if sw.target == nil {
+		stored := false
+		for _, h := range hs {
+			stored = stored || hasData(h)
+		}
+		if !stored {
+			return hs, 0, nil // nothing to store: the handles carry the flags
+		}
+		if len(sw.buf) < r.cfg.InlineThreshold {
+			return inline(sw.buf, hs), size, nil // inline state is in the deployment: no local copy
+		}
+		if b.Options.TargetLocation == "" {
+			return nil, 0, fmt.Errorf("checkpoint %d has no target location", b.ID)
+		}
+		fsys, dir, err := r.cfg.FileSystems.Resolve(ctx, b.Options.TargetLocation)
+		if err != nil {
+			return nil, 0, fmt.Errorf("state file %s: %w", uri, err)
+		}
+		if _, err := storage.WriteFileAtomic(ctx, fsys, path.Join(dir, name), bytes.NewReader(sw.buf)); err != nil {
+			return nil, 0, fmt.Errorf("state file %s: %w", uri, err)
+		}
 	}
+	keptLocal = true
 	for _, h := range hs {
 		if hasData(h) {
-			h.File = &pb.StateFile{Path: name, Size: int64(len(data))}
+			h.File = &pb.StateFile{Path: name, Size: size}
 		}
 	}
-	return hs, int64(len(data)), nil
+	return hs, size, nil
 }
 
-// inline encodes each operator on its own, so every handle carries only
-// its own bytes.
-func (r *Responder) inline(snap *runtime.TaskSnapshot, sub, par, maxPar int) []*pb.OperatorSubtaskStateHandle {
-	var hs []*pb.OperatorSubtaskStateHandle
-	for i, op := range snap.Operators {
-		if op == nil {
+// inline gives every handle with data its own bytes: a header and its
+// operator's blobs (contiguous in data; the head operator's span also
+// covers the in-flight data written after the last operator), regions
+// rebased.
+func inline(data []byte, hs []*pb.OperatorSubtaskStateHandle) []*pb.OperatorSubtaskStateHandle {
+	for _, h := range hs {
+		if !hasData(h) {
 			continue
 		}
-		ts := &runtime.TaskSnapshot{Operators: []*runtime.OperatorSnapshot{op}}
-		if i == 0 {
-			ts.InFlight = snap.InFlight // with the head operator
+		var regions []*pb.StateFileRegion
+		for _, kg := range h.KeyGroups {
+			regions = append(regions, kg.Region)
 		}
-		data, one := Encode(ts, sub, par, maxPar)
-		h := one[0]
-		if hasData(h) {
-			h.File = &pb.StateFile{Size: int64(len(data)), Inline: data}
+		for _, l := range h.ListStates {
+			regions = append(regions, l.Elements...)
 		}
-		hs = append(hs, h)
+		for _, f := range h.InFlight {
+			regions = append(regions, f.Region)
+		}
+		lo, hi := regions[0].Offset, regions[0].Offset+regions[0].Length
+		for _, rg := range regions {
+			lo, hi = min(lo, rg.Offset), max(hi, rg.Offset+rg.Length)
+		}
+		own := append(appendHeader(make([]byte, 0, headerLen+int(hi-lo))), data[lo:hi]...)
+		for _, rg := range regions {
+			rg.Offset += int64(headerLen) - lo
+		}
+		h.File = &pb.StateFile{Size: int64(len(own)), Inline: own}
 	}
 	return hs
+}
+
+// spillLimit is how much of a state file is kept in memory before the
+// file is created.
+const spillLimit = 1 << 20
+
+// spillWriter keeps the first limit bytes in memory, then opens the file
+// and streams the rest through a large buffer.
+type spillWriter struct {
+	ctx    context.Context
+	limit  int
+	open   func() (*fileTarget, error)
+	buf    []byte
+	target *fileTarget
+	bw     *bufio.Writer
+	// since counts the bytes since ctx was last checked.
+	since int
+}
+
+func (s *spillWriter) Write(p []byte) (int, error) {
+	if s.target == nil {
+		if len(s.buf)+len(p) <= s.limit {
+			s.buf = append(s.buf, p...)
+			return len(p), nil
+		}
+		t, err := s.open()
+		if err != nil {
+			return 0, err
+		}
+		s.target = t
+		s.bw = bufio.NewWriterSize(t.w, writeBufferSize)
+		if _, err := s.bw.Write(s.buf); err != nil {
+			return 0, err
+		}
+		s.buf = nil
+	}
+	if s.since += len(p); s.since >= writeBufferSize {
+		s.since = 0
+		if err := s.ctx.Err(); err != nil {
+			return 0, err
+		}
+	}
+	return s.bw.Write(p)
+}
+
+// finish flushes, closes (durably) and renames the file, if it was opened.
+func (s *spillWriter) finish() error {
+	if s.target == nil {
+		return nil
+	}
+	if err := s.bw.Flush(); err != nil {
+		return err
+	}
+	return s.target.commit()
+}
+
+// abort removes the temporary file, if any.
+func (s *spillWriter) abort() {
+	if s.target != nil {
+		s.target.abort()
+	}
+}
+
+// writeBufferSize is the buffer between the encoder and the file: large
+// writes keep the system calls few (the local writer does no buffering).
+const writeBufferSize = 4 << 20
+
+// fileTarget is a state file being written under a temporary name, as
+// storage.WriteFileAtomic does, but fed by the encoder as it goes.
+type fileTarget struct {
+	ctx      context.Context
+	fsys     storage.FileSystem
+	tmp, dst string
+	w        io.WriteCloser
+	closed   bool
+}
+
+func createTarget(ctx context.Context, fsys storage.FileSystem, p string) (*fileTarget, error) {
+	if err := fsys.MkdirAll(ctx, path.Dir(p)); err != nil {
+		return nil, err
+	}
+	dir, name := path.Split(p)
+	tmp := path.Join(dir, "."+name+".tmp-"+randomHex(8))
+	w, err := fsys.Create(ctx, tmp)
+	if err != nil {
+		return nil, err
+	}
+	return &fileTarget{ctx: ctx, fsys: fsys, tmp: tmp, dst: p, w: w}, nil
+}
+
+func (t *fileTarget) commit() error {
+	t.closed = true
+	if err := t.w.Close(); err != nil {
+		return err
+	}
+	return t.fsys.Rename(t.ctx, t.tmp, t.dst)
+}
+
+func (t *fileTarget) abort() {
+	if !t.closed {
+		t.closed = true
+		_ = t.w.Close()
+	}
+	// A fresh context: the cleanup must run even if ctx ended.
+	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = t.fsys.RemoveAll(cctx, t.tmp)
 }
 
 func randomHex(n int) string {

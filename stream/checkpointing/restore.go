@@ -6,8 +6,12 @@ import (
 	"fmt"
 	"io"
 	"path"
+	goruntime "runtime"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/gofl/gofl/rpc/pb"
 	"github.com/gofl/gofl/stream/runtime"
@@ -23,6 +27,11 @@ import (
 // the file; the task then fails and the JobMaster decides. It blocks on
 // storage, bounded by ctx.
 func Restore(ctx context.Context, fss *FileSystems, tr *pb.TaskRestore, subtask, parallelism, maxParallelism int) (*runtime.TaskRestore, error) {
+	return restore(ctx, fss, nil, &RestoreStats{}, tr, subtask, parallelism, maxParallelism)
+}
+
+// restore is Restore trying local copies in local first (local.go).
+func restore(ctx context.Context, fss *FileSystems, local *TaskLocalStateStore, st *RestoreStats, tr *pb.TaskRestore, subtask, parallelism, maxParallelism int) (*runtime.TaskRestore, error) {
 	if tr == nil {
 		return nil, nil
 	}
@@ -44,7 +53,8 @@ func Restore(ctx context.Context, fss *FileSystems, tr *pb.TaskRestore, subtask,
 		}
 		byOp[h.OperatorId] = append(byOp[h.OperatorId], h)
 	}
-	rd := &reader{ctx: ctx, fss: fss, location: tr.Location, files: map[string]*fileReads{}}
+	rd := &reader{ctx: ctx, fss: fss, location: tr.Location, files: map[string]*fileReads{},
+		local: local, stats: st, checkpointID: tr.CheckpointId, subtask: subtask, parallelism: parallelism}
 	out := &runtime.TaskRestore{CheckpointID: tr.CheckpointId, Operators: map[string]*runtime.OperatorRestore{}}
 	for _, id := range order {
 		hs := byOp[id]
@@ -150,6 +160,13 @@ type reader struct {
 	location string
 	files    map[string]*fileReads
 	order    []string
+
+	// local, if set, is tried first for the files this subtask wrote
+	// (local.go); stats counts the sources.
+	local                *TaskLocalStateStore
+	stats                *RestoreStats
+	checkpointID         int64
+	subtask, parallelism int
 }
 
 type fileReads struct {
@@ -159,6 +176,8 @@ type fileReads struct {
 	size   int64
 	inline []byte
 	reads  []regionRead
+	// subtask and parallelism of the handle that wrote the file.
+	subtask, parallelism int32
 }
 
 type regionRead struct {
@@ -192,7 +211,7 @@ func (rd *reader) add(op string, h *pb.OperatorSubtaskStateHandle, r *pb.StateFi
 	}
 	fr := rd.files[key]
 	if fr == nil {
-		fr = &fileReads{uri: uri, file: f, op: op, size: f.Size, inline: f.Inline}
+		fr = &fileReads{uri: uri, file: f, op: op, size: f.Size, inline: f.Inline, subtask: h.SubtaskIndex, parallelism: h.Parallelism}
 		rd.files[key] = fr
 		rd.order = append(rd.order, key)
 	}
@@ -206,8 +225,17 @@ func (rd *reader) add(op string, h *pb.OperatorSubtaskStateHandle, r *pb.StateFi
 func (rd *reader) run() error {
 	for _, key := range rd.order {
 		fr := rd.files[key]
+		if rd.local.readLocal(rd, fr) {
+			rd.stats.LocalFiles++
+			rd.stats.LocalBytes += fr.file.GetSize()
+			continue
+		}
 		if err := rd.readFile(fr); err != nil {
 			return fmt.Errorf("checkpointing: restoring operator %s from %s: %w", fr.op, fr.uri, err)
+		}
+		if fr.inline == nil {
+			rd.stats.RemoteFiles++
+			rd.stats.RemoteBytes += fr.file.GetSize()
 		}
 	}
 	return nil
@@ -229,6 +257,17 @@ func (rd *reader) readFile(fr *fileReads) error {
 		defer rc.Close()
 		src = rc
 	}
+	return rd.readFrom(fr, src)
+}
+
+// readFrom reads fr's regions out of src, a reader positioned at the
+// file's start (seekable or not), and hands each checked body on; a
+// local file is read with positioned reads in parallel.
+func (rd *reader) readFrom(fr *fileReads, src io.Reader) error {
+	sort.SliceStable(fr.reads, func(i, j int) bool { return fr.reads[i].r.Offset < fr.reads[j].r.Offset })
+	if ra, ok := src.(io.ReaderAt); ok && fr.inline == nil && len(fr.reads) > 1 {
+		return rd.readAt(ra, fr)
+	}
 	var h [headerLen]byte
 	if _, err := io.ReadFull(src, h[:]); err != nil {
 		return fmt.Errorf("%w: reading the header: %v", ErrCorrupt, err)
@@ -237,13 +276,20 @@ func (rd *reader) readFile(fr *fileReads) error {
 		return err
 	}
 	pos := int64(headerLen)
-	sort.SliceStable(fr.reads, func(i, j int) bool { return fr.reads[i].r.Offset < fr.reads[j].r.Offset })
 	seeker, _ := src.(io.Seeker)
+	var last *pb.StateFileRegion
+	var lastBody []byte
 	for _, rr := range fr.reads {
 		if err := rd.ctx.Err(); err != nil {
 			return err
 		}
 		off := rr.r.Offset
+		if last != nil && off == last.Offset && rr.r.Length == last.Length { // a shared region
+			if err := rr.fn(slices.Clone(lastBody)); err != nil {
+				return fmt.Errorf("region [%d, %d): %w", off, off+rr.r.Length, err)
+			}
+			continue
+		}
 		switch {
 		case off == pos:
 		case seeker != nil:
@@ -266,9 +312,72 @@ func (rd *reader) readFile(fr *fileReads) error {
 		if err != nil {
 			return fmt.Errorf("region [%d, %d): %w", off, pos, err)
 		}
+		last, lastBody = rr.r, body
 		if err := rr.fn(body); err != nil {
 			return fmt.Errorf("region [%d, %d): %w", off, pos, err)
 		}
 	}
 	return nil
 }
+
+// readAt reads the regions of a file that supports positioned reads (a
+// local file) with a few goroutines, each region in one large read into
+// its own buffer, checks them, and then hands them on in offset order.
+func (rd *reader) readAt(ra io.ReaderAt, fr *fileReads) error {
+	var h [headerLen]byte
+	if _, err := ra.ReadAt(h[:], 0); err != nil {
+		return fmt.Errorf("%w: reading the header: %v", ErrCorrupt, err)
+	}
+	if err := checkHeader(h[:]); err != nil {
+		return err
+	}
+	end := int64(headerLen)
+	for _, rr := range fr.reads {
+		if rr.r.Offset < end {
+			return fmt.Errorf("%w: overlapping regions at offset %d", ErrCorrupt, rr.r.Offset)
+		}
+		end = rr.r.Offset + rr.r.Length
+	}
+	bodies := make([][]byte, len(fr.reads))
+	errs := make([]error, len(fr.reads))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(goruntime.GOMAXPROCS(0), len(fr.reads), maxReaders) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(fr.reads) {
+					return
+				}
+				if errs[i] = rd.ctx.Err(); errs[i] != nil {
+					return
+				}
+				r := fr.reads[i].r
+				buf := make([]byte, r.Length)
+				if n, err := ra.ReadAt(buf, r.Offset); n < len(buf) {
+					errs[i] = fmt.Errorf("%w: reading [%d, %d): %v", ErrCorrupt, r.Offset, r.Offset+r.Length, err)
+					continue
+				}
+				if bodies[i], errs[i] = checkBlob(buf); errs[i] != nil {
+					errs[i] = fmt.Errorf("region [%d, %d): %w", r.Offset, r.Offset+r.Length, errs[i])
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i, rr := range fr.reads {
+		if errs[i] != nil {
+			return errs[i]
+		}
+		if err := rd.ctx.Err(); err != nil {
+			return err
+		}
+		if err := rr.fn(bodies[i]); err != nil {
+			return fmt.Errorf("region [%d, %d): %w", rr.r.Offset, rr.r.Offset+rr.r.Length, err)
+		}
+	}
+	return nil
+}
+
+// maxReaders bounds the goroutines reading one state file.
+const maxReaders = 4

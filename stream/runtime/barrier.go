@@ -362,6 +362,7 @@ func (t *task) performCheckpoint(b CheckpointBarrier, alignment time.Duration, u
 			t.maybeFinishUnaligned()
 			return
 		}
+		snap.Release()
 	}
 	if err != nil {
 		if unaligned {

@@ -105,10 +105,12 @@ const (
 	BroadcastList
 )
 
-// OperatorSnapshot is the synchronous part of one operator subtask's
-// snapshot: keyed state as named sections per key group (so it can be
-// redistributed by key-group range), and operator list states. Everything
-// is already serialized, so the task goes on while it is written.
+// OperatorSnapshot is one operator subtask's snapshot: keyed state as
+// named sections per key group (so it can be redistributed by key-group
+// range), and operator list states. What the task fills in is already
+// serialized, except the keyed state of the hashmap backend, frozen and
+// serialized later by KeyedStream, so the task goes on while it is
+// written.
 type OperatorSnapshot struct {
 	OperatorID string
 	// CheckpointID and Type are the checkpoint's, set by the task
@@ -130,6 +132,49 @@ type OperatorSnapshot struct {
 	// "<checkpoints dir>/<job-id>/shared/<Name>" and lists all of them in
 	// the operator's handle.
 	SharedFiles []SharedStateFile
+	// KeyedStream is the asynchronous part of the keyed state (nil: Keyed
+	// holds all of it), set by KeyedStateBackend.SnapshotAsync. The
+	// Responder calls it at most once, on its own goroutine while the task
+	// goes on; it emits the frozen sections one key group at a time, in
+	// ascending group order, and an error from emit or its own fails the
+	// snapshot (the checkpoint is declined). The sections' bytes are only
+	// valid until emit returns. Sections of a group also in Keyed are
+	// merged (emitted ones win).
+	KeyedStream func(emit func(group int, sections map[string][]byte) error) error
+	// ReleaseKeyed, when set, drops the frozen state of a KeyedStream that
+	// will not be called (a declined or abandoned snapshot), so the task
+	// stops copying on write. Idempotent; KeyedStream releases by itself.
+	ReleaseKeyed func()
+}
+
+// Materialize runs KeyedStream now, copying its sections into Keyed, and
+// clears it, so that snap is all in Keyed (for writers of the synchronous
+// form and tests).
+func (s *OperatorSnapshot) Materialize() error {
+	stream := s.KeyedStream
+	if stream == nil {
+		return nil
+	}
+	s.KeyedStream, s.ReleaseKeyed = nil, nil
+	return stream(func(group int, sections map[string][]byte) error {
+		for section, data := range sections {
+			s.PutKeyed(group, section, s.StateTypes[section], append([]byte(nil), data...))
+		}
+		return nil
+	})
+}
+
+// Release drops the frozen state of every operator's KeyedStream that
+// will not run (see OperatorSnapshot.ReleaseKeyed). Idempotent.
+func (s *TaskSnapshot) Release() {
+	if s == nil {
+		return
+	}
+	for _, op := range s.Operators {
+		if op != nil && op.ReleaseKeyed != nil {
+			op.ReleaseKeyed()
+		}
+	}
 }
 
 // ListStateSnapshot is one operator list state.
@@ -256,9 +301,11 @@ type CheckpointSyncMetrics struct {
 type CheckpointResponder interface {
 	// Acknowledge is called on the task's goroutine, at most once per
 	// checkpoint, with the synchronous snapshot. It must not block on I/O:
-	// it writes the state asynchronously and then acknowledges the
-	// checkpoint to the JobMaster (or declines it when the write fails).
-	// The task never touches snap again.
+	// it writes the state asynchronously, running the operators'
+	// KeyedStreams off the task's goroutine (or releasing them with
+	// TaskSnapshot.Release when it does not write), and then acknowledges
+	// the checkpoint to the JobMaster (or declines it when the write or a
+	// KeyedStream fails). The task never touches snap again.
 	Acknowledge(barrier CheckpointBarrier, snap *TaskSnapshot, m CheckpointSyncMetrics)
 	// Decline reports that the task cannot take checkpoint id. Non-blocking.
 	Decline(id int64, cause error)

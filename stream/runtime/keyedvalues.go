@@ -10,7 +10,9 @@ import (
 // boxed and no key-group hash per record, since the hot path is one map
 // access. Range visits the keys key group by key group, the layout
 // KeyedStateBackend keeps and a snapshot needs. Not safe for concurrent
-// use: it belongs to one operator subtask.
+// use: it belongs to one operator subtask. Its snapshots (SnapshotTo) are
+// serialized synchronously: a value per key of a running aggregation is
+// small, and copy-on-write would cost the hot path a check per record.
 type KeyedValues[K comparable, V any] struct {
 	maxParallelism int
 	values         map[K]*V
@@ -57,14 +59,14 @@ func (s *KeyedValues[K, V]) Range(fn func(key K, v *V)) {
 // per key group, keys encoded with keyCodec and values with valueCodec.
 func (s *KeyedValues[K, V]) SnapshotTo(snap *OperatorSnapshot, section string, keyCodec, valueCodec Codec) error {
 	byGroup := map[int][]byte{}
-	var kbuf, vbuf []byte
+	var kw, vw int
 	for k, v := range s.values {
 		g := KeyGroup(k, s.maxParallelism)
-		data, err := appendEncoded(byGroup[g], keyCodec, k, &kbuf)
+		data, err := appendEncoded(byGroup[g], keyCodec, k, &kw)
 		if err != nil {
 			return fmt.Errorf("snapshot of %q: key %v: %w", section, k, err)
 		}
-		if data, err = appendEncoded(data, valueCodec, *v, &vbuf); err != nil {
+		if data, err = appendEncoded(data, valueCodec, *v, &vw); err != nil {
 			return fmt.Errorf("snapshot of %q: value of key %v: %w", section, k, err)
 		}
 		byGroup[g] = data

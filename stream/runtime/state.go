@@ -2,8 +2,11 @@ package runtime
 
 import (
 	"fmt"
+	goruntime "runtime"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 )
 
 // KeyedStateBackend is the in-memory keyed state of one operator subtask:
@@ -18,6 +21,11 @@ import (
 // state is decoded only by a job that still declares it, with the codec it
 // declares, and a state no longer declared goes into later snapshots as it
 // was restored.
+//
+// Checkpoints snapshot asynchronously (SnapshotAsync): the task freezes
+// the tables and goes on; tables and values still being serialized are
+// copied before the task writes them. Values handed out by Get must
+// therefore not be changed in place: use GetForUpdate for that.
 //
 // NewKeyedStateBackendWithOptions selects another engine: "rocksdb" keeps
 // the state serialized in an embedded LSM on local disk (lsm.go); values
@@ -39,16 +47,41 @@ type KeyedStateBackend struct {
 
 	// lsm is the LSM engine; nil for the maps above (hashmap).
 	lsm *lsmEngine
+
+	// Copy-on-write for asynchronous snapshots (as Flink's
+	// CopyOnWriteStateMap, at table granularity): epoch advances at every
+	// snapshot; a table or entry last written in epoch x is shared with
+	// every in-flight snapshot taken in an epoch >= x, and frozen is the
+	// highest epoch of an in-flight snapshot (0: none). The task clones a
+	// shared table before writing it, and a shared value before handing it
+	// out for in-place mutation (GetForUpdate).
+	epoch    uint64
+	frozen   atomic.Uint64
+	snapMu   sync.Mutex
+	inflight map[uint64]int
 }
 
 type keyGroupState struct {
-	states map[string]map[any]any
+	states map[string]*stateTable
+}
+
+// stateTable is one state's entries in one key group.
+type stateTable struct {
+	m map[any]stateEntry
+	// epoch is when the table was created or cloned.
+	epoch uint64
+}
+
+// stateEntry is a value with the epoch it was written in.
+type stateEntry struct {
+	v     any
+	epoch uint64
 }
 
 // NewKeyedStateBackend returns an empty backend for keys hashed into
 // maxParallelism key groups.
 func NewKeyedStateBackend(maxParallelism int) *KeyedStateBackend {
-	return &KeyedStateBackend{maxParallelism: maxParallelism, groups: map[int]*keyGroupState{}}
+	return &KeyedStateBackend{maxParallelism: maxParallelism, groups: map[int]*keyGroupState{}, epoch: 1}
 }
 
 // SetCurrentKey scopes the following state accesses to key.
@@ -66,33 +99,107 @@ func (b *KeyedStateBackend) CurrentKey() any { return b.key }
 // CurrentKeyGroup is the key group of the current key.
 func (b *KeyedStateBackend) CurrentKeyGroup() int { return b.group }
 
-func (b *KeyedStateBackend) table(name string, create bool) map[any]any {
+// readTable is the current key group's table of name, nil when absent.
+func (b *KeyedStateBackend) readTable(name string) *stateTable {
 	if !b.hasKey {
 		panic("keyed state accessed without a current key")
 	}
-	g := b.groups[b.group]
+	if g := b.groups[b.group]; g != nil {
+		return g.states[name]
+	}
+	return nil
+}
+
+// writeTable is the current key group's table of name, to write: a table
+// shared with an in-flight snapshot is cloned first. Nil when absent and
+// not create.
+func (b *KeyedStateBackend) writeTable(name string, create bool) *stateTable {
+	if !b.hasKey {
+		panic("keyed state accessed without a current key")
+	}
+	return b.writableTable(b.group, name, create)
+}
+
+func (b *KeyedStateBackend) writableTable(group int, name string, create bool) *stateTable {
+	g := b.groups[group]
 	if g == nil {
 		if !create {
 			return nil
 		}
-		g = &keyGroupState{states: map[string]map[any]any{}}
-		b.groups[b.group] = g
+		g = &keyGroupState{states: map[string]*stateTable{}}
+		b.groups[group] = g
 	}
 	t := g.states[name]
-	if t == nil && create {
-		t = map[any]any{}
+	switch {
+	case t == nil:
+		if !create {
+			return nil
+		}
+		t = &stateTable{m: map[any]stateEntry{}, epoch: b.epoch}
 		g.states[name] = t
+	case t.epoch != b.epoch && b.shared(t.epoch):
+		c := &stateTable{m: make(map[any]stateEntry, len(t.m)), epoch: b.epoch}
+		for k, e := range t.m {
+			c.m[k] = e
+		}
+		t = c
+		g.states[name] = t
+	default:
+		t.epoch = b.epoch // not shared: the table is the task's again
 	}
 	return t
 }
 
-// Get reads the named state of the current key.
+// shared reports whether what was written in epoch x is part of a
+// snapshot still being written. A snapshot that ends meanwhile only costs
+// a needless copy.
+func (b *KeyedStateBackend) shared(x uint64) bool { return x <= b.frozen.Load() }
+
+// Get reads the named state of the current key. The value must not be
+// changed in place (it may be part of a snapshot being written): replace
+// it with Put, or take it with GetForUpdate.
 func (b *KeyedStateBackend) Get(name string) (any, bool) {
 	if b.lsm != nil {
 		return b.lsm.get(b, name)
 	}
-	v, ok := b.table(name, false)[b.key]
-	return v, ok
+	if t := b.readTable(name); t != nil {
+		e, ok := t.m[b.key]
+		return e.v, ok
+	}
+	return nil, false
+}
+
+// GetForUpdate reads the named state of the current key to change it in
+// place (a map, a list compacted, an accumulator): when the value is part
+// of a snapshot still being written it is replaced by a copy made with the
+// state's codec first, so the snapshot keeps the value of its checkpoint.
+// With the rocksdb engine, changes must still be Put to be kept.
+func (b *KeyedStateBackend) GetForUpdate(name string) (any, bool) {
+	if b.lsm != nil {
+		return b.lsm.get(b, name)
+	}
+	t := b.readTable(name)
+	if t == nil {
+		return nil, false
+	}
+	e, ok := t.m[b.key]
+	if !ok || e.epoch == b.epoch || !b.shared(e.epoch) {
+		return e.v, ok
+	}
+	c := b.codecs[name]
+	if c == nil {
+		return e.v, true // never snapshotted: a snapshot needs the codec
+	}
+	data, err := c.Append(nil, e.v)
+	if err == nil {
+		var v any
+		if v, err = c.Decode(data); err == nil {
+			b.writeTable(name, true).m[b.key] = stateEntry{v: v, epoch: b.epoch}
+			return v, true
+		}
+	}
+	// The snapshot of this value fails the same way, and declines.
+	return e.v, true
 }
 
 // Put writes the named state of the current key.
@@ -101,7 +208,7 @@ func (b *KeyedStateBackend) Put(name string, v any) {
 		b.lsm.put(b, name, v)
 		return
 	}
-	b.table(name, true)[b.key] = v
+	b.writeTable(name, true).m[b.key] = stateEntry{v: v, epoch: b.epoch}
 }
 
 // Delete clears the named state of the current key.
@@ -110,9 +217,12 @@ func (b *KeyedStateBackend) Delete(name string) {
 		b.lsm.delete(b, name)
 		return
 	}
-	if t := b.table(name, false); t != nil {
-		delete(t, b.key)
+	if t := b.readTable(name); t == nil {
+		return
+	} else if _, ok := t.m[b.key]; !ok {
+		return
 	}
+	delete(b.writeTable(name, false).m, b.key)
 }
 
 // Keys lists the keys that have the named state, key group by key group.
@@ -128,8 +238,10 @@ func (b *KeyedStateBackend) Keys(name string) []any {
 	sort.Ints(groups)
 	var keys []any
 	for _, g := range groups {
-		for k := range b.groups[g].states[name] {
-			keys = append(keys, k)
+		if t := b.groups[g].states[name]; t != nil {
+			for k := range t.m {
+				keys = append(keys, k)
+			}
 		}
 	}
 	return keys
@@ -162,7 +274,7 @@ func (b *KeyedStateBackend) RegisterState(name string, c Codec) error {
 		if err := b.decode(name, c, groups); err != nil {
 			return err
 		}
-		delete(b.raw, name)
+		b.dropRaw(name)
 	}
 	b.codecs[name] = c
 	return nil
@@ -176,52 +288,115 @@ func (b *KeyedStateBackend) decode(name string, c Codec, groups map[int][]byte) 
 	if b.keyCodec == nil {
 		return fmt.Errorf("restoring keyed state %q: %w", name, errNoCodec("the key"))
 	}
+	gs := make([]int, 0, len(groups))
+	size := 0
 	for g, data := range groups {
-		gs := b.groups[g]
-		if gs == nil {
-			gs = &keyGroupState{states: map[string]map[any]any{}}
-			b.groups[g] = gs
-		}
-		t := gs.states[name]
-		if t == nil {
-			t = map[any]any{}
-			gs.states[name] = t
-		}
-		err := rangeEntries(data, func(kb, vb []byte) error {
-			k, err := b.keyCodec.Decode(kb)
-			if err != nil {
-				return fmt.Errorf("key: %w", err)
+		gs = append(gs, g)
+		size += len(data)
+	}
+	sort.Ints(gs)
+	// Key groups decode into their own tables, so several goroutines
+	// share the work (codecs are safe for concurrent use).
+	tables := make([]map[any]stateEntry, len(gs))
+	errs := make([]error, len(gs))
+	workers := min(goruntime.GOMAXPROCS(0), len(gs), 1+size/(1<<20))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(gs) {
+					return
+				}
+				tables[i], errs[i] = decodeTable(b.keyCodec, c, groups[gs[i]], b.epoch)
 			}
-			v, err := c.Decode(vb)
-			if err != nil {
-				return fmt.Errorf("value: %w", err)
-			}
-			t[k] = v
-			return nil
 		})
-		if err != nil {
-			return fmt.Errorf("restoring keyed state %q, key group %d: %w", name, g, err)
+	}
+	wg.Wait()
+	for i, g := range gs {
+		if errs[i] != nil {
+			return fmt.Errorf("restoring keyed state %q, key group %d: %w", name, g, errs[i])
+		}
+		t := b.writableTable(g, name, true)
+		if len(t.m) == 0 {
+			t.m = tables[i]
+			continue
+		}
+		for k, e := range tables[i] {
+			t.m[k] = e
 		}
 	}
 	return nil
 }
 
+// dropRaw forgets the restored sections of a decoded state, also in the
+// restore they came from, so their bytes are not kept for the task's life
+// next to the decoded values.
+func (b *KeyedStateBackend) dropRaw(name string) {
+	section := stateSection(name)
+	for g := range b.raw[name] {
+		// A copy: the sections may be shared with other restores.
+		rest := make(map[string][]byte, len(b.restore.Keyed[g]))
+		for n, d := range b.restore.Keyed[g] {
+			if n != section {
+				rest[n] = d
+			}
+		}
+		b.restore.Keyed[g] = rest
+	}
+	delete(b.raw, name)
+}
+
+// decodeTable decodes one key group's section into a table sized for it.
+func decodeTable(keyCodec, c Codec, data []byte, epoch uint64) (map[any]stateEntry, error) {
+	n, err := countEntries(data)
+	if err != nil {
+		return nil, err
+	}
+	t := make(map[any]stateEntry, n)
+	err = rangeEntries(data, func(kb, vb []byte) error {
+		k, err := keyCodec.Decode(kb)
+		if err != nil {
+			return fmt.Errorf("key: %w", err)
+		}
+		v, err := c.Decode(vb)
+		if err != nil {
+			return fmt.Errorf("value: %w", err)
+		}
+		t[k] = stateEntry{v: v, epoch: epoch}
+		return nil
+	})
+	return t, err
+}
+
 // Snapshot writes every state into snap as section "state:<name>" per key
-// group. A state without a registered codec fails the snapshot, naming it;
-// restored states not registered since are written as they were restored.
+// group, serialized now (synchronously). A state without a registered
+// codec fails the snapshot, naming it; restored states not registered
+// since are written as they were restored.
 func (b *KeyedStateBackend) Snapshot(snap *OperatorSnapshot) error {
+	if err := b.SnapshotAsync(snap); err != nil {
+		return err
+	}
+	return snap.Materialize()
+}
+
+// SnapshotAsync is Snapshot in two parts, as Flink's heap backend: it
+// freezes the current tables now, on the task's goroutine, in time
+// proportional to the number of key groups and states (not entries), and
+// sets snap.KeyedStream, which serializes them later on the Responder's
+// goroutine while the task goes on writing: tables and values shared with
+// the frozen snapshot are copied before the task changes them (see
+// GetForUpdate). Missing codecs fail here. The rocksdb engine snapshots
+// synchronously.
+func (b *KeyedStateBackend) SnapshotAsync(snap *OperatorSnapshot) error {
 	if b.lsm != nil {
 		return b.lsm.snapshot(snap)
 	}
-	groups := make([]int, 0, len(b.groups))
-	for g := range b.groups {
-		groups = append(groups, g)
-	}
-	sort.Ints(groups)
-	var kbuf, vbuf []byte
-	for _, g := range groups {
-		for name, t := range b.groups[g].states {
-			if len(t) == 0 {
+	var tables []frozenTable
+	for g, gs := range b.groups {
+		for name, t := range gs.states {
+			if len(t.m) == 0 {
 				continue
 			}
 			c := b.codecs[name]
@@ -231,18 +406,17 @@ func (b *KeyedStateBackend) Snapshot(snap *OperatorSnapshot) error {
 			if b.keyCodec == nil {
 				return fmt.Errorf("snapshot of keyed state %q: %w", name, errNoCodec("the key"))
 			}
-			var data []byte
-			for k, v := range t {
-				var err error
-				if data, err = appendEncoded(data, b.keyCodec, k, &kbuf); err != nil {
-					return fmt.Errorf("snapshot of keyed state %q: key %v: %w", name, k, err)
-				}
-				if data, err = appendEncoded(data, c, v, &vbuf); err != nil {
-					return fmt.Errorf("snapshot of keyed state %q: value of key %v: %w", name, k, err)
-				}
-			}
-			snap.PutKeyed(g, stateSection(name), c.TypeName(), data)
+			tables = append(tables, frozenTable{group: g, name: name, section: stateSection(name), c: c, t: t})
 		}
+	}
+	sort.Slice(tables, func(i, j int) bool {
+		if tables[i].group != tables[j].group {
+			return tables[i].group < tables[j].group
+		}
+		return tables[i].name < tables[j].name
+	})
+	for _, ft := range tables {
+		snap.setType(ft.section, ft.c.TypeName())
 	}
 	for name, rg := range b.raw {
 		section := stateSection(name)
@@ -250,7 +424,120 @@ func (b *KeyedStateBackend) Snapshot(snap *OperatorSnapshot) error {
 			snap.PutKeyed(g, section, b.restore.StateTypes[section], data)
 		}
 	}
+	if len(tables) == 0 {
+		return nil
+	}
+	e := b.freeze()
+	keyCodec := b.keyCodec
+	var once sync.Once
+	release := func() { once.Do(func() { b.release(e) }) }
+	snap.KeyedStream = func(emit func(group int, sections map[string][]byte) error) error {
+		defer release()
+		return streamTables(tables, keyCodec, emit)
+	}
+	snap.ReleaseKeyed = release
 	return nil
+}
+
+// frozenTable is a table of a snapshot being taken.
+type frozenTable struct {
+	group   int
+	name    string
+	section string
+	c       Codec
+	t       *stateTable
+}
+
+// groupBatch is the serialized sections of one key group.
+type groupBatch struct {
+	group    int
+	sections map[string][]byte
+	bufs     map[string][]byte // by state name, reused
+	err      error
+}
+
+// streamTables serializes tables (sorted by key group and name) and emits
+// them key group by key group. A helper goroutine serializes the next key
+// group while emit writes the current one (two batches of buffers take
+// turns), so encoding and writing use two cores; it ends before
+// streamTables returns.
+func streamTables(tables []frozenTable, keyCodec Codec, emit func(group int, sections map[string][]byte) error) error {
+	const batches = 2
+	free, ready := make(chan *groupBatch, batches), make(chan *groupBatch, batches)
+	for range batches {
+		free <- &groupBatch{sections: map[string][]byte{}, bufs: map[string][]byte{}}
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer close(ready)
+		enc := tableEncoder{keyCodec: keyCodec}
+		for i := 0; i < len(tables); {
+			var gb *groupBatch
+			select {
+			case gb = <-free:
+			case <-stop:
+				return
+			}
+			gb.group = tables[i].group
+			clear(gb.sections)
+			for ; i < len(tables) && tables[i].group == gb.group; i++ {
+				ft := tables[i]
+				data, err := enc.encode(gb.bufs[ft.name][:0], ft.name, ft.c, ft.t)
+				if err != nil {
+					gb.err = err
+					ready <- gb // never blocks: at most batches are out
+					return
+				}
+				gb.bufs[ft.name] = data
+				gb.sections[ft.section] = data
+			}
+			ready <- gb
+		}
+	})
+	defer func() {
+		close(stop)
+		wg.Wait()
+	}()
+	for gb := range ready {
+		if gb.err != nil {
+			return gb.err
+		}
+		if err := emit(gb.group, gb.sections); err != nil {
+			return err
+		}
+		free <- gb
+	}
+	return nil
+}
+
+// freeze starts a snapshot of the current epoch and opens the next one.
+func (b *KeyedStateBackend) freeze() uint64 {
+	e := b.epoch
+	b.epoch++
+	b.snapMu.Lock()
+	defer b.snapMu.Unlock()
+	if b.inflight == nil {
+		b.inflight = map[uint64]int{}
+	}
+	b.inflight[e]++
+	b.frozen.Store(max(b.frozen.Load(), e))
+	return e
+}
+
+// release ends the snapshot of epoch e; called once it no longer reads
+// the frozen tables, from any goroutine.
+func (b *KeyedStateBackend) release(e uint64) {
+	b.snapMu.Lock()
+	defer b.snapMu.Unlock()
+	if b.inflight[e]--; b.inflight[e] <= 0 {
+		delete(b.inflight, e)
+	}
+	var top uint64
+	for x := range b.inflight {
+		top = max(top, x)
+	}
+	b.frozen.Store(top)
 }
 
 // Restore starts the backend from r (nil: nothing): it keeps the "state:"
@@ -289,8 +576,42 @@ func (b *KeyedStateBackend) Restore(r *OperatorRestore) error {
 			if err := b.decode(name, c, groups); err != nil {
 				return err
 			}
-			delete(b.raw, name)
+			b.dropRaw(name)
 		}
 	}
 	return nil
+}
+
+// tableEncoder serializes state tables, sizing each table's buffer from the
+// average entry size seen so far so that a section is allocated once.
+type tableEncoder struct {
+	keyCodec Codec
+	// bytes and entries encoded so far, for the estimate.
+	bytes, entries int
+	kw, vw         int
+}
+
+// encode appends table t of state name to dst (without capacity: a new
+// buffer of the estimated size).
+func (e *tableEncoder) encode(dst []byte, name string, c Codec, t *stateTable) ([]byte, error) {
+	if cap(dst) == 0 {
+		est := 64
+		if e.entries > 0 {
+			est += e.bytes / e.entries * len(t.m) * 17 / 16
+		}
+		dst = make([]byte, 0, est)
+	}
+	start := len(dst)
+	for k, en := range t.m {
+		var err error
+		if dst, err = appendEncoded(dst, e.keyCodec, k, &e.kw); err != nil {
+			return nil, fmt.Errorf("snapshot of keyed state %q: key %v: %w", name, k, err)
+		}
+		if dst, err = appendEncoded(dst, c, en.v, &e.vw); err != nil {
+			return nil, fmt.Errorf("snapshot of keyed state %q: value of key %v: %w", name, k, err)
+		}
+	}
+	e.bytes += len(dst) - start
+	e.entries += len(t.m)
+	return dst, nil
 }

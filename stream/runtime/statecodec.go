@@ -12,15 +12,44 @@ import (
 // ErrCorruptState is a keyed section that does not parse.
 var ErrCorruptState = errors.New("runtime: corrupt state section")
 
-// appendEncoded appends a uvarint length and v encoded by c.
-func appendEncoded(dst []byte, c Codec, v any, scratch *[]byte) ([]byte, error) {
-	b, err := c.Append((*scratch)[:0], v)
-	if err != nil {
-		return dst, err
+// appendEncoded appends a uvarint length and v encoded by c. It encodes
+// v straight into dst after a guessed length prefix of *width bytes (the
+// width of the previous value's length), so a value is copied once; a
+// wrong guess moves just this value and updates *width.
+func appendEncoded(dst []byte, c Codec, v any, width *int) ([]byte, error) {
+	w := *width
+	if w <= 0 || w > binary.MaxVarintLen64 {
+		w = 1
 	}
-	*scratch = b
-	dst = binary.AppendUvarint(dst, uint64(len(b)))
-	return append(dst, b...), nil
+	start := len(dst)
+	dst = append(dst, zeroPrefix[:w]...)
+	out, err := c.Append(dst, v)
+	if err != nil {
+		return dst[:start], err
+	}
+	n := len(out) - start - w
+	if need := uvarintLen(uint64(n)); need != w {
+		if need > w {
+			out = append(out, zeroPrefix[:need-w]...)
+		}
+		copy(out[start+need:], out[start+w:start+w+n])
+		out = out[:start+need+n]
+		*width = need
+	}
+	binary.PutUvarint(out[start:], uint64(n))
+	return out, nil
+}
+
+var zeroPrefix [binary.MaxVarintLen64]byte
+
+// uvarintLen is the length of x's uvarint encoding.
+func uvarintLen(x uint64) int {
+	n := 1
+	for x >= 0x80 {
+		x >>= 7
+		n++
+	}
+	return n
 }
 
 // readField reads one length-prefixed field of data.
@@ -49,6 +78,22 @@ func rangeEntries(data []byte, fn func(key, value []byte) error) error {
 		data = rest
 	}
 	return nil
+}
+
+// countEntries is the number of entries of a section.
+func countEntries(data []byte) (int, error) {
+	n := 0
+	for len(data) > 0 {
+		for range 2 {
+			l, k := binary.Uvarint(data)
+			if k <= 0 || uint64(len(data)-k) < l {
+				return 0, ErrCorruptState
+			}
+			data = data[k+int(l):]
+		}
+		n++
+	}
+	return n, nil
 }
 
 // stateSection is the keyed section name of a KeyedStateBackend state.

@@ -19,7 +19,8 @@ type Timer struct {
 // timers (Flink's InternalTimerService). A timer registered twice fires once.
 //
 // A snapshot writes the timers as keyed section "timers:<name>" per key
-// group of the timer's key, so they follow their keys when rescaled.
+// group of the timer's key, so they follow their keys when rescaled. It is
+// serialized synchronously (timers are few next to the keyed state).
 type TimerService struct {
 	name    string
 	ctx     *Context
@@ -209,7 +210,8 @@ func (s *TimerService) Snapshot(snap *OperatorSnapshot, keyCodec, nsCodec Codec)
 		return fmt.Errorf("snapshot of timers %q: %w", s.name, errNoCodec("the key"))
 	}
 	byGroup := map[int][]byte{}
-	var kbuf, vbuf, nbuf []byte
+	var vbuf []byte
+	var kw, nw int
 	add := func(kind byte, t Timer) error {
 		g := KeyGroup(t.Key, s.backend.maxParallelism)
 		v := append(vbuf[:0], kind)
@@ -221,12 +223,12 @@ func (s *TimerService) Snapshot(snap *OperatorSnapshot, keyCodec, nsCodec Codec)
 				return fmt.Errorf("snapshot of timers %q: namespace %v: %w", s.name, t.Namespace, errNoCodec("the namespace"))
 			}
 			var err error
-			if v, err = appendEncoded(append(v, 1), nsCodec, t.Namespace, &nbuf); err != nil {
+			if v, err = appendEncoded(append(v, 1), nsCodec, t.Namespace, &nw); err != nil {
 				return fmt.Errorf("snapshot of timers %q: namespace %v: %w", s.name, t.Namespace, err)
 			}
 		}
 		vbuf = v
-		data, err := appendEncoded(byGroup[g], keyCodec, t.Key, &kbuf)
+		data, err := appendEncoded(byGroup[g], keyCodec, t.Key, &kw)
 		if err != nil {
 			return fmt.Errorf("snapshot of timers %q: key %v: %w", s.name, t.Key, err)
 		}

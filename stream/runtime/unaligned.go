@@ -243,6 +243,7 @@ func (t *task) maybeFinishUnaligned() {
 	}
 	m.Unaligned = true
 	b := ck.barrier
+	ck.pendSnap = nil // acknowledged: the Responder owns it now
 	t.clearUnaligned()
 	ck.aligning = false
 	ck.resp.Acknowledge(b, snap, m)
@@ -256,9 +257,13 @@ func (t *task) inGates() []gateState {
 	return t.in.gates
 }
 
-// clearUnaligned drops the state of a pending unaligned checkpoint.
+// clearUnaligned drops the state of a pending unaligned checkpoint,
+// releasing a snapshot that will not be acknowledged.
 func (t *task) clearUnaligned() {
 	ck := t.ck
+	if ck.pendSnap != nil {
+		ck.pendSnap.Release()
+	}
 	ck.unaligned, ck.capturing, ck.pendSnap, ck.outFlight, ck.unalignedErr = false, 0, nil, nil, nil
 	if t.in == nil {
 		return

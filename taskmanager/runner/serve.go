@@ -34,6 +34,11 @@ const (
 	// EnvParallelism is the job's default parallelism (the JobGraph config's
 	// parallelism.default), so an SDK runner re-plans from the same default.
 	EnvParallelism = "GOFL_PARALLELISM"
+	// EnvLocalStateDir is the job's local state directory on the
+	// TaskManager (<work dir>/localState/<job-id>), where tasks keep copies
+	// of their checkpointed state when state.backend.local-recovery is on;
+	// the TaskManager deletes it when the job is released there.
+	EnvLocalStateDir = "GOFL_LOCAL_STATE_DIR"
 )
 
 // DataListener returns the data port the TaskManager handed to this runner

@@ -283,7 +283,7 @@ func TestBadJobSpec(t *testing.T) {
 	j.TaskGroups[0].Tasks[0].Resources.MemoryMB = new(5)
 	j.TaskGroups[0].Tasks[0].Driver = ""
 	_, _, err := c.Jobs().Register(j, nil)
-	if statusCode(err) != 400 || !strings.Contains(err.Error(), "minimum MemoryMB value is 10") ||
+	if statusCode(err) != 500 || !strings.Contains(err.Error(), "minimum MemoryMB value is 10") ||
 		!strings.Contains(err.Error(), "Missing task driver") {
 		t.Fatalf("bad job: %v", err)
 	}
@@ -430,8 +430,8 @@ func TestDynamicPortsEnvAndPurge(t *testing.T) {
 		"NOMAD_ALLOC_PORT_rpc":    rpc,
 		"NOMAD_HOST_IP_rest_api":  "127.0.0.1",
 		"NOMAD_ADDR_rest_api":     "127.0.0.1:" + strconv.Itoa(ports["rest-api"]),
-		"NOMAD_ALLOC_ADDR_rpc":    "127.0.0.1:" + rpc,
-		"NOMAD_ALLOC_IP_rest_api": "127.0.0.1",
+		"NOMAD_ALLOC_ADDR_rpc":    "", // not for host ports, as Nomad
+		"NOMAD_ALLOC_IP_rest_api": "",
 	}
 	for k, v := range want {
 		if got[k] != v {
@@ -541,7 +541,7 @@ func TestArtifacts(t *testing.T) {
 	}
 	// A malformed checksum is a bad job spec.
 	_, _, err := c.Jobs().Register(mk("art-malformed", "sha256:xyz", srv.URL+"/tool.sh"), nil)
-	if statusCode(err) != 400 {
+	if statusCode(err) != 500 {
 		t.Fatalf("malformed checksum: %v", err)
 	}
 }
@@ -704,11 +704,11 @@ func TestDispatch(t *testing.T) {
 		t.Fatalf("parameterized job has allocations %v", allocs)
 	}
 	_, _, err = c.Jobs().Dispatch("tm", nil, nil, "", nil)
-	if statusCode(err) != 400 || !strings.Contains(err.Error(), "required meta keys") {
+	if statusCode(err) != 500 || !strings.Contains(err.Error(), "required meta keys") {
 		t.Fatalf("dispatch without meta: %v", err)
 	}
 	_, _, err = c.Jobs().Dispatch("tm", map[string]string{"who": "x", "extra": "y"}, nil, "", nil)
-	if statusCode(err) != 400 || !strings.Contains(err.Error(), "unpermitted") {
+	if statusCode(err) != 500 || !strings.Contains(err.Error(), "unpermitted") {
 		t.Fatalf("dispatch with extra meta: %v", err)
 	}
 	d, _, err := c.Jobs().Dispatch("tm", map[string]string{"who": "bob"}, []byte("payload\n"), "", nil)
@@ -735,7 +735,7 @@ func TestDispatch(t *testing.T) {
 	if _, _, err := c.Jobs().Register(plain, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := c.Jobs().Dispatch("plain", nil, nil, "", nil); statusCode(err) != 400 {
+	if _, _, err := c.Jobs().Dispatch("plain", nil, nil, "", nil); statusCode(err) != 500 {
 		t.Fatalf("dispatch of plain job: %v", err)
 	}
 }

@@ -283,12 +283,20 @@ func (a *Agent) allocStop(rc *reqCtx, id string) error {
 		return errorf(404, "%s", errAllocNotFound)
 	}
 	a.stopAllocLocked(as, "alloc is being migrated")
-	var evalID string
-	if js := a.jobs[jobKey{as.alloc.Namespace, as.alloc.JobID}]; js != nil && !*js.job.Stop {
-		ev := a.scheduleLocked(js, "alloc-stop")
-		evalID = ev.ID
-	}
-	return a.writeResult(rc, a.index, &api.AllocStopResponse{EvalID: evalID})
+	// As on a real agent, the replacement is placed about a second after
+	// the stop (Nomad records a migrate transition first), not at once.
+	k := jobKey{as.alloc.Namespace, as.alloc.JobID}
+	time.AfterFunc(time.Second, func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if a.ctx.Err() != nil {
+			return
+		}
+		if js := a.jobs[k]; js != nil && !*js.job.Stop {
+			a.scheduleLocked(js, "alloc-stop")
+		}
+	})
+	return a.writeResult(rc, a.index, &api.AllocStopResponse{})
 }
 
 // ---- evaluations ----

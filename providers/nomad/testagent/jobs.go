@@ -47,7 +47,7 @@ func (a *Agent) jobRegister(rc *reqCtx, pathID string) error {
 		job.Datacenters = []string{"*"}
 	}
 	if err := validateJob(job); err != nil {
-		return errorf(400, "%s", err.Error())
+		return errorf(500, "%s", err.Error())
 	}
 
 	a.mu.Lock()
@@ -60,11 +60,11 @@ func (a *Agent) jobRegister(rc *reqCtx, pathID string) error {
 	if req.EnforceIndex {
 		switch {
 		case req.JobModifyIndex == 0 && old != nil:
-			return errorf(400, "Enforcing job modify index 0: job already exists")
+			return errorf(500, "Enforcing job modify index 0: job already exists")
 		case req.JobModifyIndex != 0 && old == nil:
-			return errorf(400, "Enforcing job modify index %d: job does not exist", req.JobModifyIndex)
+			return errorf(500, "Enforcing job modify index %d: job does not exist", req.JobModifyIndex)
 		case old != nil && req.JobModifyIndex != *old.job.JobModifyIndex:
-			return errorf(400, "Enforcing job modify index %d: job exists with conflicting job modify index: %d",
+			return errorf(500, "Enforcing job modify index %d: job exists with conflicting job modify index: %d",
 				req.JobModifyIndex, *old.job.JobModifyIndex)
 		}
 	}
@@ -236,11 +236,8 @@ func (a *Agent) jobDeregister(rc *reqCtx, id string) error {
 			a.updateJobStatusLocked(js)
 		}
 	} else {
-		// Like Nomad, deregistering an unknown job is not an error; it
-		// creates an evaluation that finds nothing to do.
-		ev := a.newEvalLocked(rc.ns, id, "service", 50, "job-deregister", 0)
-		a.finishEvalLocked(ev, nil, nil)
-		resp.EvalID, resp.EvalCreateIndex = ev.ID, ev.CreateIndex
+		// Like Nomad, deregistering an unknown job is not an error, and
+		// it creates no evaluation (EvalID "").
 	}
 	return a.writeResult(rc, a.index, resp)
 }
@@ -262,17 +259,17 @@ func (a *Agent) jobDispatch(rc *reqCtx, id string) error {
 	}
 	pj := parent.job
 	if pj.ParameterizedJob == nil || pj.Dispatched {
-		return errorf(400, "Specified job is not a parameterized job")
+		return errorf(500, "Specified job is not a parameterized job")
 	}
 	if *pj.Stop {
-		return errorf(400, "Job %q is stopped", id)
+		return errorf(500, "Job %q is stopped", id)
 	}
 	p := pj.ParameterizedJob
 	switch {
 	case len(req.Payload) > 0 && p.Payload == "forbidden":
-		return errorf(400, "Payload provided but forbidden by parameterized job")
+		return errorf(500, "Payload provided but forbidden by parameterized job")
 	case len(req.Payload) == 0 && p.Payload == "required":
-		return errorf(400, "Payload is not provided but required by parameterized job")
+		return errorf(500, "Payload is not provided but required by parameterized job")
 	}
 	allowed := map[string]bool{}
 	for _, m := range append(append([]string{}, p.MetaRequired...), p.MetaOptional...) {
@@ -291,10 +288,10 @@ func (a *Agent) jobDispatch(rc *reqCtx, id string) error {
 	}
 	sort.Strings(unpermitted)
 	if len(unpermitted) > 0 {
-		return errorf(400, "Dispatch request included unpermitted metadata keys: %v", unpermitted)
+		return errorf(500, "Dispatch request included unpermitted metadata keys: %v", unpermitted)
 	}
 	if len(missing) > 0 {
-		return errorf(400, "Dispatch did not provide required meta keys: %v", missing)
+		return errorf(500, "Dispatch did not provide required meta keys: %v", missing)
 	}
 	child := copyJob(pj)
 	suffix := newUUID()[:8]

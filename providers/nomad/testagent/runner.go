@@ -242,6 +242,9 @@ func (rt *restartTracker) next(now time.Time) (restart bool, delay time.Duration
 	rt.count++
 	if rt.count > attempts {
 		if mode == api.RestartPolicyModeFail {
+			if attempts == 0 {
+				return false, 0, "Policy allows no restarts"
+			}
 			return false, 0, fmt.Sprintf("Exceeded allowed attempts %d in interval %v and mode is %q", attempts, interval, mode)
 		}
 		end := rt.start.Add(interval)
@@ -499,6 +502,16 @@ func (tr *taskRunner) kill(cmd *exec.Cmd, exited chan error, now bool) {
 	}
 	timer.Stop()
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	// As Nomad: Killing, then Terminated with the exit status, then Killed.
+	code, signal := exitStatus(cmd, nil)
+	msg := fmt.Sprintf("Exit Code: %d", code)
+	if signal != 0 {
+		msg += fmt.Sprintf(", Signal: %d", signal)
+	}
+	tev := newEvent(api.TaskTerminated, msg, map[string]string{"exit_code": strconv.Itoa(code),
+		"signal": strconv.Itoa(signal), "oom_killed": "false", "exit_message": ""})
+	tev.ExitCode, tev.Signal = code, signal
+	as.event(t.Name, tev, nil)
 	tr.markDead(false, newEvent(api.TaskKilled, "Task successfully killed", nil))
 }
 
@@ -528,6 +541,14 @@ func (tr *taskRunner) command(env map[string]string, interp func(string) string)
 	if c == "" {
 		return nil, errors.New(`failed to validate task config: missing required attribute "command"`)
 	}
+	// The driver config is HCL2-evaluated, as in Nomad: an unknown
+	// ${...} fails the task ("Unknown variable"), $${ escapes.
+	var unknown []string
+	interp = func(s string) string {
+		out, bad := tr.interpolateConfig(s, env)
+		unknown = append(unknown, bad...)
+		return out
+	}
 	c = interp(c)
 	var args []string
 	switch v := cfg["args"].(type) {
@@ -542,6 +563,13 @@ func (tr *taskRunner) command(env map[string]string, interp func(string) string)
 		}
 	default:
 		return nil, fmt.Errorf("failed to validate task config: args must be a list of strings, got %T", v)
+	}
+	if len(unknown) > 0 {
+		msg := fmt.Sprintf("%d errors occurred:\n\t* failed to parse config: \n", len(unknown)+1)
+		for _, u := range unknown {
+			msg += fmt.Sprintf("\t* Unknown variable: There is no variable named %q.\n", u)
+		}
+		return nil, errors.New(msg + "\n")
 	}
 	bin := c
 	switch {
@@ -622,6 +650,8 @@ func (tr *taskRunner) buildEnv() map[string]string {
 	}
 	for k, v := range meta {
 		set("NOMAD_META_"+envKey(k), v)
+		// Nomad's own name keeps the key's dots: NOMAD_META_gofl.cluster_id.
+		set("NOMAD_META_"+strings.ReplaceAll(k, "-", "_"), v)
 		set("NOMAD_META_"+strings.ToUpper(envKey(k)), v)
 	}
 	ports := append([]api.PortMapping{}, as.ports...)
@@ -638,9 +668,9 @@ func (tr *taskRunner) buildEnv() map[string]string {
 		set("NOMAD_HOST_IP_"+l, p.HostIP)
 		set("NOMAD_ADDR_"+l, addr)
 		set("NOMAD_HOST_ADDR_"+l, addr)
+		// No NOMAD_ALLOC_IP_/ADDR_ for host ports (Nomad sets them only
+		// with group networking).
 		set("NOMAD_ALLOC_PORT_"+l, strconv.Itoa(port))
-		set("NOMAD_ALLOC_IP_"+l, p.HostIP)
-		set("NOMAD_ALLOC_ADDR_"+l, fmt.Sprintf("%s:%d", p.HostIP, port))
 	}
 	for k, v := range t.Env {
 		env[k] = tr.interpolate(v, env)
@@ -649,6 +679,36 @@ func (tr *taskRunner) buildEnv() map[string]string {
 }
 
 var interpRe = regexp.MustCompile(`\$\{([^}]+)\}`)
+
+var hclIdent = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// configRe also matches the $${ escape, which HCL2 turns into a literal ${.
+var configRe = regexp.MustCompile(`\$?\$\{([^}]+)\}`)
+
+// interpolateConfig interpolates a driver config string as Nomad's HCL2
+// evaluation does: NOMAD_* and other task env variables, attr.*, node.*
+// and meta.* resolve; $${x} is the literal ${x}; any other reference is
+// returned in unknown (Nomad fails the task with "Unknown variable").
+func (tr *taskRunner) interpolateConfig(s string, env map[string]string) (out string, unknown []string) {
+	out = configRe.ReplaceAllStringFunc(s, func(m string) string {
+		if strings.HasPrefix(m, "$$") {
+			return m[1:]
+		}
+		key := m[2 : len(m)-1]
+		if rest, ok := strings.CutPrefix(key, "meta."); ok && !hclIdent.MatchString(rest) {
+			// meta.gofl.cluster-id is attribute access and a subtraction
+			// to HCL2, not a meta key.
+			unknown = append(unknown, key)
+			return m
+		}
+		v := tr.interpolate(m, env)
+		if v == m {
+			unknown = append(unknown, m[2:len(m)-1])
+		}
+		return v
+	})
+	return out, unknown
+}
 
 // interpolate replaces ${NOMAD_*}/${env var}, ${attr.*}, ${node.*} and
 // ${meta.*}; unknown references are left as they are (as Nomad does).

@@ -2,6 +2,7 @@ package testagent
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"path"
 	"regexp"
@@ -340,16 +341,19 @@ func (a *Agent) assignPorts(nets []netRef, used map[int]bool) ([]api.PortMapping
 }
 
 func freePort(used map[int]bool) int {
-	for i := 0; i < 100; i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// Nomad's dynamic range is 20000-32000: random ports in it that are
+	// free on the host.
+	for i := 0; i < 200; i++ {
+		p := 20000 + rand.IntN(12001)
+		if used[p] {
+			continue
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
 		if err != nil {
 			continue
 		}
-		p := ln.Addr().(*net.TCPAddr).Port
 		_ = ln.Close()
-		if !used[p] {
-			return p
-		}
+		return p
 	}
 	for p := 20000; p < 32000; p++ {
 		if !used[p] {
