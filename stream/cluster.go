@@ -718,9 +718,35 @@ func (w *netWriter) EmitPriority(s int, ev runtime.Event) ([]runtime.Event, erro
 	if err != nil {
 		return nil, err
 	}
+	// Records may span buffers (the overtaken ones start and end at record
+	// boundaries): parse the data buffers as one stream.
 	var out []runtime.Event
+	var pending []byte
+	records := func() error {
+		d := pending
+		for len(d) > 0 {
+			if len(d) < 4 {
+				break
+			}
+			l := int(binary.BigEndian.Uint32(d))
+			if l > len(d)-4 {
+				break
+			}
+			r, err := decodeRecord(w.c, d[4:4+l])
+			if err != nil {
+				return err
+			}
+			out = append(out, runtime.Event{Kind: runtime.EventRecord, Record: r})
+			d = d[4+l:]
+		}
+		pending = append(pending[:0], d...)
+		return nil
+	}
 	for _, b := range over {
 		if b.IsEvent {
+			if len(pending) > 0 {
+				return nil, fmt.Errorf("%w: event inside a record in an overtaken buffer", codec.ErrCorrupt)
+			}
 			nev, err := network.DecodeEvent(b.Data)
 			if err != nil {
 				return nil, err
@@ -734,26 +760,21 @@ func (w *netWriter) EmitPriority(s int, ev runtime.Event) ([]runtime.Event, erro
 			}
 			continue
 		}
-		for d := b.Data; len(d) > 0; {
-			if len(d) < 4 {
-				return nil, fmt.Errorf("%w: overtaken buffer", codec.ErrCorrupt)
-			}
-			l := int(binary.BigEndian.Uint32(d))
-			if l > len(d)-4 {
-				return nil, fmt.Errorf("%w: overtaken buffer", codec.ErrCorrupt)
-			}
-			r, err := decodeRecord(w.c, d[4:4+l])
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, runtime.Event{Kind: runtime.EventRecord, Record: r})
-			d = d[4+l:]
+		pending = append(pending, b.Data...)
+		if err := records(); err != nil {
+			return nil, err
 		}
+	}
+	if len(pending) > 0 {
+		return nil, fmt.Errorf("%w: overtaken buffers end inside a record", codec.ErrCorrupt)
 	}
 	return out, nil
 }
 
 func (w *netWriter) Flush() error { w.p.Flush(); return nil }
+
+// Available implements runtime.AvailabilityWriter.
+func (w *netWriter) Available() <-chan struct{} { return w.p.Available() }
 
 func (w *netWriter) Finish() error { return w.p.Finish() }
 

@@ -547,6 +547,11 @@ func (t *task) runSource() error {
 		if err := t.ctx.Err(); err != nil {
 			return err
 		}
+		if handled, err := t.waitOutput(); err != nil {
+			return err
+		} else if handled {
+			continue // a trigger (maybe a stop-with-savepoint) came first
+		}
 		t.fireDueTimers()
 		var st PollStatus
 		var at time.Time
@@ -661,6 +666,15 @@ func (t *task) runInputs() error {
 				continue
 			}
 			capturing = t.ck.capturing > 0
+			if !capturing {
+				// Take priority barriers and triggers while the output
+				// is back-pressured, not inside an Emit.
+				if handled, err := t.waitOutput(); err != nil {
+					return err
+				} else if handled {
+					continue
+				}
+			}
 		}
 		var b ChannelBatch
 		gi := -1

@@ -382,3 +382,66 @@ func (t *task) replayRestoredInput() error {
 	}
 	return nil
 }
+
+// AvailabilityWriter is a ResultWriter that tells whether it can take
+// output without blocking (Flink's output availability). Available
+// returns nil when it can, else a channel closed when it may again (check
+// again: wake-ups can be spurious); it never blocks. A task with
+// checkpointing waits for it before each source poll and each input
+// batch, taking checkpoint triggers and priority barriers meanwhile, so a
+// back-pressured task is not stuck inside an Emit when a checkpoint
+// arrives (it would delay an unaligned checkpoint by the whole drain).
+type AvailabilityWriter interface {
+	Available() <-chan struct{}
+}
+
+// blockedOutput returns the availability channel of a writer that
+// cannot take output now, or nil.
+func (t *task) blockedOutput() <-chan struct{} {
+	for _, w := range t.writers {
+		if aw, ok := w.(AvailabilityWriter); ok {
+			if c := aw.Available(); c != nil {
+				return c
+			}
+		}
+	}
+	return nil
+}
+
+// waitOutput waits while an output is back-pressured, handling control
+// messages and priority barriers meanwhile. It returns handled after
+// handling one (the caller re-checks its state and calls again), or
+// false once every output is available.
+func (t *task) waitOutput() (handled bool, err error) {
+	if t.ck == nil {
+		return false, nil
+	}
+	var timeout <-chan time.Time
+	for {
+		avail := t.blockedOutput()
+		if avail == nil {
+			return false, nil
+		}
+		if d := t.alignDeadline(); timeout == nil && !d.IsZero() {
+			tm := time.NewTimer(d.Sub(t.now()))
+			defer tm.Stop()
+			timeout = tm.C
+		}
+		select {
+		case <-timeout:
+			return true, nil // the alignment switches to unaligned
+		case <-avail:
+		case m := <-t.ctl:
+			t.onControl(m)
+			return true, nil
+		case pb := <-t.prioChan(0):
+			t.onPriority(0, pb)
+			return true, nil
+		case pb := <-t.prioChan(1):
+			t.onPriority(1, pb)
+			return true, nil
+		case <-t.ctx.Done():
+			return false, t.ctx.Err()
+		}
+	}
+}

@@ -52,6 +52,9 @@ var ErrPoolClosed = errors.New("network: buffer pool destroyed")
 type BufferPool struct {
 	bufSize int
 	size    int
+	// overdraft is how many buffers beyond size a request may take (see
+	// ResultPartition.Available); 0 until enabled.
+	overdraft int
 
 	mu        sync.Mutex
 	free      []*Buffer
@@ -91,7 +94,7 @@ func (p *BufferPool) tryRequestLocked() *Buffer {
 	if n := len(p.free); n > 0 {
 		b = p.free[n-1]
 		p.free = p.free[:n-1]
-	} else if p.allocated < p.size {
+	} else if p.allocated < p.size+p.overdraft {
 		p.allocated++
 		b = &Buffer{seg: make([]byte, p.bufSize), owner: p}
 	} else {
@@ -153,6 +156,24 @@ func (p *BufferPool) request(ctx context.Context) (*Buffer, error) {
 	}
 }
 
+// available returns nil when fewer than size buffers are in use (or the
+// pool is destroyed), else a channel closed when one is recycled; it
+// enables up to overdraft buffers beyond size. Spurious wake-ups happen.
+func (p *BufferPool) available(overdraft int) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.overdraft < overdraft {
+		p.overdraft = overdraft
+	}
+	if p.destroyed || p.inUse < p.size {
+		return nil
+	}
+	if p.waitCh == nil {
+		p.waitCh = make(chan struct{})
+	}
+	return p.waitCh
+}
+
 func (p *BufferPool) recycle(b *Buffer) {
 	p.mu.Lock()
 	p.inUse--
@@ -200,6 +221,10 @@ func (p *BufferPool) destroy() {
 	p.free = nil
 	p.listeners = nil
 	close(p.doneCh)
+	if p.waitCh != nil {
+		close(p.waitCh)
+		p.waitCh = nil
+	}
 }
 
 // PoolStats is a snapshot of a buffer pool's counters.

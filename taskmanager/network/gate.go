@@ -573,8 +573,8 @@ func (c *localInputChannel) getPriorityEvent() (*Buffer, error) {
 	if !ok || c.pos != nil {
 		return nil, nil
 	}
-	b := pv.nextPriority()
-	if b != nil {
+	b, marked := pv.nextPriority()
+	if b != nil && !marked {
 		c.pos = positionOf(b)
 	}
 	return b, nil

@@ -175,6 +175,22 @@ func (p *ResultPartition) Emit(subpartition int, record []byte) error {
 	return err
 }
 
+// OverdraftBuffers is how many buffers beyond its pool a partition lends
+// to a writer that waits for Available (Flink's overdraft buffers).
+const OverdraftBuffers = 5
+
+// Available returns nil when the partition's pool has a buffer free, else
+// a channel closed when a buffer may have come back (check again). A
+// writer that waits for it before each batch of records (a source's poll,
+// an input batch) lets its task take checkpoint triggers and priority
+// barriers while back-pressured instead of blocking inside Emit; in return
+// the partition lends it up to OverdraftBuffers extra buffers, so a batch
+// started while available does not block. Without calls to Available the
+// pool is bounded as before. Any goroutine; non-blocking.
+func (p *ResultPartition) Available() <-chan struct{} {
+	return p.pool.available(OverdraftBuffers)
+}
+
 // Broadcast appends a record to every subpartition.
 func (p *ResultPartition) Broadcast(record []byte) error {
 	for i := range p.subs {
@@ -671,19 +687,35 @@ func (v *pipelinedView) hasPriority() bool {
 	return !s.released && s.head < len(s.queue) && s.queue[s.head].priority
 }
 
-// nextPriority returns the next buffer if it is a priority event, else nil.
-func (v *pipelinedView) nextPriority() *Buffer {
+// nextPriority returns the next priority event if only continuation
+// buffers precede it, else nil; marked: its position marker took its
+// place in the queue (delivered in order after those continuations).
+func (v *pipelinedView) nextPriority() (b *Buffer, marked bool) {
 	s := v.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.released || s.head == len(s.queue) || !s.queue[s.head].priority {
-		return nil
+	if s.released {
+		return nil, false
 	}
-	b := s.queue[s.head]
-	s.queue[s.head] = nil
-	s.head++
+	// addPriority puts the event behind the continuations of a record
+	// already begun: take it from there, leaving its position marker in
+	// its place, so the consumer need not drain them first.
+	i := s.head
+	for i < len(s.queue) && !s.queue[i].priority && s.queue[i].cont {
+		i++
+	}
+	if i == len(s.queue) || !s.queue[i].priority {
+		return nil, false
+	}
+	b = s.queue[i]
 	s.priority--
-	return b
+	if i == s.head {
+		s.queue[s.head] = nil
+		s.head++
+		return b, false
+	}
+	s.queue[i] = positionOf(b)
+	return b, true
 }
 
 func (v *pipelinedView) NextBuffer() (*Buffer, int, bool, error) {
