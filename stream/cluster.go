@@ -359,7 +359,7 @@ func (ex *clusterExecutor) runTask(ctx context.Context, req *pb.SubmitTaskReques
 		tio.mu.Lock()
 		tio.gates = append(tio.gates, g)
 		tio.mu.Unlock()
-		ng := &netGate{g: g, c: spec.InputCodecs[i], ch: make(chan runtime.ChannelBatch, 2)}
+		ng := &netGate{g: g, c: spec.InputCodecs[i], ch: make(chan runtime.ChannelBatch, 2), prio: make(chan runtime.ChannelBatch, netPriorityQueue)}
 		env.Gates = append(env.Gates, ng)
 	}
 
@@ -704,7 +704,77 @@ func decodeBarrier(p []byte) (runtime.CheckpointBarrier, error) {
 	return cb, nil
 }
 
+// EmitPriority implements runtime.PriorityWriter: the barrier overtakes
+// the subpartition's queued buffers, whose records and events it returns.
+func (w *netWriter) EmitPriority(s int, ev runtime.Event) ([]runtime.Event, error) {
+	if ev.Kind != runtime.EventBarrier {
+		return nil, fmt.Errorf("priority event of kind %d", ev.Kind)
+	}
+	if w.p.Type() != network.Pipelined {
+		ev.Priority = false
+		return nil, w.Emit(s, ev)
+	}
+	over, err := w.p.EmitPriorityEvent(s, network.CustomEvent{EventKind: kindBarrier, Payload: appendBarrier(nil, ev.Barrier)})
+	if err != nil {
+		return nil, err
+	}
+	// Records may span buffers (the overtaken ones start and end at record
+	// boundaries): parse the data buffers as one stream.
+	var out []runtime.Event
+	var pending []byte
+	records := func() error {
+		d := pending
+		for len(d) > 0 {
+			if len(d) < 4 {
+				break
+			}
+			l := int(binary.BigEndian.Uint32(d))
+			if l > len(d)-4 {
+				break
+			}
+			r, err := decodeRecord(w.c, d[4:4+l])
+			if err != nil {
+				return err
+			}
+			out = append(out, runtime.Event{Kind: runtime.EventRecord, Record: r})
+			d = d[4+l:]
+		}
+		pending = append(pending[:0], d...)
+		return nil
+	}
+	for _, b := range over {
+		if b.IsEvent {
+			if len(pending) > 0 {
+				return nil, fmt.Errorf("%w: event inside a record in an overtaken buffer", codec.ErrCorrupt)
+			}
+			nev, err := network.DecodeEvent(b.Data)
+			if err != nil {
+				return nil, err
+			}
+			if cev, ok := nev.(network.CustomEvent); ok {
+				rev, err := decodeEvent(cev)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, rev)
+			}
+			continue
+		}
+		pending = append(pending, b.Data...)
+		if err := records(); err != nil {
+			return nil, err
+		}
+	}
+	if len(pending) > 0 {
+		return nil, fmt.Errorf("%w: overtaken buffers end inside a record", codec.ErrCorrupt)
+	}
+	return out, nil
+}
+
 func (w *netWriter) Flush() error { w.p.Flush(); return nil }
+
+// Available implements runtime.AvailabilityWriter.
+func (w *netWriter) Available() <-chan struct{} { return w.p.Available() }
 
 func (w *netWriter) Finish() error { return w.p.Finish() }
 
@@ -714,10 +784,49 @@ type netGate struct {
 	g  *network.InputGate
 	c  runtime.Codec
 	ch chan runtime.ChannelBatch
+	// prio carries priority barriers (runtime.PriorityInputGate), which the
+	// pump forwards even while blocked handing on a batch.
+	prio chan runtime.ChannelBatch
 }
 
-func (g *netGate) NumChannels() int                     { return g.g.NumChannels() }
-func (g *netGate) Batches() <-chan runtime.ChannelBatch { return g.ch }
+// netPriorityQueue is how many priority barriers wait for the task.
+const netPriorityQueue = 16
+
+func (g *netGate) NumChannels() int                      { return g.g.NumChannels() }
+func (g *netGate) Batches() <-chan runtime.ChannelBatch  { return g.ch }
+func (g *netGate) Priority() <-chan runtime.ChannelBatch { return g.prio }
+
+// sendPriority hands a priority event to the task.
+func (g *netGate) sendPriority(ctx context.Context, roe network.RecordOrEvent) error {
+	ev, ok := roe.Event.(network.CustomEvent)
+	if !ok {
+		return fmt.Errorf("input channel %d: priority event of kind %d", roe.Channel, roe.Event.Kind())
+	}
+	rev, err := decodeEvent(ev)
+	if err != nil {
+		return fmt.Errorf("input channel %d: %w", roe.Channel, err)
+	}
+	rev.Priority = true
+	select {
+	case g.prio <- runtime.ChannelBatch{Channel: roe.Channel, Events: []runtime.Event{rev}}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// forwardPriority hands on every priority event the gate holds.
+func (g *netGate) forwardPriority(ctx context.Context) error {
+	for {
+		boe, ok, err := g.g.PollPriority()
+		if err != nil || !ok {
+			return err
+		}
+		if err := g.sendPriority(ctx, network.RecordOrEvent{Event: boe.Event, Channel: boe.Channel, Priority: true}); err != nil {
+			return err
+		}
+	}
+}
 
 // polled is a done context: NextRecord with it returns at once when
 // nothing is queued.
@@ -736,12 +845,22 @@ func (g *netGate) pump(ctx context.Context, fail context.CancelCauseFunc) {
 		if len(cur.Events) == 0 {
 			return true
 		}
-		select {
-		case g.ch <- cur:
-			cur = runtime.ChannelBatch{Channel: cur.Channel}
-			return true
-		case <-ctx.Done():
-			return false
+		for {
+			select {
+			case g.ch <- cur:
+				cur = runtime.ChannelBatch{Channel: cur.Channel}
+				return true
+			case <-g.g.PriorityAvailable():
+				// A priority barrier overtakes the batch waiting here.
+				if err := g.forwardPriority(ctx); err != nil {
+					if ctx.Err() == nil {
+						fail(err)
+					}
+					return false
+				}
+			case <-ctx.Done():
+				return false
+			}
 		}
 	}
 	for {
@@ -762,6 +881,15 @@ func (g *netGate) pump(ctx context.Context, fail context.CancelCauseFunc) {
 			}
 			return
 		}
+		if roe.Priority {
+			if err := g.sendPriority(ctx, roe); err != nil {
+				if ctx.Err() == nil {
+					fail(err)
+				}
+				return
+			}
+			continue
+		}
 		if roe.Channel != cur.Channel {
 			if !send() {
 				return
@@ -777,6 +905,9 @@ func (g *netGate) pump(ctx context.Context, fail context.CancelCauseFunc) {
 				if err != nil {
 					fail(fmt.Errorf("input channel %d: %w", roe.Channel, err))
 					return
+				}
+				if roe.Position && rev.Kind == runtime.EventBarrier {
+					rev.Kind = runtime.EventBarrierPosition
 				}
 				cur.Events = append(cur.Events, rev)
 			}

@@ -588,11 +588,19 @@ func (x *OperatorSubtaskStateHandle) GetInFlight() []*InFlightDataHandle {
 	return nil
 }
 
+// In-flight data of an unaligned checkpoint, in the state file of the
+// chain's head operator: the records one input channel (gate = logical
+// input, channel) received before its barrier, or, with output set, the
+// records one output subpartition (gate = output index, channel =
+// subpartition) had queued when the barrier overtook them. The region
+// holds uvarint-length-prefixed records (see runtime.InFlightData). Only
+// the subtask that wrote it restores it, at the same parallelism.
 type InFlightDataHandle struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Gate          int32                  `protobuf:"varint,1,opt,name=gate,proto3" json:"gate,omitempty"`
 	Channel       int32                  `protobuf:"varint,2,opt,name=channel,proto3" json:"channel,omitempty"`
 	Region        *StateFileRegion       `protobuf:"bytes,3,opt,name=region,proto3" json:"region,omitempty"`
+	Output        bool                   `protobuf:"varint,4,opt,name=output,proto3" json:"output,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -646,6 +654,13 @@ func (x *InFlightDataHandle) GetRegion() *StateFileRegion {
 		return x.Region
 	}
 	return nil
+}
+
+func (x *InFlightDataHandle) GetOutput() bool {
+	if x != nil {
+		return x.Output
+	}
+	return false
 }
 
 type CheckpointMetrics struct {
@@ -1021,11 +1036,12 @@ const file_checkpoint_proto_rawDesc = "" +
 	"\tin_flight\x18\v \x03(\v2\x1b.gofl.v1.InFlightDataHandleR\binFlight\x1a=\n" +
 	"\x0fStateTypesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"t\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8c\x01\n" +
 	"\x12InFlightDataHandle\x12\x12\n" +
 	"\x04gate\x18\x01 \x01(\x05R\x04gate\x12\x18\n" +
 	"\achannel\x18\x02 \x01(\x05R\achannel\x120\n" +
-	"\x06region\x18\x03 \x01(\v2\x18.gofl.v1.StateFileRegionR\x06region\"\xc2\x02\n" +
+	"\x06region\x18\x03 \x01(\v2\x18.gofl.v1.StateFileRegionR\x06region\x12\x16\n" +
+	"\x06output\x18\x04 \x01(\bR\x06output\"\xc2\x02\n" +
 	"\x11CheckpointMetrics\x12\x1d\n" +
 	"\n" +
 	"state_size\x18\x01 \x01(\x03R\tstateSize\x12+\n" +

@@ -337,6 +337,7 @@ func EncodeTo(w io.Writer, snap *runtime.TaskSnapshot, subtask, parallelism, max
 			return nil, e.off, e.err
 		}
 	}
+	encodeInFlight(e, snap, hs)
 	return hs, e.off, e.err
 }
 
@@ -359,12 +360,15 @@ func encodedSize(snap *runtime.TaskSnapshot) int {
 			}
 		}
 	}
+	for _, d := range snap.InFlight {
+		n += crcLen + len(d.Data)
+	}
 	return n
 }
 
 // hasData reports whether a handle refers to any bytes of its file.
 func hasData(h *pb.OperatorSubtaskStateHandle) bool {
-	if len(h.KeyGroups) > 0 {
+	if len(h.KeyGroups) > 0 || len(h.InFlight) > 0 {
 		return true
 	}
 	for _, l := range h.ListStates {

@@ -208,7 +208,9 @@ func (r *Responder) write(b runtime.CheckpointBarrier, snap *runtime.TaskSnapsho
 }
 
 // inline gives every handle with data its own bytes: a header and its
-// operator's blobs (which are contiguous in data), regions rebased.
+// operator's blobs (contiguous in data; the head operator's span also
+// covers the in-flight data written after the last operator), regions
+// rebased.
 func inline(data []byte, hs []*pb.OperatorSubtaskStateHandle) []*pb.OperatorSubtaskStateHandle {
 	for _, h := range hs {
 		if !hasData(h) {
@@ -220,6 +222,9 @@ func inline(data []byte, hs []*pb.OperatorSubtaskStateHandle) []*pb.OperatorSubt
 		}
 		for _, l := range h.ListStates {
 			regions = append(regions, l.Elements...)
+		}
+		for _, f := range h.InFlight {
+			regions = append(regions, f.Region)
 		}
 		lo, hi := regions[0].Offset, regions[0].Offset+regions[0].Length
 		for _, rg := range regions {

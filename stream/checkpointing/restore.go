@@ -95,6 +95,11 @@ func restore(ctx context.Context, fss *FileSystems, local *TaskLocalStateStore, 
 		if err := restoreLists(rd, id, hs, subtask, parallelism, or); err != nil {
 			return nil, err
 		}
+		for _, h := range hs {
+			if err := restoreInFlight(rd, id, h, subtask, parallelism, out); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if err := rd.run(); err != nil {
 		return nil, err

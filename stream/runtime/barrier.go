@@ -52,6 +52,16 @@ type checkpointer struct {
 	// or an upstream EventEndOfData on; otherwise a task ends at the end
 	// of its input as without checkpointing (manual savepoints only).
 	waitFinal bool
+	// unaligned: the checkpoint being aligned was taken unaligned; the
+	// capturing channels record their input until their barrier, then
+	// pendSnap (with outFlight, the overtaken output) is acknowledged,
+	// or declined with unalignedErr.
+	unaligned    bool
+	capturing    int
+	pendSnap     *TaskSnapshot
+	pendMetrics  CheckpointSyncMetrics
+	outFlight    []InFlightData
+	unalignedErr error
 }
 
 func newCheckpointer(resp CheckpointResponder, waitFinal bool) *checkpointer {
@@ -72,7 +82,7 @@ func (t *task) onControl(m CheckpointControl) {
 			}
 			return
 		}
-		t.performCheckpoint(m.Barrier, 0)
+		t.performCheckpoint(m.Barrier, 0, m.Barrier.Options.Unaligned && unalignedOK(m.Barrier))
 	case NotifyCheckpointComplete:
 		for _, n := range t.nodes {
 			if l := n.listener; l != nil {
@@ -101,8 +111,14 @@ func (t *task) onControl(m CheckpointControl) {
 
 // onBarrier handles barrier b on channel ch and reports whether ch is now
 // blocked (exactly-once alignment): its later events must be held.
-func (t *task) onBarrier(ch *chanState, b CheckpointBarrier) bool {
+// priority: b came ahead of the channel's data (see unaligned.go).
+func (t *task) onBarrier(ch *chanState, b CheckpointBarrier, priority bool) bool {
 	ck := t.ck
+	if ck.aligning && ck.unaligned && b.ID == ck.barrier.ID {
+		// Taken already; a capturing channel ends at its position.
+		ch.barrier = b.ID
+		return false
+	}
 	if b.ID <= ck.lastDone {
 		return false
 	}
@@ -126,6 +142,10 @@ func (t *task) onBarrier(ch *chanState, b CheckpointBarrier) bool {
 		ck.aligning, ck.barrier, ck.alignStart = true, b, t.now()
 	}
 	ch.barrier = b.ID
+	if b.Options.Unaligned && unalignedOK(b) {
+		t.switchToUnaligned(ch, priority)
+		return false
+	}
 	if t.aligned() {
 		t.completeAlignment()
 		return false
@@ -145,6 +165,10 @@ func (t *task) onCancelBarrier(id int64) {
 		return
 	}
 	cause := fmt.Errorf("%w: checkpoint %d", ErrCheckpointCancelled, id)
+	if ck.aligning && ck.unaligned && id == ck.barrier.ID {
+		t.abortAlignment(cause)
+		return
+	}
 	if ck.aligning {
 		if id < ck.barrier.ID {
 			return
@@ -182,7 +206,7 @@ func (t *task) completeAlignment() {
 	ck := t.ck
 	ck.aligning = false
 	t.unblock()
-	t.performCheckpoint(ck.barrier, t.now().Sub(ck.alignStart))
+	t.performCheckpoint(ck.barrier, t.now().Sub(ck.alignStart), false)
 }
 
 // abortAlignment stops aligning: it declines the checkpoint with cause
@@ -192,6 +216,7 @@ func (t *task) abortAlignment(cause error) {
 	ck := t.ck
 	id := ck.barrier.ID
 	ck.aligning = false
+	t.clearUnaligned()
 	t.setDone(id)
 	if cause != nil {
 		ck.resp.Decline(id, cause)
@@ -275,13 +300,13 @@ func (t *task) endChannelData(ch *chanState, drain bool) {
 // aligned, and once all have, a deferred trigger is taken.
 func (t *task) channelEnded() {
 	ck := t.ck
-	if ck.aligning && t.aligned() {
+	if ck.aligning && !ck.unaligned && t.aligned() {
 		t.completeAlignment()
 	}
 	if t.in.remaining == 0 && ck.trigger != nil {
 		b := *ck.trigger
 		ck.trigger = nil
-		t.performCheckpoint(b, 0)
+		t.performCheckpoint(b, 0, false)
 	}
 }
 
@@ -307,8 +332,10 @@ func (t *task) endData(drain bool) {
 
 // performCheckpoint takes checkpoint b: snapshot, acknowledge, forward the
 // barrier. A failing snapshot declines the checkpoint and cancels it
-// downstream; the task goes on (the coordinator decides).
-func (t *task) performCheckpoint(b CheckpointBarrier, alignment time.Duration) {
+// downstream; the task goes on (the coordinator decides). unaligned: the
+// barrier goes on as a priority event and the acknowledgement waits for
+// the capturing channels (maybeFinishUnaligned).
+func (t *task) performCheckpoint(b CheckpointBarrier, alignment time.Duration, unaligned bool) {
 	ck := t.ck
 	if b.ID <= ck.lastDone {
 		return
@@ -323,7 +350,25 @@ func (t *task) performCheckpoint(b CheckpointBarrier, alignment time.Duration) {
 	}
 	start := t.now()
 	snap, err := t.snapshot(b.ID, b.Options.Type)
+	if unaligned && err == nil {
+		m := CheckpointSyncMetrics{SyncDuration: t.now().Sub(start), AlignmentDuration: alignment}
+		var out []InFlightData
+		if out, err = t.emitBarrier(b, true); err == nil {
+			ck.barrier, ck.unaligned, ck.pendSnap, ck.pendMetrics, ck.outFlight = b, true, snap, m, out
+			t.flushOrAbort()
+			if ck.dataEnded && ck.firstAfterEnd == 0 {
+				ck.firstAfterEnd = b.ID
+			}
+			t.maybeFinishUnaligned()
+			return
+		}
+		snap.Release()
+	}
 	if err != nil {
+		if unaligned {
+			t.clearUnaligned()
+			ck.aligning = false
+		}
 		ck.resp.Decline(b.ID, err)
 		t.broadcast(Event{Kind: EventCancelBarrier, Barrier: CheckpointBarrier{ID: b.ID}})
 		t.flushOrAbort()

@@ -218,6 +218,8 @@ func (s *OperatorSnapshot) setType(name, typeName string) {
 // chain, in chain order.
 type TaskSnapshot struct {
 	Operators []*OperatorSnapshot
+	// InFlight is the in-flight data of an unaligned checkpoint.
+	InFlight []InFlightData
 }
 
 // OperatorRestore is the state one operator subtask starts from: its key
@@ -277,6 +279,10 @@ var ErrIncompatibleState = fmt.Errorf("runtime: incompatible state type")
 type TaskRestore struct {
 	CheckpointID int64
 	Operators    map[string]*OperatorRestore
+	// InFlight is the in-flight data of an unaligned checkpoint this
+	// subtask took: input channel state is replayed before the gates are
+	// read, output data emitted before anything else.
+	InFlight []InFlightData
 }
 
 // CheckpointSyncMetrics are what the task measured of a checkpoint.

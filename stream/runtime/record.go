@@ -40,6 +40,11 @@ const (
 	// EventEndOfPartition. Event.Drain is false for stop-with-savepoint
 	// without --drain: operators are not finished then.
 	EventEndOfData
+	// EventBarrierPosition marks where priority barrier Event.Barrier.ID
+	// was in its channel: the events of the channel delivered between the
+	// priority barrier and this marker were overtaken by it (unaligned
+	// checkpoints) and are its input channel state.
+	EventBarrierPosition
 )
 
 // Event is what flows through an exchange: records and control events in
@@ -50,6 +55,12 @@ type Event struct {
 	Watermark int64
 	Barrier   CheckpointBarrier
 	Drain     bool
+	// Priority, on an EventBarrier: the barrier overtakes the data queued
+	// before it (an unaligned checkpoint). A writer sends it ahead of its
+	// queued data (PriorityWriter); a gate delivers it ahead of its queued
+	// batches (PriorityInputGate) and marks its place with
+	// EventBarrierPosition.
+	Priority bool
 }
 
 // ChannelBatch is a run of events from one input channel, in order. The

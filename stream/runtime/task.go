@@ -316,6 +316,12 @@ func (t *task) run() error {
 			return n.op.Open(n.ctx)
 		})
 	}
+	if err := t.checkInFlight(); err != nil {
+		return err
+	}
+	if err := t.emitRestoredOutput(); err != nil {
+		return err
+	}
 	var err error
 	if t.spec.NumInputs == 0 {
 		err = t.runSource()
@@ -421,9 +427,60 @@ func (t *task) wait(until time.Time, c0, c1 <-chan ChannelBatch) (ChannelBatch, 
 	case m := <-t.ctl:
 		t.onControl(m)
 		return ChannelBatch{}, -1, nil
+	case pb := <-t.prioChan(0):
+		t.onPriority(0, pb)
+		return ChannelBatch{}, -1, nil
+	case pb := <-t.prioChan(1):
+		t.onPriority(1, pb)
+		return ChannelBatch{}, -1, nil
 	case <-t.ctx.Done():
 		return ChannelBatch{}, -1, t.ctx.Err()
 	}
+}
+
+// prioChan is input i's priority channel, nil without one.
+func (t *task) prioChan(i int) <-chan ChannelBatch {
+	if t.in == nil {
+		return nil
+	}
+	return t.in.prio[i]
+}
+
+// onPriority handles a batch of priority events of input gi.
+func (t *task) onPriority(gi int, b ChannelBatch) {
+	g := &t.in.gates[gi]
+	if b.Channel < 0 || b.Channel >= len(g.ch) {
+		panic(abort{fmt.Errorf("task %q: input %d has no channel %d", t.spec.Name, gi, b.Channel)})
+	}
+	for _, ev := range b.Events {
+		if ev.Kind == EventBarrier && t.ck != nil {
+			t.onBarrier(&g.ch[b.Channel], ev.Barrier, true)
+		}
+	}
+}
+
+// pollPriority handles the priority batches waiting, if any.
+func (t *task) pollPriority() bool {
+	for i := range 2 {
+		select {
+		case pb := <-t.in.prio[i]:
+			t.onPriority(i, pb)
+			return true
+		default:
+		}
+	}
+	return false
+}
+
+// interrupt reports whether processing a batch should stop for a priority
+// barrier, or to capture arriving batches quickly.
+func (in *inputState) interrupt(capturing bool) bool {
+	for i := range 2 {
+		if len(in.prio[i]) > 0 || capturing && len(in.batches[i]) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func (t *task) fireDueTimers() {
@@ -490,6 +547,11 @@ func (t *task) runSource() error {
 		if err := t.ctx.Err(); err != nil {
 			return err
 		}
+		if handled, err := t.waitOutput(); err != nil {
+			return err
+		} else if handled {
+			continue // a trigger (maybe a stop-with-savepoint) came first
+		}
 		t.fireDueTimers()
 		var st PollStatus
 		var at time.Time
@@ -540,6 +602,10 @@ type chanState struct {
 	barrier   int64 // the ID of the last barrier it delivered
 	blocked   bool  // aligning (exactly once): its events are held
 	held      [][]Event
+	// capturing: an unaligned checkpoint records its input until its
+	// barrier, into captured.
+	capturing bool
+	captured  []byte
 }
 
 type gateState struct {
@@ -557,6 +623,11 @@ type inputState struct {
 	// held events to process before reading on.
 	holding bool
 	replay  bool
+	// batches and prio are the gates' channels (prio nil when a gate has
+	// none); hasPrio: some gate has.
+	batches [2]<-chan ChannelBatch
+	prio    [2]<-chan ChannelBatch
+	hasPrio bool
 }
 
 func (t *task) runInputs() error {
@@ -576,39 +647,85 @@ func (t *task) runInputs() error {
 	if len(t.env.Gates) > 1 {
 		c1 = t.env.Gates[1].Batches()
 	}
-	for in.remaining > 0 || (t.ck != nil && !t.ck.finalDone) {
-		if in.replay && t.replayHeld() {
-			continue
+	in.batches = [2]<-chan ChannelBatch{c0, c1}
+	if t.ck != nil {
+		for i, g := range t.env.Gates {
+			if pg, ok := g.(PriorityInputGate); ok {
+				in.prio[i], in.hasPrio = pg.Priority(), true
+			}
 		}
-		t.fireDueTimers()
+	}
+	if err := t.replayRestoredInput(); err != nil {
+		return err
+	}
+	for in.remaining > 0 || (t.ck != nil && !t.ck.finalDone) {
+		capturing := false
+		if t.ck != nil {
+			t.checkAlignTimeout()
+			if in.hasPrio && t.pollPriority() {
+				continue
+			}
+			capturing = t.ck.capturing > 0
+			if !capturing {
+				// Take priority barriers and triggers while the output
+				// is back-pressured, not inside an Emit.
+				if handled, err := t.waitOutput(); err != nil {
+					return err
+				} else if handled {
+					continue
+				}
+			}
+		}
 		var b ChannelBatch
 		gi := -1
-		select {
-		case b = <-c0:
-			gi = 0
-		case b = <-c1:
-			gi = 1
-		case m := <-t.ctl:
-			t.onControl(m)
-			continue
-		default:
-			var err error
-			if b, gi, err = t.wait(time.Time{}, c0, c1); err != nil {
-				return err
+		if capturing {
+			// Capture what arrives first, so the checkpoint completes.
+			select {
+			case b = <-c0:
+				gi = 0
+			case b = <-c1:
+				gi = 1
+			default:
 			}
-			if gi < 0 {
+		}
+		if gi < 0 && in.replay && t.replayHeld() {
+			continue
+		}
+		if gi < 0 {
+			t.fireDueTimers()
+			select {
+			case b = <-c0:
+				gi = 0
+			case b = <-c1:
+				gi = 1
+			case m := <-t.ctl:
+				t.onControl(m)
 				continue
+			default:
+				var err error
+				if b, gi, err = t.wait(t.alignDeadline(), c0, c1); err != nil {
+					return err
+				}
+				if gi < 0 {
+					continue
+				}
 			}
 		}
 		g := &in.gates[gi]
 		if b.Channel < 0 || b.Channel >= len(g.ch) {
 			return fmt.Errorf("task %q: input %d has no channel %d", t.spec.Name, gi, b.Channel)
 		}
-		if in.holding {
-			if ch := &g.ch[b.Channel]; ch.blocked || len(ch.held) > 0 {
-				ch.held = append(ch.held, b.Events)
-				continue
+		ch := &g.ch[b.Channel]
+		if ch.capturing {
+			t.capturedBatch(gi, b.Channel, b.Events)
+		}
+		if capturing || in.holding && (ch.blocked || len(ch.held) > 0) {
+			ch.held = append(ch.held, b.Events)
+			in.holding = true
+			if !ch.blocked {
+				in.replay = true
 			}
+			continue
 		}
 		if err := t.processBatch(gi, b.Channel, b.Events); err != nil {
 			return err
@@ -639,6 +756,13 @@ func (t *task) processBatch(gi, c int, evs []Event) error {
 	ch := &in.gates[gi].ch[c]
 	for i := range evs {
 		ev := &evs[i]
+		if in.hasPrio && in.interrupt(t.ck.capturing > 0) {
+			// The rest waits, first in line, for a priority barrier or
+			// the capture of arriving batches.
+			ch.held = append([][]Event{evs[i:]}, ch.held...)
+			in.holding, in.replay = true, true
+			return nil
+		}
 		switch ev.Kind {
 		case EventRecord:
 			head.processInput(gi, ev.Record)
@@ -663,7 +787,7 @@ func (t *task) processBatch(gi, c int, evs []Event) error {
 				t.channelEnded()
 			}
 		case EventBarrier:
-			if t.ck != nil && t.onBarrier(ch, ev.Barrier) {
+			if t.ck != nil && t.onBarrier(ch, ev.Barrier, false) {
 				// Blocked: the rest goes before what is already held (this
 				// batch is either new, so nothing is held, or the head of
 				// the held queue).

@@ -18,6 +18,14 @@ type Buffer struct {
 	owner   recycler // nil: unpooled (events)
 	// floating marks a receive buffer taken from a gate's floating pool.
 	floating bool
+	// cont: the buffer starts with the continuation of a record begun in
+	// the previous buffer (a priority event may not be inserted before it).
+	cont bool
+	// priority marks a priority event (it overtook the buffers queued
+	// before it); position marks the place in its channel's order where a
+	// priority event was received (consumer side only, never on the wire).
+	priority bool
+	position bool
 }
 
 type recycler interface{ recycle(*Buffer) }
@@ -44,6 +52,9 @@ var ErrPoolClosed = errors.New("network: buffer pool destroyed")
 type BufferPool struct {
 	bufSize int
 	size    int
+	// overdraft is how many buffers beyond size a request may take (see
+	// ResultPartition.Available); 0 until enabled.
+	overdraft int
 
 	mu        sync.Mutex
 	free      []*Buffer
@@ -83,7 +94,7 @@ func (p *BufferPool) tryRequestLocked() *Buffer {
 	if n := len(p.free); n > 0 {
 		b = p.free[n-1]
 		p.free = p.free[:n-1]
-	} else if p.allocated < p.size {
+	} else if p.allocated < p.size+p.overdraft {
 		p.allocated++
 		b = &Buffer{seg: make([]byte, p.bufSize), owner: p}
 	} else {
@@ -94,7 +105,7 @@ func (p *BufferPool) tryRequestLocked() *Buffer {
 		p.maxInUse = p.inUse
 	}
 	b.size = 0
-	b.isEvent = false
+	b.isEvent, b.cont = false, false
 	return b
 }
 
@@ -145,6 +156,24 @@ func (p *BufferPool) request(ctx context.Context) (*Buffer, error) {
 	}
 }
 
+// available returns nil when fewer than size buffers are in use (or the
+// pool is destroyed), else a channel closed when one is recycled; it
+// enables up to overdraft buffers beyond size. Spurious wake-ups happen.
+func (p *BufferPool) available(overdraft int) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.overdraft < overdraft {
+		p.overdraft = overdraft
+	}
+	if p.destroyed || p.inUse < p.size {
+		return nil
+	}
+	if p.waitCh == nil {
+		p.waitCh = make(chan struct{})
+	}
+	return p.waitCh
+}
+
 func (p *BufferPool) recycle(b *Buffer) {
 	p.mu.Lock()
 	p.inUse--
@@ -156,7 +185,7 @@ func (p *BufferPool) recycle(b *Buffer) {
 		l := p.listeners[0]
 		p.listeners = p.listeners[1:]
 		p.mu.Unlock()
-		b.size, b.isEvent = 0, false
+		b.size, b.isEvent, b.cont = 0, false, false
 		if l.offerBuffer(b) {
 			p.mu.Lock()
 			p.inUse++
@@ -192,6 +221,10 @@ func (p *BufferPool) destroy() {
 	p.free = nil
 	p.listeners = nil
 	close(p.doneCh)
+	if p.waitCh != nil {
+		close(p.waitCh)
+		p.waitCh = nil
+	}
 }
 
 // PoolStats is a snapshot of a buffer pool's counters.

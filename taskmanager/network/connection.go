@@ -371,7 +371,7 @@ func (sc *serverConn) partitionRequest(id uint32, pid ResultPartitionID, sub, cr
 	r.view = view
 	r.hasMore = true
 	sc.readers[id] = r
-	if r.credit > 0 {
+	if r.credit > 0 || viewHasPriority(view) {
 		r.queued = true
 		sc.queue = append(sc.queue, r)
 		sc.signal()
@@ -415,7 +415,7 @@ func (r *viewReader) notify() {
 	sc.mu.Lock()
 	r.notifies++
 	r.hasMore = true
-	if !r.released && r.credit > 0 && !r.queued && r.view != nil {
+	if !r.released && !r.queued && r.view != nil && (r.credit > 0 || viewHasPriority(r.view)) {
 		r.queued = true
 		sc.queue = append(sc.queue, r)
 		sc.mu.Unlock()
@@ -474,7 +474,7 @@ func (sc *serverConn) write() error {
 			sc.queue[0] = nil
 			sc.queue = sc.queue[1:]
 			r.queued = false
-			if r.released || r.credit <= 0 {
+			if r.released || r.credit <= 0 && !viewHasPriority(r.view) {
 				r = nil
 			}
 		}
@@ -507,12 +507,14 @@ func (sc *serverConn) writeFrom(r *viewReader, n0 uint64) error {
 		return nil
 	}
 	sc.mu.Lock()
-	r.credit--
+	if !b.priority {
+		r.credit--
+	}
 	if r.notifies != n0 {
 		more = true
 	}
 	r.hasMore = more
-	if more && r.credit > 0 && !r.queued && !r.released {
+	if more && !r.queued && !r.released && (r.credit > 0 || viewHasPriority(r.view)) {
 		r.queued = true
 		sc.queue = append(sc.queue, r)
 	}
@@ -526,6 +528,9 @@ func (sc *serverConn) writeFrom(r *viewReader, n0 uint64) error {
 	binary.BigEndian.PutUint32(h[13:], uint32(backlog))
 	if b.isEvent {
 		h[17] = flagEvent
+	}
+	if b.priority {
+		h[17] |= flagPriority
 	}
 	r.seq++
 	eop := b.isEvent && b.size == 1 && EventKind(b.seg[0]) == KindEndOfPartition
@@ -759,12 +764,26 @@ func (cc *clientConn) read() error {
 				return err
 			}
 			seq, backlog, flags := binary.BigEndian.Uint32(hdr[:]), binary.BigEndian.Uint32(hdr[4:]), hdr[8]
-			if flags&^flagEvent != 0 || backlog > maxCredit {
+			if flags&^(flagEvent|flagPriority) != 0 || flags == flagPriority || backlog > maxCredit {
 				return cc.violation("BufferResponse flags %#x backlog %d", flags, backlog)
 			}
 			ch, err := cc.lookup(h.id)
 			if err != nil {
 				return err
+			}
+			if flags&flagPriority != 0 {
+				// A priority event needs no credit: it gets its own buffer.
+				b := &Buffer{seg: make([]byte, n), size: n, isEvent: true, priority: true}
+				if _, err := io.ReadFull(cc.br, b.seg); err != nil {
+					return err
+				}
+				if ch == nil {
+					continue
+				}
+				if err := ch.onPriority(b, seq, int(backlog)); err != nil {
+					return cc.violation("receiver %d: %v", h.id, err)
+				}
+				continue
 			}
 			if ch == nil { // cancelled meanwhile
 				if _, err := cc.br.Discard(n); err != nil {
@@ -881,6 +900,9 @@ type remoteInputChannel struct {
 	free         []*Buffer
 	received     []*Buffer
 	head         int
+	// prio holds priority events not taken yet; each left a position
+	// marker in received where it arrived.
+	prio         []*Buffer
 	expectedSeq  uint32
 	backlog      int
 	unannounced  int
@@ -1001,6 +1023,55 @@ func (ch *remoteInputChannel) onBuffer(b *Buffer, seq uint32, backlog int) error
 		conn.queueCredit(ch)
 	}
 	return nil
+}
+
+// onPriority takes a priority event: it is handed out ahead of the buffers
+// received so far (getPriorityEvent), and a position marker goes behind
+// them, so the consumer knows which buffers it overtook.
+func (ch *remoteInputChannel) onPriority(b *Buffer, seq uint32, backlog int) error {
+	ch.mu.Lock()
+	if ch.released {
+		ch.mu.Unlock()
+		return nil
+	}
+	if seq != ch.expectedSeq {
+		exp := ch.expectedSeq
+		ch.mu.Unlock()
+		return fmt.Errorf("buffer out of order: sequence number %d, expected %d", seq, exp)
+	}
+	if len(ch.prio) >= maxPendingPriority {
+		ch.mu.Unlock()
+		return fmt.Errorf("more than %d priority events pending", maxPendingPriority)
+	}
+	ch.expectedSeq++
+	wasEmpty := ch.head == len(ch.received)
+	if wasEmpty && ch.head > 0 {
+		ch.received, ch.head = ch.received[:0], 0
+	}
+	ch.received = append(ch.received, positionOf(b))
+	ch.prio = append(ch.prio, b)
+	ch.backlog = backlog
+	ch.mu.Unlock()
+	ch.g.notifyPriority(ch.idx)
+	if wasEmpty {
+		ch.g.notify(ch.idx)
+	}
+	return nil
+}
+
+func (ch *remoteInputChannel) getPriorityEvent() (*Buffer, error) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.err != nil {
+		return nil, ch.err
+	}
+	if len(ch.prio) == 0 {
+		return nil, nil
+	}
+	b := ch.prio[0]
+	ch.prio[0] = nil
+	ch.prio = ch.prio[1:]
+	return b, nil
 }
 
 // requestFloatingLocked tops the free buffers up to backlog + exclusive
@@ -1153,11 +1224,13 @@ func (ch *remoteInputChannel) release() {
 		ch.timer.Stop()
 	}
 	bufs := append(ch.free, ch.received[ch.head:]...)
-	ch.free, ch.received, ch.head = nil, nil, 0
+	ch.free, ch.received, ch.head, ch.prio = nil, nil, 0, nil
 	conn, id := ch.conn, ch.id
 	ch.mu.Unlock()
 	for _, b := range bufs {
-		ch.toPool(b)
+		if !b.position {
+			ch.toPool(b)
+		}
 	}
 	if conn != nil {
 		conn.unregister(id, true)

@@ -71,6 +71,22 @@
 // closing; a protocol violation or this runner's own shutdown is no
 // PartitionException.
 //
+// # Priority events (unaligned checkpoints)
+//
+// ResultPartition.EmitPriorityEvent puts an event ahead of the buffers
+// queued in a pipelined subpartition (after earlier priority events and
+// after leading buffers that continue a record begun in a consumed buffer,
+// so no record is split) and returns copies of the overtaken buffers: the
+// output's in-flight data. The server sends a priority event without
+// credit (wire flag 2); the receiving remote channel keeps it apart from
+// its received buffers and appends a position marker behind them.
+// InputGate.PollPriority, Next and NextRecord return priority events first
+// (Priority set), also ahead of the rest of the buffer being read, and the
+// marker later in order (Position set): what the channel delivers between
+// the two was overtaken. A local channel fetches the event from the head
+// of the subpartition (PriorityAvailable signals it); its marker follows at
+// once. A reader blocked elsewhere waits on PriorityAvailable.
+//
 // # Credit-based flow control
 //
 // A remote channel owns BuffersPerChannel exclusive buffers, announced as

@@ -29,18 +29,27 @@ type InputChannelSpec struct {
 
 // BufferOrEvent is what InputGate.Next returns: a data buffer (the caller
 // must Recycle it) or a decoded event, with the index of its channel.
+//
+// Priority marks a priority event (an unaligned checkpoint barrier)
+// delivered ahead of the buffers its channel received before it; Position
+// marks the same event again at its place in the channel's order: what the
+// channel delivers between the two was overtaken by it.
 type BufferOrEvent struct {
-	Buffer  *Buffer
-	Event   Event
-	Channel int
+	Buffer   *Buffer
+	Event    Event
+	Channel  int
+	Priority bool
+	Position bool
 }
 
 // RecordOrEvent is what InputGate.NextRecord returns. Record aliases a
 // network buffer and is valid until the next call.
 type RecordOrEvent struct {
-	Record  []byte
-	Event   Event
-	Channel int
+	Record   []byte
+	Event    Event
+	Channel  int
+	Priority bool // see BufferOrEvent
+	Position bool
 }
 
 // ChannelError is the failure of one input channel.
@@ -58,6 +67,10 @@ func (e *ChannelError) Unwrap() error { return e.Err }
 type inputChannel interface {
 	requestSubpartition() error
 	getNextBuffer() (*Buffer, bool, error)
+	// getPriorityEvent returns the channel's next priority event if it
+	// has one, else nil; the channel then delivers its position marker in
+	// order.
+	getPriorityEvent() (*Buffer, error)
 	release()
 }
 
@@ -86,6 +99,11 @@ type InputGate struct {
 	closed      bool
 	err         error // sticky channel failure
 	wake        chan struct{}
+	// prioQueue lists a channel once per priority event it announced;
+	// prioCount is its length, read without the lock on the record path.
+	prioQueue  []int
+	prioCount  atomic.Int32
+	prioSignal chan struct{}
 
 	// record iteration state, consumer goroutine only
 	cur     *Buffer
@@ -112,8 +130,79 @@ func newInputGate(name string, cfg Config, log zerolog.Logger, specs []InputChan
 		floatingPool:  newBufferPool(cfg.floating(), cfg.BufferSize),
 		queued:        make([]bool, n), blocked: make([]bool, n), pending: make([]bool, n),
 		finished: make([]bool, n), spans: make([]span, n), channels: make([]inputChannel, n),
-		wake: make(chan struct{}, 1),
+		wake: make(chan struct{}, 1), prioSignal: make(chan struct{}, 1),
 	}
+}
+
+// notifyPriority announces a priority event of channel i (blocked or not).
+func (g *InputGate) notifyPriority(i int) {
+	g.mu.Lock()
+	if g.closed || g.finished[i] {
+		g.mu.Unlock()
+		return
+	}
+	g.prioQueue = append(g.prioQueue, i)
+	g.prioCount.Add(1)
+	g.mu.Unlock()
+	for _, c := range []chan struct{}{g.prioSignal, g.wake} {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// PriorityAvailable is signalled when a priority event arrived; a reader
+// blocked elsewhere (handing on earlier records) calls PollPriority then.
+// Spurious signals are allowed.
+func (g *InputGate) PriorityAvailable() <-chan struct{} { return g.prioSignal }
+
+// PollPriority returns a priority event ahead of everything else the
+// gate holds, without blocking; ok is false when there is none. Owner
+// goroutine only (like Next). Next and NextRecord return priority events
+// first, too.
+func (g *InputGate) PollPriority() (boe BufferOrEvent, ok bool, err error) {
+	for g.prioCount.Load() > 0 {
+		g.mu.Lock()
+		if g.closed {
+			g.mu.Unlock()
+			return BufferOrEvent{}, false, ErrGateClosed
+		}
+		if len(g.prioQueue) == 0 {
+			g.mu.Unlock()
+			return BufferOrEvent{}, false, nil
+		}
+		i := g.prioQueue[0]
+		g.prioQueue = g.prioQueue[1:]
+		g.prioCount.Add(-1)
+		g.mu.Unlock()
+		b, err := g.channels[i].getPriorityEvent()
+		if err != nil {
+			return BufferOrEvent{}, false, g.fail(i, err)
+		}
+		if b == nil {
+			continue // already delivered in order
+		}
+		ev, err := DecodeEvent(b.Data())
+		if err != nil {
+			return BufferOrEvent{}, false, &ChannelError{Channel: i, Spec: g.specs[i], Err: err}
+		}
+		g.eventsIn.Add(1)
+		g.notify(i) // its position marker follows
+		return BufferOrEvent{Event: ev, Channel: i, Priority: true}, true, nil
+	}
+	return BufferOrEvent{}, false, nil
+}
+
+// fail records channel i's failure as the gate's sticky error.
+func (g *InputGate) fail(i int, err error) error {
+	cerr := &ChannelError{Channel: i, Spec: g.specs[i], Err: err}
+	g.mu.Lock()
+	if g.err == nil {
+		g.err = cerr
+	}
+	g.mu.Unlock()
+	return cerr
 }
 
 // NumChannels returns the number of input channels.
@@ -198,6 +287,14 @@ func (g *InputGate) Next(ctx context.Context) (BufferOrEvent, error) {
 			g.mu.Unlock()
 			return BufferOrEvent{}, io.EOF
 		}
+		if len(g.prioQueue) > 0 {
+			g.mu.Unlock()
+			boe, ok, err := g.PollPriority()
+			if err != nil || ok {
+				return boe, err
+			}
+			continue
+		}
 		if len(g.queue) == 0 {
 			g.mu.Unlock()
 			if waitStart.IsZero() {
@@ -244,7 +341,13 @@ func (g *InputGate) Next(ctx context.Context) (BufferOrEvent, error) {
 		if err != nil {
 			return BufferOrEvent{}, &ChannelError{Channel: i, Spec: g.specs[i], Err: err}
 		}
+		if b.position {
+			return BufferOrEvent{Event: ev, Channel: i, Position: true}, nil
+		}
 		g.eventsIn.Add(1)
+		if b.priority {
+			return BufferOrEvent{Event: ev, Channel: i, Priority: true}, nil
+		}
 		if ev.Kind() == KindEndOfPartition {
 			g.mu.Lock()
 			if !g.finished[i] {
@@ -263,7 +366,7 @@ func (g *InputGate) Next(ctx context.Context) (BufferOrEvent, error) {
 // into a per-channel buffer. Returns io.EOF after every channel delivered
 // EndOfPartition.
 func (g *InputGate) NextRecord(ctx context.Context) (RecordOrEvent, error) {
-	if b := g.cur; b != nil {
+	if b := g.cur; b != nil && g.prioCount.Load() == 0 {
 		pos := g.curPos
 		if pos+lengthPrefix <= b.size && !g.spans[g.curCh].active {
 			end := pos + lengthPrefix + int(binary.BigEndian.Uint32(b.seg[pos:]))
@@ -279,6 +382,16 @@ func (g *InputGate) NextRecord(ctx context.Context) (RecordOrEvent, error) {
 
 func (g *InputGate) nextRecordSlow(ctx context.Context) (RecordOrEvent, error) {
 	for {
+		if g.prioCount.Load() > 0 {
+			// Ahead of the rest of the current buffer too.
+			boe, ok, err := g.PollPriority()
+			if err != nil {
+				return RecordOrEvent{}, err
+			}
+			if ok {
+				return RecordOrEvent{Event: boe.Event, Channel: boe.Channel, Priority: true}, nil
+			}
+		}
 		if b := g.cur; b != nil {
 			ch := g.curCh
 			sp := &g.spans[ch]
@@ -331,10 +444,10 @@ func (g *InputGate) nextRecordSlow(ctx context.Context) (RecordOrEvent, error) {
 			return RecordOrEvent{}, err
 		}
 		if boe.Event != nil {
-			if g.spans[boe.Channel].active {
+			if g.spans[boe.Channel].active && !boe.Priority {
 				return RecordOrEvent{}, g.corrupt(boe.Channel, errors.New("event inside a record spanning buffers"))
 			}
-			return RecordOrEvent{Event: boe.Event, Channel: boe.Channel}, nil
+			return RecordOrEvent{Event: boe.Event, Channel: boe.Channel, Priority: boe.Priority, Position: boe.Position}, nil
 		}
 		g.bytesIn.Add(int64(boe.Buffer.size))
 		g.cur, g.curPos, g.curCh = boe.Buffer, 0, boe.Channel
@@ -419,6 +532,9 @@ type localInputChannel struct {
 	released bool
 	retries  int // partition requests retried so far
 	timer    *time.Timer
+	// pos is the position marker of the priority event just taken; it is
+	// delivered next (nothing of this channel was overtaken at the gate).
+	pos *Buffer
 }
 
 func (c *localInputChannel) requestSubpartition() error {
@@ -437,8 +553,31 @@ func (c *localInputChannel) requestSubpartition() error {
 		return nil
 	}
 	c.view = v
+	if pv, ok := v.(*pipelinedView); ok {
+		pv.setPriorityListener(func() {
+			c.g.notifyPriority(c.idx)
+			c.g.notify(c.idx)
+		})
+	}
 	c.g.notify(c.idx)
 	return nil
+}
+
+func (c *localInputChannel) getPriorityEvent() (*Buffer, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return nil, c.err
+	}
+	pv, ok := c.view.(*pipelinedView)
+	if !ok || c.pos != nil {
+		return nil, nil
+	}
+	b, marked := pv.nextPriority()
+	if b != nil && !marked {
+		c.pos = positionOf(b)
+	}
+	return b, nil
 }
 
 // retryLocked schedules another request with doubling backoff (Flink's
@@ -472,16 +611,37 @@ func nextBackoff(n int, cfg Config) (time.Duration, bool) {
 
 func (c *localInputChannel) getNextBuffer() (*Buffer, bool, error) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	v, err := c.view, c.err
-	c.mu.Unlock()
 	if err != nil {
 		return nil, false, err
+	}
+	if p := c.pos; p != nil {
+		c.pos = nil
+		return p, true, nil
 	}
 	if v == nil {
 		return nil, false, nil
 	}
 	b, _, more, err := v.NextBuffer()
+	if err == nil && b != nil && b.priority {
+		// Reached in order before the gate fetched it.
+		c.pos = positionOf(b)
+		more = true
+	}
 	return b, more, err
+}
+
+// positionOf is the position marker of priority event b.
+func positionOf(b *Buffer) *Buffer {
+	d := append([]byte(nil), b.Data()...)
+	return &Buffer{seg: d, size: len(d), isEvent: true, position: true}
+}
+
+// viewHasPriority reports whether v's next buffer is a priority event.
+func viewHasPriority(v SubpartitionView) bool {
+	pv, ok := v.(*pipelinedView)
+	return ok && pv.hasPriority()
 }
 
 func (c *localInputChannel) release() {

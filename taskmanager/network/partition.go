@@ -175,6 +175,22 @@ func (p *ResultPartition) Emit(subpartition int, record []byte) error {
 	return err
 }
 
+// OverdraftBuffers is how many buffers beyond its pool a partition lends
+// to a writer that waits for Available (Flink's overdraft buffers).
+const OverdraftBuffers = 5
+
+// Available returns nil when the partition's pool has a buffer free, else
+// a channel closed when a buffer may have come back (check again). A
+// writer that waits for it before each batch of records (a source's poll,
+// an input batch) lets its task take checkpoint triggers and priority
+// barriers while back-pressured instead of blocking inside Emit; in return
+// the partition lends it up to OverdraftBuffers extra buffers, so a batch
+// started while available does not block. Without calls to Available the
+// pool is bounded as before. Any goroutine; non-blocking.
+func (p *ResultPartition) Available() <-chan struct{} {
+	return p.pool.available(OverdraftBuffers)
+}
+
 // Broadcast appends a record to every subpartition.
 func (p *ResultPartition) Broadcast(record []byte) error {
 	for i := range p.subs {
@@ -221,6 +237,79 @@ func (p *ResultPartition) EmitEvent(subpartition int, ev Event) error {
 		return ErrPartitionFinished
 	}
 	return p.subs[subpartition].addEvent(&Buffer{seg: data, size: len(data), isEvent: true})
+}
+
+// InFlightBuffer is a copy of a buffer a priority event overtook: records
+// (length-prefixed, whole records only) or one encoded event.
+type InFlightBuffer struct {
+	Data    []byte
+	IsEvent bool
+}
+
+// EmitPriorityEvent sends ev on a pipelined subpartition ahead of the
+// buffers queued there and not consumed yet (Flink's priority events: an
+// unaligned checkpoint barrier). The partially filled buffer is finished
+// first; the event goes before the first queued buffer that starts at a
+// record boundary, after earlier priority events, so no record is split by
+// it. It returns copies of the overtaken buffers in order: the output's
+// in-flight data of the checkpoint. They are still delivered after the
+// event. The event is sent without credit. Writer goroutine only.
+func (p *ResultPartition) EmitPriorityEvent(subpartition int, ev Event) ([]InFlightBuffer, error) {
+	if uint(subpartition) >= uint(len(p.subs)) {
+		return nil, fmt.Errorf("network: partition %q has no subpartition %d", p.id, subpartition)
+	}
+	if p.typ != Pipelined {
+		return nil, fmt.Errorf("network: priority event on the %s partition %q", p.typ, p.id)
+	}
+	data := EncodeEvent(ev)
+	if len(data) > p.cfg.BufferSize {
+		return nil, fmt.Errorf("network: event of %d bytes exceeds the buffer size", len(data))
+	}
+	if p.finished.Load() {
+		return nil, ErrPartitionFinished
+	}
+	return p.subs[subpartition].addPriority(&Buffer{seg: data, size: len(data), isEvent: true, priority: true})
+}
+
+func (s *subpartition) addPriority(ev *Buffer) ([]InFlightBuffer, error) {
+	s.mu.Lock()
+	if s.released {
+		s.mu.Unlock()
+		return nil, ErrPartitionReleased
+	}
+	if s.ended {
+		s.mu.Unlock()
+		return nil, ErrPartitionFinished
+	}
+	if b := s.cur; b != nil {
+		s.cur = nil
+		s.addLocked(b) // the view is notified below
+	}
+	pos := s.head
+	for pos < len(s.queue) && (s.queue[pos].priority || s.queue[pos].cont) {
+		pos++
+	}
+	var over []InFlightBuffer
+	for _, b := range s.queue[pos:] {
+		over = append(over, InFlightBuffer{Data: append([]byte(nil), b.Data()...), IsEvent: b.isEvent})
+	}
+	s.queue = append(s.queue, nil)
+	copy(s.queue[pos+1:], s.queue[pos:])
+	s.queue[pos] = ev
+	s.priority++
+	s.buffers++
+	var notify func()
+	if s.view != nil {
+		notify = s.view.listener
+		if s.view.onPriority != nil {
+			notify = s.view.onPriority
+		}
+	}
+	s.mu.Unlock()
+	if notify != nil {
+		notify()
+	}
+	return over, nil
 }
 
 // Flush ships every partially filled buffer.
@@ -309,11 +398,13 @@ type subpartition struct {
 	p     *ResultPartition
 	index int
 
-	mu       sync.Mutex
-	cur      *Buffer
-	queue    []*Buffer
-	head     int
-	backlog  int // data buffers in queue
+	mu      sync.Mutex
+	cur     *Buffer
+	queue   []*Buffer
+	head    int
+	backlog int // data buffers in queue
+	// priority counts the priority events in queue not consumed yet.
+	priority int
 	view     *pipelinedView
 	released bool
 	ended    bool // EndOfPartition added
@@ -390,6 +481,7 @@ func (s *subpartition) emitSlow(rec []byte) error {
 			b.Recycle()
 			return ErrPartitionReleased
 		}
+		b.cont = headerDone
 		s.cur = b
 	}
 }
@@ -573,6 +665,57 @@ func (s *subpartition) createView(listener func()) (SubpartitionView, error) {
 type pipelinedView struct {
 	s        *subpartition
 	listener func()
+	// onPriority, when set, is called instead of listener when a priority
+	// event is queued (a local input channel's gate fetches it at once).
+	onPriority func()
+}
+
+// setPriorityListener sets onPriority; called once, before any priority
+// event can be queued for this view's consumer.
+func (v *pipelinedView) setPriorityListener(l func()) {
+	v.s.mu.Lock()
+	v.onPriority = l
+	v.s.mu.Unlock()
+}
+
+// hasPriority reports whether the next buffer is a priority event, which
+// is sent without credit.
+func (v *pipelinedView) hasPriority() bool {
+	s := v.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.released && s.head < len(s.queue) && s.queue[s.head].priority
+}
+
+// nextPriority returns the next priority event if only continuation
+// buffers precede it, else nil; marked: its position marker took its
+// place in the queue (delivered in order after those continuations).
+func (v *pipelinedView) nextPriority() (b *Buffer, marked bool) {
+	s := v.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.released {
+		return nil, false
+	}
+	// addPriority puts the event behind the continuations of a record
+	// already begun: take it from there, leaving its position marker in
+	// its place, so the consumer need not drain them first.
+	i := s.head
+	for i < len(s.queue) && !s.queue[i].priority && s.queue[i].cont {
+		i++
+	}
+	if i == len(s.queue) || !s.queue[i].priority {
+		return nil, false
+	}
+	b = s.queue[i]
+	s.priority--
+	if i == s.head {
+		s.queue[s.head] = nil
+		s.head++
+		return b, false
+	}
+	s.queue[i] = positionOf(b)
+	return b, true
 }
 
 func (v *pipelinedView) NextBuffer() (*Buffer, int, bool, error) {
@@ -591,6 +734,9 @@ func (v *pipelinedView) NextBuffer() (*Buffer, int, bool, error) {
 	s.head++
 	if !b.isEvent {
 		s.backlog--
+	}
+	if b.priority {
+		s.priority--
 	}
 	backlog, more := s.backlog, s.head < len(s.queue)
 	eop := b.isEvent && b.size == 1 && EventKind(b.seg[0]) == KindEndOfPartition

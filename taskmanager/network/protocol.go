@@ -21,7 +21,9 @@ import (
 //
 // Server → client:
 //
-//	BufferResponse  sequence number u32 | backlog u32 | flags u8 (1 = event) | data
+//	BufferResponse  sequence number u32 | backlog u32 | flags u8 (1 = event,
+//	                2 = priority event: sent without credit, it overtook the
+//	                buffers queued before it) | data
 //	ErrorResponse   flags u8 (1 = partition not found) | message; receiver id
 //	                fatalReceiverID fails the whole connection
 //
@@ -43,7 +45,12 @@ const (
 	fatalReceiverID          = ^uint32(0)
 
 	flagEvent             = 1
+	flagPriority          = 2
 	flagPartitionNotFound = 1
+
+	// maxPendingPriority bounds the priority events a remote channel holds
+	// before the consumer took them (they need no credit).
+	maxPendingPriority = 64
 
 	maxCredit = 1 << 20
 )
