@@ -69,4 +69,9 @@ func TestPartitionAvailableAndOverdraft(t *testing.T) {
 	default:
 		t.Fatal("the availability channel did not close when buffers came back")
 	}
+	// The time the writer was told to wait is back pressure, as a blocked
+	// request is.
+	if bp := p.pool.Stats().BackPressed; bp <= 0 {
+		t.Fatalf("back-pressured time %v after waiting for availability, want > 0", bp)
+	}
 }

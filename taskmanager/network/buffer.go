@@ -62,6 +62,10 @@ type BufferPool struct {
 	inUse     int
 	maxInUse  int
 	waitCh    chan struct{} // closed when a buffer returns, if someone waits
+	// availSince is when available() first told a writer to wait; the
+	// time until a buffer returns counts as back pressure, as a blocked
+	// request does.
+	availSince time.Time
 	listeners []bufferListener
 	destroyed bool
 	doneCh    chan struct{}
@@ -142,6 +146,7 @@ func (p *BufferPool) request(ctx context.Context) (*Buffer, error) {
 			p.waitCh = make(chan struct{})
 		}
 		ch := p.waitCh
+		p.endAvailWaitLocked() // this request measures from here on
 		p.mu.Unlock()
 		if start.IsZero() {
 			start = time.Now()
@@ -171,7 +176,18 @@ func (p *BufferPool) available(overdraft int) <-chan struct{} {
 	if p.waitCh == nil {
 		p.waitCh = make(chan struct{})
 	}
+	if p.availSince.IsZero() {
+		p.availSince = time.Now()
+	}
 	return p.waitCh
+}
+
+// endAvailWaitLocked counts the wait available() started as back pressure.
+func (p *BufferPool) endAvailWaitLocked() {
+	if !p.availSince.IsZero() {
+		p.backPressuredNs.Add(int64(time.Since(p.availSince)))
+		p.availSince = time.Time{}
+	}
 }
 
 func (p *BufferPool) recycle(b *Buffer) {
@@ -206,6 +222,7 @@ func (p *BufferPool) recycle(b *Buffer) {
 		close(p.waitCh)
 		p.waitCh = nil
 	}
+	p.endAvailWaitLocked()
 	p.mu.Unlock()
 }
 
@@ -220,6 +237,7 @@ func (p *BufferPool) destroy() {
 	p.destroyed = true
 	p.free = nil
 	p.listeners = nil
+	p.endAvailWaitLocked()
 	close(p.doneCh)
 	if p.waitCh != nil {
 		close(p.waitCh)
