@@ -66,9 +66,9 @@ type BufferPool struct {
 	// time until a buffer returns counts as back pressure, as a blocked
 	// request does.
 	availSince time.Time
-	listeners []bufferListener
-	destroyed bool
-	doneCh    chan struct{}
+	listeners  []bufferListener
+	destroyed  bool
+	doneCh     chan struct{}
 
 	backPressuredNs atomic.Int64
 }
