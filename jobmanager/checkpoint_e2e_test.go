@@ -533,8 +533,10 @@ func TestCheckpointLocalRecovery(t *testing.T) {
 			c.waitForTaskManagers(1)
 			out := filepath.Join(t.TempDir(), "out")
 			// Enough keys that each counting subtask's state outgrows the
-			// inline threshold and goes to a file.
-			const count, keys = 50000, 16000
+			// inline threshold and goes to a file, and records for 40 s, so
+			// the kill lands before the input ends even on a loaded machine
+			// (a job restored after its final checkpoint has nothing to read).
+			const count, keys = 100000, 16000
 			id := c.keyedCountsJob(2, count, keys, 2500, out)
 			c.waitFor(id, 30*time.Second, "RUNNING")
 			var pid int
