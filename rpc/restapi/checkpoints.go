@@ -138,7 +138,7 @@ type SavepointStatusResponse struct {
 
 // SavepointInfo is a finished savepoint operation.
 type SavepointInfo struct {
-	Location     string            `json:"location,omitempty"`
+	Location     string        `json:"location,omitempty"`
 	FailureCause *FailureCause `json:"failure-cause,omitempty"`
 }
 
