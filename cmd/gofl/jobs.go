@@ -2,7 +2,6 @@ package main
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -303,12 +302,8 @@ func runCancel(c *cli.Context) error {
 	if !c.Bool("wait") {
 		return nil
 	}
-	ctx := c.Context
-	if t := c.Duration("timeout"); t > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, t)
-		defer cancel()
-	}
+	ctx, cancel := withTimeout(c)
+	defer cancel()
 	d, err := cl.WaitForJobStatus(ctx, id, "CANCELED")
 	if err != nil {
 		return jobError(id, err)
