@@ -16,10 +16,11 @@ all: build
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/gofl ./cmd/gofl
 
-# Starts a MiniDFSCluster and a real Nomad dev agent (both shared by every
-# package) for the hdfs:// and real-Nomad tests; see the two scripts.
+# Starts a MiniDFSCluster, a real Nomad dev agent and a standalone ZooKeeper
+# (each shared by every package) for the hdfs://, real-Nomad and HA tests;
+# see the three scripts.
 test:
-	scripts/minihdfs/with-hdfs.sh scripts/nomad/with-nomad.sh $(GO) test -race -count=1 -timeout 25m ./...
+	scripts/minihdfs/with-hdfs.sh scripts/nomad/with-nomad.sh scripts/zookeeper/with-zk.sh $(GO) test -race -count=1 -timeout 25m ./...
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
@@ -80,6 +81,15 @@ nomad:
 .PHONY: minihdfs
 minihdfs:
 	scripts/minihdfs/run.sh
+
+# A standalone ZooKeeper 3.9 (org.apache.zookeeper:zookeeper from Maven
+# Central, run with java) in the foreground at 127.0.0.1:2181 for the HA
+# tests (ha/zktest finds it there) and by hand: loopback only, admin server
+# off, data in a temporary directory removed on exit. Needs Java 17 and
+# Maven; the first run resolves the jars into scripts/zookeeper/target.
+.PHONY: zookeeper
+zookeeper:
+	scripts/zookeeper/run.sh
 
 # Regenerates the configuration reference in README.md from conf/.
 docs:
