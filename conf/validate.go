@@ -136,5 +136,6 @@ func crossCheck(c *Configuration) []Problem {
 			FormatDuration(ci), FormatDuration(minCheckpointInterval)))
 	}
 	checkpointingProblems(c, report)
+	haProblems(c, report)
 	return ps
 }
