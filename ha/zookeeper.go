@@ -121,12 +121,12 @@ func newZooKeeper(ctx context.Context, cfg Config) (Services, error) {
 	}
 	s := &zkServices{
 		cfg: cfg, log: log, conn: conn, fs: fsys, fsBase: fsBase,
-		base:       clusterPath(cfg.Root, cfg.ClusterID),
-		state:      stateConnected,
-		sessionID:  conn.SessionID(),
-		subs:       map[chan struct{}]struct{}{},
-		contenders: map[string]*zkElection{},
-		retrievers: map[*zkRetriever]struct{}{},
+		base:         clusterPath(cfg.Root, cfg.ClusterID),
+		state:        stateConnected,
+		sessionID:    conn.SessionID(),
+		subs:         map[chan struct{}]struct{}{},
+		contenders:   map[string]*zkElection{},
+		retrievers:   map[*zkRetriever]struct{}{},
 		wake:         make(chan struct{}, 1),
 		quit:         make(chan struct{}),
 		electionDone: make(chan struct{}),
