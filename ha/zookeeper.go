@@ -280,6 +280,11 @@ func (s *zkServices) fencedMulti(session SessionID, ops ...any) error {
 	if err != nil {
 		return err
 	}
+	return s.multiChecked(check, ops...)
+}
+
+// multiChecked runs check and ops as one multi-op (see fencedMulti).
+func (s *zkServices) multiChecked(check *zk.CheckVersionRequest, ops ...any) error {
 	res, err := s.conn.Multi(append([]any{check}, ops...)...)
 	if len(res) > 0 && errors.Is(res[0].Error, zk.ErrNoNode) {
 		return fmt.Errorf("%w: latch node %s is gone (session lost)", ErrNotLeader, check.Path)
@@ -290,7 +295,7 @@ func (s *zkServices) fencedMulti(session SessionID, ops ...any) error {
 		}
 	}
 	if err != nil {
-		return s.zkErr("multi", opPath(ops[0]), err)
+		return s.zkErr("multi", check.Path, err)
 	}
 	return nil
 }
