@@ -72,15 +72,23 @@ type contender struct {
 	grants  chan SessionID
 	revokes chan struct{}
 	errs    chan error
+	// anyGrant, if set, also receives the contender on each grant, so a
+	// test can wait for whichever of several is elected.
+	anyGrant chan *contender
 }
 
 func newContender() *contender {
 	return &contender{grants: make(chan SessionID, 16), revokes: make(chan struct{}, 16), errs: make(chan error, 16)}
 }
 
-func (c *contender) GrantLeadership(s SessionID) { c.grants <- s }
-func (c *contender) RevokeLeadership()           { c.revokes <- struct{}{} }
-func (c *contender) HandleError(err error)       { c.errs <- err }
+func (c *contender) GrantLeadership(s SessionID) {
+	c.grants <- s
+	if c.anyGrant != nil {
+		c.anyGrant <- c
+	}
+}
+func (c *contender) RevokeLeadership()     { c.revokes <- struct{}{} }
+func (c *contender) HandleError(err error) { c.errs <- err }
 
 func (c *contender) awaitGrant(t *testing.T) SessionID {
 	t.Helper()

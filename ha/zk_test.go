@@ -34,8 +34,10 @@ func TestZKElectionOneOfThreeAndFailover(t *testing.T) {
 		e LeaderElection
 	}
 	var procs []*proc
+	elected := make(chan *contender, 16)
 	for i := 0; i < 3; i++ {
 		p := &proc{s: c.open(nil), c: newContender()}
+		p.c.anyGrant = elected
 		var err error
 		if p.e, err = p.s.LeaderElection(DispatcherComponent, p.c); err != nil {
 			t.Fatal(err)
@@ -49,22 +51,17 @@ func TestZKElectionOneOfThreeAndFailover(t *testing.T) {
 	)
 	for round := 0; round < 2; round++ {
 		// Exactly one of the open processes is granted.
-		grants := make(chan int, 3)
-		var got SessionID
-		for i, p := range procs {
-			go func() {
-				select {
-				case s := <-p.c.grants:
-					p.c.grants <- s
-					grants <- i
-				case <-time.After(wait):
-				}
-			}()
-		}
-		var leader *proc
+		var (
+			leader *proc
+			got    SessionID
+		)
 		select {
-		case i := <-grants:
-			leader = procs[i]
+		case winner := <-elected:
+			for _, p := range procs {
+				if p.c == winner {
+					leader = p
+				}
+			}
 			got = leader.c.awaitGrant(t)
 		case <-time.After(wait):
 			t.Fatal("nobody was elected")
