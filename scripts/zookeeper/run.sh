@@ -32,10 +32,12 @@ admin.enableServer=false
 CFG
 
 pid=""
+# The server's data is thrown away, so SIGKILL is fine (a JVM takes seconds
+# to stop on SIGTERM).
 cleanup() {
   if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then
-    kill -TERM "$pid" 2>/dev/null
-    wait "$pid" 2>/dev/null
+    kill -KILL "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null || true
   fi
   rm -rf "$data"
 }
@@ -54,7 +56,7 @@ pid=$!
 serving() { exec 3<>"/dev/tcp/127.0.0.1/$port" && printf srvr >&3 && timeout 2 cat <&3 | grep -q '^Mode: standalone'; }
 until (serving) 2>/dev/null; do
   if ! kill -0 "$pid" 2>/dev/null; then
-    wait "$pid"; rc=$?; pid=""
+    rc=0; wait "$pid" || rc=$?; pid=""
     echo "zookeeper: exited with status $rc before it was ready" >&2
     exit 1
   fi

@@ -31,7 +31,8 @@ pid=""
 stop() {
   [[ -n "$pid" ]] || return 0
   if kill -0 "$pid" 2>/dev/null; then
-    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null
+    # run.sh stops its server and removes its data on SIGTERM.
+    kill -TERM "$pid" 2>/dev/null
     for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
     if kill -0 "$pid" 2>/dev/null; then
       echo "zookeeper: did not stop in 10s; killing it" >&2
