@@ -36,7 +36,7 @@ func (s *zkServices) LeaderElection(component string, contender LeaderContender)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.closing {
 		return nil, ErrClosed
 	}
 	if _, dup := s.contenders[component]; dup {

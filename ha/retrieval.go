@@ -30,7 +30,7 @@ func (s *zkServices) LeaderRetriever(component string, listener LeaderRetrievalL
 	r := &zkRetriever{s: s, component: component, listener: listener, events: newSerial(),
 		quit: make(chan struct{}), done: make(chan struct{})}
 	s.mu.Lock()
-	if s.closed {
+	if s.closing {
 		s.mu.Unlock()
 		r.events.close()
 		return nil, ErrClosed

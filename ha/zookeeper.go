@@ -49,7 +49,8 @@ type zkServices struct {
 	state     sessionState
 	sessionID int64
 	subs      map[chan struct{}]struct{}
-	closed    bool
+	closing   bool // Close started: no new contenders or retrievers
+	closed    bool // Close withdrew every contender: no more writes
 	// election state (election.go), under mu.
 	contenders map[string]*zkElection
 	latch      string // our latch node, "" if none
@@ -337,10 +338,12 @@ func (s *zkServices) BlobStore() BlobStore           { return s.blobs }
 
 func (s *zkServices) Close() error {
 	s.mu.Lock()
-	if s.closed {
+	if s.closing {
 		s.mu.Unlock()
+		<-s.sessionDone
 		return nil
 	}
+	s.closing = true
 	es := make([]*zkElection, 0, len(s.contenders))
 	for _, e := range s.contenders {
 		es = append(es, e)
