@@ -55,6 +55,14 @@ func TestNoneGrantsAtOnceAndRetrievesFixedAddresses(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.await(t, "jm:8081", func(i LeaderInformation) bool { return i.Address == "jm:8081" })
+	if got, err := RetrieveLeader(ctx, s, DispatcherComponent); err != nil || got.Address != "jm:8081" {
+		t.Fatalf("RetrieveLeader = %+v, %v", got, err)
+	}
+	short, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := RetrieveLeader(short, s, "nobody"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("RetrieveLeader without a leader: %v", err)
+	}
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}

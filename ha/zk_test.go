@@ -88,6 +88,9 @@ func TestZKElectionOneOfThreeAndFailover(t *testing.T) {
 		if info.Address != addr || info.SessionID != got {
 			t.Fatalf("retrieved %+v; want %s with %s", info, addr, got)
 		}
+		if info, err := RetrieveLeader(ctx, watcher, DispatcherComponent); err != nil || info.Address != addr {
+			t.Fatalf("RetrieveLeader = %+v, %v", info, err)
+		}
 		for _, p := range procs {
 			if p != leader && (p.e.HasLeadership(got) || p.s.leadingNow()) {
 				t.Fatalf("two leaders")
