@@ -17,7 +17,8 @@ import (
 )
 
 // Three processes contend; exactly one leads. Closing the leader elects
-// another with a new session id, and a retriever sees every leader.
+// another with a new session id, and a retriever sees every leader, then
+// none.
 func TestZKElectionOneOfThreeAndFailover(t *testing.T) {
 	c := newCluster(t)
 	ctx := context.Background()
@@ -49,7 +50,7 @@ func TestZKElectionOneOfThreeAndFailover(t *testing.T) {
 		seen     []SessionID
 		closedAt time.Time
 	)
-	for round := 0; round < 2; round++ {
+	for round := 0; round < 3; round++ {
 		// Exactly one of the open processes is granted.
 		var (
 			leader *proc
@@ -107,9 +108,10 @@ func TestZKElectionOneOfThreeAndFailover(t *testing.T) {
 		}
 		procs = slices.DeleteFunc(procs, func(p *proc) bool { return p == leader })
 	}
-	if len(seen) != 2 || seen[0] == seen[1] {
-		t.Fatalf("sessions %v", seen)
+	if len(seen) != 3 || len(procs) != 0 {
+		t.Fatalf("sessions %v, %d processes left", seen, len(procs))
 	}
+	l.await(t, "no leader once all are gone", LeaderInformation.IsEmpty)
 }
 
 // awaitState waits until s's session state satisfies ok.
@@ -162,8 +164,12 @@ func TestZKExpiredLeaderIsRevokedAndFenced(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	if err := ae.ConfirmLeadership(ctx, old, "a:1"); err != nil {
+		t.Fatal(err)
+	}
 	b, bc := c.open(nil), newContender()
-	if _, err := b.LeaderElection(DispatcherComponent, bc); err != nil {
+	be, err := b.LeaderElection(DispatcherComponent, bc)
+	if err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -171,6 +177,11 @@ func TestZKExpiredLeaderIsRevokedAndFenced(t *testing.T) {
 		t.Fatal("standby granted while the leader lives")
 	default:
 	}
+	l := newListener()
+	if _, err := b.LeaderRetriever(DispatcherComponent, l); err != nil {
+		t.Fatal(err)
+	}
+	l.await(t, "a:1", func(i LeaderInformation) bool { return i.Address == "a:1" && i.SessionID == old })
 
 	px.pause()
 	paused := time.Now()
@@ -190,6 +201,12 @@ func TestZKExpiredLeaderIsRevokedAndFenced(t *testing.T) {
 	if newSession == old {
 		t.Fatal("the new leader reuses the old session id")
 	}
+	// A's address went with its session.
+	l.await(t, "no leader after A's session expired", LeaderInformation.IsEmpty)
+	if err := be.ConfirmLeadership(ctx, newSession, "b:1"); err != nil {
+		t.Fatal(err)
+	}
+	l.await(t, "b:1", func(i LeaderInformation) bool { return i.Address == "b:1" && i.SessionID == newSession })
 	// The server-side check: a multi-op that carries the deposed leader's
 	// latch fails even if its process had not noticed.
 	if err := b.multiChecked(staleCheck, &zk.SetDataRequest{Path: b.base, Version: -1}); !isNotLeader(err) {
