@@ -467,6 +467,9 @@ func (b *KeyedStateBackend) SnapshotAsync(snap *OperatorSnapshot) error {
 			snap.PutKeyed(g, section, b.restore.StateTypes[section], data)
 		}
 	}
+	if len(b.raw) > 0 {
+		snap.keep = append(snap.keep, b.restore)
+	}
 	if len(tables) == 0 {
 		return nil
 	}
