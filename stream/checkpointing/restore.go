@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path"
 	goruntime "runtime"
 	"slices"
@@ -80,10 +81,19 @@ func restore(ctx context.Context, fss *FileSystems, local *TaskLocalStateStore, 
 					return nil, fmt.Errorf("%w: operator %s: key group %d is in the state of subtasks %d and %d", ErrCorrupt, id, g, prev, h.SubtaskIndex)
 				}
 				owner[g] = h.SubtaskIndex
-				if err := rd.add(id, h, kg.Region, func(body []byte) error {
+				if err := rd.addMapped(id, h, kg.Region, or, func(body []byte) error {
 					sections, err := decodeSections(body)
 					if err != nil {
 						return err
+					}
+					// Only the state backend keeps "state:" sections, and
+					// it keeps or with them (see addMapped); the others
+					// are decoded by whoever reads them, which may keep
+					// them: copies.
+					for n, d := range sections {
+						if !strings.HasPrefix(n, "state:") {
+							sections[n] = slices.Clone(d)
+						}
 					}
 					or.Keyed[g] = sections
 					return nil
@@ -183,6 +193,8 @@ type fileReads struct {
 type regionRead struct {
 	r  *pb.StateFileRegion
 	fn func(body []byte) error
+	// owner, if set, lets fn's body alias a mapped file (see addMapped).
+	owner *runtime.OperatorRestore
 }
 
 // uri is where a handle's file lives: relative paths resolve against the
@@ -194,7 +206,16 @@ func (rd *reader) uri(p string) string {
 	return strings.TrimSuffix(rd.location, "/") + "/" + p
 }
 
+// add plans the read of region r of h's file; fn gets the checked body,
+// its own to keep.
 func (rd *reader) add(op string, h *pb.OperatorSubtaskStateHandle, r *pb.StateFileRegion, fn func([]byte) error) error {
+	return rd.addMapped(op, h, r, nil, fn)
+}
+
+// addMapped is add where fn's body may alias a local file mapped into
+// memory, which stays mapped while owner is reachable: what fn keeps of
+// the body, only owner (or holders of owner) may keep.
+func (rd *reader) addMapped(op string, h *pb.OperatorSubtaskStateHandle, r *pb.StateFileRegion, owner *runtime.OperatorRestore, fn func([]byte) error) error {
 	f := h.File
 	if f == nil || (f.Path == "" && len(f.Inline) == 0) {
 		return fmt.Errorf("%w: operator %s subtask %d refers to state but has no file", ErrCorrupt, op, h.SubtaskIndex)
@@ -218,7 +239,7 @@ func (rd *reader) add(op string, h *pb.OperatorSubtaskStateHandle, r *pb.StateFi
 	if fr.size > 0 && r.Offset+r.Length > fr.size {
 		return fmt.Errorf("%w: %s: region [%d, %d) beyond its size %d", ErrCorrupt, uri, r.Offset, r.Offset+r.Length, fr.size)
 	}
-	fr.reads = append(fr.reads, regionRead{r, fn})
+	fr.reads = append(fr.reads, regionRead{r: r, fn: fn, owner: owner})
 	return nil
 }
 
@@ -321,8 +342,9 @@ func (rd *reader) readFrom(fr *fileReads, src io.Reader) error {
 }
 
 // readAt reads the regions of a file that supports positioned reads (a
-// local file) with a few goroutines, each region in one large read into
-// its own buffer, checks them, and then hands them on in offset order.
+// local file): mapped into memory when it can be, else each region in one
+// large read into its own buffer; a few goroutines check the regions, and
+// then they are handed on in offset order.
 func (rd *reader) readAt(ra io.ReaderAt, fr *fileReads) error {
 	var h [headerLen]byte
 	if _, err := ra.ReadAt(h[:], 0); err != nil {
@@ -337,6 +359,15 @@ func (rd *reader) readAt(ra io.ReaderAt, fr *fileReads) error {
 			return fmt.Errorf("%w: overlapping regions at offset %d", ErrCorrupt, rr.r.Offset)
 		}
 		end = rr.r.Offset + rr.r.Length
+	}
+	var m *mapping
+	if f, ok := ra.(*os.File); ok {
+		if m = mapFile(f); m != nil {
+			defer m.release()
+			if int64(len(m.data)) < end {
+				return fmt.Errorf("%w: the file has %d bytes, its regions end at %d", ErrCorrupt, len(m.data), end)
+			}
+		}
 	}
 	bodies := make([][]byte, len(fr.reads))
 	errs := make([]error, len(fr.reads))
@@ -353,10 +384,15 @@ func (rd *reader) readAt(ra io.ReaderAt, fr *fileReads) error {
 					return
 				}
 				r := fr.reads[i].r
-				buf := make([]byte, r.Length)
-				if n, err := ra.ReadAt(buf, r.Offset); n < len(buf) {
-					errs[i] = fmt.Errorf("%w: reading [%d, %d): %v", ErrCorrupt, r.Offset, r.Offset+r.Length, err)
-					continue
+				var buf []byte
+				if m != nil {
+					buf = m.data[r.Offset : r.Offset+r.Length : r.Offset+r.Length]
+				} else {
+					buf = make([]byte, r.Length)
+					if n, err := ra.ReadAt(buf, r.Offset); n < len(buf) {
+						errs[i] = fmt.Errorf("%w: reading [%d, %d): %v", ErrCorrupt, r.Offset, r.Offset+r.Length, err)
+						continue
+					}
 				}
 				if bodies[i], errs[i] = checkBlob(buf); errs[i] != nil {
 					errs[i] = fmt.Errorf("region [%d, %d): %w", r.Offset, r.Offset+r.Length, errs[i])
@@ -365,6 +401,7 @@ func (rd *reader) readAt(ra io.ReaderAt, fr *fileReads) error {
 		})
 	}
 	wg.Wait()
+	retained := map[*runtime.OperatorRestore]bool{}
 	for i, rr := range fr.reads {
 		if errs[i] != nil {
 			return errs[i]
@@ -372,7 +409,16 @@ func (rd *reader) readAt(ra io.ReaderAt, fr *fileReads) error {
 		if err := rd.ctx.Err(); err != nil {
 			return err
 		}
-		if err := rr.fn(bodies[i]); err != nil {
+		body := bodies[i]
+		if m != nil {
+			if rr.owner == nil {
+				body = slices.Clone(body)
+			} else if !retained[rr.owner] {
+				retained[rr.owner] = true
+				m.retain(rr.owner)
+			}
+		}
+		if err := rr.fn(body); err != nil {
 			return fmt.Errorf("region [%d, %d): %w", rr.r.Offset, rr.r.Offset+rr.r.Length, err)
 		}
 	}

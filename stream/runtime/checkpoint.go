@@ -145,6 +145,11 @@ type OperatorSnapshot struct {
 	// will not be called (a declined or abandoned snapshot), so the task
 	// stops copying on write. Idempotent; KeyedStream releases by itself.
 	ReleaseKeyed func()
+
+	// keep holds what Keyed's bytes may alias (a restore whose sections
+	// are carried over undecoded, see OperatorRestore.Keyed), so that it
+	// outlives the snapshot's write.
+	keep []any
 }
 
 // Materialize runs KeyedStream now, copying its sections into Keyed, and
@@ -226,7 +231,11 @@ type TaskSnapshot struct {
 // groups only (those of its key-group range), and its list states already
 // redistributed for the new parallelism.
 type OperatorRestore struct {
-	// Keyed holds per key group the sections by name.
+	// Keyed holds per key group the sections by name. The "state:"
+	// sections may alias a mapped state file that stays mapped while this
+	// OperatorRestore is reachable: only the keyed state backend keeps
+	// them, and it keeps the OperatorRestore with them. Other sections are
+	// the reader's to keep.
 	Keyed map[int]map[string][]byte
 	// Lists holds each list state's elements for this subtask.
 	Lists map[string][][]byte

@@ -105,9 +105,11 @@ func (b *KeyedStateBackend) readTable(name string) *stateTable {
 		panic("keyed state accessed without a current key")
 	}
 	if g := b.groups[b.group]; g != nil {
-		return g.states[name]
+		if t := g.states[name]; t != nil {
+			return t
+		}
 	}
-	return nil
+	return b.decodeGroup(b.group, name)
 }
 
 // writeTable is the current key group's table of name, to write: a table
@@ -122,18 +124,22 @@ func (b *KeyedStateBackend) writeTable(name string, create bool) *stateTable {
 
 func (b *KeyedStateBackend) writableTable(group int, name string, create bool) *stateTable {
 	g := b.groups[group]
-	if g == nil {
-		if !create {
-			return nil
-		}
-		g = &keyGroupState{states: map[string]*stateTable{}}
-		b.groups[group] = g
+	var t *stateTable
+	if g != nil {
+		t = g.states[name]
 	}
-	t := g.states[name]
+	if t == nil {
+		t = b.decodeGroup(group, name)
+		g = b.groups[group]
+	}
 	switch {
 	case t == nil:
 		if !create {
 			return nil
+		}
+		if g == nil {
+			g = &keyGroupState{states: map[string]*stateTable{}}
+			b.groups[group] = g
 		}
 		t = &stateTable{m: map[any]stateEntry{}, epoch: b.epoch}
 		g.states[name] = t
@@ -231,6 +237,7 @@ func (b *KeyedStateBackend) Keys(name string) []any {
 	if b.lsm != nil {
 		return b.lsm.keys(b, name)
 	}
+	b.decodeAll(name)
 	groups := make([]int, 0, len(b.groups))
 	for g := range b.groups {
 		groups = append(groups, g)
@@ -270,23 +277,87 @@ func (b *KeyedStateBackend) RegisterState(name string, c Codec) error {
 		b.codecs[name] = c
 		return nil
 	}
-	if groups, ok := b.raw[name]; ok {
-		if err := b.decode(name, c, groups); err != nil {
+	if _, ok := b.raw[name]; ok {
+		if err := b.checkRestored(name, c); err != nil {
 			return err
 		}
-		b.dropRaw(name)
 	}
 	b.codecs[name] = c
 	return nil
 }
 
-func (b *KeyedStateBackend) decode(name string, c Codec, groups map[int][]byte) error {
-	section := stateSection(name)
-	if err := b.restore.CheckType(section, c.TypeName()); err != nil {
+// checkRestored fails when restored state name cannot be decoded with c.
+func (b *KeyedStateBackend) checkRestored(name string, c Codec) error {
+	if err := b.restore.CheckType(stateSection(name), c.TypeName()); err != nil {
 		return fmt.Errorf("keyed state %q: %w", name, err)
 	}
 	if b.keyCodec == nil {
 		return fmt.Errorf("restoring keyed state %q: %w", name, errNoCodec("the key"))
+	}
+	return nil
+}
+
+// decodeGroup decodes the restored section of registered state name in
+// key group group, when it has one not decoded yet, into its table, and
+// returns that table (nil otherwise). Restored states are decoded key
+// group by key group on first access, so that a restore costs reading
+// and checking the bytes and the task starts at once; checkRestored has
+// vetted the type at registration, so a failure here is corrupt state (or
+// a codec that changed its format without changing its type name) and
+// fails the task with a panic naming the state and key group.
+func (b *KeyedStateBackend) decodeGroup(group int, name string) *stateTable {
+	rg := b.raw[name]
+	if rg == nil {
+		return nil
+	}
+	data, ok := rg[group]
+	c := b.codecs[name]
+	if !ok || c == nil {
+		return nil
+	}
+	m, err := decodeTable(b.keyCodec, c, data, b.epoch)
+	if err != nil {
+		panic(fmt.Errorf("restoring keyed state %q, key group %d: %w", name, group, err))
+	}
+	return b.install(group, name, m)
+}
+
+// install makes m, decoded from the restored section of name in group,
+// that state's table there, and forgets the section.
+func (b *KeyedStateBackend) install(group int, name string, m map[any]stateEntry) *stateTable {
+	g := b.groups[group]
+	if g == nil {
+		g = &keyGroupState{states: map[string]*stateTable{}}
+		b.groups[group] = g
+	}
+	t := &stateTable{m: m, epoch: b.epoch}
+	g.states[name] = t
+	rg := b.raw[name]
+	delete(rg, group)
+	if len(rg) == 0 {
+		delete(b.raw, name)
+	}
+	// Forget the section in the restore as well (a copy of the map: the
+	// sections may be shared with other restores), so that its bytes are
+	// not kept for the task's life next to the decoded values.
+	section := stateSection(name)
+	rest := make(map[string][]byte, len(b.restore.Keyed[group]))
+	for n, d := range b.restore.Keyed[group] {
+		if n != section {
+			rest[n] = d
+		}
+	}
+	b.restore.Keyed[group] = rest
+	return t
+}
+
+// decodeAll decodes every restored key group of registered state name not
+// decoded yet, several key groups at a time (codecs are safe for
+// concurrent use): for whole-state operations such as Keys.
+func (b *KeyedStateBackend) decodeAll(name string) {
+	c, groups := b.codecs[name], b.raw[name]
+	if c == nil || len(groups) == 0 {
+		return
 	}
 	gs := make([]int, 0, len(groups))
 	size := 0
@@ -295,8 +366,6 @@ func (b *KeyedStateBackend) decode(name string, c Codec, groups map[int][]byte) 
 		size += len(data)
 	}
 	sort.Ints(gs)
-	// Key groups decode into their own tables, so several goroutines
-	// share the work (codecs are safe for concurrent use).
 	tables := make([]map[any]stateEntry, len(gs))
 	errs := make([]error, len(gs))
 	workers := min(goruntime.GOMAXPROCS(0), len(gs), 1+size/(1<<20))
@@ -316,36 +385,10 @@ func (b *KeyedStateBackend) decode(name string, c Codec, groups map[int][]byte) 
 	wg.Wait()
 	for i, g := range gs {
 		if errs[i] != nil {
-			return fmt.Errorf("restoring keyed state %q, key group %d: %w", name, g, errs[i])
+			panic(fmt.Errorf("restoring keyed state %q, key group %d: %w", name, g, errs[i]))
 		}
-		t := b.writableTable(g, name, true)
-		if len(t.m) == 0 {
-			t.m = tables[i]
-			continue
-		}
-		for k, e := range tables[i] {
-			t.m[k] = e
-		}
+		b.install(g, name, tables[i])
 	}
-	return nil
-}
-
-// dropRaw forgets the restored sections of a decoded state, also in the
-// restore they came from, so their bytes are not kept for the task's life
-// next to the decoded values.
-func (b *KeyedStateBackend) dropRaw(name string) {
-	section := stateSection(name)
-	for g := range b.raw[name] {
-		// A copy: the sections may be shared with other restores.
-		rest := make(map[string][]byte, len(b.restore.Keyed[g]))
-		for n, d := range b.restore.Keyed[g] {
-			if n != section {
-				rest[n] = d
-			}
-		}
-		b.restore.Keyed[g] = rest
-	}
-	delete(b.raw, name)
 }
 
 // decodeTable decodes one key group's section into a table sized for it.
@@ -423,6 +466,9 @@ func (b *KeyedStateBackend) SnapshotAsync(snap *OperatorSnapshot) error {
 		for g, data := range rg {
 			snap.PutKeyed(g, section, b.restore.StateTypes[section], data)
 		}
+	}
+	if len(b.raw) > 0 {
+		snap.keep = append(snap.keep, b.restore)
 	}
 	if len(tables) == 0 {
 		return nil
@@ -571,12 +617,11 @@ func (b *KeyedStateBackend) Restore(r *OperatorRestore) error {
 			rg[g] = data
 		}
 	}
-	for name, groups := range b.raw {
+	for name := range b.raw {
 		if c := b.codecs[name]; c != nil {
-			if err := b.decode(name, c, groups); err != nil {
+			if err := b.checkRestored(name, c); err != nil {
 				return err
 			}
-			b.dropRaw(name)
 		}
 	}
 	return nil

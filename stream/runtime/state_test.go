@@ -325,3 +325,117 @@ func TestKeyedValuesSnapshotRestoreRescale(t *testing.T) {
 		t.Fatalf("restore as another type: %v", err)
 	}
 }
+
+// A restored state is decoded key group by key group on first access: a
+// snapshot taken before every key group was touched carries the others as
+// restored, writes to an untouched key group keep its restored entries,
+// Keys sees them all, and a corrupt section fails the access naming the
+// state and the key group.
+func TestKeyedStateBackendDecodesRestoredKeyGroupsLazily(t *testing.T) {
+	src := NewKeyedStateBackend(testMaxPar)
+	src.SetKeyCodec(intCodec{})
+	if err := src.RegisterState("count", intCodec{}); err != nil {
+		t.Fatal(err)
+	}
+	for k := 0; k < testKeys; k++ {
+		src.SetCurrentKey(k)
+		src.Put("count", k*10)
+	}
+	snap := &OperatorSnapshot{}
+	if err := src.Snapshot(snap); err != nil {
+		t.Fatal(err)
+	}
+	r := restoreFor([]*OperatorSnapshot{snap}, 0, 1)
+	b := NewKeyedStateBackend(testMaxPar)
+	b.SetKeyCodec(intCodec{})
+	if err := b.Restore(r); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.RegisterState("count", intCodec{}); err != nil {
+		t.Fatal(err)
+	}
+	restored := len(b.raw["count"])
+	if restored == 0 {
+		t.Fatal("nothing restored")
+	}
+	// Reading key 1 decodes its key group only.
+	b.SetCurrentKey(1)
+	if v, ok := b.Get("count"); !ok || v != 10 {
+		t.Fatalf("key 1 = %v, %v", v, ok)
+	}
+	if got := len(b.raw["count"]); got != restored-1 {
+		t.Fatalf("%d key groups left to decode after one access, want %d", got, restored-1)
+	}
+	if _, ok := r.Keyed[KeyGroup(1, testMaxPar)]["state:count"]; ok {
+		t.Fatal("the decoded section is still kept in the restore")
+	}
+	// A write to an untouched key group keeps that group's restored keys.
+	var other int
+	for k := 2; k < testKeys; k++ {
+		if g := KeyGroup(k, testMaxPar); g != KeyGroup(1, testMaxPar) {
+			other = k
+			break
+		}
+	}
+	b.SetCurrentKey(other)
+	b.Put("count", -1)
+	for k := 0; k < testKeys; k++ {
+		if k != other && KeyGroup(k, testMaxPar) == KeyGroup(other, testMaxPar) {
+			b.SetCurrentKey(k)
+			if v, ok := b.Get("count"); !ok || v != k*10 {
+				t.Fatalf("key %d in the written key group = %v, %v", k, v, ok)
+			}
+		}
+	}
+	// A snapshot now holds every key: decoded groups re-encoded, the
+	// others as restored.
+	again := &OperatorSnapshot{}
+	if err := b.Snapshot(again); err != nil {
+		t.Fatal(err)
+	}
+	nb := NewKeyedStateBackend(testMaxPar)
+	nb.SetKeyCodec(intCodec{})
+	if err := nb.Restore(restoreFor([]*OperatorSnapshot{again}, 0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := nb.RegisterState("count", intCodec{}); err != nil {
+		t.Fatal(err)
+	}
+	keys := nb.Keys("count")
+	if len(keys) != testKeys || len(nb.raw) != 0 {
+		t.Fatalf("Keys after restore: %d keys, %d states left to decode", len(keys), len(nb.raw))
+	}
+	for k := 0; k < testKeys; k++ {
+		want := k * 10
+		if k == other {
+			want = -1
+		}
+		nb.SetCurrentKey(k)
+		if v, ok := nb.Get("count"); !ok || v != want {
+			t.Fatalf("key %d = %v, %v after snapshot of a partly decoded backend; want %d", k, v, ok, want)
+		}
+	}
+
+	// Corrupt bytes fail the first access to their key group.
+	bad := restoreFor([]*OperatorSnapshot{snap}, 0, 1)
+	g := KeyGroup(5, testMaxPar)
+	bad.Keyed[g] = map[string][]byte{"state:count": {0xff, 0xff, 0xff}}
+	cb := NewKeyedStateBackend(testMaxPar)
+	cb.SetKeyCodec(intCodec{})
+	if err := cb.Restore(bad); err != nil {
+		t.Fatal(err)
+	}
+	if err := cb.RegisterState("count", intCodec{}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		p := recover()
+		err, _ := p.(error)
+		if err == nil || !strings.Contains(err.Error(), `"count"`) || !strings.Contains(err.Error(), fmt.Sprintf("key group %d", g)) {
+			t.Fatalf("access to a corrupt key group: %v", p)
+		}
+	}()
+	cb.SetCurrentKey(5)
+	cb.Get("count")
+	t.Fatal("a corrupt key group was read without failing")
+}
