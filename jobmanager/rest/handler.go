@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/gofl/gofl/internal/blob"
+	"github.com/gofl/gofl/internal/ids"
 	"github.com/gofl/gofl/jobgraph"
 	"github.com/gofl/gofl/rpc/pb"
 	"github.com/gofl/gofl/rpc/restapi"
@@ -110,6 +111,10 @@ func (h *handler) routes() {
 func (h *handler) handle(pattern string, ep endpoint) {
 	h.addMethod(pattern)
 	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		if err := checkPathIDs(r); err != nil {
+			h.writeError(w, r, badRequest(err.Error()))
+			return
+		}
 		ctx, cancel := context.WithTimeout(r.Context(), h.opts.RequestTimeout)
 		defer cancel()
 		status, body, err := ep(ctx, w, r)
@@ -119,6 +124,31 @@ func (h *handler) handle(pattern string, ep endpoint) {
 		}
 		h.writeJSON(w, status, body)
 	})
+}
+
+// pathIDs are the path wildcards that carry identifiers, with their rules.
+var pathIDs = []struct {
+	wildcard, field string
+	check           func(field, s string) error
+}{
+	{"jobid", "job id", ids.JobID},
+	{"vertexid", "vertex id", ids.VertexID},
+	{"triggerid", "trigger id", ids.Name},
+	{"key", "blob key", ids.BlobKey},
+	{"tmid", "task manager id", ids.Name},
+}
+
+// checkPathIDs checks r's identifiers before any reaches the Dispatcher, a
+// map or a log line.
+func checkPathIDs(r *http.Request) error {
+	for _, p := range pathIDs {
+		if v := r.PathValue(p.wildcard); v != "" {
+			if err := p.check(p.field, v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // deny registers pattern to answer 405.
