@@ -100,7 +100,7 @@ func (g *JobGraph) Validate() error {
 			add("%s: result partition type %v is unknown (want PIPELINED or BLOCKING)", name, e.PartitionType)
 		}
 		r := g.ResultIDOf(i)
-		if err := ids.Name("result id", string(r)); err != nil {
+		if err := ids.ResultID("result id", string(r)); err != nil {
 			add("%s: %v", name, err)
 		}
 		if results[r] {

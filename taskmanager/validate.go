@@ -39,7 +39,7 @@ func checkPartitionID(field string, p *pb.ResultPartitionIDProto) error {
 	if p == nil {
 		return &ids.Error{Field: field, Rule: "want a result partition ID"}
 	}
-	return firstErr(ids.Name(field+".result_id", p.ResultId), checkAttempt(field+".producer", p.Producer))
+	return firstErr(ids.ResultID(field+".result_id", p.ResultId), checkAttempt(field+".producer", p.Producer))
 }
 
 func checkRequestSlot(req *pb.RequestSlotRequest) error {
@@ -99,10 +99,10 @@ func checkSubmitTask(req *pb.SubmitTaskRequest) error {
 			Rule: "want the task's job_vertex_id " + d.TaskInformation.JobVertexId})
 	}
 	for _, p := range d.ProducedPartitions {
-		errs = append(errs, ids.Name("tdd.produced_partitions.result_id", p.GetResultId()))
+		errs = append(errs, ids.ResultID("tdd.produced_partitions.result_id", p.GetResultId()))
 	}
 	for _, g := range d.InputGates {
-		errs = append(errs, ids.Name("tdd.input_gates.result_id", g.GetResultId()))
+		errs = append(errs, ids.ResultID("tdd.input_gates.result_id", g.GetResultId()))
 		if k := g.GetOffloadedBlobKey(); k != "" {
 			errs = append(errs, ids.BlobKey("tdd.input_gates.offloaded_blob_key", k))
 		}

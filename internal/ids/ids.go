@@ -102,6 +102,22 @@ func nameByte(c byte) bool {
 	return strings.IndexByte("._-@[]", c) >= 0
 }
 
+const ruleResult = "want 1 to 128 printable ASCII characters without spaces, '/' or '\\', not starting with '.'"
+
+// ResultID checks an intermediate data set ID: looser than a Name (graphs
+// use "a>b"), but still never a path or a hidden file.
+func ResultID(field, s string) error {
+	if s == "" || len(s) > MaxNameLen || s[0] == '.' {
+		return invalid(field, s, ruleResult)
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c > '~' || c == '/' || c == '\\' {
+			return invalid(field, s, ruleResult)
+		}
+	}
+	return nil
+}
+
 // VertexID checks a job vertex ID (a Name).
 func VertexID(field, s string) error { return Name(field, s) }
 
