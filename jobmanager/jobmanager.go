@@ -114,7 +114,8 @@ func Start(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*Job
 	pb.RegisterResourceManagerServiceServer(grpcServer, rm.Service())
 	pb.RegisterJobMasterServiceServer(grpcServer, disp.JobMasterService())
 	pb.RegisterBlobServiceServer(grpcServer, blob.NewService(blobs))
-	var handler http.Handler = rest.NewHandler(disp, log.With().Str("component", "rest").Logger(), rest.Options{Blobs: blobs})
+	var handler http.Handler = rest.NewHandler(disp, log.With().Str("component", "rest").Logger(), rest.Options{Blobs: blobs,
+		DisableSubmit: !conf.WebSubmitEnabled(c), DisableCancel: !conf.WebCancelEnable.Get(c)})
 	if dep != nil {
 		handler = dep.handler(handler)
 	}

@@ -42,6 +42,45 @@ type Options struct {
 	Blobs *blob.Store
 	// MaxBlobBytes bounds one blob upload (default 1 GiB).
 	MaxBlobBytes int64
+	// DisableSubmit refuses POST /jobs and POST /blobs with 403
+	// (web.submit.enable: false), except for requests marked Trusted.
+	DisableSubmit bool
+	// DisableCancel refuses cancel and stop-with-savepoint with 403
+	// (web.cancel.enable: false).
+	DisableCancel bool
+	// Token, if set, is the bearer token every request must carry
+	// (rest.authentication.token); others answer 401.
+	Token string
+}
+
+// gate names what a route changes, for web.submit.enable and
+// web.cancel.enable.
+type gate int
+
+const (
+	gateNone gate = iota
+	gateSubmit
+	gateCancel
+)
+
+type trustedKey struct{}
+
+// Trusted marks a request context as coming through an authenticated path
+// of the JobManager itself (an application cluster's driver): it passes
+// web.submit.enable.
+func Trusted(ctx context.Context) context.Context { return context.WithValue(ctx, trustedKey{}, true) }
+
+func isTrusted(ctx context.Context) bool { v, _ := ctx.Value(trustedKey{}).(bool); return v }
+
+// refused answers whether the gate closes r's route, and why.
+func (h *handler) refused(g gate, r *http.Request) (string, bool) {
+	switch {
+	case g == gateSubmit && h.opts.DisableSubmit && !isTrusted(r.Context()):
+		return "job submission and uploads over REST are disabled on this cluster (web.submit.enable: false)", true
+	case g == gateCancel && h.opts.DisableCancel:
+		return "cancelling and stopping jobs over REST is disabled on this cluster (web.cancel.enable: false)", true
+	}
+	return "", false
 }
 
 // NewHandler returns the REST API handler serving d. Requests are logged at
@@ -87,11 +126,11 @@ type endpoint func(ctx context.Context, w http.ResponseWriter, r *http.Request) 
 func (h *handler) routes() {
 	h.handle("GET /overview", h.overview)
 	h.handle("GET /jobs", h.listJobs)
-	h.handle("POST /jobs", h.submitJob)
+	h.handleGated("POST /jobs", gateSubmit, h.submitJob)
 	h.handle("GET /jobs/overview", h.jobsOverview)
 	h.deny("PATCH /jobs/overview")
 	h.handle("GET /jobs/{jobid}", h.jobDetails)
-	h.handle("PATCH /jobs/{jobid}", h.cancelJob)
+	h.handleGated("PATCH /jobs/{jobid}", gateCancel, h.cancelJob)
 	h.handle("GET /jobs/{jobid}/exceptions", h.jobExceptions)
 	h.handle("GET /jobs/{jobid}/execution-result", h.jobExecutionResult)
 	h.handle("GET /jobs/{jobid}/vertices/{vertexid}", h.jobVertex)
@@ -100,17 +139,24 @@ func (h *handler) routes() {
 	h.handle("GET /jobs/{jobid}/checkpoints/config", h.checkpointConfig)
 	h.handle("POST /jobs/{jobid}/savepoints", h.triggerSavepoint)
 	h.handle("GET /jobs/{jobid}/savepoints/{triggerid}", h.savepointStatus)
-	h.handle("POST /jobs/{jobid}/stop", h.stopWithSavepoint)
-	h.handle("POST /blobs", h.uploadBlob)
+	h.handleGated("POST /jobs/{jobid}/stop", gateCancel, h.stopWithSavepoint)
+	h.handleGated("POST /blobs", gateSubmit, h.uploadBlob)
 	h.handle("HEAD /blobs/{key}", h.blobInfo)
 	h.handle("GET /taskmanagers", h.taskManagers)
 	h.handle("GET /taskmanagers/{tmid}", h.taskManager)
 	slices.Sort(h.methods)
 }
 
-func (h *handler) handle(pattern string, ep endpoint) {
+func (h *handler) handle(pattern string, ep endpoint) { h.handleGated(pattern, gateNone, ep) }
+
+// handleGated registers ep behind gate g (and the identifier checks).
+func (h *handler) handleGated(pattern string, g gate, ep endpoint) {
 	h.addMethod(pattern)
 	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		if msg, no := h.refused(g, r); no {
+			h.writeJSON(w, http.StatusForbidden, restapi.ErrorResponse{Errors: []string{msg}})
+			return
+		}
 		if err := checkPathIDs(r); err != nil {
 			h.writeError(w, r, badRequest(err.Error()))
 			return
