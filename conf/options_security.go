@@ -1,6 +1,11 @@
 package conf
 
-import "time"
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
 
 // Security: what the REST API lets anonymous callers do, upload bounds,
 // and the REST bearer token.
@@ -35,4 +40,25 @@ func WebSubmitEnabled(c *Configuration) bool {
 		return WebSubmitEnable.Get(c)
 	}
 	return DeploymentMode.Get(c) == ModeSession
+}
+
+// RestToken is the REST bearer token: rest.authentication.token, else the
+// content of rest.authentication.token-file (trimmed), else "" (none).
+func RestToken(c *Configuration) (string, error) {
+	if t := RestAuthToken.Get(c); t != "" {
+		return t, nil
+	}
+	f := RestAuthTokenFile.Get(c)
+	if f == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(f)
+	if err != nil {
+		return "", fmt.Errorf("conf: rest.authentication.token-file: %w", err)
+	}
+	t := strings.TrimSpace(string(b))
+	if t == "" {
+		return "", fmt.Errorf("conf: rest.authentication.token-file %s is empty", f)
+	}
+	return t, nil
 }

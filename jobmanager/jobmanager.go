@@ -52,6 +52,12 @@ func Start(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*Job
 		rpcLis.Close()
 		return nil, fmt.Errorf("jobmanager: REST port (rest.address/rest.port): %w", err)
 	}
+	restToken, err := conf.RestToken(c)
+	if err != nil {
+		rpcLis.Close()
+		restLis.Close()
+		return nil, fmt.Errorf("jobmanager: %w", err)
+	}
 	blobDir, tempBlobs := conf.BlobStorageDirectory.Get(c), false
 	if blobDir == "" {
 		if blobDir, err = os.MkdirTemp("", "gofl-blobs-"); err != nil {
@@ -116,9 +122,12 @@ func Start(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*Job
 	pb.RegisterBlobServiceServer(grpcServer, blob.NewService(blobs))
 	var handler http.Handler = rest.NewHandler(disp, log.With().Str("component", "rest").Logger(), rest.Options{Blobs: blobs,
 		DisableSubmit: !conf.WebSubmitEnabled(c), DisableCancel: !conf.WebCancelEnable.Get(c)})
+	var trusted func(*http.Request) bool
 	if dep != nil {
 		handler = dep.handler(handler)
+		trusted = dep.isDriver
 	}
+	handler = rest.Authenticate(restToken, handler, trusted)
 	httpServer := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,

@@ -48,9 +48,6 @@ type Options struct {
 	// DisableCancel refuses cancel and stop-with-savepoint with 403
 	// (web.cancel.enable: false).
 	DisableCancel bool
-	// Token, if set, is the bearer token every request must carry
-	// (rest.authentication.token); others answer 401.
-	Token string
 }
 
 // gate names what a route changes, for web.submit.enable and
