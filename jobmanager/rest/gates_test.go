@@ -52,3 +52,25 @@ func TestDisabledRoutesAnswer403NamingTheKey(t *testing.T) {
 		t.Errorf("GET /jobs/%s with the gates closed: %d", id, r.status)
 	}
 }
+
+// Attack: anonymous uploads had no bound in total. Past
+// blob.upload.max-total-size an upload answers 413 naming the key, and
+// nothing of it stays.
+func TestUploadQuota(t *testing.T) {
+	store, err := blob.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.SetMaxTotalSize(1000)
+	e := newEnv(t, rest.Options{Blobs: store})
+	if r := e.do(t, http.MethodPost, "/blobs", strings.Repeat("a", 600)); r.status != http.StatusCreated {
+		t.Fatalf("first upload: %d %s", r.status, r.body)
+	}
+	errs := errorsOf(t, e.do(t, http.MethodPost, "/blobs", strings.Repeat("b", 600)), http.StatusRequestEntityTooLarge)
+	if !strings.Contains(errs[0], "blob.upload.max-total-size") {
+		t.Errorf("errors %q do not name blob.upload.max-total-size", errs)
+	}
+	if got := store.Usage(); got != 600 {
+		t.Errorf("usage %d after a refused upload, want 600", got)
+	}
+}

@@ -42,6 +42,9 @@ type Options struct {
 	Blobs *blob.Store
 	// MaxBlobBytes bounds one blob upload (default 1 GiB).
 	MaxBlobBytes int64
+	// Uploads, if set, tracks uploaded blobs and the jobs using them, so
+	// unreferenced uploads are removed (blob.upload.cleanup-grace).
+	Uploads *blob.Uploads
 	// DisableSubmit refuses POST /jobs and POST /blobs with 403
 	// (web.submit.enable: false), except for requests marked Trusted.
 	DisableSubmit bool
@@ -415,8 +418,15 @@ func (h *handler) uploadBlob(_ context.Context, w http.ResponseWriter, r *http.R
 	if errors.Is(err, blob.ErrDigestMismatch) || errors.Is(err, blob.ErrInvalidKey) {
 		return 0, nil, fmt.Errorf("%w: %w", restapi.ErrBadRequest, err)
 	}
+	if qe := (*blob.QuotaError)(nil); errors.As(err, &qe) {
+		return 0, nil, &tooLargeError{msg: fmt.Sprintf("the cluster's blob store is full: %d of %d bytes in use and the upload does not fit "+
+			"(blob.upload.max-total-size); uploads no running job uses are removed after blob.upload.cleanup-grace", qe.Used, qe.Max)}
+	}
 	if err != nil {
 		return 0, nil, err
+	}
+	if h.opts.Uploads != nil {
+		h.opts.Uploads.Uploaded(key)
 	}
 	info := restapi.BlobInfo{Key: key, Stored: stored}
 	if p, err := h.opts.Blobs.Path(key); err == nil {
@@ -443,6 +453,9 @@ func (h *handler) blobInfo(_ context.Context, _ http.ResponseWriter, r *http.Req
 	if err != nil {
 		return 0, nil, fmt.Errorf("%w: %s", restapi.ErrBlobNotFound, key)
 	}
+	if h.opts.Uploads != nil {
+		h.opts.Uploads.Touch(key) // a submission using it is likely next
+	}
 	return http.StatusOK, restapi.BlobInfo{Key: key, Size: st.Size()}, nil
 }
 
@@ -468,9 +481,13 @@ func (h *handler) submitJob(ctx context.Context, w http.ResponseWriter, r *http.
 	if err := protojson.Unmarshal(body, &m); err != nil {
 		return 0, nil, badRequest("the request body is not a JobGraph in protobuf JSON: " + protoErrorText(err))
 	}
-	id, err := h.d.SubmitJob(ctx, jobgraph.FromProto(&m))
+	jg := jobgraph.FromProto(&m)
+	id, err := h.d.SubmitJob(ctx, jg)
 	if err != nil {
 		return 0, nil, err
+	}
+	if h.opts.Uploads != nil && jg.BinaryKey != "" {
+		h.opts.Uploads.Reference(jg.BinaryKey, id)
 	}
 	return http.StatusAccepted, restapi.JobSubmitResponse{JobURL: "/jobs/" + url.PathEscape(id), JobID: id}, nil
 }
@@ -505,9 +522,17 @@ func badRequest(msg string) error { return &badRequestError{msg} }
 func (e *badRequestError) Error() string { return e.msg }
 func (e *badRequestError) Unwrap() error { return restapi.ErrBadRequest }
 
-type tooLargeError struct{ limit int64 }
+// tooLargeError is a 413: a body over a limit, or an upload over the quota
+// (msg set).
+type tooLargeError struct {
+	limit int64
+	msg   string
+}
 
 func (e *tooLargeError) Error() string {
+	if e.msg != "" {
+		return e.msg
+	}
 	return fmt.Sprintf("the request body exceeds the limit of %d bytes", e.limit)
 }
 
