@@ -16,6 +16,7 @@ import (
 
 	"github.com/gofl/gofl/conf"
 	"github.com/gofl/gofl/internal/blob"
+	"github.com/gofl/gofl/internal/ids"
 	"github.com/gofl/gofl/internal/version"
 	"github.com/gofl/gofl/jobmanager/dispatcher"
 	"github.com/gofl/gofl/jobmanager/rest"
@@ -119,7 +120,8 @@ func Start(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*Job
 		rm, log.With().Str("component", "dispatcher").Logger())
 
 	uploads := blob.NewUploads(blobs, nil, conf.BlobUploadCleanupGrace.Get(c))
-	grpcServer := grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20))
+	// Identifiers in every request are checked before any handler runs.
+	grpcServer := grpc.NewServer(grpc.MaxRecvMsgSize(64<<20), grpc.ChainUnaryInterceptor(ids.UnaryServerInterceptor()))
 	pb.RegisterResourceManagerServiceServer(grpcServer, rm.Service())
 	pb.RegisterJobMasterServiceServer(grpcServer, disp.JobMasterService())
 	pb.RegisterBlobServiceServer(grpcServer, blob.NewService(blobs))

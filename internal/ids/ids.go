@@ -36,7 +36,7 @@ const (
 	ruleJobID   = "want 32 lowercase hexadecimal characters"
 	ruleName    = "want 1 to 128 characters of A-Z a-z 0-9 . _ - @ [ ], not starting with '.'"
 	ruleBlobKey = "want sha256: and 64 lowercase hexadecimal characters"
-	ruleCluster = "want 1 to 63 characters of a-z 0-9 -, starting with a letter or digit"
+	ruleCluster = "want 1 to 128 characters of A-Z a-z 0-9 . _ -, not starting with '.'"
 	ruleFile    = "want one path element of 1 to 255 bytes: no '/', '\\', NUL or control characters, not '.' or '..'"
 )
 
@@ -146,15 +146,15 @@ func BlobKey(field, s string) error {
 	return nil
 }
 
-// ClusterID checks a cluster ID: it names Nomad jobs, staging directories
-// and processes, so it keeps to DNS-label characters.
+// ClusterID checks a cluster ID: it names staging directories, Nomad jobs
+// and processes. 1..128 letters, digits, '.', '_' and '-', not starting
+// with '.'.
 func ClusterID(field, s string) error {
-	if s == "" || len(s) > 63 || s[0] == '-' {
+	if s == "" || len(s) > MaxNameLen || s[0] == '.' {
 		return invalid(field, s, ruleCluster)
 	}
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+		if c := s[i]; !nameByte(c) || c == '@' || c == '[' || c == ']' {
 			return invalid(field, s, ruleCluster)
 		}
 	}

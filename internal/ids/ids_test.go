@@ -20,7 +20,7 @@ func TestRules(t *testing.T) {
 		{"vertex id", VertexID, []string{"src", "op-1", "r[1]@a", "a.b_c", hex32},
 			[]string{"", ".", "..", ".hidden", "a/b", `a\b`, "a b", "a\x00", strings.Repeat("x", MaxNameLen+1)}},
 		{"blob key", BlobKey, []string{key}, []string{"", "sha256:", "sha256:../../x", strings.ToUpper(key), key + "0", "md5:" + hex32}},
-		{"cluster id", ClusterID, []string{"session-0a1b2c", "c1"}, []string{"", "-x", "A", "a_b", "a/b", "..", strings.Repeat("a", 64)}},
+		{"cluster id", ClusterID, []string{"session-0a1b2c", "c1", "My_Cluster.1"}, []string{"", ".x", "..", "a/b", "a b", "a@b", strings.Repeat("a", MaxNameLen+1)}},
 		{"file name", FileName, []string{"runner.log", "a..b", "..x"}, []string{"", ".", "..", "a/b", `a\b`, "a\nb", strings.Repeat("f", 256)}},
 	} {
 		for _, s := range tc.ok {
