@@ -150,13 +150,8 @@ func BlobKey(field, s string) error {
 // and processes. 1..128 letters, digits, '.', '_' and '-', not starting
 // with '.'.
 func ClusterID(field, s string) error {
-	if s == "" || len(s) > MaxNameLen || s[0] == '.' {
+	if Name(field, s) != nil || strings.ContainsAny(s, "@[]") {
 		return invalid(field, s, ruleCluster)
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !nameByte(c) || c == '@' || c == '[' || c == ']' {
-			return invalid(field, s, ruleCluster)
-		}
 	}
 	return nil
 }
