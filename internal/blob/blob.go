@@ -148,14 +148,14 @@ func (s *Store) Has(key string) bool {
 // want is not empty the content must hash to it. A blob already present is
 // not written again; stored reports whether this call wrote it.
 func (s *Store) Put(r io.Reader, want string, limit int64) (key string, stored bool, err error) {
+	present := false // want is stored already: its bytes are checked, not counted
 	if want != "" {
 		h, err := ParseKey(want)
 		if err != nil {
 			return "", false, err
 		}
-		if _, err := os.Stat(s.path(h)); err == nil {
-			return want, false, nil // stored already: nothing to read, nothing to count
-		}
+		_, err = os.Stat(s.path(h))
+		present = err == nil
 	}
 	tmp, err := os.CreateTemp(filepath.Join(s.dir, "sha256"), ".incoming-*")
 	if err != nil {
@@ -170,6 +170,9 @@ func (s *Store) Put(r io.Reader, want string, limit int64) (key string, stored b
 	// Reading stops just past the room left, so an upload over the quota
 	// never fills the disk even for a moment.
 	room := s.room()
+	if present {
+		room = -1
+	}
 	if room >= 0 {
 		src = io.LimitReader(src, room+1)
 	}
