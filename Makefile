@@ -22,6 +22,12 @@ build:
 test:
 	scripts/minihdfs/with-hdfs.sh scripts/nomad/with-nomad.sh scripts/zookeeper/with-zk.sh $(GO) test -race -count=1 -timeout 25m ./...
 
+# Every fuzz target (scripts/fuzz.sh) for FUZZTIME each (default 60s);
+# CI runs them for 8s each after make test.
+.PHONY: fuzz
+fuzz:
+	GO=$(GO) FUZZTIME=$(or $(FUZZTIME),60s) scripts/fuzz.sh
+
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 

@@ -42,6 +42,7 @@ type Client struct {
 	hc      *http.Client
 	timeout time.Duration
 	poll    time.Duration
+	token   *string // bearer token; never logged or put in errors
 }
 
 // Option configures a Client.
@@ -50,6 +51,15 @@ type Option func(*Client)
 // WithTimeout bounds every request (default DefaultTimeout); 0 or less
 // leaves only the caller's context.
 func WithTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = d } }
+
+// EnvToken is the environment variable the client takes its REST bearer
+// token from when no WithToken is given (rest.authentication.token on the
+// JobManager).
+const EnvToken = "GOFL_REST_TOKEN"
+
+// WithToken sends token as "Authorization: Bearer <token>" on every
+// request; an empty token sends none. Without it, New uses $GOFL_REST_TOKEN.
+func WithToken(token string) Option { return func(c *Client) { c.token = &token } }
 
 // WithHTTPClient replaces http.DefaultClient, e.g. for TLS settings.
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
@@ -68,6 +78,10 @@ func New(address string, opts ...Option) (*Client, error) {
 	c := &Client{base: base, hc: http.DefaultClient, timeout: DefaultTimeout, poll: DefaultPollInterval}
 	for _, o := range opts {
 		o(c)
+	}
+	if c.token == nil {
+		t := strings.TrimSpace(os.Getenv(EnvToken))
+		c.token = &t
 	}
 	if c.poll <= 0 {
 		c.poll = DefaultPollInterval
@@ -186,6 +200,9 @@ func (c *Client) send(ctx context.Context, method, path, query string, rd io.Rea
 		return fmt.Errorf("client: %s %s: %w", method, path, err)
 	}
 	req.Header.Set("Accept", "application/json")
+	if *c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+*c.token)
+	}
 	for k, v := range headers {
 		req.Header.Set(k, v)
 	}

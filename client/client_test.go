@@ -59,8 +59,8 @@ func TestSubmitAndRead(t *testing.T) {
 	ctx := context.Background()
 	d.AddTaskManager(restapi.TaskManagerInfo{ID: "tm-1", SlotsNumber: 4, FreeSlots: 4})
 
-	id, err := c.SubmitJob(ctx, resttest.Wordcount("job-1"))
-	if err != nil || id != "job-1" {
+	id, err := c.SubmitJob(ctx, resttest.Wordcount(testJob1))
+	if err != nil || id != testJob1 {
 		t.Fatalf("SubmitJob = %q, %v", id, err)
 	}
 	if g := d.Graph(id); g == nil || len(g.Vertices) != 3 || g.Edges[1].ShipStrategy != "rebalance" || g.Config["k"] != "v" {
@@ -101,32 +101,32 @@ func TestSubmitAndRead(t *testing.T) {
 func TestErrorsWrapSentinels(t *testing.T) {
 	c, d := newClient(t)
 	ctx := context.Background()
-	id, err := c.SubmitJob(ctx, resttest.Wordcount("job-1"))
+	id, err := c.SubmitJob(ctx, resttest.Wordcount(testJob1))
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	_, err = c.SubmitJob(ctx, resttest.Wordcount("job-1"))
+	_, err = c.SubmitJob(ctx, resttest.Wordcount(testJob1))
 	var apiErr *client.Error
 	if !errors.Is(err, restapi.ErrDuplicateJob) || !errors.As(err, &apiErr) || apiErr.StatusCode != 409 {
 		t.Errorf("duplicate: %v", err)
 	}
 
-	_, err = c.JobDetails(ctx, "nope")
-	if !errors.Is(err, restapi.ErrJobNotFound) || !strings.Contains(err.Error(), "job nope") || !strings.Contains(err.Error(), "404") {
+	_, err = c.JobDetails(ctx, unknownJob)
+	if !errors.Is(err, restapi.ErrJobNotFound) || !strings.Contains(err.Error(), "job "+unknownJob) || !strings.Contains(err.Error(), "404") {
 		t.Errorf("unknown job: %v", err)
 	}
-	if _, err = c.JobExceptions(ctx, "nope"); !errors.Is(err, restapi.ErrJobNotFound) {
+	if _, err = c.JobExceptions(ctx, unknownJob); !errors.Is(err, restapi.ErrJobNotFound) {
 		t.Errorf("unknown job exceptions: %v", err)
 	}
-	if err = c.CancelJob(ctx, "nope"); !errors.Is(err, restapi.ErrJobNotFound) {
+	if err = c.CancelJob(ctx, unknownJob); !errors.Is(err, restapi.ErrJobNotFound) {
 		t.Errorf("cancel unknown job: %v", err)
 	}
 	if _, err = c.TaskManager(ctx, "tm-x"); !errors.Is(err, restapi.ErrTaskManagerNotFound) || errors.Is(err, restapi.ErrJobNotFound) {
 		t.Errorf("unknown TaskManager: %v", err)
 	}
 
-	bad := resttest.Wordcount("job-2")
+	bad := resttest.Wordcount(testJob2)
 	bad.Vertices[0].Parallelism = 0
 	bad.Vertices[2].Invokable = ""
 	_, err = c.SubmitJob(ctx, bad)
@@ -178,10 +178,10 @@ func TestPathPrefix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.SubmitJob(context.Background(), resttest.Wordcount("j")); err != nil {
+	if _, err := c.SubmitJob(context.Background(), resttest.Wordcount(testJob3)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.JobDetails(context.Background(), "j"); err != nil {
+	if _, err := c.JobDetails(context.Background(), testJob3); err != nil {
 		t.Error(err)
 	}
 }
@@ -276,7 +276,7 @@ func TestWaitForJobStatus(t *testing.T) {
 		t.Errorf("wait with deadline = %q, %v", jd.State, err)
 	}
 
-	if _, err = c.WaitForJobStatus(ctx, "nope", "RUNNING"); !errors.Is(err, restapi.ErrJobNotFound) {
+	if _, err = c.WaitForJobStatus(ctx, unknownJob, "RUNNING"); !errors.Is(err, restapi.ErrJobNotFound) {
 		t.Errorf("wait unknown job: %v", err)
 	}
 }
@@ -308,7 +308,7 @@ func TestWaitForJobResult(t *testing.T) {
 	if _, err := c.WaitForJobResult(short, id2); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), id2) {
 		t.Errorf("wait with deadline: %v", err)
 	}
-	if _, err := c.WaitForJobResult(ctx, "nope"); !errors.Is(err, restapi.ErrJobNotFound) {
+	if _, err := c.WaitForJobResult(ctx, unknownJob); !errors.Is(err, restapi.ErrJobNotFound) {
 		t.Errorf("wait unknown job: %v", err)
 	}
 }
@@ -363,3 +363,11 @@ func TestUploadBlobOnlyOnce(t *testing.T) {
 		t.Fatal("uploading a missing file succeeded")
 	}
 }
+
+// Well-formed job IDs (32 hex digits): the REST API refuses others.
+const (
+	testJob1   = "0000000000000000000000000000a001"
+	testJob2   = "0000000000000000000000000000a002"
+	testJob3   = "0000000000000000000000000000a003"
+	unknownJob = "0000000000000000000000000000dead"
+)

@@ -218,13 +218,21 @@ type Setting struct {
 // IsDefault reports whether the setting comes from the option's default.
 func (s Setting) IsDefault() bool { return s.Source.Kind == SourceDefault }
 
-// Settings returns every registered option's effective value, sorted by key.
+// Masked stands for a secret's value in Settings.
+const Masked = "******"
+
+// Settings returns every registered option's effective value, sorted by key;
+// a secret's value is Masked.
 func (c *Configuration) Settings() []Setting {
 	specs := Options()
 	out := make([]Setting, 0, len(specs))
 	for _, s := range specs {
 		if e, ok := c.Lookup(s.Key()); ok && e.Known {
-			out = append(out, Setting{Spec: s, Value: s.format(e.Value), Source: e.Source})
+			v := s.format(e.Value)
+			if s.IsSecret() && v != "" {
+				v = Masked
+			}
+			out = append(out, Setting{Spec: s, Value: v, Source: e.Source})
 			continue
 		}
 		out = append(out, Setting{Spec: s, Value: s.DefaultString(), Source: DefaultSource})

@@ -35,6 +35,9 @@ type Spec interface {
 	Allowed() []string
 	// EnvVar is the environment variable that sets this option.
 	EnvVar() string
+	// IsSecret reports a secret (token, password): shown masked wherever
+	// settings are printed (gofl config) and never logged.
+	IsSecret() bool
 
 	// parse checks raw and returns the parsed (and, for enums, normalized)
 	// value, or an error that names the value and what was expected.
@@ -54,7 +57,17 @@ type Option[T any] struct {
 	parseFn func(string) (T, error)
 	fmtFn   func(T) string
 	checks  []func(T) error
+	secret  bool
 }
+
+// AsSecret marks the option as holding a secret; see Spec.IsSecret.
+func (o *Option[T]) AsSecret() *Option[T] {
+	o.secret = true
+	return o
+}
+
+// IsSecret implements Spec.
+func (o *Option[T]) IsSecret() bool { return o.secret }
 
 // Key returns the option's key, e.g. "heartbeat.interval".
 func (o *Option[T]) Key() string { return o.key }

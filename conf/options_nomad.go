@@ -14,7 +14,7 @@ var (
 	NomadDatacenters = StringOption("provider.nomad.datacenters", "*",
 		"Comma-separated datacenters (globs) the cluster's jobs may run in.")
 	NomadToken = StringOption("provider.nomad.token", "",
-		"Nomad ACL token (secret ID); empty: $NOMAD_TOKEN. Never logged, never put on a command line: deployed JobManagers get it as NOMAD_TOKEN in their task environment.")
+		"Nomad ACL token (secret ID); empty: $NOMAD_TOKEN. Never logged, never put on a command line: deployed JobManagers get it as NOMAD_TOKEN in their task environment.").AsSecret()
 	NomadTLSCACert = StringOption("provider.nomad.tls.ca-cert", "",
 		"CA certificate file for Nomad's HTTPS API; empty: $NOMAD_CACERT.")
 	NomadTLSClientCert = StringOption("provider.nomad.tls.client-cert", "",

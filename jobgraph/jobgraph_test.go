@@ -120,3 +120,23 @@ func TestTopologicalOrder(t *testing.T) {
 		t.Fatalf("order = %v, want %v", ids, want)
 	}
 }
+
+// Vertex and result IDs name directories on TaskManagers, and the binary
+// key names a blob: each must keep to its syntax.
+func TestValidateChecksIdentifierSyntax(t *testing.T) {
+	g := &JobGraph{Name: "x", Type: Streaming, BinaryKey: "sha256:../../x",
+		Vertices: []*Vertex{{ID: "../a", Invokable: "noop", Parallelism: 1}, {ID: "b", Invokable: "noop", Parallelism: 1}},
+		Edges:    []*Edge{{Source: "b", Target: "../a", Result: "r/1", Distribution: Pointwise, PartitionType: Pipelined}}}
+	err := g.Validate()
+	for _, want := range []string{"invalid job binary key", "invalid vertex id \"../a\"", "invalid result id \"r/1\""} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %v; want it to report %s", err, want)
+		}
+	}
+	if err := ValidateJobID("../../../../tmp/x"); err == nil {
+		t.Error("ValidateJobID accepted a traversal")
+	}
+	if err := ValidateJobID(""); err != nil {
+		t.Errorf("ValidateJobID(\"\") = %v; want nil (the Dispatcher assigns one)", err)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/gofl/gofl/internal/ids"
 )
 
 // ErrInvalid is wrapped by every validation failure.
@@ -21,6 +23,9 @@ func (e *ValidationError) Error() string {
 func (e *ValidationError) Unwrap() error { return ErrInvalid }
 
 // Validate checks the whole graph and reports every problem it finds, or nil.
+// It checks the syntax of vertex and result IDs and the binary key, but not
+// of the job ID, which the Dispatcher checks (ValidateJobID) where a
+// graph arrives from the network.
 func (g *JobGraph) Validate() error {
 	var p []string
 	add := func(format string, args ...any) { p = append(p, fmt.Sprintf(format, args...)) }
@@ -29,6 +34,11 @@ func (g *JobGraph) Validate() error {
 	}
 	if g.Type != Streaming && g.Type != Batch {
 		add("job type %v is unknown (want STREAMING or BATCH)", g.Type)
+	}
+	if g.BinaryKey != "" {
+		if err := ids.BlobKey("job binary key", g.BinaryKey); err != nil {
+			add("%v", err)
+		}
 	}
 	if len(g.Vertices) == 0 {
 		add("job graph has no vertices")
@@ -42,6 +52,9 @@ func (g *JobGraph) Validate() error {
 		switch _, dup := byID[v.ID]; {
 		case v.ID == "":
 			add("vertex #%d (%q) has an empty id", i, v.Name)
+		case ids.VertexID("vertex id", string(v.ID)) != nil:
+			// Vertex IDs name task-local state directories on TaskManagers.
+			add("vertex #%d (%q): %v", i, v.Name, ids.VertexID("vertex id", string(v.ID)))
 		case dup:
 			add("vertex id %q is used more than once", v.ID)
 		default:
@@ -87,6 +100,9 @@ func (g *JobGraph) Validate() error {
 			add("%s: result partition type %v is unknown (want PIPELINED or BLOCKING)", name, e.PartitionType)
 		}
 		r := g.ResultIDOf(i)
+		if err := ids.ResultID("result id", string(r)); err != nil {
+			add("%s: %v", name, err)
+		}
 		if results[r] {
 			add("%s: result id %q is used more than once", name, r)
 		}
@@ -173,6 +189,18 @@ func findCycle(g *JobGraph, byID map[VertexID]*Vertex) []string {
 				return cycle
 			}
 		}
+	}
+	return nil
+}
+
+// ValidateJobID checks a job ID given with a submission: empty (the
+// Dispatcher assigns one) or 32 lowercase hex characters, as Flink's JobID.
+func ValidateJobID(id string) error {
+	if id == "" {
+		return nil
+	}
+	if err := ids.JobID("job id", id); err != nil {
+		return &ValidationError{Problems: []string{err.Error()}}
 	}
 	return nil
 }

@@ -594,10 +594,15 @@ func TestBadInputWhileServing(t *testing.T) {
 	if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "unknown execution attempt") {
 		t.Errorf("unknown attempt: %v", err)
 	}
-	_, err = jms.UpdateTaskExecutionState(c.ctx, &pb.UpdateTaskExecutionStateRequest{JobId: "nope", State: "RUNNING",
+	_, err = jms.UpdateTaskExecutionState(c.ctx, &pb.UpdateTaskExecutionStateRequest{JobId: "00000000000000000000000000000000", State: "RUNNING",
 		Attempt: &pb.ExecutionAttemptID{JobVertexId: "source"}})
 	if status.Code(err) != codes.NotFound {
 		t.Errorf("unknown job: %v", err)
+	}
+	_, err = jms.UpdateTaskExecutionState(c.ctx, &pb.UpdateTaskExecutionStateRequest{JobId: "../nope", State: "RUNNING",
+		Attempt: &pb.ExecutionAttemptID{JobVertexId: "source"}})
+	if status.Code(err) != codes.InvalidArgument {
+		t.Errorf("malformed job id: %v", err)
 	}
 
 	openGate(g)

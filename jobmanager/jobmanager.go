@@ -16,6 +16,7 @@ import (
 
 	"github.com/gofl/gofl/conf"
 	"github.com/gofl/gofl/internal/blob"
+	"github.com/gofl/gofl/internal/ids"
 	"github.com/gofl/gofl/internal/version"
 	"github.com/gofl/gofl/jobmanager/dispatcher"
 	"github.com/gofl/gofl/jobmanager/rest"
@@ -24,6 +25,7 @@ import (
 	_ "github.com/gofl/gofl/providers/nomad" // registers the nomad provider
 	"github.com/gofl/gofl/resourcemanager"
 	"github.com/gofl/gofl/rpc/pb"
+	"github.com/gofl/gofl/rpc/restapi"
 )
 
 // JobManager is a running JobManager process's parts.
@@ -52,6 +54,12 @@ func Start(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*Job
 		rpcLis.Close()
 		return nil, fmt.Errorf("jobmanager: REST port (rest.address/rest.port): %w", err)
 	}
+	restToken, err := conf.RestToken(c)
+	if err != nil {
+		rpcLis.Close()
+		restLis.Close()
+		return nil, fmt.Errorf("jobmanager: %w", err)
+	}
 	blobDir, tempBlobs := conf.BlobStorageDirectory.Get(c), false
 	if blobDir == "" {
 		if blobDir, err = os.MkdirTemp("", "gofl-blobs-"); err != nil {
@@ -67,6 +75,7 @@ func Start(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*Job
 		restLis.Close()
 		return nil, fmt.Errorf("jobmanager: blob store (blob.storage.directory): %w", err)
 	}
+	blobs.SetMaxTotalSize(int64(conf.BlobUploadMaxTotalSize.Get(c)))
 	// Per-job and application clusters load their staged artifacts first:
 	// a missing or corrupt one fails the start, and nothing runs.
 	var dep *deployment
@@ -110,14 +119,20 @@ func Start(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*Job
 		MaxArchivedJobs: conf.JobStoreMaxCapacity.Get(c), ResultCacheBytes: int64(conf.JobStoreCacheSize.Get(c))},
 		rm, log.With().Str("component", "dispatcher").Logger())
 
-	grpcServer := grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20))
+	uploads := blob.NewUploads(blobs, nil, conf.BlobUploadCleanupGrace.Get(c))
+	// Identifiers in every request are checked before any handler runs.
+	grpcServer := grpc.NewServer(grpc.MaxRecvMsgSize(64<<20), grpc.ChainUnaryInterceptor(ids.UnaryServerInterceptor()))
 	pb.RegisterResourceManagerServiceServer(grpcServer, rm.Service())
 	pb.RegisterJobMasterServiceServer(grpcServer, disp.JobMasterService())
 	pb.RegisterBlobServiceServer(grpcServer, blob.NewService(blobs))
-	var handler http.Handler = rest.NewHandler(disp, log.With().Str("component", "rest").Logger(), rest.Options{Blobs: blobs})
+	var handler http.Handler = rest.NewHandler(disp, log.With().Str("component", "rest").Logger(), rest.Options{Blobs: blobs, Uploads: uploads,
+		DisableSubmit: !conf.WebSubmitEnabled(c), DisableCancel: !conf.WebCancelEnable.Get(c)})
+	var trusted func(*http.Request) bool
 	if dep != nil {
 		handler = dep.handler(handler)
+		trusted = dep.isDriver
 	}
+	handler = rest.Authenticate(restToken, handler, trusted)
 	httpServer := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -125,6 +140,7 @@ func Start(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*Job
 
 	j.run(func() { rm.Run(ctx) })
 	j.run(func() { disp.Run(ctx) })
+	j.run(func() { uploads.Run(ctx, sweepInterval(conf.BlobUploadCleanupGrace.Get(c)), jobLive(disp)) })
 	j.run(func() {
 		if err := grpcServer.Serve(rpcLis); err != nil {
 			j.fail(fmt.Errorf("jobmanager: RPC server: %w", err))
@@ -209,4 +225,31 @@ func (j *JobManager) Wait() error {
 	j.errMu.Lock()
 	defer j.errMu.Unlock()
 	return j.err
+}
+
+// sweepInterval is how often unreferenced uploads are looked for: a
+// quarter of the grace period, between 1 s and 1 min.
+func sweepInterval(grace time.Duration) time.Duration {
+	return min(max(grace/4, time.Second), time.Minute)
+}
+
+// jobLive answers whether a job has not reached a globally terminal state;
+// a job the Dispatcher no longer knows is not live.
+func jobLive(disp *dispatcher.Dispatcher) func(ctx context.Context, jobID string) (bool, error) {
+	return func(ctx context.Context, jobID string) (bool, error) {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		det, err := disp.JobDetails(ctx, jobID)
+		if errors.Is(err, restapi.ErrJobNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		switch det.State {
+		case "FINISHED", "FAILED", "CANCELED":
+			return false, nil
+		}
+		return true, nil
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"path"
 
 	"github.com/gofl/gofl/internal/blob"
+	"github.com/gofl/gofl/internal/ids"
 )
 
 // Names of the files in a cluster's staging directory.
@@ -75,13 +76,11 @@ func (s *Staging) Close() error { return s.fs.Close() }
 // ValidateClusterID accepts what a cluster ID may be: 1–128 of
 // [A-Za-z0-9._-], not starting with a dot, and not "blobs".
 func ValidateClusterID(id string) error {
-	if id == "" || len(id) > 128 || id[0] == '.' || id == blobsDir {
+	if id == blobsDir {
 		return fmt.Errorf("%w: cluster ID %q", ErrInvalid, id)
 	}
-	for _, c := range id {
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("%w: cluster ID %q: only letters, digits, '.', '_' and '-' are allowed", ErrInvalid, id)
-		}
+	if err := ids.ClusterID("cluster ID", id); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return nil
 }

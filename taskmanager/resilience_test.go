@@ -19,13 +19,13 @@ import (
 
 func TestCancelBeforeSubmitRefusesTheTask(t *testing.T) {
 	c := newCluster(t, nil, nil, Config{})
-	c.activeSlot("a1", 0, "job1")
+	c.activeSlot("a1", 0, testJobID)
 	a := attempt("late", 0, 0)
 	// The cancel overtook the deployment on the way.
-	if _, err := c.client.CancelTask(context.Background(), &pb.CancelTaskRequest{JobId: "job1", Attempt: a}); err != nil {
+	if _, err := c.client.CancelTask(context.Background(), &pb.CancelTaskRequest{JobId: testJobID, Attempt: a}); err != nil {
 		t.Fatal(err)
 	}
-	err := c.submit("job1", tdd("job1", "a1", "noop", "", a))
+	err := c.submit(testJobID, tdd(testJobID, "a1", "noop", "", a))
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), attemptKey(a)) || !strings.Contains(err.Error(), "cancelled") {
 		t.Fatalf("late submit = %v; want FAILED_PRECONDITION naming %s", err, attemptKey(a))
 	}
@@ -35,7 +35,7 @@ func TestCancelBeforeSubmitRefusesTheTask(t *testing.T) {
 	// Another attempt runs; the refused one never reported a state, which
 	// would have come first (updates of a job are sent in order).
 	b := attempt("other", 0, 0)
-	if err := c.submit("job1", tdd("job1", "a1", "noop", "", b)); err != nil {
+	if err := c.submit(testJobID, tdd(testJobID, "a1", "noop", "", b)); err != nil {
 		t.Fatal(err)
 	}
 	for {
@@ -54,19 +54,19 @@ func TestTombstonesExpireAndOutliveTheConnection(t *testing.T) {
 	rm, jm := newFakeRM(), newFakeJM()
 	rm.heartbeatTimeoutMs, jm.heartbeatTimeoutMs = 3_600_000, 3_600_000 // time moves; the peers stay
 	c := newCluster(t, rm, jm, Config{Clock: clk, CancelTombstoneTTL: time.Minute})
-	c.activeSlot("a1", 0, "job1")
+	c.activeSlot("a1", 0, testJobID)
 	a, b := attempt("x", 0, 0), attempt("y", 0, 0)
 	for _, at := range []*pb.ExecutionAttemptID{a, b} {
-		if _, err := c.client.CancelTask(context.Background(), &pb.CancelTaskRequest{JobId: "job1", Attempt: at}); err != nil {
+		if _, err := c.client.CancelTask(context.Background(), &pb.CancelTaskRequest{JobId: testJobID, Attempt: at}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	clk.Advance(59 * time.Second)
-	if err := c.submit("job1", tdd("job1", "a1", "noop", "", a)); status.Code(err) != codes.FailedPrecondition {
+	if err := c.submit(testJobID, tdd(testJobID, "a1", "noop", "", a)); status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("submit within the TTL = %v", err)
 	}
 	clk.Advance(time.Second)
-	if err := c.submit("job1", tdd("job1", "a1", "noop", "", a)); err != nil {
+	if err := c.submit(testJobID, tdd(testJobID, "a1", "noop", "", a)); err != nil {
 		t.Fatalf("submit after the TTL = %v", err)
 	}
 	if n := c.snapshot().Jobs[0].Tombstones; n != 0 {
@@ -76,18 +76,18 @@ func TestTombstonesExpireAndOutliveTheConnection(t *testing.T) {
 
 	// A reconnect keeps them: a JobMaster told the attempt was not
 	// running counts it as ended, so it must never start here later.
-	resp, err := c.client.CancelTask(context.Background(), &pb.CancelTaskRequest{JobId: "job1", Attempt: b})
+	resp, err := c.client.CancelTask(context.Background(), &pb.CancelTaskRequest{JobId: testJobID, Attempt: b})
 	if err != nil || resp.Running {
 		t.Fatalf("cancel of an attempt not here = %v, %v; want not running", resp, err)
 	}
-	if _, err := c.client.DisconnectJobManager(context.Background(), &pb.DisconnectJobManagerRequest{JobId: "job1", Cause: "failover"}); err != nil {
+	if _, err := c.client.DisconnectJobManager(context.Background(), &pb.DisconnectJobManagerRequest{JobId: testJobID, Cause: "failover"}); err != nil {
 		t.Fatal(err)
 	}
-	c.activeSlot("a2", 1, "job1")
+	c.activeSlot("a2", 1, testJobID)
 	if s := c.snapshot(); len(s.Jobs) != 1 || s.Jobs[0].Tombstones != 1 {
 		t.Fatalf("jobs after reconnecting = %+v", s.Jobs)
 	}
-	if err := c.submit("job1", tdd("job1", "a2", "noop", "", b)); status.Code(err) != codes.FailedPrecondition {
+	if err := c.submit(testJobID, tdd(testJobID, "a2", "noop", "", b)); status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("submit of a cancelled attempt on a new connection = %v", err)
 	}
 }
@@ -108,20 +108,20 @@ func TestTombstonesAreBounded(t *testing.T) {
 
 func TestHeartbeatCarriesHeldPartitions(t *testing.T) {
 	c := newCluster(t, nil, nil, Config{})
-	c.activeSlot("a1", 0, "job1")
+	c.activeSlot("a1", 0, testJobID)
 	var want []string
 	for i := range 2 {
 		a := attempt("src", i, 0)
-		d := tdd("job1", "a1", "noop", "", a)
+		d := tdd(testJobID, "a1", "noop", "", a)
 		d.ProducedPartitions = []*pb.ResultPartitionDeploymentDescriptor{
 			{ResultId: "r", PartitionIndex: int32(i), PartitionType: pb.ResultPartitionType_RESULT_PARTITION_TYPE_BLOCKING, NumberOfSubpartitions: 1}}
-		if err := c.submit("job1", d); err != nil {
+		if err := c.submit(testJobID, d); err != nil {
 			t.Fatal(err)
 		}
 		c.states(a, 3)
 		want = append(want, partitionKey("r", int32(i), a))
 	}
-	hb, err := c.client.HeartbeatFromJobManager(context.Background(), &pb.HeartbeatRequest{SenderId: "jm-1", JobId: "job1"})
+	hb, err := c.client.HeartbeatFromJobManager(context.Background(), &pb.HeartbeatRequest{SenderId: "jm-1", JobId: testJobID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestRejectingJobMasterDoesNotSpin(t *testing.T) {
 			offers := 0
 			for i := range rounds {
 				// The ResourceManager asks again at once.
-				if err := c.requestSlot("a"+string(rune('a'+i)), 0, "job1"); err != nil {
+				if err := c.requestSlot("a"+string(rune('a'+i)), 0, testJobID); err != nil {
 					t.Fatalf("round %d: %v", i, err)
 				}
 				if i > 0 {
@@ -246,21 +246,21 @@ func TestResourceManagerRejectionsArePaced(t *testing.T) {
 // acknowledgement it missed.
 func TestRetriedSubmitOfAnAttemptThatRanIsNotRunAgain(t *testing.T) {
 	c := newCluster(t, nil, nil, Config{})
-	c.activeSlot("a1", 0, "job1")
+	c.activeSlot("a1", 0, testJobID)
 	a := attempt("once", 0, 0)
-	if err := c.submit("job1", tdd("job1", "a1", "noop", "", a)); err != nil {
+	if err := c.submit(testJobID, tdd(testJobID, "a1", "noop", "", a)); err != nil {
 		t.Fatal(err)
 	}
 	if got := stateNames(c.states(a, 3)); got[len(got)-1] != StateFinished {
 		t.Fatalf("states %v", got)
 	}
-	err := c.submit("job1", tdd("job1", "a1", "noop", "", a))
+	err := c.submit(testJobID, tdd(testJobID, "a1", "noop", "", a))
 	if status.Code(err) != codes.AlreadyExists || !strings.Contains(err.Error(), attemptKey(a)) {
 		t.Fatalf("resubmit = %v; want ALREADY_EXISTS naming %s", err, attemptKey(a))
 	}
 	// Nothing of it runs: the next update is another attempt's.
 	b := attempt("next", 0, 0)
-	if err := c.submit("job1", tdd("job1", "a1", "noop", "", b)); err != nil {
+	if err := c.submit(testJobID, tdd(testJobID, "a1", "noop", "", b)); err != nil {
 		t.Fatal(err)
 	}
 	if u := recv(t, c.jm.updates, "update"); attemptKey(u.Attempt) != attemptKey(b) {

@@ -75,29 +75,29 @@ func (c *cluster) statesWithin(a *pb.ExecutionAttemptID, n int, d time.Duration)
 func TestFrozenRunnerIsKilledAndItsPartitionsReportedLost(t *testing.T) {
 	c := newCluster(t, nil, nil, Config{ResourceID: "tm-a", HeartbeatTimeout: 3 * time.Second, HeartbeatInterval: 100 * time.Millisecond})
 	bin := c.jobBinary()
-	c.activeSlot("a1", 0, "job1")
+	c.activeSlot("a1", 0, testJobID)
 	reg := recv(t, c.jm.registers, "RegisterTaskManager")
 
 	producer := attempt("producer", 0, 0)
-	d := runnerTDD("job1", "a1", bin, "noop", "", producer)
+	d := runnerTDD(testJobID, "a1", bin, "noop", "", producer)
 	d.ProducedPartitions = []*pb.ResultPartitionDeploymentDescriptor{
 		{ResultId: "r1", PartitionIndex: 0, PartitionType: pb.ResultPartitionType_RESULT_PARTITION_TYPE_BLOCKING, NumberOfSubpartitions: 1}}
-	if err := c.submit("job1", d); err != nil {
+	if err := c.submit(testJobID, d); err != nil {
 		t.Fatal(err)
 	}
 	if got := c.statesWithin(producer, 3, runnerWait)[2].State; got != StateFinished {
 		t.Fatalf("producer ended %s", got)
 	}
 	sleeper := attempt("sleeper", 0, 0)
-	if err := c.submit("job1", runnerTDD("job1", "a1", bin, "sleep", `{"duration":"1h"}`, sleeper)); err != nil {
+	if err := c.submit(testJobID, runnerTDD(testJobID, "a1", bin, "sleep", `{"duration":"1h"}`, sleeper)); err != nil {
 		t.Fatal(err)
 	}
 	c.statesWithin(sleeper, 2, runnerWait)
-	hb, err := c.client.HeartbeatFromJobManager(context.Background(), &pb.HeartbeatRequest{SenderId: "jm-1", JobId: "job1"})
+	hb, err := c.client.HeartbeatFromJobManager(context.Background(), &pb.HeartbeatRequest{SenderId: "jm-1", JobId: testJobID})
 	if err != nil || len(hb.Partitions) != 1 || hb.Partitions[0].ResultId != "r1" {
 		t.Fatalf("heartbeat = %v, %v", hb, err)
 	}
-	pid := c.runnerPID("job1")
+	pid := c.runnerPID(testJobID)
 	if pid == 0 {
 		t.Fatal("no runner")
 	}
@@ -121,23 +121,23 @@ func TestFrozenRunnerIsKilledAndItsPartitionsReportedLost(t *testing.T) {
 	case <-time.After(runnerWait):
 		t.Fatal("no ReportPartitionsLost")
 	}
-	if lost.JobId != "job1" || lost.ResourceId != "tm-a" || len(lost.Partitions) != 1 ||
+	if lost.JobId != testJobID || lost.ResourceId != "tm-a" || len(lost.Partitions) != 1 ||
 		partitionKey(lost.Partitions[0].ResultId, lost.Partitions[0].PartitionIndex, lost.Partitions[0].Producer) != partitionKey("r1", 0, producer) ||
 		!strings.Contains(lost.Cause, "stopped heartbeating") {
 		t.Fatalf("ReportPartitionsLost = %v", lost)
 	}
-	hb, err = c.client.HeartbeatFromJobManager(context.Background(), &pb.HeartbeatRequest{SenderId: "jm-1", JobId: "job1"})
+	hb, err = c.client.HeartbeatFromJobManager(context.Background(), &pb.HeartbeatRequest{SenderId: "jm-1", JobId: testJobID})
 	if err != nil || len(hb.Partitions) != 0 {
 		t.Fatalf("heartbeat after the loss = %v, %v", hb, err)
 	}
 
 	// The next task gets a new runner, on the same data address.
 	next := attempt("next", 0, 0)
-	if err := c.submit("job1", runnerTDD("job1", "a1", bin, "noop", "", next)); err != nil {
+	if err := c.submit(testJobID, runnerTDD(testJobID, "a1", bin, "noop", "", next)); err != nil {
 		t.Fatal(err)
 	}
 	c.statesWithin(next, 3, runnerWait)
-	pid2 := c.runnerPID("job1")
+	pid2 := c.runnerPID(testJobID)
 	if pid2 == 0 || pid2 == pid {
 		t.Fatalf("runner %d after runner %d died", pid2, pid)
 	}
@@ -156,19 +156,19 @@ func TestReconnectAdvertisesTheRunnersDataAddress(t *testing.T) {
 	c := newCluster(t, nil, nil, Config{})
 	bin := c.jobBinary()
 	for round, alloc := range []string{"a1", "a2", "a3"} {
-		c.activeSlot(alloc, 0, "job1")
+		c.activeSlot(alloc, 0, testJobID)
 		reg := recv(t, c.jm.registers, "RegisterTaskManager")
 		a := attempt("task", round, 0)
-		if err := c.submit("job1", runnerTDD("job1", alloc, bin, "noop", "", a)); err != nil {
+		if err := c.submit(testJobID, runnerTDD(testJobID, alloc, bin, "noop", "", a)); err != nil {
 			t.Fatal(err)
 		}
 		c.statesWithin(a, 3, runnerWait)
-		pid := c.runnerPID("job1")
+		pid := c.runnerPID(testJobID)
 		if got := dataPID(t, reg.Location.DataAddress); pid == 0 || got != pid {
 			t.Fatalf("round %d: the JobMaster was given %s, served by %d; the job's runner is %d", round, reg.Location.DataAddress, got, pid)
 		}
 		// The JobMaster goes away and comes back at once.
-		if _, err := c.client.DisconnectJobManager(context.Background(), &pb.DisconnectJobManagerRequest{JobId: "job1", Cause: "JobMaster failover"}); err != nil {
+		if _, err := c.client.DisconnectJobManager(context.Background(), &pb.DisconnectJobManagerRequest{JobId: testJobID, Cause: "JobMaster failover"}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/gofl/gofl/internal/blob"
 	"github.com/gofl/gofl/internal/clock"
+	"github.com/gofl/gofl/internal/ids"
 	"github.com/gofl/gofl/jobmanager/failover"
 	"github.com/gofl/gofl/rpc/pb"
 	"github.com/gofl/gofl/taskmanager/runner"
@@ -222,9 +223,17 @@ func (p *runnerPool) start(ctx context.Context, jr *jobRunner, jobMasterAddress 
 	if par := info.Config["parallelism.default"]; par != "" {
 		env = append(env, runner.EnvParallelism+"="+par)
 	}
-	env = append(env, runner.EnvLocalStateDir+"="+p.localStateDir(jr.jobID))
+	localState, err := p.localStateDir(jr.jobID)
+	if err != nil {
+		return nil, failover.NonRecoverable(err)
+	}
+	jobDir, err := ids.Join(p.dir, "jobs", jr.jobID)
+	if err != nil {
+		return nil, failover.NonRecoverable(fmt.Errorf("taskmanager: the job's runner directory: %w", err))
+	}
+	env = append(env, runner.EnvLocalStateDir+"="+localState)
 	proc, err := runner.Start(ctx, runner.Spec{JobID: jr.jobID, Binary: path, Args: info.ProgramArgs, Fingerprint: info.Fingerprint,
-		Dir: filepath.Join(p.dir, "jobs", jr.jobID), DataListener: jr.lis, DataAddress: jr.addr, Env: env,
+		Dir: jobDir, DataListener: jr.lis, DataAddress: jr.addr, Env: env,
 		MetricsInterval: p.metricsInterval, HeartbeatInterval: p.heartbeatInterval, HeartbeatTimeout: p.heartbeatTimeout, Clock: p.clk,
 		OnCheckpoint: p.checkpointReporter(jr.jobID)}, p.log)
 	if err != nil {
@@ -347,15 +356,24 @@ func (p *runnerPool) stop(jr *jobRunner) {
 	// The job's task-local state goes with it (after its runner, which
 	// writes there). A new runner of the job started meanwhile loses its
 	// copies, which costs only a local recovery.
-	if err := os.RemoveAll(p.localStateDir(jr.jobID)); err != nil {
+	dir, err := p.localStateDir(jr.jobID)
+	if err == nil {
+		err = os.RemoveAll(dir)
+	}
+	if err != nil {
 		p.log.Warn().Err(err).Str("job_id", jr.jobID).Msg("deleting the job's local state")
 	}
 }
 
 // localStateDir is where the job's runners keep task-local state copies
-// (state.backend.local-recovery): <work dir>/localState/<job-id>.
-func (p *runnerPool) localStateDir(jobID string) string {
-	return filepath.Join(p.dir, "localState", jobID)
+// (state.backend.local-recovery): <work dir>/localState/<job-id>. It
+// fails for a job ID that would leave the work dir.
+func (p *runnerPool) localStateDir(jobID string) (string, error) {
+	dir, err := ids.Join(p.dir, "localState", jobID)
+	if err != nil {
+		return "", fmt.Errorf("taskmanager: the job's local state directory: %w", err)
+	}
+	return dir, nil
 }
 
 // close releases every job and waits for every goroutine of the pool.

@@ -41,28 +41,46 @@ func ack(ctx context.Context, te *TaskExecutor, fn func() error) (*pb.Ack, error
 }
 
 func (s *service) RequestSlot(ctx context.Context, req *pb.RequestSlotRequest) (*pb.Ack, error) {
+	if err := checkRequestSlot(req); err != nil {
+		return nil, err
+	}
 	return ack(ctx, s.te, func() error { return s.te.requestSlot(req) })
 }
 
 func (s *service) SubmitTask(ctx context.Context, req *pb.SubmitTaskRequest) (*pb.Ack, error) {
+	if err := checkSubmitTask(req); err != nil {
+		return nil, err
+	}
 	return ack(ctx, s.te, func() error { return s.te.submitTask(req) })
 }
 
 func (s *service) CancelTask(ctx context.Context, req *pb.CancelTaskRequest) (*pb.CancelTaskResponse, error) {
+	if err := checkCancelTask(req); err != nil {
+		return nil, err
+	}
 	return onMailbox(ctx, s.te, func() (*pb.CancelTaskResponse, error) {
 		return &pb.CancelTaskResponse{Running: s.te.cancelTaskRPC(req)}, nil
 	})
 }
 
 func (s *service) FreeSlot(ctx context.Context, req *pb.FreeSlotRequest) (*pb.Ack, error) {
+	if err := checkFreeSlot(req); err != nil {
+		return nil, err
+	}
 	return ack(ctx, s.te, func() error { return s.te.freeSlotRPC(req) })
 }
 
 func (s *service) ReleasePartitions(ctx context.Context, req *pb.ReleasePartitionsRequest) (*pb.Ack, error) {
+	if err := checkReleasePartitions(req); err != nil {
+		return nil, err
+	}
 	return ack(ctx, s.te, func() error { return s.te.releasePartitions(req) })
 }
 
 func (s *service) DisconnectJobManager(ctx context.Context, req *pb.DisconnectJobManagerRequest) (*pb.Ack, error) {
+	if err := checkJobID("DisconnectJobManagerRequest.job_id", req.JobId); err != nil {
+		return nil, err
+	}
 	return ack(ctx, s.te, func() error { return s.te.disconnectJobManager(req) })
 }
 
@@ -83,6 +101,9 @@ func (s *service) HeartbeatFromResourceManager(ctx context.Context, req *pb.Hear
 // here. While the registration reply is still on its way it answers
 // without counting the heartbeat.
 func (s *service) HeartbeatFromJobManager(ctx context.Context, req *pb.HeartbeatRequest) (*pb.TaskManagerHeartbeatResponse, error) {
+	if err := checkJobID("HeartbeatRequest.job_id", req.JobId); err != nil {
+		return nil, err
+	}
 	return onMailbox(ctx, s.te, func() (*pb.TaskManagerHeartbeatResponse, error) { return s.te.jobMasterHeartbeat(req) })
 }
 
@@ -91,11 +112,17 @@ func (s *service) HeartbeatFromJobManager(ctx context.Context, req *pb.Heartbeat
 // this TaskManager serves. The outcome comes back as AcknowledgeCheckpoint
 // or DeclineCheckpoint.
 func (s *service) TriggerCheckpoint(ctx context.Context, req *pb.TriggerCheckpointRequest) (*pb.Ack, error) {
+	if err := checkCheckpointCall("TriggerCheckpointRequest", req.JobId, req.Attempt); err != nil {
+		return nil, err
+	}
 	return ack(ctx, s.te, func() error { return s.te.triggerCheckpoint(req) })
 }
 
 // NotifyCheckpoint tells a task running here that a checkpoint completed
 // or was aborted; NOT_FOUND as for TriggerCheckpoint.
 func (s *service) NotifyCheckpoint(ctx context.Context, req *pb.NotifyCheckpointRequest) (*pb.Ack, error) {
+	if err := checkCheckpointCall("NotifyCheckpointRequest", req.JobId, req.Attempt); err != nil {
+		return nil, err
+	}
 	return ack(ctx, s.te, func() error { return s.te.notifyCheckpoint(req) })
 }

@@ -97,16 +97,16 @@ func TestRunsWithoutNetworkOrGoroutines(t *testing.T) {
 	recv(t, rm.reports, "slot report")
 
 	svc, ctx := te.Service(), context.Background()
-	if _, err := svc.RequestSlot(ctx, &pb.RequestSlotRequest{AllocationId: "a1", JobId: "job1", JobMasterAddress: "jm:1", ResourceManagerId: "rm-1"}); err != nil {
+	if _, err := svc.RequestSlot(ctx, &pb.RequestSlotRequest{AllocationId: "a1", JobId: testJobID, JobMasterAddress: "jm:1", ResourceManagerId: "rm-1"}); err != nil {
 		t.Fatal(err)
 	}
 	exec.Drain()
-	if r := recv(t, jm.registers, "RegisterTaskManager"); r.Location.DataAddress != "data-job1:1" {
+	if r := recv(t, jm.registers, "RegisterTaskManager"); r.Location.DataAddress != "data-"+testJobID+":1" {
 		t.Fatalf("RegisterTaskManager %v", r)
 	}
 	recv(t, jm.offers, "offer")
 	a := attempt("v", 0, 0)
-	if _, err := svc.SubmitTask(ctx, &pb.SubmitTaskRequest{JobId: "job1", JobMasterId: "jm-1", Tdd: tdd("job1", "a1", "anything", "", a)}); err != nil {
+	if _, err := svc.SubmitTask(ctx, &pb.SubmitTaskRequest{JobId: testJobID, JobMasterId: "jm-1", Tdd: tdd(testJobID, "a1", "anything", "", a)}); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(tasks.names, []string{attemptKey(a)}) {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/gofl/gofl/internal/backoff"
 	"github.com/gofl/gofl/internal/clock"
+	"github.com/gofl/gofl/internal/ids"
 	"github.com/gofl/gofl/internal/mailbox"
 	"github.com/gofl/gofl/rpc/pb"
 )
@@ -152,7 +153,7 @@ func New(cfg Config, log zerolog.Logger) (*TaskExecutor, error) {
 	}
 	te.svc = &service{te: te}
 	if lis != nil {
-		te.srv = grpc.NewServer()
+		te.srv = grpc.NewServer(grpc.ChainUnaryInterceptor(ids.UnaryServerInterceptor()))
 		pb.RegisterTaskExecutorServiceServer(te.srv, te.svc)
 	}
 	return te, nil

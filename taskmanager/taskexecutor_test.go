@@ -100,15 +100,15 @@ func TestRegistrationRejectionsAreFatal(t *testing.T) {
 
 func TestRequestSlotConnectsAndOffers(t *testing.T) {
 	c := newCluster(t, nil, nil, Config{ResourceID: "tm-a"})
-	if err := c.requestSlot("a1", 0, "job1"); err != nil {
+	if err := c.requestSlot("a1", 0, testJobID); err != nil {
 		t.Fatal(err)
 	}
 	reg := recv(t, c.jm.registers, "RegisterTaskManager")
-	if reg.JobId != "job1" || reg.ProtocolVersion != version.ProtocolVersion || reg.Location.ResourceId != "tm-a" || reg.Location.RpcAddress != c.te.Address() {
+	if reg.JobId != testJobID || reg.ProtocolVersion != version.ProtocolVersion || reg.Location.ResourceId != "tm-a" || reg.Location.RpcAddress != c.te.Address() {
 		t.Errorf("RegisterTaskManager = %v", reg)
 	}
 	offer := recv(t, c.jm.offers, "OfferSlots")
-	if offer.JobId != "job1" || offer.ResourceId != "tm-a" || len(offer.Slots) != 1 || offer.Slots[0].AllocationId != "a1" || offer.Slots[0].SlotIndex != 0 {
+	if offer.JobId != testJobID || offer.ResourceId != "tm-a" || len(offer.Slots) != 1 || offer.Slots[0].AllocationId != "a1" || offer.Slots[0].SlotIndex != 0 {
 		t.Errorf("OfferSlots = %v", offer)
 	}
 	eventually(t, "slot active", func() bool { return c.snapshot().Slots[0].Active })
@@ -118,11 +118,11 @@ func TestRequestSlotConnectsAndOffers(t *testing.T) {
 	}
 
 	// Idempotent for the same allocation; no second registration or offer.
-	if err := c.requestSlot("a1", 0, "job1"); err != nil {
+	if err := c.requestSlot("a1", 0, testJobID); err != nil {
 		t.Errorf("repeated RequestSlot = %v", err)
 	}
 	// A second slot for the connected job is offered on the same connection.
-	c.activeSlot("a2", 1, "job1")
+	c.activeSlot("a2", 1, testJobID)
 	if o := recv(t, c.jm.offers, "second offer"); len(o.Slots) != 1 || o.Slots[0].AllocationId != "a2" {
 		t.Errorf("second offer = %v", o)
 	}
@@ -134,16 +134,16 @@ func TestRequestSlotConnectsAndOffers(t *testing.T) {
 		code  codes.Code
 		msg   string
 	}{
-		{"b1", 0, codes.ResourceExhausted, "slot 0 is allocated to allocation a1 of job job1"},
+		{"b1", 0, codes.ResourceExhausted, "slot 0 is allocated to allocation a1 of job " + testJobID},
 		{"b1", 7, codes.InvalidArgument, "slot index 7 out of range"},
 		{"a1", 1, codes.FailedPrecondition, "allocation a1 already holds slot 0"},
 	} {
-		err := c.requestSlot(tc.alloc, tc.index, "job1")
+		err := c.requestSlot(tc.alloc, tc.index, testJobID)
 		if status.Code(err) != tc.code || !strings.Contains(err.Error(), tc.msg) {
 			t.Errorf("RequestSlot(%s, %d) = %v; want %v %q", tc.alloc, tc.index, err, tc.code, tc.msg)
 		}
 	}
-	_, err := c.client.RequestSlot(context.Background(), &pb.RequestSlotRequest{AllocationId: "x", SlotIndex: 1, JobId: "j", JobMasterAddress: c.jmAddr, ResourceManagerId: "rm-old"})
+	_, err := c.client.RequestSlot(context.Background(), &pb.RequestSlotRequest{AllocationId: "x", SlotIndex: 1, JobId: testJobID, JobMasterAddress: c.jmAddr, ResourceManagerId: "rm-old"})
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "registered at rm-1") {
 		t.Errorf("RequestSlot from another ResourceManager = %v", err)
 	}
@@ -153,10 +153,10 @@ func TestRejectedOffersAreFreedAndReported(t *testing.T) {
 	jm := newFakeJM()
 	jm.accept = func(o *pb.SlotOffer) bool { return o.AllocationId == "a1" }
 	c := newCluster(t, nil, jm, Config{})
-	if err := c.requestSlot("a1", 0, "job1"); err != nil {
+	if err := c.requestSlot("a1", 0, testJobID); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.requestSlot("a2", 1, "job1"); err != nil {
+	if err := c.requestSlot("a2", 1, testJobID); err != nil {
 		t.Fatal(err)
 	}
 	for {
@@ -176,11 +176,11 @@ func TestRejectedOffersAreFreedAndReported(t *testing.T) {
 
 	// When every offered slot is rejected the connection is closed again.
 	jm.accept = func(*pb.SlotOffer) bool { return false }
-	if err := c.requestSlot("z1", 1, "job2"); err != nil {
+	if err := c.requestSlot("z1", 1, testJobID2); err != nil {
 		t.Fatal(err)
 	}
 	d := recv(t, jm.disconnects, "DisconnectTaskManager for job2")
-	if d.JobId != "job2" {
+	if d.JobId != testJobID2 {
 		t.Errorf("disconnect = %v", d)
 	}
 	eventually(t, "job2 forgotten", func() bool { return len(c.snapshot().Jobs) == 1 })
@@ -192,7 +192,7 @@ func TestUnacceptedSlotTimesOut(t *testing.T) {
 	rm.heartbeatTimeoutMs, jm.heartbeatTimeoutMs = 3_600_000, 3_600_000
 	clk := clock.NewFake(time.Unix(1000, 0))
 	c := newCluster(t, rm, jm, Config{SlotTimeout: time.Minute, Clock: clk})
-	if err := c.requestSlot("a1", 0, "job1"); err != nil {
+	if err := c.requestSlot("a1", 0, testJobID); err != nil {
 		t.Fatal(err)
 	}
 	recv(t, jm.offers, "offer")
@@ -211,53 +211,54 @@ func TestSubmitTaskNeedsActiveSlotOfTheJob(t *testing.T) {
 	gate := make(chan struct{})
 	defer close(gate)
 	c := newCluster(t, nil, jm, Config{})
-	c.activeSlot("a1", 0, "job1")
+	c.activeSlot("a1", 0, testJobID)
 	a := attempt("v", 0, 0)
 
-	err := c.submit("job0", tdd("job0", "a1", "noop", "", a))
-	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "not connected to the JobMaster of job job0") {
+	const job0 = "00000000000000000000000000000000"
+	err := c.submit(job0, tdd(job0, "a1", "noop", "", a))
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "not connected to the JobMaster of job "+job0) {
 		t.Errorf("submit for an unknown job = %v", err)
 	}
-	err = c.submit("job1", tdd("job1", "nope", "noop", "", a))
+	err = c.submit(testJobID, tdd(testJobID, "nope", "noop", "", a))
 	if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), `no slot is allocated to allocation "nope"`) {
 		t.Errorf("submit to an unknown allocation = %v", err)
 	}
-	_, err = c.client.SubmitTask(context.Background(), &pb.SubmitTaskRequest{JobId: "job1", JobMasterId: "jm-old", Tdd: tdd("job1", "a1", "noop", "", a)})
+	_, err = c.client.SubmitTask(context.Background(), &pb.SubmitTaskRequest{JobId: testJobID, JobMasterId: "jm-old", Tdd: tdd(testJobID, "a1", "noop", "", a)})
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "JobMaster jm-old") {
 		t.Errorf("submit from another JobMaster = %v", err)
 	}
 
 	// job2's slot stays inactive while its offer hangs.
 	jm.offerGate = gate
-	if err := c.requestSlot("a2", 1, "job2"); err != nil {
+	if err := c.requestSlot("a2", 1, testJobID2); err != nil {
 		t.Fatal(err)
 	}
-	for o := recv(t, jm.offers, "offer"); o.JobId != "job2"; o = recv(t, jm.offers, "offer") {
+	for o := recv(t, jm.offers, "offer"); o.JobId != testJobID2; o = recv(t, jm.offers, "offer") {
 	}
-	err = c.submit("job1", tdd("job1", "a2", "noop", "", a))
-	if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "slot 1 (allocation a2) belongs to job job2, not job1") {
+	err = c.submit(testJobID, tdd(testJobID, "a2", "noop", "", a))
+	if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "slot 1 (allocation a2) belongs to job "+testJobID2+", not "+testJobID) {
 		t.Errorf("submit to another job's slot = %v", err)
 	}
 	// Deploying into the offered slot proves the JobMaster accepted it, even
 	// before its OfferSlots reply arrives (Flink's tryMarkSlotActive).
-	if err := c.submit("job2", tdd("job2", "a2", "noop", "", a)); err != nil {
+	if err := c.submit(testJobID2, tdd(testJobID2, "a2", "noop", "", a)); err != nil {
 		t.Errorf("submit to an offered slot whose reply is pending = %v", err)
 	}
 }
 
 func TestNoopTaskReportsInOrderAndKeepsBlockingPartitions(t *testing.T) {
 	c := newCluster(t, nil, nil, Config{})
-	c.activeSlot("a1", 0, "job1")
+	c.activeSlot("a1", 0, testJobID)
 	a := attempt("src", 0, 0)
-	d := tdd("job1", "a1", "noop", "", a)
+	d := tdd(testJobID, "a1", "noop", "", a)
 	d.ProducedPartitions = []*pb.ResultPartitionDeploymentDescriptor{
 		{ResultId: "r-blocking", PartitionIndex: 0, PartitionType: pb.ResultPartitionType_RESULT_PARTITION_TYPE_BLOCKING, NumberOfSubpartitions: 2},
 		{ResultId: "r-pipelined", PartitionIndex: 0, PartitionType: pb.ResultPartitionType_RESULT_PARTITION_TYPE_PIPELINED, NumberOfSubpartitions: 2},
 	}
-	if err := c.submit("job1", d); err != nil {
+	if err := c.submit(testJobID, d); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.submit("job1", d); status.Code(err) != codes.AlreadyExists && err != nil {
+	if err := c.submit(testJobID, d); status.Code(err) != codes.AlreadyExists && err != nil {
 		t.Errorf("duplicate submit = %v", err)
 	}
 	us := c.states(a, 3)
@@ -265,7 +266,7 @@ func TestNoopTaskReportsInOrderAndKeepsBlockingPartitions(t *testing.T) {
 		t.Fatalf("states = %v", got)
 	}
 	for _, u := range us {
-		if u.JobId != "job1" || u.Failure != nil {
+		if u.JobId != testJobID || u.Failure != nil {
 			t.Errorf("update = %v", u)
 		}
 	}
@@ -285,7 +286,7 @@ func TestNoopTaskReportsInOrderAndKeepsBlockingPartitions(t *testing.T) {
 	if s := c.snapshot(); len(s.Jobs) != 1 {
 		t.Errorf("connection closed while a partition is kept: %+v", s.Jobs)
 	}
-	_, err := c.client.ReleasePartitions(context.Background(), &pb.ReleasePartitionsRequest{JobId: "job1", Partitions: []*pb.ResultPartitionIDProto{
+	_, err := c.client.ReleasePartitions(context.Background(), &pb.ReleasePartitionsRequest{JobId: testJobID, Partitions: []*pb.ResultPartitionIDProto{
 		{ResultId: "r-blocking", PartitionIndex: 0, Producer: a},
 		{ResultId: "unknown", PartitionIndex: 3, Producer: a},
 	}})
@@ -301,15 +302,15 @@ func TestNoopTaskReportsInOrderAndKeepsBlockingPartitions(t *testing.T) {
 
 func TestCancelSleepingTask(t *testing.T) {
 	c := newCluster(t, nil, nil, Config{})
-	c.activeSlot("a1", 0, "job1")
+	c.activeSlot("a1", 0, testJobID)
 	a := attempt("sleeper", 0, 0)
-	if err := c.submit("job1", tdd("job1", "a1", "sleep", `{"duration":"1 min"}`, a)); err != nil {
+	if err := c.submit(testJobID, tdd(testJobID, "a1", "sleep", `{"duration":"1 min"}`, a)); err != nil {
 		t.Fatal(err)
 	}
 	if got := stateNames(c.states(a, 2)); !slices.Equal(got, []string{StateInitializing, StateRunning}) {
 		t.Fatalf("states = %v", got)
 	}
-	hb, err := c.client.HeartbeatFromJobManager(context.Background(), &pb.HeartbeatRequest{SenderId: "jm-1", JobId: "job1"})
+	hb, err := c.client.HeartbeatFromJobManager(context.Background(), &pb.HeartbeatRequest{SenderId: "jm-1", JobId: testJobID})
 	if err != nil || len(hb.Running) != 1 || attemptKey(hb.Running[0]) != attemptKey(a) || hb.SlotReport.Slots[0].AllocationId != "a1" {
 		t.Fatalf("heartbeat = %v, %v", hb, err)
 	}
@@ -318,14 +319,14 @@ func TestCancelSleepingTask(t *testing.T) {
 		t.Fatalf("heartbeat metrics = %v", hb.Metrics)
 	}
 	for i := 0; i < 2; i++ { // idempotent
-		if _, err := c.client.CancelTask(context.Background(), &pb.CancelTaskRequest{JobId: "job1", Attempt: a}); err != nil {
+		if _, err := c.client.CancelTask(context.Background(), &pb.CancelTaskRequest{JobId: testJobID, Attempt: a}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if got := c.states(a, 1)[0].State; got != StateCanceled {
 		t.Fatalf("state = %s; want CANCELED", got)
 	}
-	if _, err := c.client.CancelTask(context.Background(), &pb.CancelTaskRequest{JobId: "job1", Attempt: attempt("nope", 0, 0)}); err != nil {
+	if _, err := c.client.CancelTask(context.Background(), &pb.CancelTaskRequest{JobId: testJobID, Attempt: attempt("nope", 0, 0)}); err != nil {
 		t.Errorf("cancel of an unknown task = %v", err)
 	}
 	eventually(t, "task gone", func() bool { return len(c.snapshot().Tasks) == 0 })
@@ -336,10 +337,10 @@ func TestCancelSleepingTask(t *testing.T) {
 
 func TestFailAfterNFailsThenPasses(t *testing.T) {
 	c := newCluster(t, nil, nil, Config{})
-	c.activeSlot("a1", 0, "job1")
+	c.activeSlot("a1", 0, testJobID)
 	cfg := `{"duration":"10ms","failAttempts":1}`
 	a0 := attempt("flaky", 0, 0)
-	if err := c.submit("job1", tdd("job1", "a1", "fail-after-n", cfg, a0)); err != nil {
+	if err := c.submit(testJobID, tdd(testJobID, "a1", "fail-after-n", cfg, a0)); err != nil {
 		t.Fatal(err)
 	}
 	us := c.states(a0, 3)
@@ -350,7 +351,7 @@ func TestFailAfterNFailsThenPasses(t *testing.T) {
 		t.Errorf("failure = %v", f)
 	}
 	a1 := attempt("flaky", 0, 1)
-	if err := c.submit("job1", tdd("job1", "a1", "fail-after-n", cfg, a1)); err != nil {
+	if err := c.submit(testJobID, tdd(testJobID, "a1", "fail-after-n", cfg, a1)); err != nil {
 		t.Fatal(err)
 	}
 	if got := stateNames(c.states(a1, 3)); !slices.Equal(got, []string{StateInitializing, StateRunning, StateFinished}) {
@@ -360,10 +361,10 @@ func TestFailAfterNFailsThenPasses(t *testing.T) {
 
 func TestFailuresAreClassified(t *testing.T) {
 	c := newCluster(t, nil, nil, Config{})
-	c.activeSlot("a1", 0, "job1")
+	c.activeSlot("a1", 0, testJobID)
 
 	p := attempt("panicky", 0, 0)
-	if err := c.submit("job1", tdd("job1", "a1", "test-panic", "", p)); err != nil {
+	if err := c.submit(testJobID, tdd(testJobID, "a1", "test-panic", "", p)); err != nil {
 		t.Fatal(err)
 	}
 	us := c.states(p, 3)
@@ -376,7 +377,7 @@ func TestFailuresAreClassified(t *testing.T) {
 	}
 
 	u := attempt("unknown", 0, 0)
-	if err := c.submit("job1", tdd("job1", "a1", "no-such-invokable", "", u)); err != nil {
+	if err := c.submit(testJobID, tdd(testJobID, "a1", "no-such-invokable", "", u)); err != nil {
 		t.Fatal(err)
 	}
 	us = c.states(u, 1) // fails while deploying: no INITIALIZING
@@ -385,7 +386,7 @@ func TestFailuresAreClassified(t *testing.T) {
 	}
 
 	b := attempt("badconfig", 0, 0)
-	if err := c.submit("job1", tdd("job1", "a1", "sleep", `{"duration":"soon"}`, b)); err != nil {
+	if err := c.submit(testJobID, tdd(testJobID, "a1", "sleep", `{"duration":"soon"}`, b)); err != nil {
 		t.Fatal(err)
 	}
 	us = c.states(b, 1)
@@ -399,15 +400,15 @@ func TestJobMasterHeartbeatTimeout(t *testing.T) {
 	jm.heartbeatTimeoutMs, rm.heartbeatTimeoutMs = 10_000, 3_600_000
 	clk := clock.NewFake(time.Unix(1000, 0))
 	c := newCluster(t, rm, jm, Config{Clock: clk})
-	c.activeSlot("a1", 0, "job1")
+	c.activeSlot("a1", 0, testJobID)
 	a := attempt("sleeper", 0, 0)
-	if err := c.submit("job1", tdd("job1", "a1", "sleep", `{"duration":"1 min"}`, a)); err != nil {
+	if err := c.submit(testJobID, tdd(testJobID, "a1", "sleep", `{"duration":"1 min"}`, a)); err != nil {
 		t.Fatal(err)
 	}
 	c.states(a, 2)
 	// Heartbeats keep the JobMaster alive well past the timeout.
 	for i := 0; i < 10; i++ {
-		if _, err := c.client.HeartbeatFromJobManager(context.Background(), &pb.HeartbeatRequest{SenderId: "jm-1", JobId: "job1"}); err != nil {
+		if _, err := c.client.HeartbeatFromJobManager(context.Background(), &pb.HeartbeatRequest{SenderId: "jm-1", JobId: testJobID}); err != nil {
 			t.Fatal(err)
 		}
 		clk.Advance(3 * time.Second)
@@ -418,7 +419,7 @@ func TestJobMasterHeartbeatTimeout(t *testing.T) {
 	none(t, jm.disconnects, 0, "DisconnectTaskManager despite heartbeats")
 	clk.Advance(10 * time.Second)
 	d := recv(t, jm.disconnects, "DisconnectTaskManager after the heartbeat timeout")
-	if d.JobId != "job1" || !strings.Contains(d.Cause, "heartbeat") {
+	if d.JobId != testJobID || !strings.Contains(d.Cause, "heartbeat") {
 		t.Errorf("disconnect = %v", d)
 	}
 	eventually(t, "task cancelled and slot freed", func() bool {
@@ -431,29 +432,29 @@ func TestJobMasterHeartbeatTimeout(t *testing.T) {
 			break
 		}
 	}
-	_, err := c.client.HeartbeatFromJobManager(context.Background(), &pb.HeartbeatRequest{SenderId: "jm-1", JobId: "job1"})
+	_, err := c.client.HeartbeatFromJobManager(context.Background(), &pb.HeartbeatRequest{SenderId: "jm-1", JobId: testJobID})
 	if status.Code(err) != codes.NotFound {
 		t.Errorf("heartbeat of a forgotten job = %v", err)
 	}
 
 	// The JobMaster is back: the next slot request registers again.
 	jm.heartbeatTimeoutMs = 60_000
-	c.activeSlot("a2", 0, "job1")
-	if r := recv(t, jm.registers, "second RegisterTaskManager"); r.JobId != "job1" {
+	c.activeSlot("a2", 0, testJobID)
+	if r := recv(t, jm.registers, "second RegisterTaskManager"); r.JobId != testJobID {
 		t.Errorf("register = %v", r)
 	}
 }
 
 func TestDisconnectJobManagerFreesTheJob(t *testing.T) {
 	c := newCluster(t, nil, nil, Config{})
-	c.activeSlot("a1", 0, "job1")
-	c.activeSlot("a2", 1, "job2")
+	c.activeSlot("a1", 0, testJobID)
+	c.activeSlot("a2", 1, testJobID2)
 	a := attempt("sleeper", 0, 0)
-	if err := c.submit("job1", tdd("job1", "a1", "sleep", `{"duration":"1 min"}`, a)); err != nil {
+	if err := c.submit(testJobID, tdd(testJobID, "a1", "sleep", `{"duration":"1 min"}`, a)); err != nil {
 		t.Fatal(err)
 	}
 	c.states(a, 2)
-	if _, err := c.client.DisconnectJobManager(context.Background(), &pb.DisconnectJobManagerRequest{JobId: "job1", Cause: "job finished"}); err != nil {
+	if _, err := c.client.DisconnectJobManager(context.Background(), &pb.DisconnectJobManagerRequest{JobId: testJobID, Cause: "job finished"}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "job1 freed", func() bool {
@@ -467,7 +468,7 @@ func TestResourceManagerHeartbeatLossReregisters(t *testing.T) {
 	rm.heartbeatTimeoutMs, jm.heartbeatTimeoutMs = 10_000, 3_600_000
 	clk := clock.NewFake(time.Unix(1000, 0))
 	c := newCluster(t, rm, jm, Config{Clock: clk})
-	c.activeSlot("a1", 0, "job1")
+	c.activeSlot("a1", 0, testJobID)
 	for i := 0; i < 10; i++ {
 		hb, err := c.client.HeartbeatFromResourceManager(context.Background(), &pb.HeartbeatRequest{SenderId: "rm-1"})
 		if err != nil || hb.SlotReport.Slots[0].AllocationId != "a1" {
@@ -481,7 +482,7 @@ func TestResourceManagerHeartbeatLossReregisters(t *testing.T) {
 	recv(t, rm.registers, "re-registration after the heartbeat timeout")
 	for {
 		rep := recv(t, rm.reports, "slot report after re-registration")
-		if rep.SlotReport.Slots[0].AllocationId == "a1" && rep.SlotReport.Slots[0].JobId == "job1" {
+		if rep.SlotReport.Slots[0].AllocationId == "a1" && rep.SlotReport.Slots[0].JobId == testJobID {
 			break
 		}
 	}
@@ -492,9 +493,9 @@ func TestResourceManagerHeartbeatLossReregisters(t *testing.T) {
 
 func TestShutdownFailsTasksAndDisconnects(t *testing.T) {
 	c := newCluster(t, nil, nil, Config{ResourceID: "tm-a"})
-	c.activeSlot("a1", 0, "job1")
+	c.activeSlot("a1", 0, testJobID)
 	a := attempt("sleeper", 0, 0)
-	if err := c.submit("job1", tdd("job1", "a1", "sleep", `{"duration":"1 min"}`, a)); err != nil {
+	if err := c.submit(testJobID, tdd(testJobID, "a1", "sleep", `{"duration":"1 min"}`, a)); err != nil {
 		t.Fatal(err)
 	}
 	c.states(a, 2)
@@ -519,18 +520,18 @@ func TestShutdownFailsTasksAndDisconnects(t *testing.T) {
 
 func TestShutdownKeepsCancelsTheJobMasterAskedFor(t *testing.T) {
 	c := newCluster(t, nil, nil, Config{ResourceID: "tm-a"})
-	c.activeSlot("a1", 0, "job1")
+	c.activeSlot("a1", 0, testJobID)
 	a := attempt("slow-cancel", 0, 0)
-	if err := c.submit("job1", tdd("job1", "a1", "test-ignore-cancel", "", a)); err != nil {
+	if err := c.submit(testJobID, tdd(testJobID, "a1", "test-ignore-cancel", "", a)); err != nil {
 		t.Fatal(err)
 	}
 	c.states(a, 2)
-	if _, err := c.client.CancelTask(context.Background(), &pb.CancelTaskRequest{JobId: "job1", Attempt: a}); err != nil {
+	if _, err := c.client.CancelTask(context.Background(), &pb.CancelTaskRequest{JobId: testJobID, Attempt: a}); err != nil {
 		t.Fatal(err)
 	}
 	c.cancel() // the shutdown overtakes the task's end
 	eventually(t, "shutting down", func() bool {
-		_, err := c.client.RequestSlot(context.Background(), &pb.RequestSlotRequest{AllocationId: "x", SlotIndex: 1, JobId: "j", JobMasterAddress: c.jmAddr})
+		_, err := c.client.RequestSlot(context.Background(), &pb.RequestSlotRequest{AllocationId: "x", SlotIndex: 1, JobId: testJobID, JobMasterAddress: c.jmAddr})
 		return status.Code(err) == codes.Unavailable
 	})
 	testRelease <- struct{}{}
@@ -545,10 +546,10 @@ func TestShutdownKeepsCancelsTheJobMasterAskedFor(t *testing.T) {
 func TestFailingStateUpdatesLoseTheJobMaster(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1000, 0))
 	c := newCluster(t, nil, nil, Config{Clock: clk, ReportDeadline: 5 * time.Second})
-	c.activeSlot("a1", 0, "job1")
+	c.activeSlot("a1", 0, testJobID)
 	c.jm.updateErr.Store(status.Error(codes.Unavailable, "JobMaster overloaded"))
 	a := attempt("sleeper", 0, 0)
-	if err := c.submit("job1", tdd("job1", "a1", "sleep", `{"duration":"1 min"}`, a)); err != nil {
+	if err := c.submit(testJobID, tdd(testJobID, "a1", "sleep", `{"duration":"1 min"}`, a)); err != nil {
 		t.Fatal(err)
 	}
 	// INITIALIZING is retried until its deadline; RUNNING never overtakes it.
@@ -578,9 +579,9 @@ func TestFailingStateUpdatesLoseTheJobMaster(t *testing.T) {
 
 	// NOT_FOUND means the JobMaster forgot the attempt: dropped, not fatal.
 	c.jm.updateErr.Store(status.Error(codes.NotFound, "unknown attempt"))
-	c.activeSlot("a2", 0, "job1")
+	c.activeSlot("a2", 0, testJobID)
 	b := attempt("noop", 0, 0)
-	if err := c.submit("job1", tdd("job1", "a2", "noop", "", b)); err != nil {
+	if err := c.submit(testJobID, tdd(testJobID, "a2", "noop", "", b)); err != nil {
 		t.Fatal(err)
 	}
 	if got := stateNames(c.states(b, 3)); !slices.Equal(got, []string{StateInitializing, StateRunning, StateFinished}) {
@@ -594,7 +595,7 @@ func TestFailingStateUpdatesLoseTheJobMaster(t *testing.T) {
 	// that raced a cancel): dropped at once, not retried, not fatal.
 	c.jm.updateErr.Store(status.Error(codes.FailedPrecondition, "illegal execution state transition"))
 	d2 := attempt("noop", 1, 0)
-	if err := c.submit("job1", tdd("job1", "a2", "noop", "", d2)); err != nil {
+	if err := c.submit(testJobID, tdd(testJobID, "a2", "noop", "", d2)); err != nil {
 		t.Fatal(err)
 	}
 	if got := stateNames(c.states(d2, 3)); !slices.Equal(got, []string{StateInitializing, StateRunning, StateFinished}) {

@@ -98,19 +98,19 @@ func TestListNoJobsAndConfiguredAddress(t *testing.T) {
 
 func TestInfo(t *testing.T) {
 	c := newCluster(t)
-	c.submit(t, "job-1", "wordcount")
+	c.submit(t, "0000000000000000000000000000a001", "wordcount")
 	c.now.Add(5_500)
-	c.d.AddException("job-1", restapi.ExceptionEntry{ExceptionName: "OldFailure", Stacktrace: "old", Timestamp: c.now.Load()})
+	c.d.AddException("0000000000000000000000000000a001", restapi.ExceptionEntry{ExceptionName: "OldFailure", Stacktrace: "old", Timestamp: c.now.Load()})
 	c.now.Add(1_000)
-	c.d.AddException("job-1", restapi.ExceptionEntry{ExceptionName: "TaskFailure", Stacktrace: "panic: boom\ngoroutine 7", Timestamp: c.now.Load(),
+	c.d.AddException("0000000000000000000000000000a001", restapi.ExceptionEntry{ExceptionName: "TaskFailure", Stacktrace: "panic: boom\ngoroutine 7", Timestamp: c.now.Load(),
 		TaskName: "Count (2/4)", Location: "tm-1", FailureType: "RECOVERABLE"})
 
-	r := gofl(t, nil, "info", "--jobmanager", c.addr, "--exceptions", "1", "job-1")
+	r := gofl(t, nil, "info", "--jobmanager", c.addr, "--exceptions", "1", "0000000000000000000000000000a001")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
 	for _, want := range []string{
-		"Job job-1 (wordcount)\n",
+		"Job 0000000000000000000000000000a001 (wordcount)\n",
 		"  State:    RUNNING\n",
 		"  Type:     STREAMING\n",
 		"  Started:  2024-05-01 12:00:00\n",
@@ -135,8 +135,8 @@ func TestInfo(t *testing.T) {
 		t.Errorf("--exceptions 1 showed the older exception:\n%s", r.stdout)
 	}
 
-	c.submit(t, "job-2", "quiet")
-	r = gofl(t, nil, "info", "-m", c.addr, "job-2")
+	c.submit(t, "0000000000000000000000000000a002", "quiet")
+	r = gofl(t, nil, "info", "-m", c.addr, "0000000000000000000000000000a002")
 	if r.code != 0 || !strings.Contains(r.stdout, "No exceptions.") {
 		t.Errorf("exit %d: %s %s", r.code, r.stdout, r.stderr)
 	}
@@ -154,25 +154,25 @@ func TestFormatTaskCounts(t *testing.T) {
 
 func TestCancel(t *testing.T) {
 	c := newCluster(t)
-	c.submit(t, "job-1", "wordcount")
-	r := gofl(t, nil, "cancel", "--jobmanager", c.addr, "job-1")
-	if r.code != 0 || r.stdout != "Cancelling job job-1\n" {
+	c.submit(t, "0000000000000000000000000000a001", "wordcount")
+	r := gofl(t, nil, "cancel", "--jobmanager", c.addr, "0000000000000000000000000000a001")
+	if r.code != 0 || r.stdout != "Cancelling job 0000000000000000000000000000a001\n" {
 		t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
-	d, err := c.d.JobDetails(context.Background(), "job-1")
+	d, err := c.d.JobDetails(context.Background(), "0000000000000000000000000000a001")
 	if err != nil || d.State != "CANCELLING" {
 		t.Errorf("state = %q, %v", d.State, err)
 	}
 
 	c.d.CancelImmediately()
-	c.submit(t, "job-2", "wordcount")
-	r = gofl(t, nil, "cancel", "--wait", "-m", c.addr, "job-2")
-	if r.code != 0 || r.stdout != "Cancelling job job-2\nCancelled job job-2\n" {
+	c.submit(t, "0000000000000000000000000000a002", "wordcount")
+	r = gofl(t, nil, "cancel", "--wait", "-m", c.addr, "0000000000000000000000000000a002")
+	if r.code != 0 || r.stdout != "Cancelling job 0000000000000000000000000000a002\nCancelled job 0000000000000000000000000000a002\n" {
 		t.Errorf("--wait: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 
-	r = gofl(t, nil, "cancel", "-m", c.addr, "job-2")
-	if r.code == 0 || !strings.Contains(r.stderr, "gofl: job job-2 cannot be cancelled: job job-2 is CANCELED") {
+	r = gofl(t, nil, "cancel", "-m", c.addr, "0000000000000000000000000000a002")
+	if r.code == 0 || !strings.Contains(r.stderr, "gofl: job 0000000000000000000000000000a002 cannot be cancelled: job 0000000000000000000000000000a002 is CANCELED") {
 		t.Errorf("cancel a cancelled job: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
@@ -180,13 +180,17 @@ func TestCancel(t *testing.T) {
 func TestJobCommandErrors(t *testing.T) {
 	c := newCluster(t)
 	for _, args := range [][]string{
-		{"info", "-m", c.addr, "nope"},
-		{"cancel", "-m", c.addr, "nope"},
+		{"info", "-m", c.addr, "0000000000000000000000000000dead"},
+		{"cancel", "-m", c.addr, "0000000000000000000000000000dead"},
 	} {
 		r := gofl(t, nil, args...)
-		if r.code == 0 || r.stderr != "gofl: job nope not found\n" {
+		if r.code == 0 || r.stderr != "gofl: job 0000000000000000000000000000dead not found\n" {
 			t.Errorf("%v: exit %d, stderr %q", args, r.code, r.stderr)
 		}
+	}
+	// A malformed job ID is refused, and the message says what a job ID is.
+	if r := gofl(t, nil, "info", "-m", c.addr, "../x"); r.code == 0 || !strings.Contains(r.stderr, "32 lowercase hexadecimal") {
+		t.Errorf("info ../x: exit %d, stderr %q", r.code, r.stderr)
 	}
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -18,6 +18,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+
+	"github.com/gofl/gofl/internal/ids"
 )
 
 var (
@@ -31,20 +34,28 @@ var (
 
 const prefix = "sha256:"
 
-// ParseKey validates a key and returns its hex digest. Keys come from the
-// network, so this is the only way a key becomes a path.
+// ParseKey validates a key (ids.BlobKey) and returns its hex digest. Keys
+// come from the network, so this is the only way a key becomes a path.
 func ParseKey(key string) (string, error) {
-	hexDigest, ok := strings.CutPrefix(key, prefix)
-	if !ok || len(hexDigest) != 64 {
+	if err := ids.BlobKey("blob key", key); err != nil {
 		return "", fmt.Errorf("%w: %q", ErrInvalidKey, key)
 	}
-	for _, c := range hexDigest {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return "", fmt.Errorf("%w: %q", ErrInvalidKey, key)
-		}
-	}
-	return hexDigest, nil
+	return key[len(prefix):], nil
 }
+
+// ErrQuotaExceeded is wrapped by QuotaError.
+var ErrQuotaExceeded = errors.New("blob: store quota exceeded")
+
+// QuotaError is a Put that would take the store past its total size.
+type QuotaError struct {
+	Used, Max int64
+}
+
+func (e *QuotaError) Error() string {
+	return fmt.Sprintf("%v: %d of %d bytes in use, and the blob does not fit", ErrQuotaExceeded, e.Used, e.Max)
+}
+
+func (e *QuotaError) Unwrap() error { return ErrQuotaExceeded }
 
 // KeyOf is the key of data.
 func KeyOf(data []byte) string {
@@ -56,14 +67,53 @@ func KeyOf(data []byte) string {
 // by several goroutines and processes: writes are atomic renames.
 type Store struct {
 	dir string
+
+	mu   sync.Mutex
+	used int64 // bytes of the blobs stored, as this process knows them
+	max  int64 // 0: no limit
 }
 
-// Open creates the store's directory if needed.
+// Open creates the store's directory if needed and counts what it holds.
 func Open(dir string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "sha256"), 0o755); err != nil {
 		return nil, fmt.Errorf("blob: %w", err)
 	}
-	return &Store{dir: dir}, nil
+	s := &Store{dir: dir}
+	entries, err := os.ReadDir(filepath.Join(dir, "sha256"))
+	if err != nil {
+		return nil, fmt.Errorf("blob: %w", err)
+	}
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && info.Mode().IsRegular() && !strings.HasPrefix(e.Name(), ".") {
+			s.used += info.Size()
+		}
+	}
+	return s, nil
+}
+
+// SetMaxTotalSize bounds the total size of the stored blobs (0: none): a
+// Put that would pass it fails with a QuotaError.
+func (s *Store) SetMaxTotalSize(n int64) {
+	s.mu.Lock()
+	s.max = max(n, 0)
+	s.mu.Unlock()
+}
+
+// Usage is the total size of the stored blobs.
+func (s *Store) Usage() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.used
+}
+
+// room is how many more bytes fit, or -1 for no limit.
+func (s *Store) room() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.max == 0 {
+		return -1
+	}
+	return max(s.max-s.used, 0)
 }
 
 // Dir is the store's root directory.
@@ -98,10 +148,14 @@ func (s *Store) Has(key string) bool {
 // want is not empty the content must hash to it. A blob already present is
 // not written again; stored reports whether this call wrote it.
 func (s *Store) Put(r io.Reader, want string, limit int64) (key string, stored bool, err error) {
+	present := false // want is stored already: its bytes are checked, not counted
 	if want != "" {
-		if _, err := ParseKey(want); err != nil {
+		h, err := ParseKey(want)
+		if err != nil {
 			return "", false, err
 		}
+		_, err = os.Stat(s.path(h))
+		present = err == nil
 	}
 	tmp, err := os.CreateTemp(filepath.Join(s.dir, "sha256"), ".incoming-*")
 	if err != nil {
@@ -111,7 +165,16 @@ func (s *Store) Put(r io.Reader, want string, limit int64) (key string, stored b
 	h := sha256.New()
 	src := r
 	if limit > 0 {
-		src = io.LimitReader(r, limit+1)
+		src = io.LimitReader(src, limit+1)
+	}
+	// Reading stops just past the room left, so an upload over the quota
+	// never fills the disk even for a moment.
+	room := s.room()
+	if present {
+		room = -1
+	}
+	if room >= 0 {
+		src = io.LimitReader(src, room+1)
 	}
 	n, err := io.Copy(io.MultiWriter(tmp, h), src)
 	if cerr := tmp.Close(); err == nil {
@@ -122,6 +185,9 @@ func (s *Store) Put(r io.Reader, want string, limit int64) (key string, stored b
 	}
 	if limit > 0 && n > limit {
 		return "", false, fmt.Errorf("blob: larger than the limit of %d bytes", limit)
+	}
+	if room >= 0 && n > room {
+		return "", false, s.quotaError()
 	}
 	key = prefix + hex.EncodeToString(h.Sum(nil))
 	if want != "" && key != want {
@@ -134,10 +200,40 @@ func (s *Store) Put(r io.Reader, want string, limit int64) (key string, stored b
 	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
 		return "", false, fmt.Errorf("blob: %w", err)
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.max > 0 && s.used+n > s.max { // another Put took the room meanwhile
+		return "", false, &QuotaError{Used: s.used, Max: s.max}
+	}
 	if err := os.Rename(tmp.Name(), s.path(hexDigest)); err != nil {
 		return "", false, fmt.Errorf("blob: %w", err)
 	}
+	s.used += n
 	return key, true, nil
+}
+
+func (s *Store) quotaError() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return &QuotaError{Used: s.used, Max: s.max}
+}
+
+// remove deletes the file at p and takes its size off the usage.
+func (s *Store) remove(p string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, err := os.Stat(p)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("blob: %w", err)
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("blob: %w", err)
+	}
+	s.used = max(s.used-st.Size(), 0)
+	return nil
 }
 
 // Open returns a reader over the blob that fails with ErrDigestMismatch at
@@ -170,7 +266,7 @@ func (s *Store) Verify(key string) error {
 	r.Close()
 	if errors.Is(err, ErrDigestMismatch) {
 		p, _ := s.Path(key)
-		_ = os.Remove(p)
+		_ = s.remove(p)
 	}
 	return err
 }
@@ -181,10 +277,7 @@ func (s *Store) Delete(key string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.Remove(s.path(h)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("blob: %w", err)
-	}
-	return nil
+	return s.remove(s.path(h))
 }
 
 type verifyingReader struct {

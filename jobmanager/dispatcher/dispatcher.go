@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/gofl/gofl/conf"
+	"github.com/gofl/gofl/internal/ids"
 	"github.com/gofl/gofl/internal/mailbox"
 	"github.com/gofl/gofl/jobgraph"
 	"github.com/gofl/gofl/jobmanager/checkpoint"
@@ -169,6 +170,9 @@ func (d *Dispatcher) jobMasterConfig(c *conf.Configuration) jobmaster.Config {
 
 // SubmitJob implements rest.Dispatcher.
 func (d *Dispatcher) SubmitJob(ctx context.Context, jg *jobgraph.JobGraph) (string, error) {
+	if err := jobgraph.ValidateJobID(jg.JobID); err != nil {
+		return "", err
+	}
 	if err := jg.Validate(); err != nil {
 		return "", err
 	}
@@ -484,6 +488,9 @@ type jobMasterRouter struct {
 }
 
 func (r jobMasterRouter) jobMaster(ctx context.Context, jobID string) (*jobmaster.JobMaster, error) {
+	if err := ids.JobID("job_id", jobID); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
 	v, err := r.d.lookup(ctx, jobID)
 	if err != nil {
 		return nil, status.Error(codes.NotFound, err.Error())

@@ -31,6 +31,9 @@ func (h *handler) triggerSavepoint(ctx context.Context, w http.ResponseWriter, r
 	if err := h.decodeOptional(w, r, &req); err != nil {
 		return 0, nil, err
 	}
+	if msg, no := h.refused(gateCancel, r); no && req.CancelJob {
+		return http.StatusForbidden, restapi.ErrorResponse{Errors: []string{msg}}, nil
+	}
 	id, err := h.d.TriggerSavepoint(ctx, r.PathValue("jobid"), req.TargetDirectory, req.CancelJob)
 	if err != nil {
 		return 0, nil, err

@@ -15,7 +15,7 @@ import (
 
 func TestSavepointEndpoints(t *testing.T) {
 	e := newEnv(t, rest.Options{})
-	id, err := e.d.SubmitJob(context.Background(), resttest.Wordcount("j1"))
+	id, err := e.d.SubmitJob(context.Background(), resttest.Wordcount("a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +26,7 @@ func TestSavepointEndpoints(t *testing.T) {
 	}
 	r = e.do(t, http.MethodGet, "/jobs/"+id+"/savepoints/"+trig.RequestID, "")
 	if r.status != http.StatusOK || !strings.Contains(string(r.body), `"status":{"id":"COMPLETED"}`) ||
-		!strings.Contains(string(r.body), `"operation":{"location":"file:///sp/savepoint-j1-`) {
+		!strings.Contains(string(r.body), `"operation":{"location":"file:///sp/savepoint-a1a1a1-`) {
 		t.Errorf("status: %d %s", r.status, r.body)
 	}
 	e.d.SetSavepointFailure(errors.New("disk full"))
@@ -44,14 +44,14 @@ func TestSavepointEndpoints(t *testing.T) {
 	if r := e.do(t, http.MethodPost, "/jobs/"+id+"/savepoints", `{"target-dir":"x"}`); r.status != http.StatusBadRequest {
 		t.Errorf("unknown field: %d %s", r.status, r.body)
 	}
-	if r := e.do(t, http.MethodPost, "/jobs/nope/stop", ``); r.status != http.StatusNotFound {
+	if r := e.do(t, http.MethodPost, "/jobs/"+unknownJob+"/stop", ``); r.status != http.StatusNotFound {
 		t.Errorf("unknown job: %d %s", r.status, r.body)
 	}
 }
 
 func TestCheckpointEndpoints(t *testing.T) {
 	e := newEnv(t, rest.Options{})
-	id, err := e.d.SubmitJob(context.Background(), resttest.Wordcount("j2"))
+	id, err := e.d.SubmitJob(context.Background(), resttest.Wordcount("a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestCheckpointEndpoints(t *testing.T) {
 	if r.status != http.StatusOK || !strings.Contains(string(r.body), `"mode":"exactly_once"`) || !strings.Contains(string(r.body), `"timeout":600000`) {
 		t.Errorf("config: %d %s", r.status, r.body)
 	}
-	if r := e.do(t, http.MethodGet, "/jobs/nope/checkpoints", ""); r.status != http.StatusNotFound {
+	if r := e.do(t, http.MethodGet, "/jobs/"+unknownJob+"/checkpoints", ""); r.status != http.StatusNotFound {
 		t.Errorf("unknown job: %d", r.status)
 	}
 }

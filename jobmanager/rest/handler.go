@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/gofl/gofl/internal/blob"
+	"github.com/gofl/gofl/internal/ids"
 	"github.com/gofl/gofl/jobgraph"
 	"github.com/gofl/gofl/rpc/pb"
 	"github.com/gofl/gofl/rpc/restapi"
@@ -41,6 +42,45 @@ type Options struct {
 	Blobs *blob.Store
 	// MaxBlobBytes bounds one blob upload (default 1 GiB).
 	MaxBlobBytes int64
+	// Uploads, if set, tracks uploaded blobs and the jobs using them, so
+	// unreferenced uploads are removed (blob.upload.cleanup-grace).
+	Uploads *blob.Uploads
+	// DisableSubmit refuses POST /jobs and POST /blobs with 403
+	// (web.submit.enable: false), except for requests marked Trusted.
+	DisableSubmit bool
+	// DisableCancel refuses cancel and stop-with-savepoint with 403
+	// (web.cancel.enable: false).
+	DisableCancel bool
+}
+
+// gate names what a route changes, for web.submit.enable and
+// web.cancel.enable.
+type gate int
+
+const (
+	gateNone gate = iota
+	gateSubmit
+	gateCancel
+)
+
+type trustedKey struct{}
+
+// Trusted marks a request context as coming through an authenticated path
+// of the JobManager itself (an application cluster's driver): it passes
+// web.submit.enable.
+func Trusted(ctx context.Context) context.Context { return context.WithValue(ctx, trustedKey{}, true) }
+
+func isTrusted(ctx context.Context) bool { v, _ := ctx.Value(trustedKey{}).(bool); return v }
+
+// refused answers whether the gate closes r's route, and why.
+func (h *handler) refused(g gate, r *http.Request) (string, bool) {
+	switch {
+	case g == gateSubmit && h.opts.DisableSubmit && !isTrusted(r.Context()):
+		return "job submission and uploads over REST are disabled on this cluster (web.submit.enable: false)", true
+	case g == gateCancel && h.opts.DisableCancel:
+		return "cancelling and stopping jobs over REST is disabled on this cluster (web.cancel.enable: false)", true
+	}
+	return "", false
 }
 
 // NewHandler returns the REST API handler serving d. Requests are logged at
@@ -86,11 +126,11 @@ type endpoint func(ctx context.Context, w http.ResponseWriter, r *http.Request) 
 func (h *handler) routes() {
 	h.handle("GET /overview", h.overview)
 	h.handle("GET /jobs", h.listJobs)
-	h.handle("POST /jobs", h.submitJob)
+	h.handleGated("POST /jobs", gateSubmit, h.submitJob)
 	h.handle("GET /jobs/overview", h.jobsOverview)
 	h.deny("PATCH /jobs/overview")
 	h.handle("GET /jobs/{jobid}", h.jobDetails)
-	h.handle("PATCH /jobs/{jobid}", h.cancelJob)
+	h.handleGated("PATCH /jobs/{jobid}", gateCancel, h.cancelJob)
 	h.handle("GET /jobs/{jobid}/exceptions", h.jobExceptions)
 	h.handle("GET /jobs/{jobid}/execution-result", h.jobExecutionResult)
 	h.handle("GET /jobs/{jobid}/vertices/{vertexid}", h.jobVertex)
@@ -99,17 +139,28 @@ func (h *handler) routes() {
 	h.handle("GET /jobs/{jobid}/checkpoints/config", h.checkpointConfig)
 	h.handle("POST /jobs/{jobid}/savepoints", h.triggerSavepoint)
 	h.handle("GET /jobs/{jobid}/savepoints/{triggerid}", h.savepointStatus)
-	h.handle("POST /jobs/{jobid}/stop", h.stopWithSavepoint)
-	h.handle("POST /blobs", h.uploadBlob)
+	h.handleGated("POST /jobs/{jobid}/stop", gateCancel, h.stopWithSavepoint)
+	h.handleGated("POST /blobs", gateSubmit, h.uploadBlob)
 	h.handle("HEAD /blobs/{key}", h.blobInfo)
 	h.handle("GET /taskmanagers", h.taskManagers)
 	h.handle("GET /taskmanagers/{tmid}", h.taskManager)
 	slices.Sort(h.methods)
 }
 
-func (h *handler) handle(pattern string, ep endpoint) {
+func (h *handler) handle(pattern string, ep endpoint) { h.handleGated(pattern, gateNone, ep) }
+
+// handleGated registers ep behind gate g (and the identifier checks).
+func (h *handler) handleGated(pattern string, g gate, ep endpoint) {
 	h.addMethod(pattern)
 	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		if msg, no := h.refused(g, r); no {
+			h.writeJSON(w, http.StatusForbidden, restapi.ErrorResponse{Errors: []string{msg}})
+			return
+		}
+		if err := checkPathIDs(r); err != nil {
+			h.writeError(w, r, badRequest(err.Error()))
+			return
+		}
 		ctx, cancel := context.WithTimeout(r.Context(), h.opts.RequestTimeout)
 		defer cancel()
 		status, body, err := ep(ctx, w, r)
@@ -119,6 +170,31 @@ func (h *handler) handle(pattern string, ep endpoint) {
 		}
 		h.writeJSON(w, status, body)
 	})
+}
+
+// pathIDs are the path wildcards that carry identifiers, with their rules.
+var pathIDs = []struct {
+	wildcard, field string
+	check           func(field, s string) error
+}{
+	{"jobid", "job id", ids.JobID},
+	{"vertexid", "vertex id", ids.VertexID},
+	{"triggerid", "trigger id", ids.Name},
+	{"key", "blob key", ids.BlobKey},
+	{"tmid", "task manager id", ids.Name},
+}
+
+// checkPathIDs checks r's identifiers before any reaches the Dispatcher, a
+// map or a log line.
+func checkPathIDs(r *http.Request) error {
+	for _, p := range pathIDs {
+		if v := r.PathValue(p.wildcard); v != "" {
+			if err := p.check(p.field, v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // deny registers pattern to answer 405.
@@ -342,8 +418,15 @@ func (h *handler) uploadBlob(_ context.Context, w http.ResponseWriter, r *http.R
 	if errors.Is(err, blob.ErrDigestMismatch) || errors.Is(err, blob.ErrInvalidKey) {
 		return 0, nil, fmt.Errorf("%w: %w", restapi.ErrBadRequest, err)
 	}
+	if qe := (*blob.QuotaError)(nil); errors.As(err, &qe) {
+		return 0, nil, &tooLargeError{msg: fmt.Sprintf("the cluster's blob store is full: %d of %d bytes in use and the upload does not fit "+
+			"(blob.upload.max-total-size); uploads no running job uses are removed after blob.upload.cleanup-grace", qe.Used, qe.Max)}
+	}
 	if err != nil {
 		return 0, nil, err
+	}
+	if h.opts.Uploads != nil {
+		h.opts.Uploads.Uploaded(key)
 	}
 	info := restapi.BlobInfo{Key: key, Stored: stored}
 	if p, err := h.opts.Blobs.Path(key); err == nil {
@@ -370,6 +453,9 @@ func (h *handler) blobInfo(_ context.Context, _ http.ResponseWriter, r *http.Req
 	if err != nil {
 		return 0, nil, fmt.Errorf("%w: %s", restapi.ErrBlobNotFound, key)
 	}
+	if h.opts.Uploads != nil {
+		h.opts.Uploads.Touch(key) // a submission using it is likely next
+	}
 	return http.StatusOK, restapi.BlobInfo{Key: key, Size: st.Size()}, nil
 }
 
@@ -395,9 +481,13 @@ func (h *handler) submitJob(ctx context.Context, w http.ResponseWriter, r *http.
 	if err := protojson.Unmarshal(body, &m); err != nil {
 		return 0, nil, badRequest("the request body is not a JobGraph in protobuf JSON: " + protoErrorText(err))
 	}
-	id, err := h.d.SubmitJob(ctx, jobgraph.FromProto(&m))
+	jg := jobgraph.FromProto(&m)
+	id, err := h.d.SubmitJob(ctx, jg)
 	if err != nil {
 		return 0, nil, err
+	}
+	if h.opts.Uploads != nil && jg.BinaryKey != "" {
+		h.opts.Uploads.Reference(jg.BinaryKey, id)
 	}
 	return http.StatusAccepted, restapi.JobSubmitResponse{JobURL: "/jobs/" + url.PathEscape(id), JobID: id}, nil
 }
@@ -432,9 +522,17 @@ func badRequest(msg string) error { return &badRequestError{msg} }
 func (e *badRequestError) Error() string { return e.msg }
 func (e *badRequestError) Unwrap() error { return restapi.ErrBadRequest }
 
-type tooLargeError struct{ limit int64 }
+// tooLargeError is a 413: a body over a limit, or an upload over the quota
+// (msg set).
+type tooLargeError struct {
+	limit int64
+	msg   string
+}
 
 func (e *tooLargeError) Error() string {
+	if e.msg != "" {
+		return e.msg
+	}
 	return fmt.Sprintf("the request body exceeds the limit of %d bytes", e.limit)
 }
 

@@ -335,9 +335,9 @@ func TestEmptyListsAreArrays(t *testing.T) {
 func TestNotFound(t *testing.T) {
 	e := newEnv(t, rest.Options{})
 	for _, c := range []struct{ method, path, want string }{
-		{http.MethodGet, "/jobs/nope", "nope"},
-		{http.MethodGet, "/jobs/nope/exceptions", "nope"},
-		{http.MethodPatch, "/jobs/nope", "nope"},
+		{http.MethodGet, "/jobs/" + unknownJob, unknownJob},
+		{http.MethodGet, "/jobs/" + unknownJob + "/exceptions", unknownJob},
+		{http.MethodPatch, "/jobs/" + unknownJob, unknownJob},
 		{http.MethodGet, "/taskmanagers/tm-9", "tm-9"},
 		{http.MethodGet, "/nope", "Not found: /nope"},
 		{http.MethodGet, "/jobs/a/b/c", "Not found"},
@@ -419,7 +419,7 @@ func TestInternalErrors(t *testing.T) {
 
 func TestRequestLog(t *testing.T) {
 	e := newEnv(t, rest.Options{})
-	e.do(t, http.MethodGet, "/jobs/nope", "")
+	e.do(t, http.MethodGet, "/jobs/"+unknownJob, "")
 	var ev struct {
 		Level, Method, Path, Message string
 		Status                       int
@@ -429,7 +429,7 @@ func TestRequestLog(t *testing.T) {
 	if err := json.Unmarshal([]byte(line), &ev); err != nil {
 		t.Fatalf("log %q: %v", e.log, err)
 	}
-	if ev.Level != "debug" || ev.Method != "GET" || ev.Path != "/jobs/nope" || ev.Status != 404 || ev.Duration == nil {
+	if ev.Level != "debug" || ev.Method != "GET" || ev.Path != "/jobs/"+unknownJob || ev.Status != 404 || ev.Duration == nil {
 		t.Errorf("log event = %+v from %s", ev, line)
 	}
 }
@@ -450,7 +450,7 @@ func TestJobVertex(t *testing.T) {
 		t.Fatalf("vertex %+v", v)
 	}
 	errorsOf(t, e.do(t, http.MethodGet, "/jobs/"+id+"/vertices/nope", ""), http.StatusNotFound)
-	errorsOf(t, e.do(t, http.MethodGet, "/jobs/unknown/vertices/source", ""), http.StatusNotFound)
+	errorsOf(t, e.do(t, http.MethodGet, "/jobs/"+unknownJob+"/vertices/source", ""), http.StatusNotFound)
 	var raw struct {
 		Subtasks []json.RawMessage `json:"subtasks"`
 	}
@@ -493,7 +493,7 @@ func TestJobVertexBackPressure(t *testing.T) {
 		t.Errorf("POST: status %d", r.status)
 	}
 	errorsOf(t, e.do(t, http.MethodGet, "/jobs/"+id+"/vertices/nope/backpressure", ""), http.StatusNotFound)
-	errorsOf(t, e.do(t, http.MethodGet, "/jobs/unknown/vertices/source/backpressure", ""), http.StatusNotFound)
+	errorsOf(t, e.do(t, http.MethodGet, "/jobs/"+unknownJob+"/vertices/source/backpressure", ""), http.StatusNotFound)
 	// Without metrics (here: an ended job), Flink answers "deprecated".
 	e.d.SetState(id, "CANCELED")
 	r := e.do(t, http.MethodGet, "/jobs/"+id+"/vertices/source/backpressure", "")
@@ -549,8 +549,8 @@ func TestJobExecutionResult(t *testing.T) {
 		t.Fatalf("failed: %+v", failed)
 	}
 
-	errs := errorsOf(t, e.do(t, http.MethodGet, "/jobs/nope/execution-result", ""), http.StatusNotFound)
-	if !strings.Contains(errs[0], "nope") {
+	errs := errorsOf(t, e.do(t, http.MethodGet, "/jobs/"+unknownJob+"/execution-result", ""), http.StatusNotFound)
+	if !strings.Contains(errs[0], unknownJob) {
 		t.Errorf("unknown job: %q", errs)
 	}
 	errorsOf(t, e.do(t, http.MethodPost, path, ""), http.StatusMethodNotAllowed)

@@ -68,8 +68,8 @@ func TestHeadOnGetRoutes(t *testing.T) {
 		}
 	}
 	// An unknown job is 404 for HEAD as for GET, still without a body.
-	if status, _, body := rawHead(t, e, "/jobs/nope"); status != http.StatusNotFound || len(body) != 0 {
-		t.Errorf("HEAD /jobs/nope: %d with body %q", status, body)
+	if status, _, body := rawHead(t, e, "/jobs/"+unknownJob); status != http.StatusNotFound || len(body) != 0 {
+		t.Errorf("HEAD /jobs/%s: %d with body %q", unknownJob, status, body)
 	}
 }
 

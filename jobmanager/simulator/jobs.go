@@ -17,7 +17,7 @@ func WordcountJob(parallelism int, batch bool) *jobgraph.JobGraph {
 		return &jobgraph.Edge{Source: jobgraph.VertexID(src), Target: jobgraph.VertexID(dst), Distribution: d, PartitionType: exchange, ShipStrategy: ship}
 	}
 	return &jobgraph.JobGraph{
-		JobID: "wordcount", Name: "wordcount", Type: typ,
+		JobID: "00000000000000000000000000000c01", Name: "wordcount", Type: typ, // a well-formed ID: TaskManagers check it
 		Vertices: []*jobgraph.Vertex{v("source", "Source: text"), v("tokenize", "Tokenize"), v("count", "Count"), v("sink", "Sink: text")},
 		Edges: []*jobgraph.Edge{
 			e("source", "tokenize", jobgraph.Pointwise, "forward"),

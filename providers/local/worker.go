@@ -51,6 +51,7 @@ var _ providers.WorkerDriver = (*WorkerDriver)(nil)
 var notForTaskManagers = []string{
 	conf.RestPort.Key(), conf.RestAddress.Key(), conf.BlobStorageDirectory.Key(),
 	conf.TaskManagerResourceID.Key(), conf.TaskManagerRPCPort.Key(),
+	conf.RestAuthToken.Key(), conf.RestAuthTokenFile.Key(), // TaskManagers serve no REST; the token stays with the JobManager
 }
 
 // NewWorkerDriver returns the driver for the JobManager described by dc.

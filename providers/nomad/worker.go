@@ -62,7 +62,7 @@ var notForTaskManagers = []string{
 	conf.RestPort.Key(), conf.RestAddress.Key(), conf.BlobStorageDirectory.Key(),
 	conf.TaskManagerResourceID.Key(), conf.TaskManagerRPCPort.Key(), conf.TaskManagerHost.Key(),
 	conf.JobManagerRPCAddress.Key(), conf.JobManagerRPCPort.Key(), conf.SlotManagerMinSlots.Key(),
-	"provider.nomad.",
+	"provider.nomad.", "rest.authentication.", // secrets stay out of TaskManager job specs
 }
 
 // NewWorkerDriver returns the driver of the JobManager described by dc.
