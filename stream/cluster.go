@@ -840,7 +840,9 @@ var polled = func() context.Context {
 // (then it calls fail). A partial batch is handed on before the pump would
 // wait for more data, so records are never held back.
 func (g *netGate) pump(ctx context.Context, fail context.CancelCauseFunc) {
-	cur := runtime.ChannelBatch{Channel: -1}
+	// Each batch gets its full capacity up front: growing it by append
+	// costs a run of allocations and copies per batch.
+	cur := runtime.ChannelBatch{Channel: -1, Events: make([]runtime.Event, 0, netBatchSize)}
 	send := func() bool {
 		if len(cur.Events) == 0 {
 			return true
@@ -848,7 +850,7 @@ func (g *netGate) pump(ctx context.Context, fail context.CancelCauseFunc) {
 		for {
 			select {
 			case g.ch <- cur:
-				cur = runtime.ChannelBatch{Channel: cur.Channel}
+				cur = runtime.ChannelBatch{Channel: cur.Channel, Events: make([]runtime.Event, 0, netBatchSize)}
 				return true
 			case <-g.g.PriorityAvailable():
 				// A priority barrier overtakes the batch waiting here.
