@@ -840,8 +840,9 @@ var polled = func() context.Context {
 // (then it calls fail). A partial batch is handed on before the pump would
 // wait for more data, so records are never held back.
 func (g *netGate) pump(ctx context.Context, fail context.CancelCauseFunc) {
-	// Each batch gets its full capacity up front: growing it by append
-	// costs a run of allocations and copies per batch.
+	// A batch gets the size of the last one up front: growing it by append
+	// costs a run of allocations and copies per batch, and a trickle of
+	// records should not allocate full batches.
 	cur := runtime.ChannelBatch{Channel: -1, Events: make([]runtime.Event, 0, netBatchSize)}
 	send := func() bool {
 		if len(cur.Events) == 0 {
@@ -850,7 +851,7 @@ func (g *netGate) pump(ctx context.Context, fail context.CancelCauseFunc) {
 		for {
 			select {
 			case g.ch <- cur:
-				cur = runtime.ChannelBatch{Channel: cur.Channel, Events: make([]runtime.Event, 0, netBatchSize)}
+				cur = runtime.ChannelBatch{Channel: cur.Channel, Events: make([]runtime.Event, 0, max(8, len(cur.Events)))}
 				return true
 			case <-g.g.PriorityAvailable():
 				// A priority barrier overtakes the batch waiting here.
