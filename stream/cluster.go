@@ -592,7 +592,7 @@ func appendRecord(dst []byte, c runtime.Codec, r runtime.Record) ([]byte, error)
 	return c.Append(dst, r.Value)
 }
 
-func decodeRecord(c runtime.Codec, b []byte) (runtime.Record, error) {
+func decodeRecord(decode func([]byte) (any, error), b []byte) (runtime.Record, error) {
 	if len(b) == 0 || b[0] > 1 {
 		return runtime.Record{}, fmt.Errorf("%w: bad record header", codec.ErrCorrupt)
 	}
@@ -606,7 +606,7 @@ func decodeRecord(c runtime.Codec, b []byte) (runtime.Record, error) {
 		r.Timestamp, r.HasTimestamp = ts, true
 		rest = rest[n:]
 	}
-	v, err := c.Decode(rest)
+	v, err := decode(rest)
 	if err != nil {
 		return runtime.Record{}, err
 	}
@@ -732,7 +732,7 @@ func (w *netWriter) EmitPriority(s int, ev runtime.Event) ([]runtime.Event, erro
 			if l > len(d)-4 {
 				break
 			}
-			r, err := decodeRecord(w.c, d[4:4+l])
+			r, err := decodeRecord(w.c.Decode, d[4:4+l])
 			if err != nil {
 				return err
 			}
@@ -840,6 +840,7 @@ var polled = func() context.Context {
 // (then it calls fail). A partial batch is handed on before the pump would
 // wait for more data, so records are never held back.
 func (g *netGate) pump(ctx context.Context, fail context.CancelCauseFunc) {
+	decode := decoderFor(g.c) // this goroutine's
 	// A batch gets the size of the last one up front: growing it by append
 	// costs a run of allocations and copies per batch, and a trickle of
 	// records should not allocate full batches.
@@ -915,7 +916,7 @@ func (g *netGate) pump(ctx context.Context, fail context.CancelCauseFunc) {
 				cur.Events = append(cur.Events, rev)
 			}
 		} else {
-			r, err := decodeRecord(g.c, roe.Record)
+			r, err := decodeRecord(decode, roe.Record)
 			if err != nil {
 				fail(fmt.Errorf("input channel %d: decoding a %s: %w", roe.Channel, g.c.TypeName(), err))
 				return

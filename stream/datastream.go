@@ -111,10 +111,16 @@ type collector[T any] struct {
 	out   runtime.Output
 	ts    int64
 	hasTs bool
+	box   boxer[T]
+}
+
+// reset points c at the output and timestamp of the next input.
+func (c *collector[T]) reset(out runtime.Output, ts int64, hasTs bool) {
+	c.out, c.ts, c.hasTs = out, ts, hasTs
 }
 
 func (c *collector[T]) Collect(v T) {
-	c.out.Collect(runtime.Record{Value: v, Timestamp: c.ts, HasTimestamp: c.hasTs})
+	c.out.Collect(runtime.Record{Value: c.box.of(v), Timestamp: c.ts, HasTimestamp: c.hasTs})
 }
 
 // as converts a record value back to T (a nil interface value becomes T's
