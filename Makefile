@@ -38,6 +38,17 @@ bench-scheduler:
 # through the local executor (-wordcount.mb MB of text per op) and the
 # network exchange. BENCH_COUNT (default 5) runs of each, in Go's benchmark
 # format: save the output and compare runs with benchstat.
+# Issue 17's yardstick: the wordcount example as a per-job cluster on the
+# local provider at p=2 against plainwc (plain Go, no framework; PLAINWC
+# names its directory) on the same 100 MB, paired in one run: wall and CPU
+# time of both and the ratios gofl/plainwc, in Go's benchmark format
+# (BENCH_COUNT runs, default 3; compare with benchstat). PROFILE=DIR makes
+# the job's runners write CPU and allocation profiles into DIR.
+PLAINWC ?= $(abspath ../shared/bench/plainwc)
+.PHONY: bench-wordcount
+bench-wordcount:
+	GOFL_PLAINWC=$(PLAINWC) GOFL_PROFILE_DIR=$(if $(PROFILE),$(abspath $(PROFILE))) $(GO) test -run '^$$' -bench '^BenchmarkWordcountVsPlain$$' -benchtime 1x -count $(or $(BENCH_COUNT),3) -timeout 30m ./examples/wordcount/
+
 # Deployment latency on the local provider: gofl run to RUNNING and to
 # FINISHED in per-job mode, and submitting to a running session
 # (RUNS, default 5).

@@ -175,7 +175,7 @@ func (o *broadcastProcessOp[IN, BC, K, V, O]) Open(ctx *runtime.Context) error {
 }
 
 func (o *broadcastProcessOp[IN, BC, K, V, O]) ProcessElement(input int, r runtime.Record) error {
-	o.out = collector[O]{out: o.Ctx.Output, ts: r.Timestamp, hasTs: r.HasTimestamp}
+	o.out.reset(o.Ctx.Output, r.Timestamp, r.HasTimestamp)
 	o.pctx = ProcessContext{ts: r.Timestamp, hasTs: r.HasTimestamp, rctx: o.Ctx}
 	if input == 0 {
 		return o.fn.ProcessElement(&o.pctx, ReadOnlyBroadcastState[K, V]{&o.bc.state}, as[IN](r.Value), &o.out)
@@ -233,7 +233,7 @@ func (o *keyedBroadcastOp[IN, KEY, BC, K, V, O]) Open(ctx *runtime.Context) erro
 }
 
 func (o *keyedBroadcastOp[IN, KEY, BC, K, V, O]) ProcessElement(input int, r runtime.Record) error {
-	o.out = collector[O]{out: o.Ctx.Output, ts: r.Timestamp, hasTs: r.HasTimestamp}
+	o.out.reset(o.Ctx.Output, r.Timestamp, r.HasTimestamp)
 	if input == 1 {
 		o.pctx = ProcessContext{ts: r.Timestamp, hasTs: r.HasTimestamp, rctx: o.Ctx}
 		return o.fn.ProcessBroadcastElement(&o.pctx, &o.bc.state, as[BC](r.Value), &o.out)
@@ -250,7 +250,7 @@ func (o *keyedBroadcastOp[IN, KEY, BC, K, V, O]) onTimer(t runtime.Timer) error 
 		return nil
 	}
 	o.kctx.key, o.kctx.ts, o.kctx.hasTs = as[KEY](t.Key), t.Timestamp, true
-	o.out = collector[O]{out: o.Ctx.Output, ts: t.Timestamp, hasTs: true}
+	o.out.reset(o.Ctx.Output, t.Timestamp, true)
 	return o.fn.OnTimer(&o.kctx, ReadOnlyBroadcastState[K, V]{&o.bc.state}, t.Timestamp, &o.out)
 }
 

@@ -592,7 +592,7 @@ func appendRecord(dst []byte, c runtime.Codec, r runtime.Record) ([]byte, error)
 	return c.Append(dst, r.Value)
 }
 
-func decodeRecord(c runtime.Codec, b []byte) (runtime.Record, error) {
+func decodeRecord(decode func([]byte) (any, error), b []byte) (runtime.Record, error) {
 	if len(b) == 0 || b[0] > 1 {
 		return runtime.Record{}, fmt.Errorf("%w: bad record header", codec.ErrCorrupt)
 	}
@@ -606,7 +606,7 @@ func decodeRecord(c runtime.Codec, b []byte) (runtime.Record, error) {
 		r.Timestamp, r.HasTimestamp = ts, true
 		rest = rest[n:]
 	}
-	v, err := c.Decode(rest)
+	v, err := decode(rest)
 	if err != nil {
 		return runtime.Record{}, err
 	}
@@ -732,7 +732,7 @@ func (w *netWriter) EmitPriority(s int, ev runtime.Event) ([]runtime.Event, erro
 			if l > len(d)-4 {
 				break
 			}
-			r, err := decodeRecord(w.c, d[4:4+l])
+			r, err := decodeRecord(w.c.Decode, d[4:4+l])
 			if err != nil {
 				return err
 			}
@@ -840,7 +840,11 @@ var polled = func() context.Context {
 // (then it calls fail). A partial batch is handed on before the pump would
 // wait for more data, so records are never held back.
 func (g *netGate) pump(ctx context.Context, fail context.CancelCauseFunc) {
-	cur := runtime.ChannelBatch{Channel: -1}
+	decode := decoderFor(g.c) // this goroutine's
+	// A batch gets the size of the last one up front: growing it by append
+	// costs a run of allocations and copies per batch, and a trickle of
+	// records should not allocate full batches.
+	cur := runtime.ChannelBatch{Channel: -1, Events: make([]runtime.Event, 0, netBatchSize)}
 	send := func() bool {
 		if len(cur.Events) == 0 {
 			return true
@@ -848,7 +852,7 @@ func (g *netGate) pump(ctx context.Context, fail context.CancelCauseFunc) {
 		for {
 			select {
 			case g.ch <- cur:
-				cur = runtime.ChannelBatch{Channel: cur.Channel}
+				cur = runtime.ChannelBatch{Channel: cur.Channel, Events: make([]runtime.Event, 0, max(8, len(cur.Events)))}
 				return true
 			case <-g.g.PriorityAvailable():
 				// A priority barrier overtakes the batch waiting here.
@@ -912,7 +916,7 @@ func (g *netGate) pump(ctx context.Context, fail context.CancelCauseFunc) {
 				cur.Events = append(cur.Events, rev)
 			}
 		} else {
-			r, err := decodeRecord(g.c, roe.Record)
+			r, err := decodeRecord(decode, roe.Record)
 			if err != nil {
 				fail(fmt.Errorf("input channel %d: decoding a %s: %w", roe.Channel, g.c.TypeName(), err))
 				return

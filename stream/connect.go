@@ -107,7 +107,7 @@ type coFlatMapOp[A, B, O any] struct {
 }
 
 func (o *coFlatMapOp[A, B, O]) ProcessElement(input int, r runtime.Record) error {
-	o.out = collector[O]{out: o.Ctx.Output, ts: r.Timestamp, hasTs: r.HasTimestamp}
+	o.out.reset(o.Ctx.Output, r.Timestamp, r.HasTimestamp)
 	if input == 0 {
 		return o.fn1(as[A](r.Value), &o.out)
 	}
@@ -139,7 +139,7 @@ func (o *keyedCoProcessOp[A, B, K, O]) SnapshotState(_ int64, snap *runtime.Oper
 }
 
 func (o *keyedCoProcessOp[A, B, K, O]) ProcessElement(input int, r runtime.Record) error {
-	o.out = collector[O]{out: o.Ctx.Output, ts: r.Timestamp, hasTs: r.HasTimestamp}
+	o.out.reset(o.Ctx.Output, r.Timestamp, r.HasTimestamp)
 	o.kctx.ts, o.kctx.hasTs = r.Timestamp, r.HasTimestamp
 	if input == 0 {
 		v := as[A](r.Value)
@@ -160,7 +160,7 @@ func (o *keyedCoProcessOp[A, B, K, O]) onTimer(t runtime.Timer) error {
 		return nil
 	}
 	o.kctx.key, o.kctx.ts, o.kctx.hasTs = as[K](t.Key), t.Timestamp, true
-	o.out = collector[O]{out: o.Ctx.Output, ts: t.Timestamp, hasTs: true}
+	o.out.reset(o.Ctx.Output, t.Timestamp, true)
 	return o.fn.OnTimer(&o.kctx, t.Timestamp, &o.out)
 }
 

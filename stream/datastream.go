@@ -18,6 +18,8 @@ const (
 type partitioning struct {
 	kind  string // "" (forward if parallelism matches, else rebalance), forward, hash, rebalance, broadcast
 	keyOf func(any) any
+	// hashOf is HashKey(keyOf(v)) without boxing the key (hash partitioning).
+	hashOf func(any) uint64
 }
 
 type streamEdge struct {
@@ -109,10 +111,16 @@ type collector[T any] struct {
 	out   runtime.Output
 	ts    int64
 	hasTs bool
+	box   boxer[T]
+}
+
+// reset points c at the output and timestamp of the next input.
+func (c *collector[T]) reset(out runtime.Output, ts int64, hasTs bool) {
+	c.out, c.ts, c.hasTs = out, ts, hasTs
 }
 
 func (c *collector[T]) Collect(v T) {
-	c.out.Collect(runtime.Record{Value: v, Timestamp: c.ts, HasTimestamp: c.hasTs})
+	c.out.Collect(runtime.Record{Value: c.box.of(v), Timestamp: c.ts, HasTimestamp: c.hasTs})
 }
 
 // as converts a record value back to T (a nil interface value becomes T's
@@ -205,7 +213,9 @@ type KeyedStream[T any, K comparable] struct {
 // next operator's max parallelism; keys must hash the same in every process
 // (strings, numbers, booleans, and arrays and structs of them).
 func KeyBy[T any, K comparable](s DataStream[T], key func(T) K) KeyedStream[T, K] {
-	s.part = partitioning{kind: "hash", keyOf: func(v any) any { return key(as[T](v)) }}
+	hash := runtime.KeyHasher[K]()
+	s.part = partitioning{kind: "hash", keyOf: func(v any) any { return key(as[T](v)) },
+		hashOf: func(v any) uint64 { return hash(key(as[T](v))) }}
 	return KeyedStream[T, K]{DataStream: s, key: key}
 }
 

@@ -165,6 +165,7 @@ func serveRunner(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	log.Info().Str("job", name).Str("fingerprint", p.Graph.Fingerprint).Str("data_address", addr).Msg("serving the job's tasks")
+	defer startProfile()()
 	ex := newClusterExecutor(p, shuffle, addr, log)
 	ex.localDir = localDir // LSM state backends live under the runner's directory too
 	return runner.ServeFromEnv(ctx, runner.Info{Fingerprint: p.Graph.Fingerprint, SDKVersion: version.Version}, ex, log)

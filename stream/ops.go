@@ -8,11 +8,12 @@ import (
 
 type mapOp[T, U any] struct {
 	runtime.Base
-	fn func(T) U
+	fn  func(T) U
+	box boxer[U]
 }
 
 func (o *mapOp[T, U]) ProcessElement(_ int, r runtime.Record) error {
-	r.Value = o.fn(as[T](r.Value))
+	r.Value = o.box.of(o.fn(as[T](r.Value)))
 	o.Ctx.Output.Collect(r)
 	return nil
 }
@@ -24,7 +25,7 @@ type flatMapOp[T, U any] struct {
 }
 
 func (o *flatMapOp[T, U]) ProcessElement(_ int, r runtime.Record) error {
-	o.out = collector[U]{out: o.Ctx.Output, ts: r.Timestamp, hasTs: r.HasTimestamp}
+	o.out.reset(o.Ctx.Output, r.Timestamp, r.HasTimestamp)
 	return o.fn(as[T](r.Value), &o.out)
 }
 
@@ -48,7 +49,7 @@ type processOp[T, U any] struct {
 }
 
 func (o *processOp[T, U]) ProcessElement(_ int, r runtime.Record) error {
-	o.out = collector[U]{out: o.Ctx.Output, ts: r.Timestamp, hasTs: r.HasTimestamp}
+	o.out.reset(o.Ctx.Output, r.Timestamp, r.HasTimestamp)
 	o.pctx = ProcessContext{ts: r.Timestamp, hasTs: r.HasTimestamp, rctx: o.Ctx}
 	return o.fn(&o.pctx, as[T](r.Value), &o.out)
 }
@@ -205,6 +206,7 @@ type keyedReduceOp[T any, K comparable] struct {
 	key   func(T) K
 	fn    func(a, b T) T
 	final bool
+	box   boxer[T]
 }
 
 func (o *keyedReduceOp[T, K]) ProcessElement(_ int, r runtime.Record) error {
@@ -215,7 +217,7 @@ func (o *keyedReduceOp[T, K]) ProcessElement(_ int, r runtime.Record) error {
 	}
 	*p = v
 	if !o.final {
-		r.Value = v
+		r.Value = o.box.of(v)
 		o.Ctx.Output.Collect(r)
 	}
 	return nil
@@ -336,7 +338,7 @@ func (o *keyedProcessOp[T, K, O]) ProcessElement(_ int, r runtime.Record) error 
 	k := o.key(v)
 	o.state.SetCurrentKey(k)
 	o.kctx.key, o.kctx.ts, o.kctx.hasTs = k, r.Timestamp, r.HasTimestamp
-	o.out = collector[O]{out: o.Ctx.Output, ts: r.Timestamp, hasTs: r.HasTimestamp}
+	o.out.reset(o.Ctx.Output, r.Timestamp, r.HasTimestamp)
 	return o.fn.ProcessElement(&o.kctx, v, &o.out)
 }
 
@@ -345,7 +347,7 @@ func (o *keyedProcessOp[T, K, O]) onTimer(t runtime.Timer) error {
 		return nil
 	}
 	o.kctx.key, o.kctx.ts, o.kctx.hasTs = as[K](t.Key), t.Timestamp, true
-	o.out = collector[O]{out: o.Ctx.Output, ts: t.Timestamp, hasTs: true}
+	o.out.reset(o.Ctx.Output, t.Timestamp, true)
 	return o.fn.OnTimer(&o.kctx, t.Timestamp, &o.out)
 }
 

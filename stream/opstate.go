@@ -164,7 +164,7 @@ func (o *statefulProcessOp[T, U]) Open(ctx *runtime.Context) error {
 }
 
 func (o *statefulProcessOp[T, U]) ProcessElement(_ int, r runtime.Record) error {
-	o.out = collector[U]{out: o.Ctx.Output, ts: r.Timestamp, hasTs: r.HasTimestamp}
+	o.out.reset(o.Ctx.Output, r.Timestamp, r.HasTimestamp)
 	o.pctx = ProcessContext{ts: r.Timestamp, hasTs: r.HasTimestamp, rctx: o.Ctx}
 	return o.fn.ProcessElement(&o.pctx, as[T](r.Value), &o.out)
 }

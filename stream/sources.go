@@ -190,6 +190,7 @@ type textSource struct {
 	cur    textSplit // the split being read
 	pos    int64
 	end    int64
+	box    boxer[string]
 }
 
 func (s *textSource) Open(ctx *runtime.Context) error {
@@ -327,7 +328,7 @@ func (s *textSource) Poll(out runtime.Output) (runtime.PollStatus, time.Time, er
 		if len(line) > 0 {
 			line = strings.TrimSuffix(line, "\n")
 			line = strings.TrimSuffix(line, "\r")
-			out.Collect(runtime.Record{Value: line})
+			out.Collect(runtime.Record{Value: s.box.of(line)})
 		}
 		if err == io.EOF {
 			s.closeFile()

@@ -272,7 +272,7 @@ func (e *Environment) Plan() (*Plan, error) {
 				return nil, err
 			}
 			spec := p.Tasks[src.ID]
-			spec.Outputs = append(spec.Outputs, runtime.OutputSpec{From: up.chainIndex, NewPartitioner: newPartitioner(k, in.part.keyOf, res[h.id].maxPar), Codec: c})
+			spec.Outputs = append(spec.Outputs, runtime.OutputSpec{From: up.chainIndex, NewPartitioner: newPartitioner(k, in.part, res[h.id].maxPar), Codec: c})
 			tspec := p.Tasks[v.ID]
 			for len(tspec.InputCodecs) <= in.input {
 				tspec.InputCodecs = append(tspec.InputCodecs, nil)
@@ -301,11 +301,11 @@ func (e *Environment) Plan() (*Plan, error) {
 	return p, nil
 }
 
-func newPartitioner(kind string, keyOf func(any) any, maxPar int) func(int) runtime.Partitioner {
+func newPartitioner(kind string, part partitioning, maxPar int) func(int) runtime.Partitioner {
 	switch kind {
 	case "hash":
 		return func(int) runtime.Partitioner {
-			return runtime.KeyGroupPartitioner{KeyOf: keyOf, MaxParallelism: maxPar}
+			return runtime.KeyGroupPartitioner{KeyOf: part.keyOf, HashOf: part.hashOf, MaxParallelism: maxPar}
 		}
 	case "rebalance":
 		return func(s int) runtime.Partitioner { return runtime.NewRebalance(s) }

@@ -20,6 +20,7 @@ import (
 	"io"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/gofl/gofl/stream"
 )
@@ -48,9 +49,7 @@ func build(env *stream.Environment, args []string) error {
 	env.SetRuntimeMode(stream.Batch)
 	lines := stream.TextFile(env, *input)
 	words := stream.FlatMap(lines, func(line string, out stream.Collector[WordCount]) error {
-		for _, w := range Words(line) {
-			out.Collect(WordCount{Word: w, Count: 1})
-		}
+		EachWord(line, func(w string) { out.Collect(WordCount{Word: w, Count: 1}) })
 		return nil
 	}).Name("Tokenizer")
 	counts := stream.KeyBy(words, func(w WordCount) string { return w.Word }).
@@ -63,5 +62,50 @@ func build(env *stream.Environment, args []string) error {
 // Words splits a line into its words: maximal runs of Unicode letters or
 // digits, lowercased.
 func Words(line string) []string {
-	return strings.FieldsFunc(strings.ToLower(line), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+	var words []string
+	EachWord(line, func(w string) { words = append(words, w) })
+	return words
+}
+
+// EachWord calls emit with each word of line, as Words splits them, without
+// allocating for words already in lower case: those are substrings of line.
+func EachWord(line string, emit func(word string)) {
+	start, lower := -1, true
+	end := func(i int) {
+		if start < 0 {
+			return
+		}
+		if w := line[start:i]; lower {
+			emit(w)
+		} else {
+			emit(strings.ToLower(w))
+		}
+		start = -1
+	}
+	for i := 0; i < len(line); {
+		c := line[i]
+		if c < utf8.RuneSelf { // ASCII fast path
+			upper := 'A' <= c && c <= 'Z'
+			if !upper && (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+				end(i)
+			} else if start < 0 {
+				start, lower = i, !upper
+			} else if upper {
+				lower = false
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(line[i:])
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			if start < 0 {
+				start, lower = i, true
+			}
+			lower = lower && unicode.ToLower(r) == r
+		} else {
+			end(i)
+		}
+		i += size
+	}
+	end(len(line))
 }

@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"reflect"
@@ -15,6 +14,22 @@ func HashKey(k any) uint64 {
 	h := uint64(fnvOffset)
 	h = hashValue(h, k)
 	return fmix64(h)
+}
+
+// KeyHasher returns HashKey for keys of type K without boxing them into
+// an interface on the hot path: strings and integers hash directly, other
+// types through HashKey. The result equals HashKey(k) for every k.
+func KeyHasher[K comparable]() func(K) uint64 {
+	var zero K
+	switch any(zero).(type) {
+	case string:
+		return func(k K) uint64 { return fmix64(hashString(fnvOffset, any(k).(string))) }
+	case int:
+		return func(k K) uint64 { return fmix64(hashUint(fnvOffset, uint64(any(k).(int)))) }
+	case int64:
+		return func(k K) uint64 { return fmix64(hashUint(fnvOffset, uint64(any(k).(int64)))) }
+	}
+	return func(k K) uint64 { return HashKey(k) }
 }
 
 // KeyGroup is the key group of a key: hash(key) mod maxParallelism, as
@@ -43,9 +58,12 @@ func hashBytes(h uint64, b []byte) uint64 {
 }
 
 func hashUint(h, v uint64) uint64 {
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], v)
-	return hashBytes(h, b[:])
+	for range 8 { // little-endian bytes, as hashBytes of PutUint64
+		h ^= v & 0xff
+		h *= fnvPrime
+		v >>= 8
+	}
+	return h
 }
 
 func hashString(h uint64, s string) uint64 {

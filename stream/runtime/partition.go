@@ -39,11 +39,20 @@ func (p *Rebalance) Select(_ Record, n int) int {
 // KeyGroupPartitioner hashes the record's key into a key group and sends the
 // record to the consumer subtask owning that key group.
 type KeyGroupPartitioner struct {
-	KeyOf          func(v any) any
+	KeyOf func(v any) any
+	// HashOf, when set, is HashKey(KeyOf(v)) computed without boxing the
+	// key (KeyHasher): the typed hot path. KeyOf is used otherwise.
+	HashOf         func(v any) uint64
 	MaxParallelism int
 }
 
 // Select implements Partitioner.
 func (p KeyGroupPartitioner) Select(r Record, n int) int {
-	return OperatorIndex(KeyGroup(p.KeyOf(r.Value), p.MaxParallelism), p.MaxParallelism, n)
+	var h uint64
+	if p.HashOf != nil {
+		h = p.HashOf(r.Value)
+	} else {
+		h = HashKey(p.KeyOf(r.Value))
+	}
+	return OperatorIndex(int(h%uint64(p.MaxParallelism)), p.MaxParallelism, n)
 }
