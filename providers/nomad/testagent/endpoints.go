@@ -282,6 +282,10 @@ func (a *Agent) allocStop(rc *reqCtx, id string) error {
 	if as == nil {
 		return errorf(404, "%s", errAllocNotFound)
 	}
+	// As Nomad: a migrate transition first (AllocationUpdateDesiredStatus),
+	// then the plan that stops it.
+	as.alloc.DesiredTransition.Migrate = ptr(true)
+	a.touchAllocLocked(as, evDesiredStatus)
 	a.stopAllocLocked(as, "alloc is being migrated")
 	// As on a real agent, the replacement is placed about a second after
 	// the stop (Nomad records a migrate transition first), not at once.
