@@ -11,7 +11,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +25,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -445,4 +451,125 @@ func processesOfCluster(clusterID, arg string) []int {
 func isZombie(stat []byte) bool {
 	i := bytes.LastIndexByte(stat, ')')
 	return i > 0 && i+2 < len(stat) && stat[i+2] == 'Z'
+}
+
+// secondNomadClient makes sure the real agent has a second client node
+// (node class and pool gofl-second, scripts/nomad/run-client.sh), starting
+// one for the test if there is none.
+func secondNomadClient(t *testing.T, na nomadAgent) {
+	t.Helper()
+	ready := func() bool {
+		nodes, _, err := na.api.Nodes().List(nil)
+		if err != nil {
+			return false
+		}
+		for _, n := range nodes {
+			if n.NodeClass == "gofl-second" && n.Status == "ready" {
+				return true
+			}
+		}
+		return false
+	}
+	if ready() {
+		return
+	}
+	cmd := exec.Command("../../scripts/nomad/run-client.sh")
+	cmd.Env = append(os.Environ(), "NOMAD_ADDR="+na.addr)
+	// A file, not a pipe: processes the agent leaves do not hold Wait.
+	log, err := os.Create(filepath.Join(t.TempDir(), "client.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		<-exited
+	})
+	waitFor(t, 2*time.Minute, func() error {
+		select {
+		case <-exited:
+			b, _ := os.ReadFile(log.Name())
+			t.Fatalf("scripts/nomad/run-client.sh exited:\n%s", b)
+		default:
+		}
+		if !ready() {
+			return errors.New("no ready gofl-second node yet")
+		}
+		return nil
+	})
+}
+
+// allocNodes maps the cluster's Nomad jobs to the node classes their
+// allocations ran on (allocations outlive their purged jobs until the
+// agent's garbage collection).
+func (na nomadAgent) allocNodes(t *testing.T, clusterID string) map[string]string {
+	t.Helper()
+	prefix := "gofl-" + clusterID + "-"
+	allocs, _, err := na.api.Allocations().List(&api.QueryOptions{Filter: fmt.Sprintf("JobID matches %q", "^"+regexp.QuoteMeta(prefix))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, a := range allocs {
+		n, _, err := na.api.Nodes().Info(a.NodeID, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[strings.TrimPrefix(a.JobID, prefix)] = "class=" + n.NodeClass
+	}
+	return out
+}
+
+// TestNomadMultiNode runs per-job clusters on two Nomad nodes of one
+// machine (the dev agent and a second client, node class gofl-second), the
+// JobManager forced onto one and the TaskManagers onto the other: wordcount
+// with hdfs:// staging, which both reach, works; file:// staging that the
+// JobManager's node does not see (exec driver: its own root) fails with a
+// clear error.
+func TestNomadMultiNode(t *testing.T) {
+	t.Parallel()
+	e, na := newRealNomadE2E(t)
+	secondNomadClient(t, na)
+	t.Run("hdfs", func(t *testing.T) {
+		hdfs := storagetest.HDFS(t)
+		e.extraEnv = []string{"HADOOP_USER_NAME=gofltest"}
+		e.staging = fmt.Sprintf("%s/gofl-nomad-multinode/%d", hdfs, time.Now().UnixNano())
+		defer func() { e.staging, e.extraEnv = "", nil }()
+		out := filepath.Join(e.home, "out-hdfs")
+		r := e.run("run", "-m", "per-job", "-t", "nomad", "-D", "provider.nomad.node-pool=all",
+			"-D", "provider.nomad.jobmanager.constraints=node.class != gofl-second",
+			"-D", "provider.nomad.taskmanager.constraints=node.class = gofl-second",
+			e.wc, "--input", e.input, "--output", out)
+		expectOK(t, r, "run -m per-job on two nodes")
+		cluster := nomadClusterID(t, r)
+		e.checkCounts(out)
+		if got := na.allocNodes(t, cluster); got["jobmanager"] != "class=" || got["taskmanager-1"] != "class=gofl-second" || len(got) != 2 {
+			t.Errorf("placements %v; want the JobManager on the dev node, one TaskManager on gofl-second", got)
+		}
+		na.waitClusterGone(t, cluster)
+	})
+	t.Run("file-unseen", func(t *testing.T) {
+		srv := httptest.NewServer(http.FileServer(http.Dir(filepath.Dir(e.gofl))))
+		defer srv.Close()
+		sum := sha256.Sum256(mustRead(t, e.gofl))
+		r := e.run("run", "-m", "per-job", "-t", "nomad", "-D", "provider.nomad.node-pool=all",
+			"-D", "provider.nomad.driver=exec",
+			"-D", "provider.nomad.binary.url="+srv.URL+"/"+filepath.Base(e.gofl),
+			"-D", "provider.nomad.binary.sha256="+hex.EncodeToString(sum[:]),
+			"-D", "provider.nomad.jobmanager.constraints=node.class = gofl-second",
+			"-D", "provider.nomad.taskmanager.constraints=node.class != gofl-second",
+			e.wc, "--input", e.input, "--output", filepath.Join(e.home, "out-file"))
+		if r.code == 0 || !strings.Contains(r.stderr, "the JobManager task of allocation") ||
+			!strings.Contains(r.stderr, "storage: not found") || !strings.Contains(r.stderr, "is on the client's file system, which the JobManager's Nomad node does not see") {
+			t.Fatalf("a JobManager that cannot see file:// staging: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+		}
+		e.waitStagingEmpty(t)
+	})
 }
