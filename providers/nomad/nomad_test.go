@@ -792,6 +792,17 @@ func TestOptionsFromConfig(t *testing.T) {
 	if got := nomad.FormatConstraints(o.Constraints); got != "attr.kernel.name = linux; meta.rack != r1" {
 		t.Fatalf("FormatConstraints = %q", got)
 	}
+	// Per-role constraints and the node pool.
+	c, _ = conf.FromMap(map[string]string{"provider.nomad.node-pool": "all",
+		"provider.nomad.jobmanager.constraints": "node.class != gofl-second", "provider.nomad.taskmanager.constraints": "node.class = gofl-second"})
+	if o, err = nomad.OptionsFromConfig(c); err != nil || o.NodePool != "all" ||
+		nomad.FormatConstraints(o.JobManagerConstraints) != "node.class != gofl-second" || nomad.FormatConstraints(o.TaskManagerConstraints) != "node.class = gofl-second" {
+		t.Fatalf("options = %+v, %v", o, err)
+	}
+	c, _ = conf.FromMap(map[string]string{"provider.nomad.taskmanager.constraints": "x"})
+	if _, err := nomad.OptionsFromConfig(c); err == nil || !strings.Contains(err.Error(), "provider.nomad.taskmanager.constraints") {
+		t.Fatalf("a bad TaskManager constraint: %v", err)
+	}
 	c, _ = conf.FromMap(map[string]string{"provider.nomad.binary.url": "hdfs://nn/gofl"})
 	if _, err := nomad.OptionsFromConfig(c); err == nil || !strings.Contains(err.Error(), "WebHDFS") {
 		t.Fatalf("hdfs URL: %v", err)
