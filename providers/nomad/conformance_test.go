@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -417,6 +418,62 @@ func testConformance(t *testing.T, a agentT) {
 		}
 		if nr := taskEvent(al, "Not Restarting"); nr.DisplayMessage != "Policy allows no restarts" {
 			t.Errorf("Not Restarting: %q", nr.DisplayMessage)
+		}
+	})
+	// stdout is the task's stdout, read through the client fs API.
+	stdout := func(t *testing.T, al *api.Allocation) string {
+		t.Helper()
+		// Only the ID: through the server, not a direct client connection
+		// (the api client never closes that one).
+		rc, err := nc.AllocFS().Cat(&api.Allocation{ID: al.ID}, "alloc/logs/t.stdout.0", nil)
+		if err != nil {
+			t.Fatalf("reading the task's stdout: %v", err)
+		}
+		defer rc.Close()
+		b, err := io.ReadAll(rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	t.Run("alloc-logs-readable", func(t *testing.T) {
+		t.Parallel()
+		j := shJob(pfx+"logs", "batch", "echo hello; echo oops >&2")
+		register(t, j)
+		al := alloc(t, *j.ID, "complete", terminal)
+		if got := stdout(t, al); got != "hello\n" {
+			t.Errorf("stdout %q", got)
+		}
+		rc, err := nc.AllocFS().ReadAt(&api.Allocation{ID: al.ID}, "alloc/logs/t.stderr.0", 1, 3, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rc.Close()
+		if b, _ := io.ReadAll(rc); string(b) != "ops" {
+			t.Errorf("stderr [1, 4) %q", b)
+		}
+	})
+	t.Run("exec-isolates-task-dir", func(t *testing.T) {
+		t.Parallel()
+		if !a.real {
+			// A documented difference (testagent/README.md): isolating a
+			// task needs a chroot built from the host's /bin, /lib, /usr...
+			// and root, which the test agent does not do.
+			t.Skip("the test agent runs exec tasks like raw_exec, without isolation")
+		}
+		marker := filepath.Join(t.TempDir(), "host-file")
+		if err := os.WriteFile(marker, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		j := shJob(pfx+"exec", "batch", `echo "dir=$NOMAD_TASK_DIR"; if [ -e "$0" ]; then echo host-visible; else echo host-hidden; fi`, marker)
+		j.TaskGroups[0].Tasks[0].Driver = "exec"
+		register(t, j)
+		al := alloc(t, *j.ID, "complete", terminal)
+		if al.ClientStatus != "complete" {
+			t.Fatalf("status %s, events %v", al.ClientStatus, events(al))
+		}
+		if got := stdout(t, al); got != "dir=/local\nhost-hidden\n" {
+			t.Errorf("exec task printed %q; want its own root: NOMAD_TASK_DIR /local, host files hidden", got)
 		}
 	})
 	t.Run("env-and-escape", func(t *testing.T) {
