@@ -67,7 +67,9 @@ func testConformance(t *testing.T, a agentT) {
 	alloc := func(t *testing.T, jobID, what string, cond func(*api.Allocation) bool) *api.Allocation {
 		t.Helper()
 		var got *api.Allocation
-		eventually(t, time.Minute, jobID+": "+what, func() bool {
+		// Generous: a real exec task builds its chroot first, which takes
+		// half a minute on a loaded machine.
+		eventually(t, 3*time.Minute, jobID+": "+what, func() bool {
 			stubs, _, err := nc.Jobs().Allocations(jobID, true, nil)
 			if err != nil || len(stubs) == 0 {
 				return false

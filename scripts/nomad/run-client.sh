@@ -48,6 +48,7 @@ client {
   enabled           = true
   servers           = ["$server"]
   node_class        = "gofl-second"
+  gc_max_allocs     = 100000
   network_interface = "lo"
   node_pool         = "gofl-second"
   no_host_uuid      = true

@@ -25,6 +25,13 @@ ports {
   rpc  = $((port + 1))
   serf = $((port + 2))
 }
+# Every test shares this agent: past 50 allocations (the default) a client
+# garbage-collects old ones before it runs a new one, one or two at a time,
+# and an exec allocation's chroot takes seconds to remove, so new
+# allocations would wait. The data dir goes when the agent stops.
+client {
+  gc_max_allocs = 100000
+}
 plugin "raw_exec" {
   config {
     enabled = true
