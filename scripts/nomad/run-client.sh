@@ -20,6 +20,8 @@
 # (default a temporary directory, removed on exit), NOMAD_BINARY.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=agent-lib.sh
+source "$here/agent-lib.sh"
 server="${NOMAD_SERVER:-127.0.0.1:4647}"
 api="${NOMAD_ADDR:-http://127.0.0.1:4646}"
 bind="${NOMAD_CLIENT_BIND:-127.0.0.2}"
@@ -64,12 +66,7 @@ plugin "raw_exec" {
 HCL
 agent=""
 cleanup() {
-  if [[ -n "$agent" ]] && kill -0 "$agent" 2>/dev/null; then
-    kill -INT "$agent" 2>/dev/null
-    for _ in $(seq 1 40); do kill -0 "$agent" 2>/dev/null || break; sleep 0.25; done
-    kill -KILL "$agent" 2>/dev/null || true
-    wait "$agent" 2>/dev/null || true
-  fi
+  stop_agent "$agent"
   if [[ -n "$own_dir" ]]; then rm -rf "$dir" 2>/dev/null || true; fi
 }
 trap cleanup EXIT
