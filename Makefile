@@ -95,6 +95,13 @@ run: build
 nomad:
 	scripts/nomad/run.sh
 
+# A second Nomad client (node class and pool gofl-second, 127.0.0.2) joined
+# to the dev agent at 127.0.0.1:4646, started first unless one answers
+# there: two nodes on one machine (scripts/nomad/run-client.sh).
+.PHONY: nomad-multinode
+nomad-multinode:
+	scripts/nomad/with-nomad.sh scripts/nomad/run-client.sh
+
 .PHONY: minihdfs
 minihdfs:
 	scripts/minihdfs/run.sh

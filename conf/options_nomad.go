@@ -35,6 +35,12 @@ var (
 		"MHz reserved per core when a worker spec asks for CPU cores.")
 	NomadConstraints = StringOption("provider.nomad.constraints", "",
 		`Job constraints separated by ';', each "<attribute> <operator> [value]", e.g. "${attr.kernel.name} = linux" or "attr.kernel.name = linux" (the ${} may be left out; JobManagers receive the constraints without it, since Nomad would interpolate it in task arguments).`)
+	NomadJobManagerConstraints = StringOption("provider.nomad.jobmanager.constraints", "",
+		"Constraints of JobManager jobs only, beside provider.nomad.constraints (same syntax), e.g. to keep JobManagers and TaskManagers on different node classes.")
+	NomadTaskManagerConstraints = StringOption("provider.nomad.taskmanager.constraints", "",
+		"Constraints of TaskManager jobs only, beside provider.nomad.constraints (same syntax).")
+	NomadNodePool = StringOption("provider.nomad.node-pool", "",
+		`Nomad node pool of every job (Nomad 1.6+; "all" spans every pool); empty: Nomad's default pool.`)
 	NomadDriver = EnumOption("provider.nomad.driver", "raw_exec", []string{"raw_exec", "exec"},
 		"Nomad task driver for JobManagers and TaskManagers.")
 	NomadBinaryPath = StringOption("provider.nomad.binary.path", "",

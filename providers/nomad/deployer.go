@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -220,6 +221,7 @@ func (d *Deployer) awaitJobManager(ctx context.Context, spec providers.ClusterSp
 					d.c.settle(ctx, jobID, 5*time.Second)
 				}
 			}
+			why += d.jobManagerStderr(ctx, a.ID, spec)
 			return providers.ClusterInfo{}, fmt.Errorf("%w: deploying %s: the JobManager task of allocation %s failed during startup: %s (logs: `nomad alloc logs -stderr %s`)",
 				ErrTaskFailed, spec.ClusterID, shortID(a.ID), why, a.ID)
 		}
@@ -239,6 +241,33 @@ func (d *Deployer) awaitJobManager(ctx context.Context, spec providers.ClusterSp
 		}
 		wait = 200 * time.Millisecond // poll the REST API while the allocation runs
 	}
+}
+
+// jobManagerStderr is ": <the last line of the JobManager task's stderr>"
+// of a failed deployment ("" if it cannot be read), with a hint when the
+// JobManager could not find what the client staged on file:// storage:
+// that is visible on the client's machine only.
+func (d *Deployer) jobManagerStderr(ctx context.Context, allocID string, spec providers.ClusterSpec) string {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
+	defer cancel()
+	rc, err := d.c.api.AllocFS().ReadAt(&api.Allocation{ID: allocID}, "alloc/logs/"+roleJobManager+".stderr.0", 0, 64<<10, q(cctx, 0, 0))
+	if err != nil {
+		return ""
+	}
+	defer rc.Close()
+	b, _ := io.ReadAll(io.LimitReader(rc, 64<<10))
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	last := strings.TrimSpace(lines[len(lines)-1])
+	if last == "" {
+		return ""
+	}
+	if strings.Contains(last, "storage: not found") {
+		if dir := conf.ExpandEnv(spec.Config[conf.StagingDir.Key()]); dir == "" || strings.HasPrefix(dir, "file:") || strings.HasPrefix(dir, "/") {
+			last += fmt.Sprintf(" (staging.dir %q is on the client's file system, which the JobManager's Nomad node does not see: "+
+				"use storage every node reaches, such as hdfs://, on a Nomad cluster of more than this machine or with the exec driver)", spec.Config[conf.StagingDir.Key()])
+		}
+	}
+	return ": " + last
 }
 
 // infoFrom builds a ClusterInfo from a JobManager job's meta and its

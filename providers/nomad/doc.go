@@ -68,10 +68,16 @@
 // .tls.insecure, .jobmanager.cpu (MHz, 500)/.jobmanager.memory (512m),
 // .taskmanager.cpu (1000)/.taskmanager.memory (1g), .cpu.mhz-per-core
 // (1000, for WorkerSpec.CPU), .constraints ("attr.kernel.name = linux;
-// ..."), .driver (raw_exec|exec), .binary.path, .binary.url,
-// .binary.sha256, .kill-timeout (10s).
+// ..."), .jobmanager.constraints and .taskmanager.constraints (one role's
+// jobs only: JobManager and TaskManagers on different node classes),
+// .node-pool ("all" spans every pool), .driver (raw_exec|exec),
+// .binary.path, .binary.url, .binary.sha256, .kill-timeout (10s).
 //
 // Errors wrap ErrUnreachable (naming the address; connections time out
 // after 5 s, calls after 30 s), ErrPermissionDenied (403 from Nomad's
-// ACLs), ErrPlacement and ErrTaskFailed.
+// ACLs), ErrPlacement and ErrTaskFailed. A JobManager that fails during
+// startup is reported with the last line of its stderr (read through the
+// client fs API), and a hint when it could not find what file:// staging
+// holds: that storage is the client machine's, which another node (or an
+// exec task's own root) does not see.
 package nomad

@@ -174,6 +174,15 @@ func buildJob(o Options, p taskParams) *api.Job {
 		Constraints: o.Constraints,
 		TaskGroups:  []*api.TaskGroup{group},
 	}
+	switch p.role {
+	case roleJobManager:
+		job.Constraints = append(slices.Clone(o.Constraints), o.JobManagerConstraints...)
+	case roleTaskManager:
+		job.Constraints = append(slices.Clone(o.Constraints), o.TaskManagerConstraints...)
+	}
+	if o.NodePool != "" {
+		job.NodePool = ptr(o.NodePool)
+	}
 	if o.Namespace != "" {
 		job.Namespace = ptr(o.Namespace)
 	}

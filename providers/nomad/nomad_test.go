@@ -792,6 +792,17 @@ func TestOptionsFromConfig(t *testing.T) {
 	if got := nomad.FormatConstraints(o.Constraints); got != "attr.kernel.name = linux; meta.rack != r1" {
 		t.Fatalf("FormatConstraints = %q", got)
 	}
+	// Per-role constraints and the node pool.
+	c, _ = conf.FromMap(map[string]string{"provider.nomad.node-pool": "all",
+		"provider.nomad.jobmanager.constraints": "node.class != gofl-second", "provider.nomad.taskmanager.constraints": "node.class = gofl-second"})
+	if o, err = nomad.OptionsFromConfig(c); err != nil || o.NodePool != "all" ||
+		nomad.FormatConstraints(o.JobManagerConstraints) != "node.class != gofl-second" || nomad.FormatConstraints(o.TaskManagerConstraints) != "node.class = gofl-second" {
+		t.Fatalf("options = %+v, %v", o, err)
+	}
+	c, _ = conf.FromMap(map[string]string{"provider.nomad.taskmanager.constraints": "x"})
+	if _, err := nomad.OptionsFromConfig(c); err == nil || !strings.Contains(err.Error(), "provider.nomad.taskmanager.constraints") {
+		t.Fatalf("a bad TaskManager constraint: %v", err)
+	}
 	c, _ = conf.FromMap(map[string]string{"provider.nomad.binary.url": "hdfs://nn/gofl"})
 	if _, err := nomad.OptionsFromConfig(c); err == nil || !strings.Contains(err.Error(), "WebHDFS") {
 		t.Fatalf("hdfs URL: %v", err)
@@ -980,5 +991,38 @@ func testWorkerAllocStop(t *testing.T, a agentT) {
 	defer rec.mu.Unlock()
 	if len(rec.events) != 2 {
 		t.Errorf("events: %+v, want one start and one end", rec.events)
+	}
+}
+
+// TestJobManagerStartupFailure: a JobManager that exits during startup
+// fails Deploy with the last line of its stderr, and with a hint when it
+// could not find what file:// staging holds (visible on the client's
+// machine only).
+func TestJobManagerStartupFailure(t *testing.T) {
+	forAgents(t, testagent.Config{}, testJobManagerStartupFailure)
+}
+
+func testJobManagerStartupFailure(t *testing.T, a agentT) {
+	bin := filepath.Join(t.TempDir(), "failing-gofl")
+	script := "#!/bin/sh\necho starting >&2\necho 'gofl: jobmanager: the staged job binary: storage: not found: open file:///nowhere/.gofl/blobs/x' >&2\nexit 1\n"
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	o := options(a)
+	o.BinaryPath = bin
+	d := newDeployer(t, o)
+	for i, tc := range []struct {
+		staging string
+		hint    bool
+	}{{"file:///nowhere", true}, {"hdfs://namenode:8020/gofl", false}} {
+		id := a.id("jmfail" + strconv.Itoa(i))
+		_, err := d.Deploy(ctxT(t, 2*time.Minute), providers.ClusterSpec{ClusterID: id, Mode: providers.ModePerJob,
+			Config: map[string]string{"staging.dir": tc.staging}})
+		if !errors.Is(err, nomad.ErrTaskFailed) || !strings.Contains(err.Error(), "Exit Code: 1: gofl: jobmanager: the staged job binary: storage: not found") {
+			t.Fatalf("staging %s: Deploy = %v", tc.staging, err)
+		}
+		if hint := strings.Contains(err.Error(), "which the JobManager's Nomad node does not see"); hint != tc.hint {
+			t.Errorf("staging %s: hint %v, want %v: %v", tc.staging, hint, tc.hint, err)
+		}
 	}
 }

@@ -45,6 +45,9 @@ var (
 	OptTaskManagerMemory = conf.NomadTaskManagerMemory
 	OptMHzPerCore        = conf.NomadMHzPerCore
 	OptConstraints       = conf.NomadConstraints
+	OptJMConstraints     = conf.NomadJobManagerConstraints
+	OptTMConstraints     = conf.NomadTaskManagerConstraints
+	OptNodePool          = conf.NomadNodePool
 	OptDriver            = conf.NomadDriver
 	OptBinaryPath        = conf.NomadBinaryPath
 	OptBinaryURL         = conf.NomadBinaryURL
@@ -71,8 +74,11 @@ type Options struct {
 	// whose WorkerSpec leaves them 0; MHzPerCore converts WorkerSpec.CPU.
 	TaskManagerCPU, TaskManagerMemoryMB int
 	MHzPerCore                          int
-	// Constraints on every job.
-	Constraints []*api.Constraint
+	// Constraints on every job; JobManagerConstraints and
+	// TaskManagerConstraints on the jobs of one role only.
+	Constraints, JobManagerConstraints, TaskManagerConstraints []*api.Constraint
+	// NodePool of every job; "" is Nomad's default pool.
+	NodePool string
 	// Driver is raw_exec or exec.
 	Driver string
 	// BinaryPath is the gofl binary on the nodes; BinaryURL (with
@@ -123,11 +129,17 @@ func OptionsFromConfig(c *conf.Configuration) (Options, error) {
 			o.Datacenters = append(o.Datacenters, dc)
 		}
 	}
-	cs, err := ParseConstraints(OptConstraints.Get(c))
-	if err != nil {
-		return Options{}, err
+	for _, x := range []struct {
+		opt *conf.Option[string]
+		to  *[]*api.Constraint
+	}{{OptConstraints, &o.Constraints}, {OptJMConstraints, &o.JobManagerConstraints}, {OptTMConstraints, &o.TaskManagerConstraints}} {
+		cs, err := ParseConstraints(x.opt.Get(c))
+		if err != nil {
+			return Options{}, fmt.Errorf("%s: %w", x.opt.Key(), err)
+		}
+		*x.to = cs
 	}
-	o.Constraints = cs
+	o.NodePool = OptNodePool.Get(c)
 	return o, o.validate()
 }
 
@@ -219,6 +231,9 @@ func (o Options) forward() map[string]string {
 	set(OptBinaryURL, o.BinaryURL)
 	set(OptBinarySHA256, o.BinarySHA256)
 	set(OptConstraints, FormatConstraints(o.Constraints))
+	set(OptJMConstraints, FormatConstraints(o.JobManagerConstraints))
+	set(OptTMConstraints, FormatConstraints(o.TaskManagerConstraints))
+	set(OptNodePool, o.NodePool)
 	return m
 }
 

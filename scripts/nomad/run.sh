@@ -11,6 +11,8 @@
 # NOMAD_NODE_NAME, NOMAD_BINARY (default: scripts/nomad/install.sh's).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=agent-lib.sh
+source "$here/agent-lib.sh"
 port="${NOMAD_HTTP_PORT:-4646}"
 bind="${NOMAD_BIND:-127.0.0.1}"
 nomad="${NOMAD_BINARY:-$("$here/install.sh")}"
@@ -25,6 +27,13 @@ ports {
   rpc  = $((port + 1))
   serf = $((port + 2))
 }
+# Every test shares this agent: past 50 allocations (the default) a client
+# garbage-collects old ones before it runs a new one, one or two at a time,
+# and an exec allocation's chroot takes seconds to remove, so new
+# allocations would wait. The data dir goes when the agent stops.
+client {
+  gc_max_allocs = 100000
+}
 plugin "raw_exec" {
   config {
     enabled = true
@@ -33,14 +42,8 @@ plugin "raw_exec" {
 HCL
 agent=""
 cleanup() {
-  if [[ -n "$agent" ]] && kill -0 "$agent" 2>/dev/null; then
-    kill -INT "$agent" 2>/dev/null
-    for _ in $(seq 1 40); do kill -0 "$agent" 2>/dev/null || break; sleep 0.25; done
-    kill -KILL "$agent" 2>/dev/null || true
-    wait "$agent" 2>/dev/null || true
-  fi
-  # Tasks the agent left behind (it was killed) die with their executors;
-  # the data dir holds their alloc dirs.
+  stop_agent "$agent"
+  # The data dir holds the alloc dirs.
   if [[ -n "$own_dir" ]]; then rm -rf "$dir" 2>/dev/null || true; fi
 }
 trap cleanup EXIT

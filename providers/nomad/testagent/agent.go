@@ -48,6 +48,10 @@ type Config struct {
 	// KillOnCloseTimeout bounds how long Close waits for processes after
 	// SIGKILL. Default 5s.
 	KillOnCloseTimeout time.Duration
+	// StartLag is how long a task waits between Task Setup and Started,
+	// as a real client takes 0.35-1 s from register to running. Default
+	// 350ms; negative means none.
+	StartLag time.Duration
 }
 
 func (c *Config) defaults() {
@@ -75,6 +79,9 @@ func (c *Config) defaults() {
 	}
 	if c.KillOnCloseTimeout == 0 {
 		c.KillOnCloseTimeout = 5 * time.Second
+	}
+	if c.StartLag == 0 {
+		c.StartLag = 350 * time.Millisecond
 	}
 }
 
@@ -234,13 +241,13 @@ func (a *Agent) Close() error {
 		return nil
 	}
 	a.closed = true
+	a.events.close()
 	a.mu.Unlock()
 	a.cancel()
 	var err error
 	if a.srv != nil {
 		err = a.srv.Close()
 	}
-	a.events.close()
 	a.wg.Wait()
 	if a.tmpDir {
 		_ = os.RemoveAll(a.cfg.DataDir)

@@ -489,7 +489,7 @@ func TestArtifacts(t *testing.T) {
 	mk := func(id, checksum, source string) *api.Job {
 		j := noRestart(shJob(id, "batch", ""))
 		task := j.TaskGroups[0].Tasks[0]
-		task.Config = map[string]any{"command": "local/tool.sh"}
+		task.Config = map[string]any{"command": "/bin/sh", "args": []string{"local/tool.sh"}}
 		task.Artifacts = []*api.TaskArtifact{{GetterSource: new(source), RelativeDest: new("local/tool.sh"),
 			GetterMode: new("file"), GetterOptions: map[string]string{"checksum": checksum}}}
 		return j
@@ -518,9 +518,9 @@ func TestArtifacts(t *testing.T) {
 		t.Fatalf("stdout %q", out)
 	}
 	for id, wantMsg := range map[string]string{
-		"art-bad":  "checksums did not match",
-		"art-hdfs": `unsupported scheme "hdfs"`,
-		"art-404":  "bad response code: 404",
+		"art-bad":  "getter subprocess failed: exit status 1",
+		"art-hdfs": "getter subprocess failed: exit status 1",
+		"art-404":  "getter subprocess failed: exit status 1",
 	} {
 		al := waitAllocs(t, c, "", id, oneWith("failed"))[0]
 		var failed *api.TaskEvent

@@ -56,8 +56,8 @@ func parseChecksum(s string) (func() hash.Hash, []byte, error) {
 //   - checksum: options.checksum or a ?checksum= URL parameter, "type:hex"
 //     with md5, sha1, sha256 or sha512; a mismatch fails the download and
 //     leaves no file behind.
-//   - Downloaded files are made executable (0755) so a staged binary can be
-//     the task's command.
+//   - Downloaded files are left 0644, as by Nomad: a staged binary is run
+//     through a shell that makes it executable first.
 //
 // Only http and https sources are supported; Nomad's go-getter knows more
 // schemes (s3, gcs, git, hg), and none for hdfs.
@@ -155,7 +155,9 @@ func fetchArtifact(ctx context.Context, art *api.TaskArtifact, taskDir string, i
 			return fail("checksums did not match for %s.\nExpected: %s\nGot: %s", rel, hex.EncodeToString(want), hex.EncodeToString(got))
 		}
 	}
-	if err := os.Chmod(tmp.Name(), 0o755); err != nil {
+	// Left 0644, as go-getter leaves it: Nomad never makes an artifact
+	// executable.
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
 		return fail("%v", err)
 	}
 	if err := os.Rename(tmp.Name(), dest); err != nil {

@@ -2,9 +2,12 @@ package testagent
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -282,6 +285,10 @@ func (a *Agent) allocStop(rc *reqCtx, id string) error {
 	if as == nil {
 		return errorf(404, "%s", errAllocNotFound)
 	}
+	// As Nomad: a migrate transition first (AllocationUpdateDesiredStatus),
+	// then the plan that stops it.
+	as.alloc.DesiredTransition.Migrate = ptr(true)
+	a.touchAllocLocked(as, evDesiredStatus)
 	a.stopAllocLocked(as, "alloc is being migrated")
 	// As on a real agent, the replacement is placed about a second after
 	// the stop (Nomad records a migrate transition first), not at once.
@@ -556,3 +563,37 @@ func (a *Agent) systemGC(rc *reqCtx) error {
 var _ = json.Marshal
 var _ = os.Getpid
 var _ = time.Now
+
+// fsRead serves GET /v1/client/fs/cat/:alloc?path= and, with readAt,
+// /v1/client/fs/readat/:alloc?path=&offset=&limit=: a file of the
+// allocation directory (<alloc>/alloc/logs/<task>.stderr.0, <alloc>/<task>/local/...).
+func (a *Agent) fsRead(rc *reqCtx, id string, readAt bool) error {
+	a.mu.Lock()
+	as := a.allocs[id]
+	a.mu.Unlock()
+	if as == nil {
+		return errorf(404, "%s", errAllocNotFound)
+	}
+	q := rc.r.URL.Query()
+	rel := filepath.Clean("/" + q.Get("path"))
+	f, err := os.Open(filepath.Join(as.dir, rel))
+	if err != nil {
+		return errorf(500, "failed to open file %q: %v", q.Get("path"), err)
+	}
+	defer f.Close()
+	var r io.Reader = f
+	if readAt {
+		off, _ := strconv.ParseInt(q.Get("offset"), 10, 64)
+		limit, _ := strconv.ParseInt(q.Get("limit"), 10, 64)
+		if _, err := f.Seek(off, io.SeekStart); err != nil {
+			return errorf(500, "%v", err)
+		}
+		if limit > 0 {
+			r = io.LimitReader(f, limit)
+		}
+	}
+	rc.w.Header().Set("Content-Type", "application/octet-stream")
+	rc.w.WriteHeader(200)
+	_, _ = io.Copy(rc.w, r)
+	return nil
+}

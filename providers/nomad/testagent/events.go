@@ -14,10 +14,24 @@ import (
 // event_buffer_size defaults to 100; this agent keeps more).
 const eventBufferSize = 1024
 
+// Event types the agent publishes, as Nomad names them.
+const (
+	evPlanResult    = "PlanResult"                    // a placement or a server-side stop
+	evAllocUpdated  = "AllocationUpdated"             // a client update
+	evDesiredStatus = "AllocationUpdateDesiredStatus" // alloc stop's migrate transition
+	evEvalUpdated   = "EvaluationUpdated"
+)
+
+// clientSyncInterval is how long client updates of an allocation are
+// bundled into one event (a Nomad client syncs allocations every 200ms).
+const clientSyncInterval = 200 * time.Millisecond
+
 // eventBroker keeps recent events; it is guarded by Agent.mu and streams
 // wake on Agent.notify.
 type eventBroker struct {
-	log []streamEvent
+	log   []streamEvent
+	dirty map[*allocState]bool // client updates not published yet
+	flush *time.Timer          // publishes dirty; nil when none is due
 }
 
 type streamEvent struct {
@@ -30,22 +44,68 @@ type streamEvent struct {
 	Payload    map[string]json.RawMessage
 }
 
-func newEventBroker() *eventBroker { return &eventBroker{} }
+func newEventBroker() *eventBroker { return &eventBroker{dirty: map[*allocState]bool{}} }
 
-func (b *eventBroker) close() {}
+// close stops a pending flush (under Agent.mu).
+func (b *eventBroker) close() {
+	if b.flush != nil {
+		b.flush.Stop()
+		b.flush = nil
+	}
+}
 
-// publish records an AllocationUpdated event with a snapshot of the
-// allocation (without its Job, as Nomad's event payloads).
-func (b *eventBroker) publish(a *Agent, as *allocState) {
+// publish records an allocation event of type typ with a snapshot of the
+// allocation (without its Job, as Nomad's event payloads), after any
+// bundled client update of it.
+func (b *eventBroker) publish(a *Agent, as *allocState, typ string) {
+	if b.dirty[as] {
+		delete(b.dirty, as)
+		b.publish(a, as, evAllocUpdated)
+	}
 	al := *as.alloc
 	al.Job = nil
 	raw, err := json.Marshal(&al)
 	if err != nil {
 		return
 	}
-	b.log = append(b.log, streamEvent{Topic: "Allocation", Type: "AllocationUpdated", Key: al.ID,
-		Namespace: al.Namespace, FilterKeys: []string{al.JobID}, Index: al.ModifyIndex,
+	b.append(streamEvent{Topic: "Allocation", Type: typ, Key: al.ID,
+		Namespace: al.Namespace, FilterKeys: []string{al.JobID}, Index: a.index,
 		Payload: map[string]json.RawMessage{"Allocation": raw}})
+}
+
+// clientUpdate bundles a client update of the allocation into the next
+// flush.
+func (b *eventBroker) clientUpdate(a *Agent, as *allocState) {
+	b.dirty[as] = true
+	if b.flush != nil || a.closed {
+		return
+	}
+	b.flush = time.AfterFunc(clientSyncInterval, func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		b.flush = nil
+		if len(b.dirty) == 0 {
+			return
+		}
+		a.bumpLocked()
+		for as := range b.dirty {
+			b.publish(a, as, evAllocUpdated) // clears the mark
+		}
+	})
+}
+
+// publishEval records an Evaluation event with a snapshot of ev.
+func (b *eventBroker) publishEval(ev *api.Evaluation) {
+	raw, err := json.Marshal(ev)
+	if err != nil {
+		return
+	}
+	b.append(streamEvent{Topic: "Evaluation", Type: evEvalUpdated, Key: ev.ID, Namespace: ev.Namespace,
+		FilterKeys: []string{ev.JobID}, Index: ev.ModifyIndex, Payload: map[string]json.RawMessage{"Evaluation": raw}})
+}
+
+func (b *eventBroker) append(e streamEvent) {
+	b.log = append(b.log, e)
 	if len(b.log) > eventBufferSize {
 		b.log = append([]streamEvent(nil), b.log[len(b.log)-eventBufferSize:]...)
 	}
@@ -79,7 +139,7 @@ func (f topicFilter) match(e *streamEvent, ns string) bool {
 
 // eventStream serves GET /v1/event/stream as newline-delimited JSON
 // ({"Index":N,"Events":[...]} per batch, "{}" as a heartbeat every 10s).
-// Only the Allocation topic is produced.
+// The Allocation and Evaluation topics are produced.
 func (a *Agent) eventStream(rc *reqCtx) error {
 	q := rc.r.URL.Query()
 	filter := topicFilter{}

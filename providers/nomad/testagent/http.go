@@ -133,6 +133,10 @@ func (a *Agent) route(rc *reqCtx, path string) error {
 		return a.systemGC(rc)
 	case path == "/v1/event/stream":
 		return a.eventStream(rc)
+	case strings.HasPrefix(path, "/v1/client/fs/cat/"):
+		return a.fsRead(rc, unescape(strings.TrimPrefix(path, "/v1/client/fs/cat/")), false)
+	case strings.HasPrefix(path, "/v1/client/fs/readat/"):
+		return a.fsRead(rc, unescape(strings.TrimPrefix(path, "/v1/client/fs/readat/")), true)
 	}
 	return errorf(404, "Invalid URL path")
 }

@@ -98,8 +98,16 @@ func (a *Agent) createAllocLocked(js *jobState, tg *api.TaskGroup, evalID string
 	as := &allocState{a: a, alloc: al, job: j, group: group, index: index, specVersion: js.specVersion,
 		cpu: cpu, mem: mem, ports: ports, taskNets: taskNets, dir: filepath.Join(a.cfg.DataDir, "alloc", id),
 		stopCh: make(chan struct{}), done: make(chan struct{})}
+	// A replacement of an allocation stopped for migration (alloc stop)
+	// is linked to it, as Nomad links them.
+	for _, old := range a.allocsOfLocked(jobKey{al.Namespace, al.JobID}) {
+		if old.alloc.TaskGroup == al.TaskGroup && old.index == index && old.alloc.NextAllocation == "" &&
+			old.alloc.DesiredTransition.Migrate != nil && *old.alloc.DesiredTransition.Migrate {
+			old.alloc.NextAllocation, al.PreviousAllocation = id, old.alloc.ID
+		}
+	}
 	a.allocs[id] = as
-	a.events.publish(a, as)
+	a.events.publish(a, as, evPlanResult)
 	if a.closed {
 		close(as.done)
 		return
@@ -136,7 +144,7 @@ func (as *allocState) updateTaskLocked(task string, fn func(ts *api.TaskState)) 
 	wasTerminal := as.terminalLocked()
 	fn(ts)
 	as.alloc.ClientStatus, as.alloc.ClientDescription = clientStatus(as.alloc.TaskStates)
-	a.touchAllocLocked(as)
+	a.touchAllocLocked(as, "")
 	if js := a.jobs[jobKey{as.alloc.Namespace, as.alloc.JobID}]; js != nil {
 		a.updateJobStatusLocked(js)
 		if p := *js.job.ParentID; p != "" {
@@ -297,6 +305,14 @@ func (tr *taskRunner) run() {
 	}
 	_ = os.Chmod(filepath.Join(tr.dir, "secrets"), 0o700)
 	as.event(t.Name, newEvent(api.TaskSetup, "Building Task Directory", map[string]string{"message": "Building Task Directory"}), nil)
+	if lag := as.a.cfg.StartLag; lag > 0 {
+		timer := time.NewTimer(lag)
+		select {
+		case <-timer.C:
+		case <-as.stopCh: // the start sees the stop
+		}
+		timer.Stop()
+	}
 	if len(as.job.Payload) > 0 && t.DispatchPayload != nil && t.DispatchPayload.File != "" {
 		p := filepath.Join(tr.dir, "local", t.DispatchPayload.File)
 		_ = os.MkdirAll(filepath.Dir(p), 0o777)
@@ -359,8 +375,12 @@ func (tr *taskRunner) attempt() (exitOK, fatal bool) {
 		as.event(t.Name, newEvent(api.TaskDownloadingArtifacts, "Client is downloading artifacts", nil), nil)
 		for _, art := range t.Artifacts {
 			if err := fetchArtifact(as.a.ctx, art, tr.dir, interp); err != nil {
-				ev := newEvent(api.TaskArtifactDownloadFailed, err.Error(), map[string]string{"download_error": err.Error()})
-				ev.DownloadError = err.Error()
+				// Nomad runs go-getter in a subprocess: the task event says
+				// only that it failed; the reason is in the agent's log.
+				as.a.log.Warn().Err(err).Str("alloc", as.alloc.ID).Str("task", t.Name).Msg("artifact download failed")
+				msg := fmt.Sprintf("failed to download artifact %q: getter subprocess failed: exit status 1", interp(*art.GetterSource))
+				ev := newEvent(api.TaskArtifactDownloadFailed, msg, map[string]string{"download_error": msg})
+				ev.DownloadError = msg
 				as.event(t.Name, ev, nil)
 				return false, false
 			}

@@ -29,6 +29,7 @@ func (a *Agent) newEvalLocked(ns, jobID, typ string, prio int, trig string, jmi 
 		CreateTime: now, ModifyTime: now,
 	}
 	a.evals[ev.ID] = ev
+	a.events.publishEval(ev)
 	return ev
 }
 
@@ -50,6 +51,7 @@ func (a *Agent) finishEvalLocked(ev *api.Evaluation, failed map[string]*api.Allo
 	}
 	idx := a.bumpLocked("evals")
 	ev.ModifyIndex, ev.ModifyTime = idx, time.Now().UnixNano()
+	a.events.publishEval(ev)
 }
 
 // scheduleLocked runs the scheduler for a job (synchronously: the returned
@@ -120,6 +122,8 @@ func (a *Agent) reconcileLocked(js *jobState, evalID string) (map[string]*api.Al
 			continue
 		}
 		switch {
+		case *j.Stop && as.clientTerminal():
+			// Finished allocations keep DesiredStatus run (as Nomad's).
 		case *j.Stop || !groups[as.alloc.TaskGroup]:
 			a.stopAllocLocked(as, descNotNeeded)
 		case as.specVersion != js.specVersion:
@@ -484,13 +488,21 @@ func (a *Agent) stopAllocLocked(as *allocState, desc string) {
 	}
 	as.alloc.DesiredStatus = api.AllocDesiredStatusStop
 	as.alloc.DesiredDescription = desc
-	a.touchAllocLocked(as)
+	a.touchAllocLocked(as, evPlanResult)
 	as.requestStop()
 	a.retryBlockedLocked()
 }
 
-func (a *Agent) touchAllocLocked(as *allocState) {
+// touchAllocLocked records a change of the allocation: a server's (event
+// type typ, published at once) or, with typ "", a client update (bundled
+// into one AllocationUpdated event per clientSyncInterval, as a Nomad
+// client batches its updates).
+func (a *Agent) touchAllocLocked(as *allocState, typ string) {
 	idx := a.bumpLocked("allocs")
 	as.alloc.ModifyIndex, as.alloc.AllocModifyIndex, as.alloc.ModifyTime = idx, idx, time.Now().UnixNano()
-	a.events.publish(a, as)
+	if typ == "" {
+		a.events.clientUpdate(a, as)
+		return
+	}
+	a.events.publish(a, as, typ)
 }
