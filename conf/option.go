@@ -235,6 +235,8 @@ var registry = struct {
 	sync.RWMutex
 	byKey map[string]Spec
 	byEnv map[string]Spec
+	// patterns are the options whose key has a NamePlaceholder.
+	patterns []Spec
 }{byKey: map[string]Spec{}, byEnv: map[string]Spec{}}
 
 // register panics on a duplicate key or environment variable: both are
@@ -251,6 +253,9 @@ func register[T any](o *Option[T]) *Option[T] {
 	}
 	registry.byKey[o.key] = o
 	registry.byEnv[env] = o
+	if strings.Contains(o.key, NamePlaceholder) {
+		registry.patterns = append(registry.patterns, o)
+	}
 	return o
 }
 
@@ -266,12 +271,16 @@ func Options() []Spec {
 	return out
 }
 
-// Lookup returns the registered option with the given key.
+// Lookup returns the registered option with the given key, or the
+// pattern option (see NamePlaceholder) the key fills in.
 func Lookup(key string) (Spec, bool) {
 	registry.RLock()
-	defer registry.RUnlock()
 	s, ok := registry.byKey[key]
-	return s, ok
+	registry.RUnlock()
+	if ok || strings.Contains(key, NamePlaceholder) {
+		return s, ok
+	}
+	return lookupPattern(key)
 }
 
 func lookupEnv(name string) (Spec, bool) {

@@ -141,6 +141,7 @@ func Start(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*Job
 	j.run(func() { rm.Run(ctx) })
 	j.run(func() { disp.Run(ctx) })
 	j.run(func() { uploads.Run(ctx, sweepInterval(conf.BlobUploadCleanupGrace.Get(c)), jobLive(disp)) })
+	j.startMetrics(ctx, c, disp, log.With().Str("component", "metrics").Logger())
 	j.run(func() {
 		if err := grpcServer.Serve(rpcLis); err != nil {
 			j.fail(fmt.Errorf("jobmanager: RPC server: %w", err))

@@ -31,6 +31,7 @@ type task struct {
 	jobID        string
 	allocationID string
 	name         string
+	jobName      string
 	invokable    string
 	produced     []*pb.ResultPartitionDeploymentDescriptor
 	run          RunningTask
@@ -107,7 +108,7 @@ func (te *TaskExecutor) submitTask(req *pb.SubmitTaskRequest) error {
 	ti := tdd.TaskInformation
 	t := &task{
 		key: key, attempt: tdd.Attempt, jobID: req.JobId, allocationID: tdd.AllocationId,
-		name: ti.TaskName, invokable: ti.Invokable, produced: tdd.ProducedPartitions,
+		name: ti.TaskName, jobName: tdd.GetJobInformation().GetJobName(), invokable: ti.Invokable, produced: tdd.ProducedPartitions,
 		log: jc.log.With().Str("attempt", key).Str("task", ti.TaskName).Logger(),
 	}
 	te.tasks[key] = t

@@ -6,8 +6,12 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
+	"github.com/gofl/gofl/conf"
+	"github.com/gofl/gofl/metrics"
 	"github.com/gofl/gofl/taskmanager"
 )
 
@@ -42,12 +46,47 @@ func runTaskManager(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	te, err := taskmanager.New(taskmanager.ConfigFromConf(cfg), log)
+	tmCfg := taskmanager.ConfigFromConf(cfg)
+	te, err := taskmanager.New(tmCfg, log)
 	if err != nil {
 		return err
 	}
+	stopMetrics, err := startTaskManagerMetrics(cfg, tmCfg.Host, te, log)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	log.Info().Str("address", te.Address()).Str("resource_id", te.ResourceID()).Msg("TaskManager listening")
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return te.Run(ctx)
+}
+
+// startTaskManagerMetrics starts the configured Prometheus reporters and
+// the optional pprof endpoint of a TaskManager.
+func startTaskManagerMetrics(cfg *conf.Configuration, host string, te *taskmanager.TaskExecutor, log zerolog.Logger) (func(), error) {
+	if host == "" {
+		host = taskmanager.DefaultHost
+	}
+	reg := metrics.NewRegistry(metrics.TaskManagerScope, prometheus.Labels{"host": host, "tm_id": te.ResourceID()})
+	reg.MustRegister(te.MetricsCollector())
+	servers, err := metrics.StartReporters(cfg, host, reg, log)
+	if err != nil {
+		return nil, fmt.Errorf("taskmanager: %w", err)
+	}
+	pp, err := metrics.StartPprof(cfg, log)
+	if err != nil {
+		for _, s := range servers {
+			s.Close()
+		}
+		return nil, fmt.Errorf("taskmanager: %w", err)
+	}
+	if pp != nil {
+		servers = append(servers, pp)
+	}
+	return func() {
+		for _, s := range servers {
+			s.Close()
+		}
+	}, nil
 }

@@ -22,6 +22,8 @@ type Snapshot struct {
 	Vertices map[string]restapi.JobVertexInfo
 	// Result is set once the job is globally terminal.
 	Result *restapi.JobExecutionResult
+	// NumRestarts counts the job's restarts (Flink's numRestarts).
+	NumRestarts int
 }
 
 // Snapshot returns the job's current views; after Done it returns the views
@@ -134,7 +136,8 @@ func (jm *JobMaster) snapshot() Snapshot {
 	det := restapi.JobDetails{ID: jm.jobID, Name: jm.jg.Name, State: st.String(), JobType: jm.jg.Type.String(),
 		StartTime: millis(start), EndTime: millis(end), Duration: duration.Milliseconds(), Now: now.UnixMilli(),
 		Timestamps: timestamps, Vertices: vertices, StatusCounts: statusCounts}
-	return Snapshot{Overview: ov, Details: det, Exceptions: jm.exceptions(), Vertices: infos, Result: jm.executionResult(st, duration.Milliseconds())}
+	return Snapshot{Overview: ov, Details: det, Exceptions: jm.exceptions(), Vertices: infos, Result: jm.executionResult(st, duration.Milliseconds()),
+		NumRestarts: jm.sched.NumRestarts()}
 }
 
 // vertexStatus aggregates subtask states the way Flink's ExecutionJobVertex

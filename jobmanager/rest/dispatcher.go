@@ -50,4 +50,9 @@ type Dispatcher interface {
 	// SavepointStatus is a savepoint request's state; an unknown request:
 	// ErrOperationNotFound. It does not wait.
 	SavepointStatus(ctx context.Context, jobID, requestID string) (restapi.SavepointStatusResponse, error)
+
+	// JobMetrics is the job's metrics by Flink's names (numRestarts,
+	// uptime, the checkpoint counts and last checkpoint's duration and
+	// size). It does not wait for the job.
+	JobMetrics(ctx context.Context, jobID string) (map[string]float64, error)
 }

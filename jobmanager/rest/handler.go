@@ -144,6 +144,7 @@ func (h *handler) routes() {
 	h.handle("HEAD /blobs/{key}", h.blobInfo)
 	h.handle("GET /taskmanagers", h.taskManagers)
 	h.handle("GET /taskmanagers/{tmid}", h.taskManager)
+	h.metricRoutes()
 	slices.Sort(h.methods)
 }
 

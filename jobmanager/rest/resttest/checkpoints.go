@@ -92,3 +92,12 @@ func (d *Dispatcher) known(ctx context.Context, jobID string) error {
 	_, err := d.get(jobID)
 	return err
 }
+
+// JobMetrics reports a known job with no restarts and no checkpoints.
+func (d *Dispatcher) JobMetrics(ctx context.Context, jobID string) (map[string]float64, error) {
+	if err := d.known(ctx, jobID); err != nil {
+		return nil, err
+	}
+	return map[string]float64{"numRestarts": 0, "totalNumberOfCheckpoints": 0, "numberOfCompletedCheckpoints": 0,
+		"numberOfFailedCheckpoints": 0, "lastCheckpointDuration": -1}, nil
+}

@@ -35,6 +35,28 @@ type Sum struct {
 func init() {
 	stream.RegisterJob("pipelined-count", build)
 	stream.RegisterJob("slow-sink", buildSlowSink)
+	stream.RegisterJob("held-numbers", buildHeldNumbers)
+}
+
+// buildHeldNumbers passes --count numbers to its sink and then keeps
+// running (its source goes on, filtered out), so that a test reads the
+// task metrics of a running job against a known record count.
+func buildHeldNumbers(env *stream.Environment, args []string) error {
+	fs := flag.NewFlagSet("held-numbers", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	count := fs.Int64("count", 1000, "numbers passed on")
+	output := fs.String("output", "", "output directory")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *output == "" || *count < 1 {
+		return errors.New("usage: held-numbers --count N --output DIR")
+	}
+	n := *count
+	nums := stream.Generate(env, -1, func(i int64) int64 { return i }, stream.RateLimit(20000)).Name("Numbers")
+	passed := stream.Filter(nums, func(v int64) bool { return v < n }).Name("First numbers")
+	stream.Map(passed.Rebalance(), func(v int64) string { return fmt.Sprint(v) }).Name("Format").WriteAsText(*output).Name("Sink")
+	return nil
 }
 
 func buildSlowSink(env *stream.Environment, args []string) error {
