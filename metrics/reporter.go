@@ -161,4 +161,3 @@ func portsText(ports []int) string {
 type logAdapter struct{ log zerolog.Logger }
 
 func (l logAdapter) Println(v ...any) { l.log.Warn().Msg(fmt.Sprint(v...)) }
-
