@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/gofl/gofl/conf"
 	"github.com/gofl/gofl/jobgraph"
 	"github.com/gofl/gofl/rpc/pb"
+	"github.com/gofl/gofl/stream"
 )
 
 func runCommand() *cli.Command {
@@ -80,6 +82,9 @@ func runRun(c *cli.Context) error {
 	if c.IsSet("parallelism") && c.Int("parallelism") < 1 {
 		return fmt.Errorf("run: parallelism %d must be at least 1", c.Int("parallelism"))
 	}
+	if err := checkJobArgs(c.Args().Tail()); err != nil {
+		return err
+	}
 	switch mode := c.String("mode"); mode {
 	case conf.ModePerJob:
 		return runPerJob(c)
@@ -131,7 +136,11 @@ func runSession(c *cli.Context, addr string) error {
 		return err
 	}
 	defer cleanup()
-	jg, err := planJob(c, bin, job, jobArgs)
+	var sessionPar int
+	if rec, ok := targetSession(c, addr); ok {
+		sessionPar = rec.Parallelism
+	}
+	jg, err := planJob(c, bin, job, jobArgs, sessionPar)
 	if err != nil {
 		return err
 	}
@@ -191,8 +200,48 @@ func jobBinary(ctx context.Context, job string) (string, func(), error) {
 	return out, cleanup, nil
 }
 
+// targetSession is the remembered session a session-mode run goes to: -c,
+// else the latest, unless an address (-m HOST:PORT, --jobmanager) is given.
+func targetSession(c *cli.Context, addr string) (sessionRecord, bool) {
+	if addr != "" || c.String(flagJobManager) != "" {
+		return sessionRecord{}, false
+	}
+	st, err := loadSessions(c)
+	if err != nil {
+		return sessionRecord{}, false
+	}
+	id := c.String(flagCluster)
+	if id == "" {
+		id = st.Latest
+	}
+	return st.find(id)
+}
+
+// defaultParallelism is the job's default parallelism: -p, else
+// parallelism.default where the client's configuration sets it (-D, file,
+// environment), else fallback (the session cluster's), else 0 (the job's
+// own default).
+func defaultParallelism(c *cli.Context, fallback int) (int, error) {
+	if c.IsSet("parallelism") {
+		return c.Int("parallelism"), nil
+	}
+	cfg, _, err := setup(c)
+	if err != nil {
+		return 0, err
+	}
+	if cfg.IsSet(conf.DefaultParallelism.Key()) {
+		return conf.DefaultParallelism.Get(cfg), nil
+	}
+	return fallback, nil
+}
+
 // planJob runs the binary in plan role and parses the JobGraph it prints.
-func planJob(c *cli.Context, bin, job string, args []string) (*jobgraph.JobGraph, error) {
+// sessionPar is the parallelism.default of the session it goes to (0: none).
+func planJob(c *cli.Context, bin, job string, args []string, sessionPar int) (*jobgraph.JobGraph, error) {
+	par, err := defaultParallelism(c, sessionPar)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(c.Context, 2*time.Minute)
 	defer cancel()
 	path := bin
@@ -202,13 +251,18 @@ func planJob(c *cli.Context, bin, job string, args []string) (*jobgraph.JobGraph
 	cmd := exec.CommandContext(ctx, path, args...)
 	env := make([]string, 0, len(os.Environ())+2)
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "GOFL_ROLE=") && !strings.HasPrefix(kv, "GOFL_PARALLELISM=") && !strings.HasPrefix(kv, "GOFL_RUNNER_") {
+		if !strings.HasPrefix(kv, "GOFL_ROLE=") && !strings.HasPrefix(kv, "GOFL_PARALLELISM=") && !strings.HasPrefix(kv, "GOFL_RUNNER_") &&
+			!strings.HasPrefix(kv, stream.EnvSavepointPath+"=") {
 			env = append(env, kv)
 		}
 	}
 	env = append(env, "GOFL_ROLE=plan")
-	if c.IsSet("parallelism") {
-		env = append(env, "GOFL_PARALLELISM="+strconv.Itoa(c.Int("parallelism")))
+	if par > 0 {
+		env = append(env, "GOFL_PARALLELISM="+strconv.Itoa(par))
+	}
+	if p := c.String("fromSavepoint"); p != "" {
+		// A restored job continues in its sinks' existing directories.
+		env = append(env, stream.EnvSavepointPath+"="+p)
 	}
 	cmd.Env = env
 	var stdout, stderr bytes.Buffer
@@ -251,4 +305,48 @@ func restoreSettings(c *cli.Context) map[string]string {
 		m[conf.SavepointIgnoreUnclaimedState.Key()] = "true"
 	}
 	return m
+}
+
+// pathFlag matches job flags that name files: --input, --output, --path,
+// --dir, --file and the like (also as a suffix: --checkpoint-dir).
+var pathFlag = regexp.MustCompile(`(?i)^--?(?:[a-z0-9]+[-_.])*(?:in|input|inputs|out|output|outputs|path|paths|dir|directory|file|files)$`)
+
+// checkJobArgs rejects relative local paths among the job's arguments: the
+// runners start in their TaskManagers' working directories, where a
+// relative path names other files (on a per-job or application cluster,
+// ones removed with the cluster). A path is an argument starting with "./"
+// or "../", or the value of a path-like flag (pathFlag) that is neither
+// absolute nor a URI.
+func checkJobArgs(args []string) error {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			continue
+		}
+		name, val, inline := strings.Cut(a, "=")
+		switch {
+		case strings.HasPrefix(a, "-") && pathFlag.MatchString(name):
+			if !inline {
+				if i+1 >= len(args) {
+					continue
+				}
+				i++
+				val = args[i]
+			}
+		case strings.HasPrefix(a, "./") || strings.HasPrefix(a, "../"):
+			name, val = "", a
+		default:
+			continue
+		}
+		if val == "" || filepath.IsAbs(val) || strings.Contains(val, "://") || strings.HasPrefix(val, "-") {
+			continue
+		}
+		abs, _ := filepath.Abs(val)
+		what := "job argument " + val
+		if name != "" {
+			what = fmt.Sprintf("job argument %s %s", name, val)
+		}
+		return fmt.Errorf("run: %s is a relative path, but the job runs in its TaskManagers' working directories, not here; give an absolute path (%s) or a URI (file://, hdfs://)", what, abs)
+	}
+	return nil
 }

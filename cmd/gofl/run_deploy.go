@@ -57,7 +57,7 @@ func runPerJob(c *cli.Context) error {
 		return err
 	}
 	defer cleanup()
-	jg, err := planJob(c, bin, job, jobArgs)
+	jg, err := planJob(c, bin, job, jobArgs, 0)
 	if err != nil {
 		return err
 	}

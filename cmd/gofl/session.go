@@ -117,6 +117,9 @@ type sessionRecord struct {
 	Provider    string    `json:"provider"`
 	RESTAddress string    `json:"rest_address"`
 	Created     time.Time `json:"created"`
+	// Parallelism is the session's parallelism.default when it was started
+	// with one: jobs are planned on the client, which applies it.
+	Parallelism int `json:"parallelism,omitempty"`
 }
 
 type sessionState struct {
@@ -394,7 +397,11 @@ func runSessionStart(c *cli.Context) error {
 		st = sessionState{}
 	}
 	st.remove(id)
-	st.Sessions = append(st.Sessions, sessionRecord{ClusterID: id, Provider: target, RESTAddress: info.RESTAddress, Created: time.Now().UTC()})
+	rec := sessionRecord{ClusterID: id, Provider: target, RESTAddress: info.RESTAddress, Created: time.Now().UTC()}
+	if cfg.IsSet(conf.DefaultParallelism.Key()) {
+		rec.Parallelism = conf.DefaultParallelism.Get(cfg)
+	}
+	st.Sessions = append(st.Sessions, rec)
 	st.Latest = id
 	if err := saveSessions(c, st); err != nil {
 		log.Warn().Err(err).Msg("could not remember the session")
@@ -429,6 +436,10 @@ func runSessionList(c *cli.Context) error {
 	if changed {
 		_ = saveSessions(c, st)
 	}
+	if len(infos) == 0 {
+		fmt.Fprintln(c.App.Writer, "no clusters")
+		return nil
+	}
 	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CLUSTER ID\tPROVIDER\tMODE\tSTATUS\tREST\tCREATED\t")
 	for _, i := range infos {
@@ -438,13 +449,7 @@ func runSessionList(c *cli.Context) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\thttp://%s\t%s\t\n", id, i.Provider, i.Mode, i.Status, i.RESTAddress, i.Created.Local().Format(time.DateTime))
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if len(infos) == 0 {
-		fmt.Fprintln(c.App.Writer, "(no clusters)")
-	}
-	return nil
+	return tw.Flush()
 }
 
 func runSessionStop(c *cli.Context) error {

@@ -113,7 +113,7 @@ func followJob(c *cli.Context, cl *client.Client, jg *jobgraph.JobGraph, id stri
 				if ex, err := cl.JobExceptions(c.Context, id); err == nil && ex.RootException != "" {
 					fmt.Fprintf(c.App.ErrWriter, "root cause: %s\n", ex.RootException)
 				}
-				return fmt.Errorf("submit: job %s ended %s", id, d.State)
+				return fmt.Errorf("%s: job %s ended %s", c.Command.Name, id, d.State)
 			}
 			printResult(c, cl, jg, id)
 			return nil

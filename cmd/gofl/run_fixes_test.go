@@ -1,0 +1,112 @@
+package main
+
+// Tests of the issue 13 fixes to `gofl run` and `gofl session`: each fails
+// on the CLI before them.
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// -D parallelism.default=N is the job's default parallelism in session and
+// per-job mode (both plan on the client), as -p is (bug 1).
+func TestRunHonoursParallelismDefault(t *testing.T) {
+	bin := buildWordcount(t)
+	for _, args := range [][]string{
+		{"run", "-D", "parallelism.default=3"},
+		{"-D", "parallelism.default=3", "run"},
+		{"run", "-D", "parallelism.default=2", "-p", "3"}, // -p wins
+	} {
+		c := newBlobCluster(t)
+		endJobs(t, c, "FINISHED")
+		r := gofl(t, nil, append(args, "-m", c.addr, bin, "--input", "/in", "--output", "/nonexistent/out")...)
+		if r.code != 0 {
+			t.Fatalf("%q: exit %d\n%s\n%s", args, r.code, r.stdout, r.stderr)
+		}
+		l, err := c.d.ListJobs(context.Background())
+		if err != nil || len(l.Jobs) != 1 {
+			t.Fatalf("jobs %+v, %v", l, err)
+		}
+		for _, v := range c.d.Graph(l.Jobs[0].ID).Vertices {
+			if v.Parallelism != 3 {
+				t.Errorf("%q: vertex %q has parallelism %d, want 3", args, v.Name, v.Parallelism)
+			}
+		}
+	}
+}
+
+// A non-empty --output directory fails the run before anything is
+// submitted, naming the overwrite option (bug 2).
+func TestRunRefusesAnExistingOutput(t *testing.T) {
+	bin := buildWordcount(t)
+	c := newBlobCluster(t)
+	out := t.TempDir()
+	if err := os.WriteFile(filepath.Join(out, "part-2"), []byte("stale\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := gofl(t, nil, "run", "-m", c.addr, bin, "--input", "/in", "--output", out)
+	if r.code == 0 || !strings.Contains(r.stderr, "exists and is not empty") || !strings.Contains(r.stderr, "Overwrite") {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if l, _ := c.d.ListJobs(context.Background()); len(l.Jobs) != 0 {
+		t.Fatalf("submitted %+v", l.Jobs)
+	}
+	endJobs(t, c, "FINISHED")
+	if r := gofl(t, nil, "run", "-m", c.addr, bin, "--input", "/in", "--output", out, "--overwrite"); r.code != 0 {
+		t.Fatalf("--overwrite: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(out, "part-2")); !os.IsNotExist(err) {
+		t.Errorf("--overwrite kept the stale part file: %v", err)
+	}
+}
+
+// A relative path among the job's arguments is refused with the absolute
+// path to use instead: the runners would resolve it in their own working
+// directories (bug 8).
+func TestRunRejectsRelativeJobPaths(t *testing.T) {
+	c := newBlobCluster(t)
+	wd, _ := os.Getwd()
+	for _, args := range [][]string{
+		{"--input", "/in", "--output", "out"},
+		{"--input=data/in.txt", "--output", "/out"},
+		{"--checkpoint-dir", "ckpt"},
+		{"./in.txt"},
+	} {
+		r := gofl(t, nil, append([]string{"run", "-m", c.addr, "/does/not/matter"}, args...)...)
+		if r.code == 0 || !strings.Contains(r.stderr, "is a relative path") || !strings.Contains(r.stderr, wd) || strings.Contains(r.stderr, "does not exist") {
+			t.Errorf("%q: exit %d, stderr %q", args, r.code, r.stderr)
+		}
+	}
+	for _, args := range [][]string{
+		{"--input", "/in", "--output", "hdfs://nn:8020/out"},
+		{"--output=file:///tmp/out", "--parallel", "4", "--name", "x"},
+		{"--verbose", "--output", "/abs"},
+	} {
+		if err := checkJobArgs(args); err != nil {
+			t.Errorf("%q: %v", args, err)
+		}
+	}
+}
+
+// Errors of a followed job carry the command's name, not "submit:" (bug 10).
+func TestRunFailureIsNotPrefixedSubmit(t *testing.T) {
+	bin := buildWordcount(t)
+	c := newBlobCluster(t)
+	endJobs(t, c, "FAILED")
+	r := gofl(t, nil, "run", "-m", c.addr, bin, "--input", "/in", "--output", "/nonexistent/out")
+	if r.code == 0 || strings.Contains(r.stderr, "submit:") || !strings.Contains(r.stderr, "gofl: run: job ") {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// `session list` without clusters prints just that (bug 10).
+func TestSessionListWithoutClusters(t *testing.T) {
+	home := t.TempDir()
+	r := gofl(t, []string{"HOME=" + home}, "session", "list", "-t", "local")
+	if r.code != 0 || r.stdout != "no clusters\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
