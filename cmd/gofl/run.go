@@ -67,7 +67,9 @@ Examples:
 			targetFlag(),
 			&cli.IntFlag{Name: "parallelism", Aliases: []string{"p"}, Usage: "default parallelism of the job's operators (`N`; the job's own default when unset)"},
 			&cli.BoolFlag{Name: "detached", Aliases: []string{"d"}, Usage: "return once the job is submitted (the cluster deployed)"},
-			&cli.DurationFlag{Name: "timeout", Value: 24 * time.Hour, Usage: "unless --detached, give up following the job after `DURATION`"},
+			&cli.DurationFlag{Name: "timeout", Value: 24 * time.Hour, Usage: "unless --detached, stop following the job after `DURATION`: detach, or with -sae cancel it"},
+			&cli.BoolFlag{Name: flagShutdownOnAttachedExit, Aliases: []string{"sae"},
+				Usage: "attached: on Ctrl-C or --timeout cancel the job(s) and shut a per-job or application cluster down, instead of detaching"},
 			&cli.StringFlag{Name: "fromSavepoint", Aliases: []string{"s"}, Usage: "restore the job's state from the savepoint or retained checkpoint at `PATH` (execution.savepoint.path)"},
 			&cli.BoolFlag{Name: "allowNonRestoredState", Aliases: []string{"n"}, Usage: "with -s: skip savepoint state of operators the job no longer has (execution.savepoint.ignore-unclaimed-state)"},
 		},
@@ -85,6 +87,9 @@ func runRun(c *cli.Context) error {
 	if err := checkJobArgs(c.Args().Tail()); err != nil {
 		return err
 	}
+	ctx, release := watchInterrupts(c.Context, c.App.ErrWriter)
+	defer release()
+	c.Context = ctx
 	switch mode := c.String("mode"); mode {
 	case conf.ModePerJob:
 		return runPerJob(c)
@@ -162,7 +167,11 @@ func runSession(c *cli.Context, addr string) error {
 	if c.Bool("detached") {
 		return nil
 	}
-	return followJob(c, cl, jg, id)
+	err = followJob(c, cl, jg, id)
+	if stoppedEarly(err) {
+		return attachedRun{cl: cl, jobs: func(context.Context) []string { return []string{id} }}.leave(c, err)
+	}
+	return err
 }
 
 // jobBinary returns the executable for JOB: JOB itself, or the package

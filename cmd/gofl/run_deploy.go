@@ -110,6 +110,10 @@ func runPerJob(c *cli.Context) error {
 		return err
 	}
 	ferr := followJob(c, cl, jg, jg.JobID)
+	if stoppedEarly(ferr) {
+		return attachedRun{cl: cl, jobs: func(context.Context) []string { return []string{jg.JobID} },
+			dep: dep, target: target, clusterID: id, staging: s}.leave(c, ferr)
+	}
 	ackFinalState(info.RESTAddress)
 	finishCluster(c.App.ErrWriter, dep, id, s)
 	return ferr
@@ -174,6 +178,14 @@ func runApplication(c *cli.Context) error {
 		return nil
 	}
 	ferr := followApplication(c, info.RESTAddress)
+	if stoppedEarly(ferr) {
+		cl, err := client.New(info.RESTAddress)
+		if err != nil {
+			return err
+		}
+		return attachedRun{cl: cl, jobs: func(ctx context.Context) []string { return applicationJobs(ctx, info.RESTAddress) },
+			dep: dep, target: target, clusterID: id, staging: s}.leave(c, ferr)
+	}
 	finishCluster(c.App.ErrWriter, dep, id, s)
 	return ferr
 }
@@ -185,15 +197,13 @@ func followApplication(c *cli.Context, addr string) error {
 	if err != nil {
 		return err
 	}
-	hc := &http.Client{Timeout: 10 * time.Second}
-	deadline := time.Now().Add(c.Duration("timeout"))
+	ctx, cancel := context.WithTimeoutCause(c.Context, c.Duration("timeout"), errFollowTimeout)
+	defer cancel()
 	last := ""
 	for {
-		var st jobmanager.ApplicationStatus
-		resp, err := hc.Get("http://" + addr + jobmanager.ApplicationPath)
-		if err == nil {
-			err = json.NewDecoder(resp.Body).Decode(&st)
-			resp.Body.Close()
+		st, err := applicationStatus(ctx, addr)
+		if ctx.Err() != nil {
+			return fmt.Errorf("the application: %w", context.Cause(ctx))
 		}
 		if err != nil {
 			return fmt.Errorf("run: following the application at %s: %w", addr, err)
@@ -201,7 +211,7 @@ func followApplication(c *cli.Context, addr string) error {
 		parts := []string{st.State}
 		for _, id := range st.Jobs {
 			state := "?"
-			if d, err := cl.JobDetails(c.Context, id); err == nil {
+			if d, err := cl.JobDetails(ctx, id); err == nil {
 				state = d.State
 			}
 			parts = append(parts, fmt.Sprintf("job %s: %s", id, state))
@@ -221,15 +231,37 @@ func followApplication(c *cli.Context, addr string) error {
 			}
 			return fmt.Errorf("run: the application ended FAILED: %s", st.Error)
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("run: the application still %s after %v", st.State, c.Duration("timeout"))
-		}
 		select {
-		case <-c.Context.Done():
-			return c.Context.Err()
+		case <-ctx.Done():
+			return fmt.Errorf("the application still %s: %w", st.State, context.Cause(ctx))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// applicationStatus is GET /application of an application or per-job
+// cluster's JobManager.
+func applicationStatus(ctx context.Context, addr string) (jobmanager.ApplicationStatus, error) {
+	var st jobmanager.ApplicationStatus
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+jobmanager.ApplicationPath, nil)
+	if err != nil {
+		return st, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	err = json.NewDecoder(resp.Body).Decode(&st)
+	return st, err
+}
+
+// applicationJobs lists the jobs an application submitted so far.
+func applicationJobs(ctx context.Context, addr string) []string {
+	st, _ := applicationStatus(ctx, addr)
+	return st.Jobs
 }
 
 // ackFinalState reads GET /application until it reports the final state,

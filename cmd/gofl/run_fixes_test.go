@@ -5,10 +5,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // -D parallelism.default=N is the job's default parallelism in session and
@@ -108,5 +111,41 @@ func TestSessionListWithoutClusters(t *testing.T) {
 	r := gofl(t, []string{"HOME=" + home}, "session", "list", "-t", "local")
 	if r.code != 0 || r.stdout != "no clusters\n" {
 		t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+// The first interrupt cancels the run's context with errInterrupted; the
+// second ends the process at once (bug 4).
+func TestWatchInterrupts(t *testing.T) {
+	exited := make(chan int, 1)
+	exitFunc = func(code int) { exited <- code }
+	t.Cleanup(func() { exitFunc = os.Exit })
+	var w syncBuffer
+	ctx, release := watchInterrupts(context.Background(), &w)
+	defer release()
+	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("SIGINT did not cancel the context")
+	}
+	if !errors.Is(context.Cause(ctx), errInterrupted) {
+		t.Fatalf("cause %v", context.Cause(ctx))
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-exited:
+		if code != 130 {
+			t.Fatalf("exit code %d", code)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a second SIGINT did not exit")
+	}
+	if !strings.Contains(w.String(), "Ctrl-C again") {
+		t.Errorf("printed %q", w.String())
 	}
 }
