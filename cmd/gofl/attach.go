@@ -14,7 +14,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gofl/gofl/client"
-	"github.com/gofl/gofl/providers"
 )
 
 // Why an attached `gofl run` stopped following its job(s) early.
@@ -86,12 +85,10 @@ type attachedRun struct {
 	// jobs lists the jobs to cancel or name (an application's are known
 	// only to its JobManager).
 	jobs func(ctx context.Context) []string
-	// Set for a per-job or application cluster of its own; nil in session
-	// mode, where the cluster is not the run's to stop.
-	dep       providers.ClusterDeployer
-	target    string
-	clusterID string
-	staging   *staged
+	// own is a per-job or application cluster of the run's own; nil in
+	// session mode, where the cluster is not the run's to stop.
+	own    *client.ClusterClient
+	target string
 }
 
 // leave ends an attached run that stopped following early (cause is
@@ -117,32 +114,31 @@ func (a attachedRun) leave(c *cli.Context, cause error) error {
 				fmt.Fprintf(w, "Job %s cancelled\n", id)
 			}
 		}
-		if a.dep != nil {
-			if err := a.dep.Kill(ctx, a.clusterID); err != nil && !errors.Is(err, providers.ErrClusterNotFound) {
-				return &exitError{code, fmt.Errorf("%w; shutting down cluster %s: %w", cause, a.clusterID, err)}
+		if a.own != nil {
+			if err := a.own.Shutdown(ctx); err != nil {
+				return &exitError{code, fmt.Errorf("%w; shutting down cluster %s: %w", cause, a.own.ClusterID(), err)}
 			}
-			a.staging.cleanup()
-			fmt.Fprintf(w, "Cluster %s shut down\n", a.clusterID)
+			fmt.Fprintf(w, "Cluster %s shut down\n", a.own.ClusterID())
 		}
 		return &exitError{code, fmt.Errorf("%w; job(s) cancelled (--%s)", cause, flagShutdownOnAttachedExit)}
 	}
 	where := "-m " + a.cl.Address()
-	if a.dep != nil {
-		where = "-c " + a.clusterID
+	if a.own != nil {
+		where = "-c " + a.own.ClusterID()
 		if a.target != "local" {
 			where += " -t " + a.target
 		}
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Detached; still running: job(s) %s", strings.Join(jobs, ", "))
-	if a.dep != nil {
-		fmt.Fprintf(&b, " on cluster %s, which goes away once they end", a.clusterID)
+	if a.own != nil {
+		fmt.Fprintf(&b, " on cluster %s, which goes away once they end", a.own.ClusterID())
 	}
 	fmt.Fprintf(&b, ".\n")
 	for _, id := range jobs {
 		fmt.Fprintf(&b, "  cancel:   gofl cancel %s %s\n", where, id)
 	}
-	if a.dep != nil {
+	if a.own != nil {
 		fmt.Fprintf(&b, "  stop all: gofl session stop %s\n", strings.TrimPrefix(where, "-c "))
 	}
 	fmt.Fprintf(&b, "  (gofl run --%s/-sae cancels instead)\n", flagShutdownOnAttachedExit)

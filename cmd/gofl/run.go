@@ -9,18 +9,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/gofl/gofl/client"
 	"github.com/gofl/gofl/conf"
 	"github.com/gofl/gofl/jobgraph"
-	"github.com/gofl/gofl/rpc/pb"
-	"github.com/gofl/gofl/stream"
 )
 
 func runCommand() *cli.Command {
@@ -91,10 +87,8 @@ func runRun(c *cli.Context) error {
 	defer release()
 	c.Context = ctx
 	switch mode := c.String("mode"); mode {
-	case conf.ModePerJob:
-		return runPerJob(c)
-	case conf.ModeApplication:
-		return runApplication(c)
+	case conf.ModePerJob, conf.ModeApplication:
+		return runOwnCluster(c, mode)
 	case conf.ModeSession, "":
 		return runSession(c, "")
 	default:
@@ -251,48 +245,9 @@ func planJob(c *cli.Context, bin, job string, args []string, sessionPar int) (*j
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(c.Context, 2*time.Minute)
-	defer cancel()
-	path := bin
-	if !strings.ContainsRune(path, filepath.Separator) {
-		path = "." + string(filepath.Separator) + path
-	}
-	cmd := exec.CommandContext(ctx, path, args...)
-	env := make([]string, 0, len(os.Environ())+2)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "GOFL_ROLE=") && !strings.HasPrefix(kv, "GOFL_PARALLELISM=") && !strings.HasPrefix(kv, "GOFL_RUNNER_") &&
-			!strings.HasPrefix(kv, stream.EnvSavepointPath+"=") {
-			env = append(env, kv)
-		}
-	}
-	env = append(env, "GOFL_ROLE=plan")
-	if par > 0 {
-		env = append(env, "GOFL_PARALLELISM="+strconv.Itoa(par))
-	}
-	if p := c.String("fromSavepoint"); p != "" {
-		// A restored job continues in its sinks' existing directories.
-		env = append(env, stream.EnvSavepointPath+"="+p)
-	}
-	cmd.Env = env
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		msg := strings.TrimSpace(stderr.String())
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("run: %s did not print its plan within 2 minutes; is it a gofl job binary (main calling stream.Main)?", job)
-		}
-		if msg == "" {
-			msg = err.Error()
-		}
-		return nil, fmt.Errorf("run: planning the job failed: %s", msg)
-	}
-	var m pb.JobGraph
-	if err := protojson.Unmarshal(stdout.Bytes(), &m); err != nil || len(m.Vertices) == 0 {
-		return nil, fmt.Errorf("run: %s is not a gofl job binary: with GOFL_ROLE=plan it printed no JobGraph (its main must call stream.Main)", job)
-	}
-	jg := jobgraph.FromProto(&m)
-	if err := jg.Validate(); err != nil {
-		return nil, fmt.Errorf("run: the plan of %s: %w", job, err)
+	jg, err := client.PlanJob(c.Context, bin, args, client.PlanOptions{Parallelism: par, SavepointPath: c.String("fromSavepoint")})
+	if err != nil {
+		return nil, fmt.Errorf("run: %w", err)
 	}
 	for k, v := range restoreSettings(c) {
 		if jg.Config == nil {
