@@ -71,8 +71,8 @@ var (
 // restart strategy may restart the job. Use it for a user's request to
 // suppress restarts. The result unwraps to err. NonRecoverable(nil) is nil.
 func NonRecoverable(err error) error {
-	if err == nil {
-		return nil
+	if err == nil || errors.Is(err, ErrNonRecoverable) {
+		return err
 	}
 	return &markedError{err: err, mark: ErrNonRecoverable, prefix: "non-recoverable"}
 }
@@ -82,8 +82,8 @@ func NonRecoverable(err error) error {
 // [FailureEnvironment] unless a stronger mark is present. The result unwraps
 // to err. EnvironmentError(nil) is nil.
 func EnvironmentError(err error) error {
-	if err == nil {
-		return nil
+	if err == nil || errors.Is(err, ErrEnvironment) {
+		return err // marked once: no repeated "environment failure:" prefix
 	}
 	return &markedError{err: err, mark: ErrEnvironment, prefix: "environment failure"}
 }

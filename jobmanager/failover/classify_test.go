@@ -114,3 +114,23 @@ func TestFailureTypeString(t *testing.T) {
 		}
 	}
 }
+
+// Marking an error twice keeps one prefix, so a failure passed through
+// several layers reads "environment failure: ..." once (issue 13, bug 3).
+func TestMarksAreNotRepeated(t *testing.T) {
+	base := errors.New("runner exited")
+	e := EnvironmentError(EnvironmentError(base))
+	if got := e.Error(); got != "environment failure: runner exited" {
+		t.Errorf("EnvironmentError twice: %q", got)
+	}
+	if !errors.Is(e, base) || Classify(e) != FailureEnvironment {
+		t.Errorf("EnvironmentError twice lost its meaning: %v", e)
+	}
+	n := NonRecoverable(NonRecoverable(base))
+	if got := n.Error(); got != "non-recoverable: runner exited" {
+		t.Errorf("NonRecoverable twice: %q", got)
+	}
+	if got := NonRecoverable(EnvironmentError(base)); Classify(got) != FailureNonRecoverable {
+		t.Errorf("a stronger mark over an environment failure: %v", Classify(got))
+	}
+}

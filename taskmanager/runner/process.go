@@ -151,10 +151,13 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error)
 		p.mu.Lock()
 		cause := p.killCause
 		p.mu.Unlock()
+		// The log goes away with the TaskManager's directory: its end (a
+		// panic's message and stack) travels in the error instead.
+		tail := crashReport(logPath)
 		if cause != nil {
-			p.exitErr = fmt.Errorf("%w: %w: %v (log: %s)", ErrRunnerExited, cause, err, logPath)
+			p.exitErr = fmt.Errorf("%w: %w: %v%s", ErrRunnerExited, cause, err, tail)
 		} else {
-			p.exitErr = fmt.Errorf("%w: %v (log: %s)", ErrRunnerExited, err, logPath)
+			p.exitErr = fmt.Errorf("%w: %v%s", ErrRunnerExited, err, tail)
 		}
 		close(p.exited)
 	}()
@@ -235,6 +238,34 @@ func (p *Process) connect(ctx context.Context, socket string) error {
 }
 
 // logTail is the end of the runner's log, to explain a failed start.
+// crashReport is the end of an exited runner's output for its exit error:
+// from the last "panic: " line when it panicked, else its last lines;
+// at most 2 KiB either way.
+func crashReport(logPath string) string {
+	const limit = 2048
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		return ""
+	}
+	if i := bytes.LastIndex(b, []byte("\npanic: ")); i >= 0 {
+		b = b[i+1:]
+	} else if bytes.HasPrefix(b, []byte("panic: ")) {
+		// the whole output is the panic
+	} else if len(b) > limit {
+		b = b[len(b)-limit:]
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			b = b[i+1:]
+		}
+	}
+	if len(b) > limit {
+		b = b[:limit]
+	}
+	if b = bytes.TrimSpace(b); len(b) == 0 {
+		return ""
+	}
+	return "; its output ends with:\n" + string(b)
+}
+
 func (p *Process) logTail() string {
 	b, err := os.ReadFile(p.logPath)
 	if err != nil || len(b) == 0 {
