@@ -409,6 +409,14 @@ func (d *ClusterDescriptor) stage(ctx context.Context, clusterID, goflBin, jobBi
 			return nil, err
 		}
 	}
+	keys := []string{key}
+	if s.report.JobKey != "" {
+		keys = append(keys, s.report.JobKey)
+	}
+	if err := markBlobsUsed(ctx, st, clusterID, keys); err != nil {
+		return nil, fmt.Errorf("client: recording the cluster's blobs: %w", err)
+	}
+	d.pruneAfterStaging(ctx, st)
 	y, err := yaml.Marshal(d.cfg.Snapshot())
 	if err != nil {
 		return nil, err

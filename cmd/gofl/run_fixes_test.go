@@ -149,3 +149,40 @@ func TestWatchInterrupts(t *testing.T) {
 		t.Errorf("printed %q", w.String())
 	}
 }
+
+// `gofl cache ls` and `gofl cache prune --all` list and remove unused
+// blobs of the staging blob cache (bug 9).
+func TestCacheListAndPrune(t *testing.T) {
+	home := t.TempDir()
+	hex := strings.Repeat("ab", 32)
+	p := filepath.Join(home, ".gofl", "blobs", "sha256", hex)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, make([]byte, 3000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"HOME=" + home}
+	cache := func(args ...string) result {
+		// staging.dir's $HOME is expanded from the process environment.
+		return gofl(t, env, append([]string{"cache"}, append(args, "-D", "staging.dir=file://"+home)...)...)
+	}
+	r := cache("ls")
+	if r.code != 0 || !strings.Contains(r.stdout, "sha256:"+hex) || !strings.Contains(r.stdout, "1 blobs") {
+		t.Fatalf("cache ls: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	r = cache("prune")
+	if r.code != 0 || !strings.Contains(r.stdout, "removed 0 blobs") {
+		t.Fatalf("cache prune under the cap: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	r = cache("prune", "--all")
+	if r.code != 0 || !strings.Contains(r.stdout, "removed sha256:"+hex) {
+		t.Fatalf("cache prune --all: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if _, err := os.Stat(p); !os.IsNotExist(err) {
+		t.Errorf("the blob is still there: %v", err)
+	}
+	if r = cache("ls"); r.stdout != "no blobs\n" {
+		t.Errorf("cache ls after pruning: %q", r.stdout)
+	}
+}
