@@ -27,7 +27,7 @@ func runCommand() *cli.Command {
 		Description: `JOB is a job binary built with gofl's SDK (its main calls stream.Main) or the
 directory of its Go package, which is built first. Everything after JOB goes
 to the job. TaskManagers start JOB as the job's runner in their own working
-directory: give the job absolute paths.
+directory: give the job absolute paths (relative ones are rejected).
 
 -m selects the deployment mode (Flink's execution.target):
    session (default)  plan locally (JOB with GOFL_ROLE=plan), upload JOB to the
@@ -47,6 +47,24 @@ directory: give the job absolute paths.
                       ends with the last of them.
 Unless --detached, gofl follows the job(s) until they end; the exit code is
 non-zero unless every job FINISHED.
+
+Ctrl-C (or --timeout expiring) detaches: the job and its per-job or
+application cluster go on, and gofl prints how to cancel them; the exit code
+is 130 (1 after --timeout). With -sae (--shutdownOnAttachedExit) it cancels
+the job(s) and shuts down a per-job or application cluster instead. A second
+Ctrl-C exits at once.
+
+The job's default parallelism is -p, else parallelism.default (-D, the
+configuration, or the session's own when it was started with one). To run
+locally at parallelism N without a cluster, run the binary itself:
+GOFL_PARALLELISM=N JOB [job args...].
+
+Print() writes to the runner's stdout on the TaskManagers, which goes to the
+TaskManager's log (local provider: gofl.log under provider.local.dir, removed
+with a per-job or application cluster); Collect() or WriteAsText bring
+results back. WriteAsText refuses a non-empty output directory unless the
+job asks for stream.Overwrite. Relative paths in job arguments are rejected:
+give absolute paths or URIs.
 
 Examples:
    gofl run ./examples/wordcount --input /data/text --output /tmp/counts

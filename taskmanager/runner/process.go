@@ -127,7 +127,10 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error)
 			cmd.ExtraFiles = []*os.File{dataFile}
 			cmd.Env = append(cmd.Env, EnvDataFD+"=3", EnvDataAddress+"="+spec.DataAddress)
 		}
-		cmd.Stdout, cmd.Stderr = logFile, logFile
+		// stdout (the job's Print()) also goes to the TaskManager's own
+		// stdout, which its provider keeps (the local provider's gofl.log,
+		// Nomad's task logs): runner.log goes with the TaskManager's directory.
+		cmd.Stdout, cmd.Stderr = io.MultiWriter(logFile, os.Stdout), logFile
 		cmd.Dir = spec.Dir
 		// Its own process group, so a signal to the TaskManager's group does
 		// not reach it and Stop can take down anything it started.
