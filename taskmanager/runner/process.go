@@ -130,7 +130,7 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error)
 		// stdout (the job's Print()) also goes to the TaskManager's own
 		// stdout, which its provider keeps (the local provider's gofl.log,
 		// Nomad's task logs): runner.log goes with the TaskManager's directory.
-		cmd.Stdout, cmd.Stderr = io.MultiWriter(logFile, os.Stdout), logFile
+		cmd.Stdout, cmd.Stderr = io.MultiWriter(logFile, bestEffort{os.Stdout}), logFile
 		cmd.Dir = spec.Dir
 		// Its own process group, so a signal to the TaskManager's group does
 		// not reach it and Stop can take down anything it started.
@@ -241,6 +241,15 @@ func (p *Process) connect(ctx context.Context, socket string) error {
 }
 
 // logTail is the end of the runner's log, to explain a failed start.
+// bestEffort ignores its writer's errors, so a TaskManager stdout that
+// went away never blocks a runner's Print().
+type bestEffort struct{ w io.Writer }
+
+func (b bestEffort) Write(p []byte) (int, error) {
+	_, _ = b.w.Write(p)
+	return len(p), nil
+}
+
 // crashReport is the end of an exited runner's output for its exit error:
 // from the last "panic: " line when it panicked, else its last lines;
 // at most 2 KiB either way.
