@@ -130,7 +130,7 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error)
 		// stdout (the job's Print()) also goes to the TaskManager's own
 		// stdout, which its provider keeps (the local provider's gofl.log,
 		// Nomad's task logs): runner.log goes with the TaskManager's directory.
-		cmd.Stdout, cmd.Stderr = io.MultiWriter(logFile, bestEffort{os.Stdout}), logFile
+		cmd.Stdout, cmd.Stderr = io.MultiWriter(bestEffort{logFile}, bestEffort{os.Stdout}), logFile
 		cmd.Dir = spec.Dir
 		// Its own process group, so a signal to the TaskManager's group does
 		// not reach it and Stop can take down anything it started.
