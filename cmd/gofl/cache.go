@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/gofl/gofl/client"
 	"github.com/gofl/gofl/conf"
 )
 
@@ -56,14 +57,24 @@ Examples:
 	}
 }
 
-func runCacheList(c *cli.Context) error {
+// cacheDescriptor is the configuration and the descriptor the cache
+// commands work through (its staging.dir and fs options).
+func cacheDescriptor(c *cli.Context) (*conf.Configuration, *client.ClusterDescriptor, error) {
 	cfg, log, err := setup(c)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	desc, err := newDescriptor(cfg, log, targetName(c, cfg))
 	if err != nil {
-		return fmt.Errorf("cache ls: %w", err)
+		return nil, nil, fmt.Errorf("cache %s: %w", c.Command.Name, err)
+	}
+	return cfg, desc, nil
+}
+
+func runCacheList(c *cli.Context) error {
+	cfg, desc, err := cacheDescriptor(c)
+	if err != nil {
+		return err
 	}
 	blobs, err := desc.ListBlobs(c.Context)
 	if err != nil {
@@ -92,13 +103,9 @@ func runCacheList(c *cli.Context) error {
 }
 
 func runCachePrune(c *cli.Context) error {
-	cfg, log, err := setup(c)
+	cfg, desc, err := cacheDescriptor(c)
 	if err != nil {
 		return err
-	}
-	desc, err := newDescriptor(cfg, log, targetName(c, cfg))
-	if err != nil {
-		return fmt.Errorf("cache prune: %w", err)
 	}
 	max := int64(conf.BlobCacheMaxSize.Get(cfg))
 	if c.Bool("all") {

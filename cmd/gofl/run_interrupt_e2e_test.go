@@ -209,3 +209,18 @@ func assertDetached(t *testing.T, e *e2e, id, out string) {
 		t.Fatal(err)
 	}
 }
+
+// A session started with -D parallelism.default=N runs the jobs submitted
+// to it at N (bug 1): the client plans them with the session's setting.
+func TestSessionStartedWithParallelismDefault(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t)
+	expectOK(t, e.run("session", "start", "-t", "local", "--name", "p2", "-D", "parallelism.default=2"), "session start")
+	t.Cleanup(func() { e.run("session", "stop", "p2") })
+	out := filepath.Join(e.home, "out")
+	expectOK(t, e.run("run", e.wc, "--input", e.input, "--output", out), "run on the session")
+	if files, _ := filepath.Glob(filepath.Join(out, "part-*")); len(files) != 2 {
+		t.Errorf("the job wrote %d part files, want 2 (parallelism.default=2)", len(files))
+	}
+	e.checkCounts(out)
+}
