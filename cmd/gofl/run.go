@@ -79,7 +79,7 @@ Examples:
 			&cli.StringFlag{Name: flagJobManager, Usage: "session mode: JobManager REST endpoint `HOST:PORT` or http(s) URL"},
 			clusterFlag(),
 			targetFlag(),
-			&cli.IntFlag{Name: "parallelism", Aliases: []string{"p"}, Usage: "default parallelism of the job's operators (`N`; the job's own default when unset)"},
+			&cli.IntFlag{Name: "parallelism", Aliases: []string{"p"}, Usage: "default parallelism of the job's operators (`N`; default: parallelism.default when set, else the job's own)"},
 			&cli.BoolFlag{Name: "detached", Aliases: []string{"d"}, Usage: "return once the job is submitted (the cluster deployed)"},
 			&cli.DurationFlag{Name: "timeout", Value: 24 * time.Hour, Usage: "unless --detached, stop following the job after `DURATION`: detach, or with -sae cancel it"},
 			&cli.BoolFlag{Name: flagShutdownOnAttachedExit, Aliases: []string{"sae"},
