@@ -100,6 +100,9 @@ var (
 	StagingDir = StringOption("staging.dir", "file://$HOME",
 		"Root URI (file:// or hdfs://) under which clusters stage binaries and configs in .gofl/; $VARS are expanded where used.").
 		WithCheck(nonEmpty)
+	// BlobCacheMaxSize caps the staging area's blob cache.
+	BlobCacheMaxSize = MemorySizeOption("blob.cache.max-size", 2*Gibibyte,
+		"Size the client keeps the staging blob cache (<staging.dir>/.gofl/blobs) under: after staging, it removes the least recently staged blobs no live cluster uses until the cache fits (gofl cache ls, gofl cache prune); 0 disables pruning.")
 )
 
 // TaskManager endpoint.

@@ -267,6 +267,10 @@ func (d *deployment) runApplication(ctx context.Context, disp *dispatcher.Dispat
 		}
 	}
 	env = append(env, "GOFL_ROLE=driver", EnvDriverREST+"="+restAddr, EnvDriverToken+"="+d.token, EnvDriverBinaryKey+"="+d.binaryKey)
+	if sp := conf.SavepointPath.Get(d.cfg); sp != "" {
+		// A restored application's file sinks continue in their directories.
+		env = append(env, "GOFL_EXECUTION_SAVEPOINT_PATH="+sp)
+	}
 	if d.cfg.IsSet(conf.DefaultParallelism.Key()) {
 		// gofl run -p: the builders' default parallelism.
 		env = append(env, "GOFL_PARALLELISM="+strconv.Itoa(conf.DefaultParallelism.Get(d.cfg)))

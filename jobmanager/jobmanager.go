@@ -21,8 +21,6 @@ import (
 	"github.com/gofl/gofl/jobmanager/dispatcher"
 	"github.com/gofl/gofl/jobmanager/rest"
 	"github.com/gofl/gofl/providers"
-	_ "github.com/gofl/gofl/providers/local" // registers the local provider
-	_ "github.com/gofl/gofl/providers/nomad" // registers the nomad provider
 	"github.com/gofl/gofl/resourcemanager"
 	"github.com/gofl/gofl/rpc/pb"
 	"github.com/gofl/gofl/rpc/restapi"

@@ -15,8 +15,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gofl/gofl/conf"
+	"github.com/gofl/gofl/failure"
 	"github.com/gofl/gofl/jobgraph"
-	"github.com/gofl/gofl/jobmanager/failover"
 	"github.com/gofl/gofl/rpc/pb"
 	"github.com/gofl/gofl/storage"
 	"github.com/gofl/gofl/stream/checkpointing"
@@ -203,7 +203,7 @@ func (ex *clusterExecutor) Submit(_ context.Context, req *pb.SubmitTaskRequest, 
 		})
 		if err == nil {
 			if cerr := runner.CheckAccumulators(acc); cerr != nil {
-				err = failover.NonRecoverable(fmt.Errorf("task %q: %w", ti.TaskName, cerr))
+				err = failure.NonRecoverable(fmt.Errorf("task %q: %w", ti.TaskName, cerr))
 			}
 		}
 		ex.mu.Lock()
@@ -218,7 +218,7 @@ func (ex *clusterExecutor) Submit(_ context.Context, req *pb.SubmitTaskRequest, 
 		case err == nil:
 			st.State, st.Accumulators = stateFinished, acc
 		default:
-			st.State, st.Failure = stateFailed, failover.Encode(err)
+			st.State, st.Failure = stateFailed, failure.Encode(err)
 			ex.log.Warn().Err(err).Str("attempt", key).Msg("task failed")
 		}
 		report(st)
@@ -291,7 +291,7 @@ func (ex *clusterExecutor) runTask(ctx context.Context, req *pb.SubmitTaskReques
 			}
 		}
 		if rp == nil {
-			return failover.NonRecoverable(fmt.Errorf("the deployment of %q produces no result %s", ti.TaskName, result))
+			return failure.NonRecoverable(fmt.Errorf("the deployment of %q produces no result %s", ti.TaskName, result))
 		}
 		typ := network.Pipelined
 		if rp.PartitionType == pb.ResultPartitionType_RESULT_PARTITION_TYPE_BLOCKING {
@@ -299,7 +299,7 @@ func (ex *clusterExecutor) runTask(ctx context.Context, req *pb.SubmitTaskReques
 		}
 		p, err := ex.shuffle.CreateResultPartition(taskCtx, partitionID(rp.ResultId, rp.PartitionIndex, tdd.Attempt), typ, int(rp.NumberOfSubpartitions))
 		if err != nil {
-			return failover.EnvironmentError(err)
+			return failure.EnvironmentError(err)
 		}
 		parts = append(parts, p)
 		tio.mu.Lock()
@@ -314,7 +314,7 @@ func (ex *clusterExecutor) runTask(ctx context.Context, req *pb.SubmitTaskReques
 	for _, g := range tdd.InputGates {
 		edge, ok := ex.results[jobgraph.ResultID(g.ResultId)]
 		if !ok {
-			return failover.NonRecoverable(fmt.Errorf("task %q consumes result %s, unknown to this binary's plan", ti.TaskName, g.ResultId))
+			return failure.NonRecoverable(fmt.Errorf("task %q consumes result %s, unknown to this binary's plan", ti.TaskName, g.ResultId))
 		}
 		input := -1
 		for _, in := range ex.plan.Inputs[vid] {
@@ -323,11 +323,11 @@ func (ex *clusterExecutor) runTask(ctx context.Context, req *pb.SubmitTaskReques
 			}
 		}
 		if input < 0 || input >= spec.NumInputs {
-			return failover.NonRecoverable(fmt.Errorf("task %q does not consume result %s", ti.TaskName, g.ResultId))
+			return failure.NonRecoverable(fmt.Errorf("task %q does not consume result %s", ti.TaskName, g.ResultId))
 		}
 		inline := g.GetInline()
 		if inline == nil {
-			return failover.EnvironmentError(fmt.Errorf("task %q: shuffle descriptors of result %s were not resolved (offloaded as %s)", ti.TaskName, g.ResultId, g.GetOffloadedBlobKey()))
+			return failure.EnvironmentError(fmt.Errorf("task %q: shuffle descriptors of result %s were not resolved (offloaded as %s)", ti.TaskName, g.ResultId, g.GetOffloadedBlobKey()))
 		}
 		for _, d := range inline.Descriptors {
 			addr := d.ProducerDataAddress
@@ -378,7 +378,7 @@ func (ex *clusterExecutor) runTask(ctx context.Context, req *pb.SubmitTaskReques
 	if errors.Is(err, runtime.ErrIncompatibleState) {
 		// The restored state can never be read by this binary: restarting
 		// would fail the same way.
-		return failover.NonRecoverable(err)
+		return failure.NonRecoverable(err)
 	}
 	return classifyNetwork(err)
 }
@@ -390,7 +390,7 @@ func classifyNetwork(err error) error {
 	var pe network.PartitionException
 	if errors.As(err, &pe) {
 		s := pe.ConsumedPartition()
-		return &failover.PartitionNotFoundError{ResultPartitionID: string(s.Partition), Detail: fmt.Sprintf("subpartition %d at %s", s.Subpartition, s.Address), Cause: err}
+		return &failure.PartitionNotFoundError{ResultPartitionID: string(s.Partition), Detail: fmt.Sprintf("subpartition %d at %s", s.Subpartition, s.Address), Cause: err}
 	}
 	return err
 }
@@ -446,7 +446,7 @@ func (ex *clusterExecutor) reportCheckpoint(r *pb.RunnerCheckpointReport) {
 
 func (ex *clusterExecutor) declineCheckpoint(jobID string, a *pb.ExecutionAttemptID, id int64, reason string) {
 	ex.reportCheckpoint(&pb.RunnerCheckpointReport{Report: &pb.RunnerCheckpointReport_Decline{Decline: &pb.DeclineCheckpointRequest{
-		JobId: jobID, Attempt: a, CheckpointId: id, Reason: failover.Encode(fmt.Errorf("checkpoint %d declined: %s", id, reason)),
+		JobId: jobID, Attempt: a, CheckpointId: id, Reason: failure.Encode(fmt.Errorf("checkpoint %d declined: %s", id, reason)),
 	}}})
 }
 

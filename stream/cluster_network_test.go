@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gofl/gofl/jobmanager/failover"
+	"github.com/gofl/gofl/failure"
 	"github.com/gofl/gofl/rpc/pb"
 	"github.com/gofl/gofl/taskmanager/network"
 	"github.com/rs/zerolog"
@@ -35,7 +35,7 @@ func producerPartition(result string, index int32) network.ResultPartitionID {
 // partition-data-missing for partition to the JobMaster.
 func wantMissing(t *testing.T, err error, partition network.ResultPartitionID, msg string) {
 	t.Helper()
-	fi := failover.Encode(classifyNetwork(err))
+	fi := failure.Encode(classifyNetwork(err))
 	if fi.GetType() != "partition-data-missing" || fi.GetMissingPartition() != string(partition) {
 		t.Errorf("failure %q missing %q, want partition-data-missing for %q (%v)", fi.GetType(), fi.GetMissingPartition(), partition, err)
 	}
@@ -109,7 +109,7 @@ func TestTaskFailureProducerLost(t *testing.T) {
 // transport means the producer is gone.
 func TestTaskFailureProtocolViolationIsNotMissingData(t *testing.T) {
 	err := classifyNetwork(&network.ChannelError{Err: &network.ProtocolError{Peer: "x", Msg: "bad"}})
-	if fi := failover.Encode(err); fi.GetType() == "partition-data-missing" {
+	if fi := failure.Encode(err); fi.GetType() == "partition-data-missing" {
 		t.Errorf("a protocol violation classified as %q", fi.GetType())
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"reflect"
 	"sync"
 
-	"github.com/gofl/gofl/jobmanager/failover"
+	"github.com/gofl/gofl/failure"
 	"github.com/gofl/gofl/stream/codec"
 	"github.com/gofl/gofl/stream/runtime"
 	"github.com/gofl/gofl/taskmanager/runner"
@@ -109,7 +109,7 @@ func (o *collectOp[T]) Open(ctx *runtime.Context) error {
 	o.Ctx = ctx
 	if ctx.Accumulate != nil || ctx.Checkpointing || ctx.Restore != nil {
 		if err := o.c.canSerialize(); err != nil {
-			return failover.NonRecoverable(err)
+			return failure.NonRecoverable(err)
 		}
 	}
 	if ctx.Restore == nil {
@@ -168,7 +168,7 @@ func (o *collectOp[T]) ProcessElement(_ int, r runtime.Record) error {
 	o.rec = o.c.codec.Append(o.rec[:0], v)
 	o.enc = append(binary.AppendUvarint(o.enc, uint64(len(o.rec))), o.rec...)
 	if len(o.enc) > runner.MaxAccumulatorBytes {
-		return failover.NonRecoverable(fmt.Errorf("%w: collect sink %q holds more than the %d bytes a task may return to the client; write large results with a file sink instead of Collect",
+		return failure.NonRecoverable(fmt.Errorf("%w: collect sink %q holds more than the %d bytes a task may return to the client; write large results with a file sink instead of Collect",
 			runner.ErrAccumulatorsTooLarge, o.c.n.name, runner.MaxAccumulatorBytes))
 	}
 	return nil

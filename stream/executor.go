@@ -39,6 +39,9 @@ func (e *Environment) Execute(ctx context.Context) (*JobResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := p.prepareOutputs(ctx); err != nil {
+		return nil, err
+	}
 	return p.ExecuteLocal(ctx)
 }
 

@@ -2,6 +2,7 @@ package stream_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,21 +27,47 @@ func TestUnsupportedFileSystemsFailThePlan(t *testing.T) {
 	}
 }
 
-// A part file an earlier attempt left is replaced, not appended to or
-// refused; file:// URIs and plain paths name the same files.
-func TestWriteAsTextReplacesLeftoverPartFiles(t *testing.T) {
+// An existing, non-empty output directory fails the job before it runs
+// (Flink's WriteMode.NO_OVERWRITE), so a run at parallelism 1 after one at 3
+// cannot leave part-1 and part-2 next to its part-0; with Overwrite the
+// directory is replaced. file:// URIs and plain paths name the same files.
+func TestWriteAsTextRefusesAnExistingDirectoryUnlessOverwrite(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "part-0"), []byte("left over by a failed attempt\n"), 0o644); err != nil {
-		t.Fatal(err)
+	for _, f := range []string{"part-0", "part-1", "part-2"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("left over by an earlier run\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	env := stream.NewEnvironment()
-	stream.FromElements(env, "a", "b").WriteAsText("file://" + dir)
+	stream.FromElements(env, "a", "b").WriteAsText(dir)
+	if _, err := env.Execute(context.Background()); !errors.Is(err, stream.ErrOutputExists) || !strings.Contains(err.Error(), "Overwrite") {
+		t.Fatalf("Execute into a non-empty directory: %v, want ErrOutputExists naming Overwrite", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "part-0")); string(b) != "left over by an earlier run\n" {
+		t.Fatalf("the refused job touched part-0: %q", b)
+	}
+
+	env = stream.NewEnvironment()
+	stream.FromElements(env, "a", "b").WriteAsText("file://"+dir, stream.Overwrite)
 	if _, err := env.Execute(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "part-0"))
 	if err != nil || string(b) != "a\nb\n" {
 		t.Fatalf("part-0 = %q, %v", b, err)
+	}
+	for _, f := range []string{"part-1", "part-2"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("stale %s survived the overwrite: %v", f, err)
+		}
+	}
+
+	// An empty existing directory is fine without Overwrite.
+	empty := t.TempDir()
+	env = stream.NewEnvironment()
+	stream.FromElements(env, "c").WriteAsText(empty)
+	if _, err := env.Execute(context.Background()); err != nil {
+		t.Fatalf("Execute into an empty directory: %v", err)
 	}
 
 	env = stream.NewEnvironment(stream.WithParallelism(2))

@@ -106,6 +106,9 @@ func selectJob(args []string) (string, []string, error) {
 	case 1:
 		return jobs[0], args, nil
 	}
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		return "", nil, fmt.Errorf("unknown job %q: this binary registers %s", args[0], strings.Join(jobs, ", "))
+	}
 	return "", nil, fmt.Errorf("this binary registers several jobs (%s); name one as the first argument", strings.Join(jobs, ", "))
 }
 
@@ -117,6 +120,10 @@ func printPlan(args []string, stdout io.Writer) error {
 	}
 	p, err := PlanJob(name, rest)
 	if err != nil {
+		return err
+	}
+	// The plan role runs once, as `gofl run` submits the job.
+	if err := p.prepareOutputs(context.Background()); err != nil {
 		return err
 	}
 	g := *p.Graph

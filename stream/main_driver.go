@@ -83,6 +83,9 @@ func RunDriver(ctx context.Context, args []string, sub JobSubmitter, binaryKey s
 		if err != nil {
 			return fmt.Errorf("job %q: %w", name, err)
 		}
+		if err := p.prepareOutputs(ctx); err != nil {
+			return fmt.Errorf("job %q: %w", name, err)
+		}
 		g := *p.Graph
 		g.ProgramArgs = append([]string{name}, rest...)
 		g.BinaryKey = binaryKey

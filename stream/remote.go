@@ -54,6 +54,9 @@ func (e *Environment) ExecuteOn(ctx context.Context, c *client.Client, opts ...C
 	if err != nil {
 		return nil, err
 	}
+	if err := p.prepareOutputs(ctx); err != nil {
+		return nil, err
+	}
 	for _, col := range e.collects {
 		if err := col.canSerialize(); err != nil {
 			return nil, err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"slices"
 	"sync"
 
 	"github.com/gofl/gofl/storage"
@@ -98,14 +99,23 @@ func (o *printOp) ProcessWatermark(int64) error { return nil }
 // restore commits the pending files of the restored checkpoint and removes
 // the hidden files the failed attempt left. Readers see committed files
 // only (TextFile skips names starting with "." or "_").
-func (s DataStream[T]) WriteAsText(dir string) Sink {
+//
+// As Flink's writers with WriteMode.NO_OVERWRITE, the job fails when it is
+// submitted (Execute, ExecuteOn, `gofl run`) if dir exists and is not
+// empty, so no stale part files of an earlier run mix with this one's; with
+// Overwrite the directory is removed first instead. A job restoring a
+// savepoint (execution.savepoint.path) keeps its directory as it is.
+func (s DataStream[T]) WriteAsText(dir string, mode ...WriteMode) Sink {
 	if err := checkFileURI(dir); err != nil {
 		s.env.fail(fmt.Errorf("WriteAsText: %w", err))
 	}
-	sink := addSink(s, "sink-textfile", "TextFile Sink", func() runtime.Operator {
+	sink := addSink(s, kindTextSink, "TextFile Sink", func() runtime.Operator {
 		return &textSinkSwitch[T]{plain: &textSinkOp{dir: dir}, txn: &twoPhaseCommitOp[T, *textTxn]{sink: &textTxnSink[T]{dir: dir}, codec: textTxnCodec}}
 	})
 	sink.n.params["path"] = dir
+	if slices.Contains(mode, Overwrite) {
+		sink.n.params["writeMode"] = Overwrite.String()
+	}
 	return sink
 }
 

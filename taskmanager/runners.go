@@ -20,10 +20,10 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/gofl/gofl/failure"
 	"github.com/gofl/gofl/internal/blob"
 	"github.com/gofl/gofl/internal/clock"
 	"github.com/gofl/gofl/internal/ids"
-	"github.com/gofl/gofl/jobmanager/failover"
 	"github.com/gofl/gofl/rpc/pb"
 	"github.com/gofl/gofl/taskmanager/runner"
 )
@@ -182,7 +182,7 @@ func (p *runnerPool) get(ctx context.Context, jr *jobRunner, jobMasterAddress st
 			if e.err != nil {
 				return nil, 0, e.err
 			}
-			return nil, 0, failover.EnvironmentError(e.proc.Err())
+			return nil, 0, failure.EnvironmentError(e.proc.Err())
 		}
 	}
 }
@@ -225,11 +225,11 @@ func (p *runnerPool) start(ctx context.Context, jr *jobRunner, jobMasterAddress 
 	}
 	localState, err := p.localStateDir(jr.jobID)
 	if err != nil {
-		return nil, failover.NonRecoverable(err)
+		return nil, failure.NonRecoverable(err)
 	}
 	jobDir, err := ids.Join(p.dir, "jobs", jr.jobID)
 	if err != nil {
-		return nil, failover.NonRecoverable(fmt.Errorf("taskmanager: the job's runner directory: %w", err))
+		return nil, failure.NonRecoverable(fmt.Errorf("taskmanager: the job's runner directory: %w", err))
 	}
 	env = append(env, runner.EnvLocalStateDir+"="+localState)
 	proc, err := runner.Start(ctx, runner.Spec{JobID: jr.jobID, Binary: path, Args: info.ProgramArgs, Fingerprint: info.Fingerprint,
@@ -239,9 +239,9 @@ func (p *runnerPool) start(ctx context.Context, jr *jobRunner, jobMasterAddress 
 	if err != nil {
 		if status.Code(errors.Unwrap(err)) == codes.FailedPrecondition || errors.Is(err, runner.ErrFingerprintMismatch) {
 			// A protocol or graph mismatch does not go away by retrying.
-			return nil, failover.NonRecoverable(err)
+			return nil, failure.NonRecoverable(err)
 		}
-		return nil, failover.EnvironmentError(err)
+		return nil, failure.EnvironmentError(err)
 	}
 	return proc, nil
 }
@@ -269,12 +269,12 @@ func (p *runnerPool) fetchBinary(ctx context.Context, jobMasterAddress, key stri
 	path, err := p.cache.Get(fetchCtx, key, fetch)
 	switch {
 	case errors.Is(err, blob.ErrDigestMismatch), errors.Is(err, blob.ErrInvalidKey), status.Code(errors.Unwrap(err)) == codes.NotFound:
-		return "", failover.NonRecoverable(fmt.Errorf("job binary %s: %w", key, err))
+		return "", failure.NonRecoverable(fmt.Errorf("job binary %s: %w", key, err))
 	case err != nil:
-		return "", failover.EnvironmentError(fmt.Errorf("job binary %s: %w", key, err))
+		return "", failure.EnvironmentError(fmt.Errorf("job binary %s: %w", key, err))
 	}
 	if err := os.Chmod(path, 0o755); err != nil {
-		return "", failover.EnvironmentError(fmt.Errorf("job binary %s: %w", key, err))
+		return "", failure.EnvironmentError(fmt.Errorf("job binary %s: %w", key, err))
 	}
 	return path, nil
 }
@@ -576,7 +576,7 @@ func (p *runnerPool) startTask(ctx context.Context, cancel context.CancelFunc, r
 	defer p.mu.Unlock()
 	if err != nil || p.closed {
 		cancel()
-		tc.Ended(TaskResult{Err: failover.EnvironmentError(errRunnerReleased)})
+		tc.Ended(TaskResult{Err: failure.EnvironmentError(errRunnerReleased)})
 		return t
 	}
 	p.wg.Add(1)
@@ -595,12 +595,12 @@ func (p *runnerPool) startTask(ctx context.Context, cancel context.CancelFunc, r
 func (p *runnerPool) runTask(ctx context.Context, jr *jobRunner, req *pb.SubmitTaskRequest, tc TaskContext, t *remoteTask) (*pb.RunnerTaskState, uint64, error) {
 	req, err := p.resolveOffloaded(ctx, tc.JobMaster, req)
 	if err != nil {
-		return nil, 0, failover.EnvironmentError(err)
+		return nil, 0, failure.EnvironmentError(err)
 	}
 	proc, id, err := p.get(ctx, jr, tc.JobMasterAddress, req.Tdd.JobInformation)
 	if err != nil {
 		if errors.Is(err, errRunnerReleased) || ctx.Err() != nil {
-			err = failover.EnvironmentError(err)
+			err = failure.EnvironmentError(err)
 		}
 		return nil, 0, err
 	}
@@ -612,7 +612,7 @@ func (p *runnerPool) runTask(ctx context.Context, jr *jobRunner, req *pb.SubmitT
 	err = proc.Submit(submitCtx, req)
 	cancel()
 	if err != nil {
-		return nil, id, failover.EnvironmentError(fmt.Errorf("submitting to the job runner: %w", err))
+		return nil, id, failure.EnvironmentError(fmt.Errorf("submitting to the job runner: %w", err))
 	}
 	last := func() *pb.RunnerTaskState { return &pb.RunnerTaskState{Metrics: proc.Metrics(attempt)} }
 	done := ctx.Done()
@@ -628,7 +628,7 @@ func (p *runnerPool) runTask(ctx context.Context, jr *jobRunner, req *pb.SubmitT
 			case StateCanceled:
 				return st, id, context.Canceled
 			case StateFailed:
-				return st, id, failover.Decode(st.Failure)
+				return st, id, failure.Decode(st.Failure)
 			}
 		case <-done:
 			done = nil
@@ -642,7 +642,7 @@ func (p *runnerPool) runTask(ctx context.Context, jr *jobRunner, req *pb.SubmitT
 		case <-confirm:
 			return last(), id, fmt.Errorf("the job runner did not confirm the cancellation within %v", p.rpcTimeout)
 		case <-proc.Exited():
-			return last(), id, failover.EnvironmentError(proc.Err())
+			return last(), id, failure.EnvironmentError(proc.Err())
 		}
 	}
 }

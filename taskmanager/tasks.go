@@ -8,7 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/gofl/gofl/jobmanager/failover"
+	"github.com/gofl/gofl/failure"
 	"github.com/gofl/gofl/rpc/pb"
 	"github.com/gofl/gofl/taskmanager/invokable"
 	"github.com/gofl/gofl/taskmanager/runner"
@@ -142,7 +142,7 @@ func (te *TaskExecutor) taskEnded(t *task, r TaskResult) {
 	metrics := final.GetMetrics()
 	if err == nil && !t.canceled {
 		// The runner runs user code: never relay more than the protocol allows.
-		err = failover.NonRecoverable(runner.CheckAccumulators(final.GetAccumulators()))
+		err = failure.NonRecoverable(runner.CheckAccumulators(final.GetAccumulators()))
 	}
 	if metrics == nil {
 		metrics = &pb.TaskIOMetrics{Attempt: t.attempt, TimestampMs: te.clk.Now().UnixMilli()}
@@ -154,7 +154,7 @@ func (te *TaskExecutor) taskEnded(t *task, r TaskResult) {
 		t.log.Info().Msg("task canceled")
 	case t.canceled:
 		req.State = StateFailed
-		req.Failure = failureInfo(failover.EnvironmentError(t.cancelCause))
+		req.Failure = failureInfo(failure.EnvironmentError(t.cancelCause))
 		t.log.Info().Str("cause", t.cancelCause.Error()).Msg("task stopped by the TaskManager; reported as failed")
 	case err == nil:
 		req.State, req.Accumulators = StateFinished, final.GetAccumulators()
@@ -175,7 +175,7 @@ func (te *TaskExecutor) taskEnded(t *task, r TaskResult) {
 	te.maybeFinishShutdown()
 }
 
-func failureInfo(err error) *pb.FailureInfo { return failover.Encode(err) }
+func failureInfo(err error) *pb.FailureInfo { return failure.Encode(err) }
 
 func (te *TaskExecutor) slotHasTasks(s *slot) bool {
 	for _, t := range te.tasks {

@@ -58,7 +58,7 @@ Examples:
 			jobmanagerCommand(),
 			taskManagerCommand(),
 			runCommand(), sessionCommand(), submitCommand(), listCommand(), infoCommand(), cancelCommand(),
-			savepointCommand(), stopCommand(),
+			savepointCommand(), stopCommand(), cacheCommand(),
 		},
 	}
 	addConfigFlags(app.Commands)

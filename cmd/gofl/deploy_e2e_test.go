@@ -405,16 +405,17 @@ func TestDeployFailures(t *testing.T) {
 	}
 	deadHDFS := "hdfs://" + l.Addr().String() + "/staging"
 	l.Close()
+	out := filepath.Join(dir, "out") // absent: the job may write it
 	for _, tc := range []struct {
 		name string
 		args []string
 		want string
 	}{
-		{"unknown provider", []string{"run", "-m", "per-job", "-t", "yarn", e.wc, "--input", e.input, "--output", dir}, `unknown provider "yarn"`},
+		{"unknown provider", []string{"run", "-m", "per-job", "-t", "yarn", e.wc, "--input", e.input, "--output", out}, `unknown provider "yarn"`},
 		{"unknown provider (session)", []string{"session", "start", "-t", "yarn"}, `unknown provider "yarn"`},
 		{"unknown provider (application)", []string{"run", "-m", "application", "-t", "yarn", e.wc}, `unknown provider "yarn"`},
-		{"unreachable HDFS", []string{"-D", "staging.dir=" + deadHDFS, "-m", "per-job", e.wc, "--input", e.input, "--output", dir}, "unavailable"},
-		{"unreachable HDFS (application)", []string{"-D", "staging.dir=" + deadHDFS, "-m", "application", e.wc, "--input", e.input, "--output", dir}, "unavailable"},
+		{"unreachable HDFS", []string{"-D", "staging.dir=" + deadHDFS, "-m", "per-job", e.wc, "--input", e.input, "--output", out}, "unavailable"},
+		{"unreachable HDFS (application)", []string{"-D", "staging.dir=" + deadHDFS, "-m", "application", e.wc, "--input", e.input, "--output", out}, "unavailable"},
 		{"unreachable HDFS (session)", []string{"session", "start", "-D", "staging.dir=" + deadHDFS}, "unavailable"},
 		{"missing JOB", []string{"run", "-m", "per-job", filepath.Join(dir, "missing")}, "does not exist"},
 		{"missing JOB (application)", []string{"run", "-m", "application", filepath.Join(dir, "missing")}, "does not exist"},
@@ -653,7 +654,7 @@ func TestDeployNomadE2E(t *testing.T) {
 	// Every cluster goes away by itself (the listing purges ended ones).
 	for deadline := time.Now().Add(45 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		r := e.run("session", "list", "-t", "nomad")
-		if r.code == 0 && strings.Contains(r.stdout, "(no clusters)") && len(e.stagingClusterDirs()) == 0 {
+		if r.code == 0 && strings.Contains(r.stdout, "no clusters") && len(e.stagingClusterDirs()) == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -704,7 +705,7 @@ func TestDeployNomadHDFSStagingE2E(t *testing.T) {
 	}
 	for deadline := time.Now().Add(45 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		r := e.run("session", "list", "-t", "nomad")
-		if r.code == 0 && strings.Contains(r.stdout, "(no clusters)") {
+		if r.code == 0 && strings.Contains(r.stdout, "no clusters") {
 			break
 		}
 		if time.Now().After(deadline) {

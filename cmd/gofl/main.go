@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -43,6 +44,9 @@ func run(args []string, stdout, stderr io.Writer, environ func() []string) int {
 	app.Metadata[environKey] = environ
 	if err := app.Run(normalizeArgs(args)); err != nil {
 		fmt.Fprintf(stderr, "gofl: %v\n", err)
+		if ee := (*exitError)(nil); errors.As(err, &ee) {
+			return ee.code
+		}
 		return 1
 	}
 	return 0

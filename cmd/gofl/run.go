@@ -8,17 +8,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
+	"regexp"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/gofl/gofl/client"
 	"github.com/gofl/gofl/conf"
 	"github.com/gofl/gofl/jobgraph"
-	"github.com/gofl/gofl/rpc/pb"
 )
 
 func runCommand() *cli.Command {
@@ -29,7 +27,7 @@ func runCommand() *cli.Command {
 		Description: `JOB is a job binary built with gofl's SDK (its main calls stream.Main) or the
 directory of its Go package, which is built first. Everything after JOB goes
 to the job. TaskManagers start JOB as the job's runner in their own working
-directory: give the job absolute paths.
+directory: give the job absolute paths (relative ones are rejected).
 
 -m selects the deployment mode (Flink's execution.target):
    session (default)  plan locally (JOB with GOFL_ROLE=plan), upload JOB to the
@@ -50,6 +48,24 @@ directory: give the job absolute paths.
 Unless --detached, gofl follows the job(s) until they end; the exit code is
 non-zero unless every job FINISHED.
 
+Ctrl-C (or --timeout expiring) detaches: the job and its per-job or
+application cluster go on, and gofl prints how to cancel them; the exit code
+is 130 (1 after --timeout). With -sae (--shutdownOnAttachedExit) it cancels
+the job(s) and shuts down a per-job or application cluster instead. A second
+Ctrl-C exits at once.
+
+The job's default parallelism is -p, else parallelism.default (-D, the
+configuration, or the session's own when it was started with one). To run
+locally at parallelism N without a cluster, run the binary itself:
+GOFL_PARALLELISM=N JOB [job args...].
+
+Print() writes to the runner's stdout on the TaskManagers, which goes to the
+TaskManager's log (local provider: gofl.log under provider.local.dir, removed
+with a per-job or application cluster); Collect() or WriteAsText bring
+results back. WriteAsText refuses a non-empty output directory unless the
+job asks for stream.Overwrite. Relative paths in job arguments are rejected:
+give absolute paths or URIs.
+
 Examples:
    gofl run ./examples/wordcount --input /data/text --output /tmp/counts
    gofl run -m localhost:8081 -p 4 --detached bin/wordcount --input /data/text --output /tmp/counts
@@ -63,9 +79,11 @@ Examples:
 			&cli.StringFlag{Name: flagJobManager, Usage: "session mode: JobManager REST endpoint `HOST:PORT` or http(s) URL"},
 			clusterFlag(),
 			targetFlag(),
-			&cli.IntFlag{Name: "parallelism", Aliases: []string{"p"}, Usage: "default parallelism of the job's operators (`N`; the job's own default when unset)"},
+			&cli.IntFlag{Name: "parallelism", Aliases: []string{"p"}, Usage: "default parallelism of the job's operators (`N`; default: parallelism.default when set, else the job's own)"},
 			&cli.BoolFlag{Name: "detached", Aliases: []string{"d"}, Usage: "return once the job is submitted (the cluster deployed)"},
-			&cli.DurationFlag{Name: "timeout", Value: 24 * time.Hour, Usage: "unless --detached, give up following the job after `DURATION`"},
+			&cli.DurationFlag{Name: "timeout", Value: 24 * time.Hour, Usage: "unless --detached, stop following the job after `DURATION`: detach, or with -sae cancel it"},
+			&cli.BoolFlag{Name: flagShutdownOnAttachedExit, Aliases: []string{"sae"},
+				Usage: "attached: on Ctrl-C or --timeout cancel the job(s) and shut a per-job or application cluster down, instead of detaching"},
 			&cli.StringFlag{Name: "fromSavepoint", Aliases: []string{"s"}, Usage: "restore the job's state from the savepoint or retained checkpoint at `PATH` (execution.savepoint.path)"},
 			&cli.BoolFlag{Name: "allowNonRestoredState", Aliases: []string{"n"}, Usage: "with -s: skip savepoint state of operators the job no longer has (execution.savepoint.ignore-unclaimed-state)"},
 		},
@@ -80,11 +98,15 @@ func runRun(c *cli.Context) error {
 	if c.IsSet("parallelism") && c.Int("parallelism") < 1 {
 		return fmt.Errorf("run: parallelism %d must be at least 1", c.Int("parallelism"))
 	}
+	if err := checkJobArgs(c.Args().Tail()); err != nil {
+		return err
+	}
+	ctx, release := watchInterrupts(c.Context, c.App.ErrWriter)
+	defer release()
+	c.Context = ctx
 	switch mode := c.String("mode"); mode {
-	case conf.ModePerJob:
-		return runPerJob(c)
-	case conf.ModeApplication:
-		return runApplication(c)
+	case conf.ModePerJob, conf.ModeApplication:
+		return runOwnCluster(c, mode)
 	case conf.ModeSession, "":
 		return runSession(c, "")
 	default:
@@ -131,7 +153,11 @@ func runSession(c *cli.Context, addr string) error {
 		return err
 	}
 	defer cleanup()
-	jg, err := planJob(c, bin, job, jobArgs)
+	var sessionPar int
+	if rec, ok := targetSession(c, addr); ok {
+		sessionPar = rec.Parallelism
+	}
+	jg, err := planJob(c, bin, job, jobArgs, sessionPar)
 	if err != nil {
 		return err
 	}
@@ -153,7 +179,11 @@ func runSession(c *cli.Context, addr string) error {
 	if c.Bool("detached") {
 		return nil
 	}
-	return followJob(c, cl, jg, id)
+	err = followJob(c, cl, jg, id)
+	if stoppedEarly(err) {
+		return attachedRun{cl: cl, jobs: func(context.Context) []string { return []string{id} }}.leave(c, err)
+	}
+	return err
 }
 
 // jobBinary returns the executable for JOB: JOB itself, or the package
@@ -191,45 +221,51 @@ func jobBinary(ctx context.Context, job string) (string, func(), error) {
 	return out, cleanup, nil
 }
 
-// planJob runs the binary in plan role and parses the JobGraph it prints.
-func planJob(c *cli.Context, bin, job string, args []string) (*jobgraph.JobGraph, error) {
-	ctx, cancel := context.WithTimeout(c.Context, 2*time.Minute)
-	defer cancel()
-	path := bin
-	if !strings.ContainsRune(path, filepath.Separator) {
-		path = "." + string(filepath.Separator) + path
+// targetSession is the remembered session a session-mode run goes to: -c,
+// else the latest, unless an address (-m HOST:PORT, --jobmanager) is given.
+func targetSession(c *cli.Context, addr string) (sessionRecord, bool) {
+	if addr != "" || c.String(flagJobManager) != "" {
+		return sessionRecord{}, false
 	}
-	cmd := exec.CommandContext(ctx, path, args...)
-	env := make([]string, 0, len(os.Environ())+2)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "GOFL_ROLE=") && !strings.HasPrefix(kv, "GOFL_PARALLELISM=") && !strings.HasPrefix(kv, "GOFL_RUNNER_") {
-			env = append(env, kv)
-		}
+	st, err := loadSessions(c)
+	if err != nil {
+		return sessionRecord{}, false
 	}
-	env = append(env, "GOFL_ROLE=plan")
+	id := c.String(flagCluster)
+	if id == "" {
+		id = st.Latest
+	}
+	return st.find(id)
+}
+
+// defaultParallelism is the job's default parallelism: -p, else
+// parallelism.default where the client's configuration sets it (-D, file,
+// environment), else fallback (the session cluster's), else 0 (the job's
+// own default).
+func defaultParallelism(c *cli.Context, fallback int) (int, error) {
 	if c.IsSet("parallelism") {
-		env = append(env, "GOFL_PARALLELISM="+strconv.Itoa(c.Int("parallelism")))
+		return c.Int("parallelism"), nil
 	}
-	cmd.Env = env
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		msg := strings.TrimSpace(stderr.String())
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("run: %s did not print its plan within 2 minutes; is it a gofl job binary (main calling stream.Main)?", job)
-		}
-		if msg == "" {
-			msg = err.Error()
-		}
-		return nil, fmt.Errorf("run: planning the job failed: %s", msg)
+	cfg, _, err := setup(c)
+	if err != nil {
+		return 0, err
 	}
-	var m pb.JobGraph
-	if err := protojson.Unmarshal(stdout.Bytes(), &m); err != nil || len(m.Vertices) == 0 {
-		return nil, fmt.Errorf("run: %s is not a gofl job binary: with GOFL_ROLE=plan it printed no JobGraph (its main must call stream.Main)", job)
+	if cfg.IsSet(conf.DefaultParallelism.Key()) {
+		return conf.DefaultParallelism.Get(cfg), nil
 	}
-	jg := jobgraph.FromProto(&m)
-	if err := jg.Validate(); err != nil {
-		return nil, fmt.Errorf("run: the plan of %s: %w", job, err)
+	return fallback, nil
+}
+
+// planJob runs the binary in plan role and parses the JobGraph it prints.
+// sessionPar is the parallelism.default of the session it goes to (0: none).
+func planJob(c *cli.Context, bin, job string, args []string, sessionPar int) (*jobgraph.JobGraph, error) {
+	par, err := defaultParallelism(c, sessionPar)
+	if err != nil {
+		return nil, err
+	}
+	jg, err := client.PlanJob(c.Context, bin, args, client.PlanOptions{Parallelism: par, SavepointPath: c.String("fromSavepoint")})
+	if err != nil {
+		return nil, fmt.Errorf("run: %w", err)
 	}
 	for k, v := range restoreSettings(c) {
 		if jg.Config == nil {
@@ -251,4 +287,48 @@ func restoreSettings(c *cli.Context) map[string]string {
 		m[conf.SavepointIgnoreUnclaimedState.Key()] = "true"
 	}
 	return m
+}
+
+// pathFlag matches job flags that name files: --input, --output, --path,
+// --dir, --file and the like (also as a suffix: --checkpoint-dir).
+var pathFlag = regexp.MustCompile(`(?i)^--?(?:[a-z0-9]+[-_.])*(?:in|input|inputs|out|output|outputs|path|paths|dir|directory|file|files)$`)
+
+// checkJobArgs rejects relative local paths among the job's arguments: the
+// runners start in their TaskManagers' working directories, where a
+// relative path names other files (on a per-job or application cluster,
+// ones removed with the cluster). A path is an argument starting with "./"
+// or "../", or the value of a path-like flag (pathFlag) that is neither
+// absolute nor a URI.
+func checkJobArgs(args []string) error {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			continue
+		}
+		name, val, inline := strings.Cut(a, "=")
+		switch {
+		case strings.HasPrefix(a, "-") && pathFlag.MatchString(name):
+			if !inline {
+				if i+1 >= len(args) {
+					continue
+				}
+				i++
+				val = args[i]
+			}
+		case strings.HasPrefix(a, "./") || strings.HasPrefix(a, "../"):
+			name, val = "", a
+		default:
+			continue
+		}
+		if val == "" || filepath.IsAbs(val) || strings.Contains(val, "://") || strings.HasPrefix(val, "-") {
+			continue
+		}
+		abs, _ := filepath.Abs(val)
+		what := "job argument " + val
+		if name != "" {
+			what = fmt.Sprintf("job argument %s %s", name, val)
+		}
+		return fmt.Errorf("run: %s is a relative path, but the job runs in its TaskManagers' working directories, not here; give an absolute path (%s) or a URI (file://, hdfs://)", what, abs)
+	}
+	return nil
 }

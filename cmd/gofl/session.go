@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,12 +14,10 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
-	"gopkg.in/yaml.v3"
 
+	"github.com/gofl/gofl/client"
 	"github.com/gofl/gofl/conf"
 	"github.com/gofl/gofl/providers"
-	_ "github.com/gofl/gofl/providers/local" // registers the local provider
-	"github.com/gofl/gofl/storage"
 )
 
 const (
@@ -117,6 +113,9 @@ type sessionRecord struct {
 	Provider    string    `json:"provider"`
 	RESTAddress string    `json:"rest_address"`
 	Created     time.Time `json:"created"`
+	// Parallelism is the session's parallelism.default when it was started
+	// with one: jobs are planned on the client, which applies it.
+	Parallelism int `json:"parallelism,omitempty"`
 }
 
 type sessionState struct {
@@ -213,128 +212,13 @@ func targetName(c *cli.Context, cfg *conf.Configuration) string {
 	return "local"
 }
 
-func newDeployer(cfg *conf.Configuration, log zerolog.Logger, target string) (providers.ClusterDeployer, error) {
-	d, err := providers.NewDeployer(target, cfg, log)
+// newDescriptor is the ClusterDescriptor of provider target.
+func newDescriptor(cfg *conf.Configuration, log zerolog.Logger, target string) (*client.ClusterDescriptor, error) {
+	d, err := client.NewClusterDescriptor(cfg, target, log)
 	if err != nil {
 		return nil, fmt.Errorf("-t %s: %w", target, err)
 	}
 	return d, nil
-}
-
-func newClusterID(prefix string) string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return prefix + "-" + hex.EncodeToString(b[:])
-}
-
-// goflBinary is the gofl binary clusters run: deployment.binary, else
-// this executable.
-func goflBinary(cfg *conf.Configuration) (string, error) {
-	if b := conf.DeploymentBinary.Get(cfg); b != "" {
-		return filepath.Abs(b)
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return "", fmt.Errorf("locating the gofl binary: %w (set deployment.binary)", err)
-	}
-	return exe, nil
-}
-
-// staged is what stageCluster put in the staging area.
-type staged struct {
-	st            *storage.Staging
-	clusterID     string
-	goflURI       string
-	jobKey        string
-	jobURI        string
-	jobUploaded   bool
-	goflUploaded  bool
-	configURI     string
-	jobGraphURI   string
-	stagingDirURI string
-}
-
-// stageCluster puts the gofl binary and the job binary (if any) in the
-// blob cache and the configuration snapshot in the cluster's directory.
-// On error it removes the cluster's directory again.
-func stageCluster(ctx context.Context, cfg *conf.Configuration, clusterID, goflBin, jobBin string) (_ *staged, err error) {
-	dir := conf.ExpandEnv(conf.StagingDir.Get(cfg))
-	st, err := storage.OpenStaging(ctx, dir, storage.OptionsFromConf(cfg))
-	if err != nil {
-		return nil, fmt.Errorf("staging (staging.dir %s): %w", dir, err)
-	}
-	s := &staged{st: st, clusterID: clusterID, stagingDirURI: dir}
-	defer func() {
-		if err != nil {
-			s.cleanup()
-			st.Close()
-		}
-	}()
-	key, written, err := st.PutBlobFile(ctx, goflBin)
-	if err != nil {
-		return nil, fmt.Errorf("staging the gofl binary: %w", err)
-	}
-	s.goflUploaded = written
-	if s.goflURI, err = st.BlobURI(key); err != nil {
-		return nil, err
-	}
-	if jobBin != "" {
-		if s.jobKey, s.jobUploaded, err = st.PutBlobFile(ctx, jobBin); err != nil {
-			return nil, fmt.Errorf("staging the job binary: %w", err)
-		}
-		if s.jobURI, err = st.BlobURI(s.jobKey); err != nil {
-			return nil, err
-		}
-	}
-	y, err := yaml.Marshal(cfg.Snapshot())
-	if err != nil {
-		return nil, err
-	}
-	if err := st.PutConfig(ctx, clusterID, y); err != nil {
-		return nil, fmt.Errorf("staging the configuration: %w", err)
-	}
-	cdir, _ := st.ClusterDir(clusterID)
-	s.configURI = st.FileSystem().URI(cdir + "/" + storage.ConfigFile)
-	return s, nil
-}
-
-func (s *staged) putJobGraph(ctx context.Context, b []byte) error {
-	if err := s.st.PutJobGraph(ctx, s.clusterID, b); err != nil {
-		return fmt.Errorf("staging the JobGraph: %w", err)
-	}
-	cdir, _ := s.st.ClusterDir(s.clusterID)
-	s.jobGraphURI = s.st.FileSystem().URI(cdir + "/" + storage.JobGraphFile)
-	return nil
-}
-
-// cleanup removes the cluster's staging directory (idempotent).
-func (s *staged) cleanup() {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_ = s.st.RemoveCluster(ctx, s.clusterID)
-}
-
-// removeStagingOf removes a cluster's staging directory, for `session stop`.
-func removeStagingOf(ctx context.Context, cfg *conf.Configuration, clusterID string) error {
-	st, err := storage.OpenStaging(ctx, conf.ExpandEnv(conf.StagingDir.Get(cfg)), storage.OptionsFromConf(cfg))
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	return st.RemoveCluster(ctx, clusterID)
-}
-
-// clusterConfig is the configuration a deployed JobManager gets: the
-// client's settings plus the deployment's.
-func clusterConfig(cfg *conf.Configuration, extra map[string]string) map[string]string {
-	out := cfg.Snapshot()
-	delete(out, conf.DeploymentBinary.Key())
-	// Expanded here: $HOME on a Nomad node is the agent's, not the client's.
-	out[conf.StagingDir.Key()] = conf.ExpandEnv(conf.StagingDir.Get(cfg))
-	for k, v := range extra {
-		out[k] = v
-	}
-	return out
 }
 
 // --- commands ---
@@ -348,53 +232,28 @@ func runSessionStart(c *cli.Context) error {
 		return err
 	}
 	target := targetName(c, cfg)
-	dep, err := newDeployer(cfg, log, target)
+	desc, err := newDescriptor(cfg, log, target)
 	if err != nil {
 		return fmt.Errorf("session start: %w", err)
-	}
-	id := c.String("name")
-	if id == "" {
-		id = newClusterID("session")
-	}
-	if err := storage.ValidateClusterID(id); err != nil {
-		return fmt.Errorf("session start: --name: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 	defer cancel()
-	bin, err := goflBinary(cfg)
+	cc, err := desc.DeploySessionCluster(ctx, client.SessionSpec{ClusterID: c.String("name"), TaskManagers: c.Int("taskmanagers")})
 	if err != nil {
 		return fmt.Errorf("session start: %w", err)
 	}
-	// A running cluster of that name keeps its staging directory: refuse
-	// before staging anything into it.
-	if c.String("name") != "" {
-		if info, err := dep.Retrieve(ctx, id); err == nil && info.Status != providers.StatusTerminated {
-			return fmt.Errorf("session start: %w: %s (%s)", providers.ErrClusterExists, id, info.Status)
-		}
-	}
-	s, err := stageCluster(ctx, cfg, id, bin, "")
-	if err != nil {
-		return fmt.Errorf("session start: %w", err)
-	}
-	defer s.st.Close()
-	info, err := dep.Deploy(ctx, providers.ClusterSpec{
-		ClusterID: id, Mode: providers.ModeSession, Binary: bin, Artifacts: []string{s.goflURI},
-		TaskManagers: c.Int("taskmanagers"),
-		Config:       clusterConfig(cfg, map[string]string{conf.DeploymentMode.Key(): conf.ModeSession}),
-	})
-	if err != nil {
-		if !errors.Is(err, providers.ErrClusterExists) { // not ours to remove
-			s.cleanup()
-		}
-		return fmt.Errorf("session start: %w", err)
-	}
+	id, info := cc.ClusterID(), cc.Info
 	st, err := loadSessions(c)
 	if err != nil {
 		log.Warn().Err(err).Msg("the session state is unreadable; starting it anew")
 		st = sessionState{}
 	}
 	st.remove(id)
-	st.Sessions = append(st.Sessions, sessionRecord{ClusterID: id, Provider: target, RESTAddress: info.RESTAddress, Created: time.Now().UTC()})
+	rec := sessionRecord{ClusterID: id, Provider: target, RESTAddress: info.RESTAddress, Created: time.Now().UTC()}
+	if cfg.IsSet(conf.DefaultParallelism.Key()) {
+		rec.Parallelism = conf.DefaultParallelism.Get(cfg)
+	}
+	st.Sessions = append(st.Sessions, rec)
 	st.Latest = id
 	if err := saveSessions(c, st); err != nil {
 		log.Warn().Err(err).Msg("could not remember the session")
@@ -409,11 +268,11 @@ func runSessionList(c *cli.Context) error {
 		return err
 	}
 	target := targetName(c, cfg)
-	dep, err := newDeployer(cfg, log, target)
+	desc, err := newDescriptor(cfg, log, target)
 	if err != nil {
 		return fmt.Errorf("session list: %w", err)
 	}
-	infos, err := dep.List(c.Context)
+	infos, err := desc.ListClusters(c.Context)
 	if err != nil {
 		return fmt.Errorf("session list: %w", err)
 	}
@@ -429,6 +288,10 @@ func runSessionList(c *cli.Context) error {
 	if changed {
 		_ = saveSessions(c, st)
 	}
+	if len(infos) == 0 {
+		fmt.Fprintln(c.App.Writer, "no clusters")
+		return nil
+	}
 	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CLUSTER ID\tPROVIDER\tMODE\tSTATUS\tREST\tCREATED\t")
 	for _, i := range infos {
@@ -438,13 +301,7 @@ func runSessionList(c *cli.Context) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\thttp://%s\t%s\t\n", id, i.Provider, i.Mode, i.Status, i.RESTAddress, i.Created.Local().Format(time.DateTime))
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if len(infos) == 0 {
-		fmt.Fprintln(c.App.Writer, "(no clusters)")
-	}
-	return nil
+	return tw.Flush()
 }
 
 func runSessionStop(c *cli.Context) error {
@@ -469,18 +326,15 @@ func runSessionStop(c *cli.Context) error {
 	if rec, ok := st.find(id); ok && !c.IsSet(flagTarget) {
 		target = rec.Provider
 	}
-	dep, err := newDeployer(cfg, log, target)
+	desc, err := newDescriptor(cfg, log, target)
 	if err != nil {
 		return fmt.Errorf("session stop: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 	defer cancel()
-	kerr := dep.Kill(ctx, id)
+	kerr := desc.KillCluster(ctx, id)
 	if kerr != nil && !errors.Is(kerr, providers.ErrClusterNotFound) {
 		return fmt.Errorf("session stop: %w", kerr)
-	}
-	if err := removeStagingOf(ctx, cfg, id); err != nil {
-		return fmt.Errorf("session stop: removing the staging directory of %s: %w", id, err)
 	}
 	st.remove(id)
 	if err := saveSessions(c, st); err != nil {
@@ -502,16 +356,13 @@ func clusterRESTAddress(c *cli.Context, cfg *conf.Configuration, log zerolog.Log
 			target = rec.Provider
 		}
 	}
-	dep, err := newDeployer(cfg, log, target)
+	desc, err := newDescriptor(cfg, log, target)
 	if err != nil {
 		return "", err
 	}
-	info, err := dep.Retrieve(c.Context, id)
+	cc, err := desc.RetrieveCluster(c.Context, id)
 	if err != nil {
 		return "", err
 	}
-	if info.Status == providers.StatusTerminated {
-		return "", fmt.Errorf("%w: %s has terminated", providers.ErrClusterNotFound, id)
-	}
-	return info.RESTAddress, nil
+	return cc.Info.RESTAddress, nil
 }

@@ -83,12 +83,19 @@ func runSubmit(c *cli.Context) error {
 // followJob prints the job's state and task counts whenever they change,
 // until the job ends, and then its result (printResult). jg, the graph
 // submitted, names the operators in the result.
+//
+// Ctrl-C (when the command watches for it) or --timeout end following
+// early with an error wrapping errInterrupted or errFollowTimeout.
 func followJob(c *cli.Context, cl *client.Client, jg *jobgraph.JobGraph, id string) error {
-	deadline := time.Now().Add(c.Duration("timeout"))
+	ctx, cancel := context.WithTimeoutCause(c.Context, c.Duration("timeout"), errFollowTimeout)
+	defer cancel()
 	last := ""
 	var lastFailure int64
 	for {
-		d, err := cl.JobDetails(c.Context, id)
+		d, err := cl.JobDetails(ctx, id)
+		if ctx.Err() != nil {
+			return fmt.Errorf("job %s: %w", id, context.Cause(ctx))
+		}
 		if err != nil {
 			return jobError(id, err)
 		}
@@ -113,17 +120,14 @@ func followJob(c *cli.Context, cl *client.Client, jg *jobgraph.JobGraph, id stri
 				if ex, err := cl.JobExceptions(c.Context, id); err == nil && ex.RootException != "" {
 					fmt.Fprintf(c.App.ErrWriter, "root cause: %s\n", ex.RootException)
 				}
-				return fmt.Errorf("submit: job %s ended %s", id, d.State)
+				return fmt.Errorf("%s: job %s ended %s", c.Command.Name, id, d.State)
 			}
 			printResult(c, cl, jg, id)
 			return nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("submit: job %s still %s after %v", id, d.State, c.Duration("timeout"))
-		}
 		select {
-		case <-c.Context.Done():
-			return c.Context.Err()
+		case <-ctx.Done():
+			return fmt.Errorf("job %s still %s: %w", id, d.State, context.Cause(ctx))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

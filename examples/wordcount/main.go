@@ -39,7 +39,8 @@ func build(env *stream.Environment, args []string) error {
 	fs := flag.NewFlagSet("wordcount", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	input := fs.String("input", "", "text file or directory of text files to count (a path, file:// or hdfs:// URI)")
-	output := fs.String("output", "", "directory the part files with the counts go to (a path, file:// or hdfs:// URI)")
+	output := fs.String("output", "", "directory the part files with the counts go to (a path, file:// or hdfs:// URI); it must not exist or be empty")
+	overwrite := fs.Bool("overwrite", false, "replace an existing --output directory (Flink's WriteMode.OVERWRITE)")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w (usage: wordcount --input PATH --output DIR)", err)
 	}
@@ -55,8 +56,15 @@ func build(env *stream.Environment, args []string) error {
 	counts := stream.KeyBy(words, func(w WordCount) string { return w.Word }).
 		Reduce(func(a, b WordCount) WordCount { return WordCount{Word: a.Word, Count: a.Count + b.Count} }).Name("Count")
 	stream.Map(counts, func(w WordCount) string { return fmt.Sprintf("%s %d", w.Word, w.Count) }).Name("Format").
-		WriteAsText(*output).Name("Counts")
+		WriteAsText(*output, writeMode(*overwrite)).Name("Counts")
 	return nil
+}
+
+func writeMode(overwrite bool) stream.WriteMode {
+	if overwrite {
+		return stream.Overwrite
+	}
+	return stream.NoOverwrite
 }
 
 // Words splits a line into its words: maximal runs of Unicode letters or

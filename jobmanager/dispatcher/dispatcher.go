@@ -18,7 +18,6 @@ import (
 	"github.com/gofl/gofl/jobgraph"
 	"github.com/gofl/gofl/jobmanager/checkpoint"
 	"github.com/gofl/gofl/jobmanager/jobmaster"
-	"github.com/gofl/gofl/jobmanager/rest"
 	"github.com/gofl/gofl/jobmanager/scheduler"
 	"github.com/gofl/gofl/rpc/pb"
 	"github.com/gofl/gofl/rpc/restapi"
@@ -79,8 +78,6 @@ type archivedJob struct {
 	// keep the history within Config.ResultCacheBytes.
 	resultDropped bool
 }
-
-var _ rest.Dispatcher = (*Dispatcher)(nil)
 
 // New returns a Dispatcher; call Run.
 func New(cfg Config, rm ResourceManager, log zerolog.Logger) *Dispatcher {

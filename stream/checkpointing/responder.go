@@ -15,7 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/gofl/gofl/jobmanager/failover"
+	"github.com/gofl/gofl/failure"
 	"github.com/gofl/gofl/rpc/pb"
 	"github.com/gofl/gofl/storage"
 	"github.com/gofl/gofl/stream/runtime"
@@ -122,7 +122,7 @@ func (r *Responder) Acknowledge(b runtime.CheckpointBarrier, snap *runtime.TaskS
 // Decline implements runtime.CheckpointResponder.
 func (r *Responder) Decline(id int64, cause error) {
 	r.cfg.Report(&pb.RunnerCheckpointReport{Report: &pb.RunnerCheckpointReport_Decline{Decline: &pb.DeclineCheckpointRequest{
-		JobId: r.cfg.JobID, Attempt: r.cfg.Attempt, CheckpointId: id, Reason: failover.Encode(cause),
+		JobId: r.cfg.JobID, Attempt: r.cfg.Attempt, CheckpointId: id, Reason: failure.Encode(cause),
 	}}})
 }
 

@@ -24,7 +24,7 @@ import (
 	"time"
 
 	"github.com/gofl/gofl/conf"
-	"github.com/gofl/gofl/jobmanager/failover"
+	"github.com/gofl/gofl/failure"
 )
 
 // Env is what a task knows about itself.
@@ -151,7 +151,7 @@ func parseConfig(raw []byte) (Config, error) {
 	dec := json.NewDecoder(strings.NewReader(string(raw)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&j); err != nil {
-		return c, failover.NonRecoverable(fmt.Errorf("invalid invokable config %q: %w", raw, err))
+		return c, failure.NonRecoverable(fmt.Errorf("invalid invokable config %q: %w", raw, err))
 	}
 	if len(j.Duration) > 0 {
 		s := string(j.Duration)
@@ -160,14 +160,14 @@ func parseConfig(raw []byte) (Config, error) {
 		}
 		d, err := conf.ParseDuration(s)
 		if err != nil {
-			return c, failover.NonRecoverable(fmt.Errorf("invalid invokable config: duration: %w", err))
+			return c, failure.NonRecoverable(fmt.Errorf("invalid invokable config: duration: %w", err))
 		}
 		c.Duration = d
 	}
 	if j.FailAttempts != nil {
 		c.FailAttempts = *j.FailAttempts
 		if c.FailAttempts < -1 {
-			return c, failover.NonRecoverable(fmt.Errorf("invalid invokable config: failAttempts %d must be -1 or more", c.FailAttempts))
+			return c, failure.NonRecoverable(fmt.Errorf("invalid invokable config: failAttempts %d must be -1 or more", c.FailAttempts))
 		}
 	}
 	return c, nil
@@ -217,14 +217,14 @@ func protect[T any](fn func() (T, error)) (v T, err error) {
 func Run(ctx context.Context, name string, env Env, report func(state string)) error {
 	factory, ok := Lookup(name)
 	if !ok {
-		return failover.NonRecoverable(fmt.Errorf("unknown invokable %q (known: %v)", name, Names()))
+		return failure.NonRecoverable(fmt.Errorf("unknown invokable %q (known: %v)", name, Names()))
 	}
 	task, err := protect(func() (Task, error) { return factory(env) })
 	if err != nil {
 		return err
 	}
 	if task == nil {
-		return failover.NonRecoverable(fmt.Errorf("invokable %q returned no task", name))
+		return failure.NonRecoverable(fmt.Errorf("invokable %q returned no task", name))
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()

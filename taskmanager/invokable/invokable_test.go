@@ -9,7 +9,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/gofl/gofl/jobmanager/failover"
+	"github.com/gofl/gofl/failure"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -56,8 +56,8 @@ func TestBuiltins(t *testing.T) {
 		if (err != nil) != tc.fails {
 			t.Errorf("fail-after-n n=%d attempt %d = %v", tc.n, tc.attempt, err)
 		}
-		if err != nil && failover.Classify(err) != failover.FailureRecoverable {
-			t.Errorf("fail-after-n failure is %v", failover.Classify(err))
+		if err != nil && failure.Classify(err) != failure.FailureRecoverable {
+			t.Errorf("fail-after-n failure is %v", failure.Classify(err))
 		}
 	}
 }
@@ -71,7 +71,7 @@ func TestBadConfigIsNonRecoverable(t *testing.T) {
 	} {
 		f, _ := Lookup(FailAfterN)
 		_, err := f(Env{Config: []byte(cfg)})
-		if err == nil || !strings.Contains(err.Error(), want) || failover.Classify(err) != failover.FailureNonRecoverable {
+		if err == nil || !strings.Contains(err.Error(), want) || failure.Classify(err) != failure.FailureNonRecoverable {
 			t.Errorf("config %s: %v", cfg, err)
 		}
 	}

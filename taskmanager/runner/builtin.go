@@ -9,7 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/gofl/gofl/jobmanager/failover"
+	"github.com/gofl/gofl/failure"
 	"github.com/gofl/gofl/rpc/pb"
 	"github.com/gofl/gofl/taskmanager/invokable"
 )
@@ -73,7 +73,7 @@ func (b *BuiltinExecutor) Submit(_ context.Context, req *pb.SubmitTaskRequest, r
 		case err == nil:
 			st.State = "FINISHED"
 		default:
-			st.State, st.Failure = "FAILED", failover.Encode(err)
+			st.State, st.Failure = "FAILED", failure.Encode(err)
 		}
 		report(st)
 	}()

@@ -127,7 +127,10 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error)
 			cmd.ExtraFiles = []*os.File{dataFile}
 			cmd.Env = append(cmd.Env, EnvDataFD+"=3", EnvDataAddress+"="+spec.DataAddress)
 		}
-		cmd.Stdout, cmd.Stderr = logFile, logFile
+		// stdout (the job's Print()) also goes to the TaskManager's own
+		// stdout, which its provider keeps (the local provider's gofl.log,
+		// Nomad's task logs): runner.log goes with the TaskManager's directory.
+		cmd.Stdout, cmd.Stderr = io.MultiWriter(bestEffort{logFile}, bestEffort{os.Stdout}), logFile
 		cmd.Dir = spec.Dir
 		// Its own process group, so a signal to the TaskManager's group does
 		// not reach it and Stop can take down anything it started.
@@ -151,10 +154,13 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error)
 		p.mu.Lock()
 		cause := p.killCause
 		p.mu.Unlock()
+		// The log goes away with the TaskManager's directory: its end (a
+		// panic's message and stack) travels in the error instead.
+		tail := crashReport(logPath)
 		if cause != nil {
-			p.exitErr = fmt.Errorf("%w: %w: %v (log: %s)", ErrRunnerExited, cause, err, logPath)
+			p.exitErr = fmt.Errorf("%w: %w: %v%s", ErrRunnerExited, cause, err, tail)
 		} else {
-			p.exitErr = fmt.Errorf("%w: %v (log: %s)", ErrRunnerExited, err, logPath)
+			p.exitErr = fmt.Errorf("%w: %v%s", ErrRunnerExited, err, tail)
 		}
 		close(p.exited)
 	}()
@@ -235,6 +241,43 @@ func (p *Process) connect(ctx context.Context, socket string) error {
 }
 
 // logTail is the end of the runner's log, to explain a failed start.
+// bestEffort ignores its writer's errors, so a TaskManager stdout that
+// went away never blocks a runner's Print().
+type bestEffort struct{ w io.Writer }
+
+func (b bestEffort) Write(p []byte) (int, error) {
+	_, _ = b.w.Write(p)
+	return len(p), nil
+}
+
+// crashReport is the end of an exited runner's output for its exit error:
+// from the last "panic: " line when it panicked, else its last lines;
+// at most 2 KiB either way.
+func crashReport(logPath string) string {
+	const limit = 2048
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		return ""
+	}
+	if i := bytes.LastIndex(b, []byte("\npanic: ")); i >= 0 {
+		b = b[i+1:]
+	} else if bytes.HasPrefix(b, []byte("panic: ")) {
+		// the whole output is the panic
+	} else if len(b) > limit {
+		b = b[len(b)-limit:]
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			b = b[i+1:]
+		}
+	}
+	if len(b) > limit {
+		b = b[:limit]
+	}
+	if b = bytes.TrimSpace(b); len(b) == 0 {
+		return ""
+	}
+	return "; its output ends with:\n" + string(b)
+}
+
 func (p *Process) logTail() string {
 	b, err := os.ReadFile(p.logPath)
 	if err != nil || len(b) == 0 {

@@ -1,4 +1,10 @@
-package failover
+// Package failure is the failure vocabulary shared by TaskManagers, job
+// runners, the SDK and the JobMaster: the marks that classify an error
+// (non-recoverable, partition data missing, environment, recoverable, as
+// Flink's ThrowableType) and their wire form between processes. The
+// JobMaster's restart decisions (package jobmanager/failover) build on it;
+// code that only marks or reports failures imports this package alone.
+package failure
 
 import (
 	"errors"
@@ -57,13 +63,11 @@ func (t FailureType) Restartable() bool {
 // fmt.Errorf("slot lost: %w", ErrEnvironment)) marks an error just as well.
 var (
 	// ErrNonRecoverable marks failures that must not be restarted.
-	ErrNonRecoverable = errors.New("failover: non-recoverable failure")
+	ErrNonRecoverable = errors.New("failure: non-recoverable failure")
 	// ErrEnvironment marks failures caused by the environment.
-	ErrEnvironment = errors.New("failover: environment failure")
+	ErrEnvironment = errors.New("failure: environment failure")
 	// ErrPartitionNotFound marks failures caused by missing partition data.
-	ErrPartitionNotFound = errors.New("failover: result partition not found")
-	// ErrInvalidConfig is matched (errors.Is) by every *ConfigError.
-	ErrInvalidConfig = errors.New("failover: invalid restart configuration")
+	ErrPartitionNotFound = errors.New("failure: result partition not found")
 )
 
 // NonRecoverable marks err as non-recoverable: [Classify] will return
@@ -71,8 +75,8 @@ var (
 // restart strategy may restart the job. Use it for a user's request to
 // suppress restarts. The result unwraps to err. NonRecoverable(nil) is nil.
 func NonRecoverable(err error) error {
-	if err == nil {
-		return nil
+	if err == nil || errors.Is(err, ErrNonRecoverable) {
+		return err
 	}
 	return &markedError{err: err, mark: ErrNonRecoverable, prefix: "non-recoverable"}
 }
@@ -82,8 +86,8 @@ func NonRecoverable(err error) error {
 // [FailureEnvironment] unless a stronger mark is present. The result unwraps
 // to err. EnvironmentError(nil) is nil.
 func EnvironmentError(err error) error {
-	if err == nil {
-		return nil
+	if err == nil || errors.Is(err, ErrEnvironment) {
+		return err // marked once: no repeated "environment failure:" prefix
 	}
 	return &markedError{err: err, mark: ErrEnvironment, prefix: "environment failure"}
 }

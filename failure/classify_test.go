@@ -1,4 +1,4 @@
-package failover
+package failure
 
 import (
 	"errors"
@@ -112,5 +112,25 @@ func TestFailureTypeString(t *testing.T) {
 		if got := tt.t.Restartable(); got != tt.restartable {
 			t.Errorf("%v.Restartable() = %v, want %v", tt.t, got, tt.restartable)
 		}
+	}
+}
+
+// Marking an error twice keeps one prefix, so a failure passed through
+// several layers reads "environment failure: ..." once (issue 13, bug 3).
+func TestMarksAreNotRepeated(t *testing.T) {
+	base := errors.New("runner exited")
+	e := EnvironmentError(EnvironmentError(base))
+	if got := e.Error(); got != "environment failure: runner exited" {
+		t.Errorf("EnvironmentError twice: %q", got)
+	}
+	if !errors.Is(e, base) || Classify(e) != FailureEnvironment {
+		t.Errorf("EnvironmentError twice lost its meaning: %v", e)
+	}
+	n := NonRecoverable(NonRecoverable(base))
+	if got := n.Error(); got != "non-recoverable: runner exited" {
+		t.Errorf("NonRecoverable twice: %q", got)
+	}
+	if got := NonRecoverable(EnvironmentError(base)); Classify(got) != FailureNonRecoverable {
+		t.Errorf("a stronger mark over an environment failure: %v", Classify(got))
 	}
 }

@@ -1,0 +1,554 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"gopkg.in/yaml.v3"
+
+	"github.com/gofl/gofl/conf"
+	"github.com/gofl/gofl/jobgraph"
+	"github.com/gofl/gofl/providers"
+	"github.com/gofl/gofl/rpc/pb"
+	"github.com/gofl/gofl/storage"
+)
+
+// ClusterDescriptor deploys clusters through one resource provider and
+// finds them again (Flink's ClusterDescriptor): a session cluster, a
+// per-job cluster running one planned JobGraph, or an application cluster
+// whose JobManager runs the job binary's main. Deploying stages the
+// artifacts (the gofl binary and the job binary in the content-addressed
+// blob cache under staging.dir, the configuration and the JobGraph in the
+// cluster's directory) before the provider starts anything. The provider
+// must be registered (providers.Register; `gofl` registers its own in
+// main). Safe for concurrent use.
+type ClusterDescriptor struct {
+	cfg      *conf.Configuration
+	log      zerolog.Logger
+	provider string
+	dep      providers.ClusterDeployer
+}
+
+// NewClusterDescriptor returns the descriptor of provider (a registry name,
+// e.g. "local" or "nomad") configured by cfg: staging.dir and the fs.*
+// options for staging, deployment.binary for the gofl binary clusters run
+// (default: this executable), and everything else passed on to the
+// JobManager.
+func NewClusterDescriptor(cfg *conf.Configuration, provider string, log zerolog.Logger) (*ClusterDescriptor, error) {
+	dep, err := providers.NewDeployer(provider, cfg, log)
+	if err != nil {
+		return nil, fmt.Errorf("client: provider %s: %w", provider, err)
+	}
+	return &ClusterDescriptor{cfg: cfg, log: log, provider: provider, dep: dep}, nil
+}
+
+// Provider is the descriptor's provider name.
+func (d *ClusterDescriptor) Provider() string { return d.provider }
+
+// Deployer is the provider's client half, for what the descriptor does
+// not wrap.
+func (d *ClusterDescriptor) Deployer() providers.ClusterDeployer { return d.dep }
+
+// SessionSpec is a session cluster to deploy.
+type SessionSpec struct {
+	// ClusterID names it; empty: "session-<random>".
+	ClusterID string
+	// TaskManagers start with the JobManager and are kept.
+	TaskManagers int
+	// Config is added to the descriptor's configuration for this cluster.
+	Config map[string]string
+}
+
+// JobSpec is a job to deploy on a cluster of its own: a per-job cluster
+// (Graph set: planned on the client, see PlanJob) or an application
+// cluster (Graph nil: the JobManager runs JobBinary's main with Args).
+type JobSpec struct {
+	// JobBinary is the job binary's path. Required.
+	JobBinary string
+	// Graph is a per-job cluster's planned job. Its JobID is set when
+	// empty.
+	Graph *jobgraph.JobGraph
+	// Args are an application's program arguments.
+	Args []string
+	// Detached: the cluster does not wait for a client to fetch the final
+	// state before it goes away.
+	Detached bool
+	// Config is added to the descriptor's configuration for this cluster
+	// (e.g. parallelism.default, execution.savepoint.path).
+	Config map[string]string
+}
+
+// Staged says what deploying staged, for the caller to report.
+type Staged struct {
+	// Dir is staging.dir (expanded).
+	Dir string
+	// JobKey is the job binary's blob key; JobUploaded is false when the
+	// blob cache had it already.
+	JobKey      string
+	JobUploaded bool
+}
+
+// DeploySessionCluster stages the gofl binary and the configuration and
+// deploys a session cluster; it returns once the JobManager serves REST.
+// On error nothing of it is left, except a cluster that already existed
+// under that ID (providers.ErrClusterExists), which is not touched.
+func (d *ClusterDescriptor) DeploySessionCluster(ctx context.Context, spec SessionSpec) (*ClusterClient, error) {
+	id := spec.ClusterID
+	if id == "" {
+		id = NewClusterID("session")
+	}
+	if err := storage.ValidateClusterID(id); err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	// A running cluster of that name keeps its staging directory: refuse
+	// before staging anything into it.
+	if info, err := d.dep.Retrieve(ctx, id); err == nil && info.Status != providers.StatusTerminated {
+		return nil, fmt.Errorf("client: %w: %s (%s)", providers.ErrClusterExists, id, info.Status)
+	}
+	return d.deploy(ctx, id, providers.ModeSession, "", spec.TaskManagers, nil, withMode(spec.Config, conf.ModeSession))
+}
+
+// DeployJobCluster deploys spec.Graph on a per-job cluster, which ends
+// with the job. The returned client's JobIDs holds the job's ID.
+func (d *ClusterDescriptor) DeployJobCluster(ctx context.Context, spec JobSpec) (*ClusterClient, error) {
+	if spec.Graph == nil {
+		return nil, errors.New("client: DeployJobCluster needs the planned JobGraph (PlanJob)")
+	}
+	g := *spec.Graph
+	if g.JobID == "" {
+		g.JobID = randomJobID()
+	}
+	pbg, err := proto.Marshal(jobgraph.ToProto(&g))
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	cc, err := d.deployJob(ctx, "job", providers.ModePerJob, spec, pbg)
+	if err != nil {
+		return nil, err
+	}
+	cc.jobs = []string{g.JobID}
+	return cc, nil
+}
+
+// DeployApplicationCluster deploys an application cluster: its JobManager
+// runs spec.JobBinary's main in application-driver role, which submits the
+// job(s); the cluster ends with the last of them.
+func (d *ClusterDescriptor) DeployApplicationCluster(ctx context.Context, spec JobSpec) (*ClusterClient, error) {
+	return d.deployJob(ctx, "app", providers.ModeApplication, spec, nil)
+}
+
+// deployJob is the one flow of per-job and application clusters: they
+// differ in the JobGraph staged (per-job) or the program arguments passed
+// (application).
+func (d *ClusterDescriptor) deployJob(ctx context.Context, prefix string, mode providers.Mode, spec JobSpec, jobGraph []byte) (*ClusterClient, error) {
+	if spec.JobBinary == "" {
+		return nil, errors.New("client: no job binary")
+	}
+	extra := withMode(spec.Config, string(mode))
+	extra[conf.DeploymentAttached.Key()] = strconv.FormatBool(!spec.Detached)
+	id := NewClusterID(prefix)
+	extra[conf.DeploymentClusterID.Key()] = id
+	if jobGraph == nil {
+		args, _ := json.Marshal(append([]string{}, spec.Args...))
+		extra[conf.DeploymentProgramArgs.Key()] = string(args)
+	}
+	return d.deploy(ctx, id, mode, spec.JobBinary, 0, jobGraph, extra)
+}
+
+func withMode(cfg map[string]string, mode string) map[string]string {
+	out := make(map[string]string, len(cfg)+4)
+	for k, v := range cfg {
+		out[k] = v
+	}
+	out[conf.DeploymentMode.Key()] = mode
+	return out
+}
+
+// deploy stages and deploys; on error it removes what it staged.
+func (d *ClusterDescriptor) deploy(ctx context.Context, id string, mode providers.Mode, jobBin string, tms int, jobGraph []byte, extra map[string]string) (_ *ClusterClient, err error) {
+	goflBin, err := goflBinary(d.cfg)
+	if err != nil {
+		return nil, err
+	}
+	s, err := d.stage(ctx, id, goflBin, jobBin)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil && !errors.Is(err, providers.ErrClusterExists) { // not ours to remove
+			s.Remove()
+		}
+	}()
+	artifacts := []string{s.goflURI}
+	if jobBin != "" {
+		artifacts = append(artifacts, s.jobURI)
+		extra[conf.DeploymentJobBinary.Key()] = s.jobURI
+	}
+	if jobGraph != nil {
+		if err := s.st.PutJobGraph(ctx, id, jobGraph); err != nil {
+			return nil, fmt.Errorf("client: staging the JobGraph: %w", err)
+		}
+		cdir, _ := s.st.ClusterDir(id)
+		extra[conf.DeploymentJobGraph.Key()] = s.st.FileSystem().URI(cdir + "/" + storage.JobGraphFile)
+	}
+	info, err := d.dep.Deploy(ctx, providers.ClusterSpec{
+		ClusterID: id, Mode: mode, Binary: goflBin, Artifacts: artifacts, TaskManagers: tms,
+		Config: clusterConfig(d.cfg, extra),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("client: deploying the %s cluster %s: %w", mode, id, err)
+	}
+	cl, err := New(info.RESTAddress)
+	if err != nil {
+		return nil, err
+	}
+	return &ClusterClient{Client: cl, Info: info, Staged: s.report, desc: d, staging: s}, nil
+}
+
+// RetrieveCluster returns a client of a running cluster the provider knows
+// (Flink's ClusterDescriptor.retrieve). A cluster that ended fails with
+// providers.ErrClusterNotFound.
+func (d *ClusterDescriptor) RetrieveCluster(ctx context.Context, clusterID string) (*ClusterClient, error) {
+	info, err := d.dep.Retrieve(ctx, clusterID)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	if info.Status == providers.StatusTerminated {
+		return nil, fmt.Errorf("client: %w: %s has terminated", providers.ErrClusterNotFound, clusterID)
+	}
+	cl, err := New(info.RESTAddress)
+	if err != nil {
+		return nil, err
+	}
+	return &ClusterClient{Client: cl, Info: info, desc: d}, nil
+}
+
+// ListClusters lists the provider's clusters (cleaning records of ended
+// ones).
+func (d *ClusterDescriptor) ListClusters(ctx context.Context) ([]providers.ClusterInfo, error) {
+	return d.dep.List(ctx)
+}
+
+// KillCluster kills a cluster through its provider and removes its
+// staging directory; a cluster already gone is fine for the staging part
+// and reported as providers.ErrClusterNotFound.
+func (d *ClusterDescriptor) KillCluster(ctx context.Context, clusterID string) error {
+	kerr := d.dep.Kill(ctx, clusterID)
+	if kerr != nil && !errors.Is(kerr, providers.ErrClusterNotFound) {
+		return fmt.Errorf("client: %w", kerr)
+	}
+	st, err := d.openStaging(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := st.RemoveCluster(ctx, clusterID); err != nil {
+		return fmt.Errorf("client: removing the staging directory of %s: %w", clusterID, err)
+	}
+	if kerr != nil {
+		return fmt.Errorf("client: %w", kerr)
+	}
+	return nil
+}
+
+// ClusterClient talks to one deployed cluster (Flink's ClusterClient):
+// the embedded REST Client submits, lists, describes, cancels, stops and
+// savepoints jobs and fetches their results; Shutdown and Finish end the
+// cluster.
+type ClusterClient struct {
+	*Client
+	// Info is the provider's view when the client was made.
+	Info providers.ClusterInfo
+	// Staged is set when this client deployed the cluster.
+	Staged Staged
+
+	desc    *ClusterDescriptor
+	staging *staged // nil unless this client deployed the cluster
+	jobs    []string
+}
+
+// ClusterID is the cluster's ID.
+func (c *ClusterClient) ClusterID() string { return c.Info.ClusterID }
+
+// JobIDs lists the cluster's own jobs: a per-job cluster's one, an
+// application's as its JobManager reports them so far; nil for a session.
+func (c *ClusterClient) JobIDs(ctx context.Context) []string {
+	if c.jobs != nil {
+		return c.jobs
+	}
+	if c.Info.Mode == providers.ModeApplication {
+		st, _ := c.Application(ctx)
+		return st.Jobs
+	}
+	return nil
+}
+
+// Shutdown kills the cluster and removes its staging directory. Idempotent.
+func (c *ClusterClient) Shutdown(ctx context.Context) error {
+	err := c.desc.KillCluster(ctx, c.Info.ClusterID)
+	if errors.Is(err, providers.ErrClusterNotFound) {
+		return nil
+	}
+	return err
+}
+
+// Finish is what an attached client does once its per-job or application
+// cluster's work ended: it reads the final state (which lets an attached
+// JobManager exit), removes the staging directory and waits up to wait for
+// the cluster to be gone. It reports whether it is.
+func (c *ClusterClient) Finish(ctx context.Context, wait time.Duration) bool {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; {
+		st, err := c.Application(ctx)
+		if err != nil || st.State != "RUNNING" {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if c.staging != nil {
+		c.staging.Remove()
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	for {
+		info, err := c.desc.dep.Retrieve(ctx, c.Info.ClusterID)
+		if errors.Is(err, providers.ErrClusterNotFound) || err == nil && info.Status == providers.StatusTerminated {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// ApplicationPath is the REST path of a per-job or application cluster's
+// status (jobmanager.ApplicationPath).
+const ApplicationPath = "/application"
+
+// ApplicationStatus is GET /application of a per-job or application
+// cluster (jobmanager.ApplicationStatus).
+type ApplicationStatus struct {
+	Mode  string   `json:"mode"`
+	State string   `json:"state"` // RUNNING, FINISHED or FAILED
+	Jobs  []string `json:"jobs"`
+	Error string   `json:"error,omitempty"`
+}
+
+// Application returns the cluster's application status; a session
+// cluster has none (restapi.ErrBadRequest or a 404 error).
+func (c *Client) Application(ctx context.Context) (ApplicationStatus, error) {
+	var st ApplicationStatus
+	err := c.do(ctx, "GET", ApplicationPath, "", nil, &st)
+	return st, err
+}
+
+// --- staging ---
+
+// staged is what deploy put in the staging area.
+type staged struct {
+	st        *storage.Staging
+	clusterID string
+	goflURI   string
+	jobURI    string
+	report    Staged
+}
+
+func (d *ClusterDescriptor) openStaging(ctx context.Context) (*storage.Staging, error) {
+	dir := conf.ExpandEnv(conf.StagingDir.Get(d.cfg))
+	st, err := storage.OpenStaging(ctx, dir, storage.OptionsFromConf(d.cfg))
+	if err != nil {
+		return nil, fmt.Errorf("client: staging (staging.dir %s): %w", dir, err)
+	}
+	return st, nil
+}
+
+// stage puts the gofl binary and the job binary (if any) in the blob cache
+// and the configuration snapshot in the cluster's directory. On error it
+// removes the cluster's directory again.
+func (d *ClusterDescriptor) stage(ctx context.Context, clusterID, goflBin, jobBin string) (_ *staged, err error) {
+	st, err := d.openStaging(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s := &staged{st: st, clusterID: clusterID, report: Staged{Dir: conf.ExpandEnv(conf.StagingDir.Get(d.cfg))}}
+	defer func() {
+		if err != nil {
+			s.Remove()
+		}
+	}()
+	key, _, err := st.PutBlobFile(ctx, goflBin)
+	if err != nil {
+		return nil, fmt.Errorf("client: staging the gofl binary: %w", err)
+	}
+	if s.goflURI, err = st.BlobURI(key); err != nil {
+		return nil, err
+	}
+	if jobBin != "" {
+		if s.report.JobKey, s.report.JobUploaded, err = st.PutBlobFile(ctx, jobBin); err != nil {
+			return nil, fmt.Errorf("client: staging the job binary: %w", err)
+		}
+		if s.jobURI, err = st.BlobURI(s.report.JobKey); err != nil {
+			return nil, err
+		}
+	}
+	keys := []string{key}
+	if s.report.JobKey != "" {
+		keys = append(keys, s.report.JobKey)
+	}
+	if err := markBlobsUsed(ctx, st, clusterID, keys); err != nil {
+		return nil, fmt.Errorf("client: recording the cluster's blobs: %w", err)
+	}
+	d.pruneAfterStaging(ctx, st)
+	y, err := yaml.Marshal(d.cfg.Snapshot())
+	if err != nil {
+		return nil, err
+	}
+	if err := st.PutConfig(ctx, clusterID, y); err != nil {
+		return nil, fmt.Errorf("client: staging the configuration: %w", err)
+	}
+	return s, nil
+}
+
+// Remove removes the cluster's staging directory and closes the staging
+// area (idempotent).
+func (s *staged) Remove() {
+	if s.st == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = s.st.RemoveCluster(ctx, s.clusterID)
+	s.st.Close()
+	s.st = nil
+}
+
+// clusterConfig is the configuration a deployed JobManager gets: the
+// client's settings plus the deployment's.
+func clusterConfig(cfg *conf.Configuration, extra map[string]string) map[string]string {
+	out := cfg.Snapshot()
+	delete(out, conf.DeploymentBinary.Key())
+	// Expanded here: $HOME on a Nomad node is the agent's, not the client's.
+	out[conf.StagingDir.Key()] = conf.ExpandEnv(conf.StagingDir.Get(cfg))
+	for k, v := range extra {
+		out[k] = v
+	}
+	return out
+}
+
+// goflBinary is the gofl binary clusters run: deployment.binary, else
+// this executable.
+func goflBinary(cfg *conf.Configuration) (string, error) {
+	if b := conf.DeploymentBinary.Get(cfg); b != "" {
+		return filepath.Abs(b)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("client: locating the gofl binary: %w (set deployment.binary)", err)
+	}
+	return exe, nil
+}
+
+// NewClusterID is prefix-<12 random hex digits>.
+func NewClusterID(prefix string) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return prefix + "-" + hex.EncodeToString(b[:])
+}
+
+func randomJobID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// --- planning ---
+
+// PlanOptions tune PlanJob.
+type PlanOptions struct {
+	// Parallelism is the job's default parallelism (GOFL_PARALLELISM);
+	// 0: the job's own.
+	Parallelism int
+	// SavepointPath: the job restores from it, so its file sinks keep
+	// their directories (execution.savepoint.path).
+	SavepointPath string
+	// Timeout bounds planning; 0: 2 minutes.
+	Timeout time.Duration
+}
+
+// ErrNotAJob means the binary printed no JobGraph in plan role.
+var ErrNotAJob = errors.New("client: not a job binary")
+
+// PlanJob runs the job binary in plan role (GOFL_ROLE=plan) with args and
+// parses the JobGraph it prints, as `gofl run` does before submitting to a
+// session or deploying a per-job cluster. The plan role also checks the
+// job's output directories (see stream.WriteAsText).
+func PlanJob(ctx context.Context, bin string, args []string, opts PlanOptions) (*jobgraph.JobGraph, error) {
+	timeout := opts.Timeout
+	if timeout <= 0 {
+		timeout = 2 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	path := bin
+	if !strings.ContainsRune(path, filepath.Separator) {
+		path = "." + string(filepath.Separator) + path
+	}
+	cmd := exec.CommandContext(ctx, path, args...)
+	env := make([]string, 0, len(os.Environ())+3)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GOFL_ROLE=") && !strings.HasPrefix(kv, "GOFL_PARALLELISM=") && !strings.HasPrefix(kv, "GOFL_RUNNER_") &&
+			!strings.HasPrefix(kv, envSavepointPath+"=") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "GOFL_ROLE=plan")
+	if opts.Parallelism > 0 {
+		env = append(env, "GOFL_PARALLELISM="+strconv.Itoa(opts.Parallelism))
+	}
+	if opts.SavepointPath != "" {
+		env = append(env, envSavepointPath+"="+opts.SavepointPath)
+	}
+	cmd.Env = env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%s did not print its plan within %v; is it a gofl job binary (main calling stream.Main)? (%w)", bin, timeout, ErrNotAJob)
+		}
+		if msg == "" {
+			msg = err.Error()
+		}
+		return nil, fmt.Errorf("planning the job failed: %s", strings.TrimPrefix(msg, "gofl job: "))
+	}
+	var m pb.JobGraph
+	if err := protojson.Unmarshal(stdout.Bytes(), &m); err != nil || len(m.Vertices) == 0 {
+		return nil, fmt.Errorf("%s is not a gofl job binary: with GOFL_ROLE=plan it printed no JobGraph (its main must call stream.Main) (%w)", bin, ErrNotAJob)
+	}
+	jg := jobgraph.FromProto(&m)
+	if err := jg.Validate(); err != nil {
+		return nil, fmt.Errorf("the plan of %s: %w", bin, err)
+	}
+	return jg, nil
+}
+
+// envSavepointPath is stream.EnvSavepointPath (stream imports client).
+const envSavepointPath = "GOFL_EXECUTION_SAVEPOINT_PATH"
