@@ -16,10 +16,11 @@ all: build
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/gofl ./cmd/gofl
 
-# Starts a MiniDFSCluster and a real Nomad dev agent (both shared by every
-# package) for the hdfs:// and real-Nomad tests; see the two scripts.
+# Starts a MiniDFSCluster, a real Nomad dev agent and a Kafka broker (each
+# shared by every package) for the hdfs://, real-Nomad and Kafka tests; see
+# the three scripts.
 test:
-	scripts/minihdfs/with-hdfs.sh scripts/nomad/with-nomad.sh $(GO) test -race -count=1 -timeout 25m ./...
+	scripts/minihdfs/with-hdfs.sh scripts/nomad/with-nomad.sh scripts/kafka/with-kafka.sh $(GO) test -race -count=1 -timeout 25m ./...
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
@@ -80,6 +81,15 @@ nomad:
 .PHONY: minihdfs
 minihdfs:
 	scripts/minihdfs/run.sh
+
+# Apache Kafka (KRaft mode, one combined broker and controller) in the
+# foreground at 127.0.0.1:9092, loopback only, with fresh storage each run.
+# Needs Java 17 and Maven; the first run fetches org.apache.kafka:kafka_2.13
+# into ~/.cache/gofl (see scripts/kafka). The Kafka tests use it (or
+# GOFL_TEST_KAFKA=host:port).
+.PHONY: kafka
+kafka:
+	scripts/kafka/run.sh
 
 # Regenerates the configuration reference in README.md from conf/.
 docs:
