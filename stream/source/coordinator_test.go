@@ -35,8 +35,8 @@ func (e *lazyEnum) HandleSplitRequest(sub int, _ string) {
 	e.ctx.AssignSplits(map[int][]numSplit{sub: {s}})
 }
 func (e *lazyEnum) AddSplitsBack(s []numSplit, _ int) { e.remaining = append(e.remaining, s...) }
-func (e *lazyEnum) AddReader(sub int)                  { e.added = append(e.added, sub) }
-func (e *lazyEnum) HandleSourceEvent(int, []byte)      {}
+func (e *lazyEnum) AddReader(sub int)                 { e.added = append(e.added, sub) }
+func (e *lazyEnum) HandleSourceEvent(int, []byte)     {}
 func (e *lazyEnum) SnapshotState(int64) ([]numSplit, error) {
 	return slices.Clone(e.remaining), nil
 }
