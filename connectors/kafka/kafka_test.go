@@ -1,0 +1,148 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/gofl/gofl/connectors/kafka/kafkatest"
+	"github.com/gofl/gofl/stream"
+)
+
+// produce writes values to topic, record i to partition i % partitions,
+// with timestamps base+i ms.
+func produce(t *testing.T, broker, topic string, partitions int32, from, to int) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	recs := make([]*kgo.Record, 0, to-from)
+	for i := from; i < to; i++ {
+		recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(i) % partitions, Value: []byte(strconv.Itoa(i)),
+			Timestamp: time.UnixMilli(int64(1_000_000 + i))})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+}
+
+// consumeCommitted reads topic with read_committed until it has n records
+// (or a minute passed), then a little longer to catch extra ones.
+func consumeCommitted(t *testing.T, broker, topic string, n int) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var out []*kgo.Record
+	deadline := time.Now().Add(time.Minute)
+	for len(out) < n && time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		out = append(out, cl.PollFetches(ctx).Records()...)
+		cancel()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	out = append(out, cl.PollFetches(ctx).Records()...)
+	cancel()
+	return out
+}
+
+func intValue(r *kgo.Record) (int, error) { return strconv.Atoi(string(r.Value)) }
+
+// A bounded source over three partitions at parallelism 2 reads each
+// record once, with its Kafka timestamp; the exactly-once sink commits them
+// in one transaction at the end (no checkpoints), visible read_committed.
+func TestBoundedSourceToTransactionalSink(t *testing.T) {
+	broker := kafkatest.Broker(t)
+	in := kafkatest.Topic(t, broker, "in", 3)
+	out := kafkatest.Topic(t, broker, "out", 1)
+	produce(t, broker, in, 3, 0, 300)
+
+	src, err := NewSource([]string{broker}, intValue, Topics(in), BoundedBy(Latest()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := stream.NewEnvironment(stream.WithParallelism(2))
+	nums := Add(env, src, stream.SourceWatermarks{}, "kafka")
+	withTs := stream.Process(nums, func(ctx *stream.ProcessContext, v int, out stream.Collector[string]) error {
+		ts, ok := ctx.Timestamp()
+		if !ok || ts != int64(1_000_000+v) {
+			return fmt.Errorf("record %d has timestamp %d (%v), want %d", v, ts, ok, 1_000_000+v)
+		}
+		out.Collect(strconv.Itoa(v))
+		return nil
+	})
+	if _, err := Sink(withTs, []string{broker}, out, func(s string) *kgo.Record { return &kgo.Record{Value: []byte(s)} },
+		WithDeliveryGuarantee(ExactlyOnce), TransactionalIDPrefix("test-bounded-"+out)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := env.Execute(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recs := consumeCommitted(t, broker, out, 300)
+	got := make([]int, 0, len(recs))
+	for _, r := range recs {
+		v, _ := strconv.Atoi(string(r.Value))
+		got = append(got, v)
+	}
+	sort.Ints(got)
+	if len(got) != 300 {
+		t.Fatalf("read %d committed records, want 300", len(got))
+	}
+	for i, v := range got {
+		if v != i {
+			t.Fatalf("record %d is %d: lost or duplicated", i, v)
+		}
+	}
+}
+
+// A transaction pre-committed by one producer that then vanished is
+// committed from its recorded producer ID and epoch (a restore), and a
+// second commit of it is a no-op.
+func TestCommitTransactionOfAnotherProducer(t *testing.T) {
+	broker := kafkatest.Broker(t)
+	topic := kafkatest.Topic(t, broker, "resume", 1)
+	id := "test-resume-" + topic
+	k := &kafkaSink[string]{cfg: sinkConfig{brokers: []string{broker}, topic: topic, guarantee: ExactlyOnce, prefix: id, txnTimeout: time.Minute},
+		clients: map[string]*kgo.Client{}, ser: func(s string) *kgo.Record { return &kgo.Record{Value: []byte(s)} }}
+	var sctx stream.SinkContext
+	txn, err := k.begin(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if err := k.Write(&sctx, txn, strconv.Itoa(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := k.PreCommit(&sctx, txn); err != nil {
+		t.Fatal(err)
+	}
+	// The producer goes away without ending the transaction.
+	k.clients[txn.TransactionalID].Close()
+	delete(k.clients, txn.TransactionalID)
+
+	other := &kafkaSink[string]{cfg: k.cfg, clients: map[string]*kgo.Client{}}
+	if err := other.Commit(&sctx, txn); err != nil {
+		t.Fatalf("commit from the recorded handle: %v", err)
+	}
+	if err := other.Commit(&sctx, txn); err != nil {
+		t.Fatalf("second commit: %v", err)
+	}
+	if recs := consumeCommitted(t, broker, topic, 5); len(recs) != 5 {
+		t.Fatalf("read %d committed records, want 5", len(recs))
+	}
+}
