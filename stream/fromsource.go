@@ -38,6 +38,16 @@ type LocallyEnumerable interface {
 	LocalEnumeration()
 }
 
+// EnumeratorStateMerger is implemented by a LocallyEnumerable source that
+// rebuilds its enumerator's state on restore from every old copy of it and
+// every reader's restored splits (all subtasks'). Each copy only knows
+// which splits its own reader really received, so after a rescale one old
+// copy is not enough (Kafka: the assigned partitions are those some
+// reader had).
+type EnumeratorStateMerger[S source.Split, E any] interface {
+	MergeEnumeratorStates(states []E, splits []S) E
+}
+
 // FromSource adds a source built on the Source API (package source).
 func FromSource[T any, S source.Split, E any](env *Environment, src source.Source[T, S, E], wm SourceWatermarks, name string) DataStream[T] {
 	if _, ok := src.(LocallyEnumerable); !ok {
@@ -144,32 +154,42 @@ func (s *apiSource[T, S, E]) Open(ctx *runtime.Context) error {
 }
 
 func (s *apiSource[T, S, E]) restore(r *runtime.OperatorRestore) ([]S, error) {
-	var mine []S
+	var mine, every []S
 	for _, b := range r.Lists[apiReaderState] {
 		o, _, err := ownedSplitCodec.Decode(b)
 		if err != nil {
 			return nil, err
 		}
-		if o.Owner%s.ctx.Parallelism != s.ctx.SubtaskIndex {
-			continue
-		}
 		sp, err := source.DecodeSplits(s.splitCodec, [][]byte{o.Split})
 		if err != nil {
 			return nil, err
 		}
-		mine = append(mine, sp...)
+		every = append(every, sp...)
+		if o.Owner%s.ctx.Parallelism == s.ctx.SubtaskIndex {
+			mine = append(mine, sp...)
+		}
 	}
-	// Every subtask stored its enumerator; take the one of the old subtask
-	// this one continues (or the first).
+	// Every subtask stored its copy of the enumerator: merge them when the
+	// source can, else take the one of the old subtask this one continues
+	// (or the first).
 	var state []byte
+	var all [][]byte
 	for _, b := range r.Lists[apiEnumState] {
 		o, _, err := ownedSplitCodec.Decode(b)
 		if err != nil {
 			return nil, err
 		}
+		all = append(all, o.Split)
 		if state == nil || o.Owner == s.ctx.SubtaskIndex {
 			state = o.Split
 		}
+	}
+	if m, ok := s.src.(EnumeratorStateMerger[S, E]); ok && len(all) > 0 {
+		merged, err := s.coord.MergeStates(all, func(es []E) E { return m.MergeEnumeratorStates(es, every) })
+		if err != nil {
+			return nil, err
+		}
+		state = merged
 	}
 	if state != nil {
 		if err := s.coord.ResetToCheckpoint(0, state); err != nil {

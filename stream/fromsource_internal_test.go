@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gofl/gofl/stream/codec"
 	"github.com/gofl/gofl/stream/runtime"
 	"github.com/gofl/gofl/stream/source"
 )
@@ -156,5 +157,35 @@ func TestReaderOutputPerSplitWatermarksAndIdleness(t *testing.T) {
 	o.emitWatermark()
 	if want := []int64{39, 589, 689}; !slices.Equal(rec.wms, want) {
 		t.Fatalf("watermarks %v, want %v", rec.wms, want)
+	}
+}
+
+// Split positions survive a checkpoint and a restore at another
+// parallelism: every value is read exactly once across both runs.
+func TestFromSourceRestoresSplitsAtOtherParallelism(t *testing.T) {
+	for _, pp := range [][2]int{{3, 2}, {2, 3}} {
+		t.Run(fmt.Sprintf("%d-to-%d", pp[0], pp[1]), func(t *testing.T) {
+			newSrc := func() runtime.Source {
+				return &apiSource[int, memSplit, []int]{src: memSource{n: 7, size: 100}, splitCodec: codec.MustFor[memSplit]()}
+			}
+			first, snaps := runSources(t, newSrc, pp[0], nil, 12, true)
+			if len(first) == 0 || len(first) >= 700 {
+				t.Fatalf("the first run read %d of 700 values; want it to stop midway", len(first))
+			}
+			second, _ := runSources(t, newSrc, pp[1], redistribute(snaps, pp[1], 128), -1, false)
+			var got []int
+			for _, v := range append(first, second...) {
+				got = append(got, v.(int))
+			}
+			sort.Ints(got)
+			if len(got) != 700 {
+				t.Fatalf("read %d values in both runs, want 700", len(got))
+			}
+			for i, v := range got {
+				if v != i {
+					t.Fatalf("value %d is %d: lost or read twice", i, v)
+				}
+			}
+		})
 	}
 }

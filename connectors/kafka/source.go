@@ -185,16 +185,45 @@ func (s *Source[T]) Boundedness() source.Boundedness {
 
 // CreateEnumerator implements source.Source.
 func (s *Source[T]) CreateEnumerator(ctx source.SplitEnumeratorContext[PartitionSplit]) (source.SplitEnumerator[PartitionSplit, EnumeratorState], error) {
-	return &enumerator{cfg: s.cfg, ctx: ctx, assigned: map[string]bool{}}, nil
+	return &enumerator{cfg: s.cfg, ctx: ctx, assigned: map[string]bool{}, resolving: map[string]bool{}}, nil
 }
 
 // RestoreEnumerator implements source.Source.
 func (s *Source[T]) RestoreEnumerator(ctx source.SplitEnumeratorContext[PartitionSplit], st EnumeratorState) (source.SplitEnumerator[PartitionSplit, EnumeratorState], error) {
-	e := &enumerator{cfg: s.cfg, ctx: ctx, assigned: map[string]bool{}, restored: true}
+	e := &enumerator{cfg: s.cfg, ctx: ctx, assigned: map[string]bool{}, resolving: map[string]bool{}, restored: true}
 	for _, id := range st.Assigned {
 		e.assigned[id] = true
 	}
 	return e, nil
+}
+
+// MergeEnumeratorStates rebuilds the enumerator's state after a restore
+// from the readers' splits (stream.EnumeratorStateMerger): every subtask
+// runs a copy of the enumerator, and only a partition's owner really
+// assigned it, so the assigned partitions are those some reader had. A
+// bounded source also keeps what any copy assigned, so that finished
+// partitions are not read again.
+func (s *Source[T]) MergeEnumeratorStates(states []EnumeratorState, splits []PartitionSplit) EnumeratorState {
+	seen := map[string]bool{}
+	var out EnumeratorState
+	add := func(id string) {
+		if !seen[id] {
+			seen[id] = true
+			out.Assigned = append(out.Assigned, id)
+		}
+	}
+	for _, sp := range splits {
+		add(sp.SplitID())
+	}
+	if s.cfg.stopping != nil {
+		for _, st := range states {
+			for _, id := range st.Assigned {
+				add(id)
+			}
+		}
+	}
+	sort.Strings(out.Assigned)
+	return out
 }
 
 // CreateReader implements source.Source.
@@ -220,6 +249,8 @@ type enumerator struct {
 	adm      *kadm.Client
 	cl       *kgo.Client
 	assigned map[string]bool
+	// resolving are new partitions whose offsets are being resolved.
+	resolving map[string]bool
 	// restored or after the first discovery, new partitions start at the
 	// earliest offset.
 	restored   bool
@@ -289,7 +320,7 @@ func (e *enumerator) handleDiscovery(v any, err error) {
 	}
 	var fresh []PartitionSplit
 	for _, sp := range v.(discovery).splits {
-		if !e.assigned[sp.SplitID()] {
+		if id := sp.SplitID(); !e.assigned[id] && !e.resolving[id] {
 			fresh = append(fresh, sp)
 		}
 	}
@@ -301,17 +332,23 @@ func (e *enumerator) handleDiscovery(v any, err error) {
 	// Resolving offsets is I/O: do it async too, then assign.
 	e.ctx.CallAsync(func() (any, error) { return e.resolve(fresh, initial) },
 		func(v any, err error) {
+			for _, sp := range fresh {
+				delete(e.resolving, sp.SplitID())
+			}
 			if err != nil {
 				e.cfg.log.Warn().Err(err).Msg("kafka: resolving starting offsets failed; retrying at the next discovery")
-				for _, sp := range fresh {
-					delete(e.assigned, sp.SplitID())
-				}
 				return
 			}
-			e.assign(v.([]PartitionSplit))
+			splits := v.([]PartitionSplit)
+			for _, sp := range splits {
+				e.assigned[sp.SplitID()] = true
+			}
+			e.assign(splits)
 		}, 0, 0)
+	// Resolving splits are not in the checkpoint until assigned: a restore
+	// discovers them again.
 	for _, sp := range fresh {
-		e.assigned[sp.SplitID()] = true
+		e.resolving[sp.SplitID()] = true
 	}
 }
 

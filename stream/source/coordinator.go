@@ -415,3 +415,26 @@ func DecodeSplits[S any](sc codec.Codec[S], els [][]byte) ([]S, error) {
 	}
 	return out, nil
 }
+
+// MergeStates merges coordinator checkpoints into one: the enumerator
+// states through merge, the pending assignments together. Used where
+// several copies of an enumerator were checkpointed (local enumeration).
+func (c *Coordinator[T, S, E]) MergeStates(states [][]byte, merge func([]E) E) ([]byte, error) {
+	es := make([]E, 0, len(states))
+	out := coordinatorState[E]{Pending: map[int][][]byte{}}
+	for _, b := range states {
+		st, n, err := c.stateCodec.Decode(b)
+		if err == nil && n != len(b) {
+			err = fmt.Errorf("%w: trailing bytes", codec.ErrCorrupt)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("source: merging coordinator states: %w", err)
+		}
+		es = append(es, st.Enumerator)
+		for sub, els := range st.Pending {
+			out.Pending[sub] = append(out.Pending[sub], els...)
+		}
+	}
+	out.Enumerator = merge(es)
+	return c.stateCodec.Append(nil, out), nil
+}
