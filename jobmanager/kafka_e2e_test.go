@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/gofl/gofl/connectors/kafka/kafkatest"
@@ -168,6 +169,21 @@ func TestKafkaCountsExactlyOnceWithDiscoveryAndKill(t *testing.T) {
 	c.waitCheckpointAfter(id, last, 2*time.Minute)
 
 	checkKafkaCounts(t, broker, out, 3*batch, keys)
+	// The readers commit their checkpointed offsets to the group when a
+	// checkpoint completes, for monitoring: eventually all of the input.
+	group := "gofl-e2e-" + out
+	c.eventually(time.Minute, func() error {
+		offs, err := adm.FetchOffsets(c.ctx, group)
+		if err != nil {
+			return err
+		}
+		sum := int64(0)
+		offs.Each(func(o kadm.OffsetResponse) { sum += o.At })
+		if sum != 3*batch {
+			return fmt.Errorf("group %s committed offsets summing to %d, want %d", group, sum, 3*batch)
+		}
+		return nil
+	})
 	if err := c.client.CancelJob(c.ctx, id); err != nil {
 		t.Fatal(err)
 	}

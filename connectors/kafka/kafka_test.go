@@ -3,11 +3,14 @@ package kafka
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/gofl/gofl/connectors/kafka/kafkatest"
@@ -144,5 +147,94 @@ func TestCommitTransactionOfAnotherProducer(t *testing.T) {
 	}
 	if recs := consumeCommitted(t, broker, topic, 5); len(recs) != 5 {
 		t.Fatalf("read %d committed records, want 5", len(recs))
+	}
+}
+
+// readBounded runs a bounded source over topic with opts at parallelism 2
+// and returns the sorted values it read.
+func readBounded(t *testing.T, broker string, opts ...SourceOption) []int {
+	t.Helper()
+	src, err := NewSource([]string{broker}, intValue, append(opts, BoundedBy(Latest()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := stream.NewEnvironment(stream.WithParallelism(2))
+	Add(env, src, stream.SourceWatermarks{}, "kafka").Collect().Uid("out")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := env.Execute(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := stream.CollectedValues[int](env, "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Ints(got)
+	return got
+}
+
+func span(from, to int) []int {
+	var out []int
+	for i := from; i < to; i++ {
+		out = append(out, i)
+	}
+	return out
+}
+
+// Starting offsets: earliest reads all, latest none of what is there,
+// a timestamp from the first record at or after it, committed from the
+// group's offsets (and the fallback where the group has none).
+func TestStartingOffsets(t *testing.T) {
+	broker := kafkatest.Broker(t)
+	in := kafkatest.Topic(t, broker, "offsets", 2)
+	produce(t, broker, in, 2, 0, 100) // timestamps 1_000_000 + i
+	group := "offsets-group-" + in
+	adm := kafkatest.Admin(t, broker)
+	var os kadm.Offsets
+	os.Add(kadm.Offset{Topic: in, Partition: 0, At: 40, LeaderEpoch: -1}) // values 80, 82, ... 98
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := adm.CommitOffsets(ctx, group, os); err != nil {
+		t.Fatal(err)
+	}
+	// Partition 0 holds the even values at offsets value/2, partition 1
+	// the odd ones.
+	var fromCommitted []int
+	for i := 80; i < 100; i += 2 {
+		fromCommitted = append(fromCommitted, i)
+	}
+	for i := 1; i < 100; i += 2 {
+		fromCommitted = append(fromCommitted, i) // no committed offset: fallback earliest
+	}
+	sort.Ints(fromCommitted)
+	for _, tc := range []struct {
+		name string
+		opts []SourceOption
+		want []int
+	}{
+		{"earliest", []SourceOption{StartingOffsets(Earliest())}, span(0, 100)},
+		{"latest", []SourceOption{StartingOffsets(Latest())}, nil},
+		{"timestamp", []SourceOption{StartingOffsets(Timestamp(1_000_000 + 90))}, span(90, 100)},
+		{"committed", []SourceOption{StartingOffsets(Committed(Earliest())), GroupID(group)}, fromCommitted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := readBounded(t, broker, append(tc.opts, Topics(in))...)
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("read %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// A topic pattern finds every matching topic.
+func TestTopicPattern(t *testing.T) {
+	broker := kafkatest.Broker(t)
+	a := kafkatest.Topic(t, broker, "pattern-x", 1)
+	b := kafkatest.Topic(t, broker, "pattern-x", 2)
+	produce(t, broker, a, 1, 0, 10)
+	produce(t, broker, b, 2, 10, 30)
+	got := readBounded(t, broker, TopicPattern(regexp.MustCompile("^("+regexp.QuoteMeta(a)+"|"+regexp.QuoteMeta(b)+")$")))
+	if !slices.Equal(got, span(0, 30)) {
+		t.Fatalf("read %v, want 0..29", got)
 	}
 }
