@@ -15,55 +15,18 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/gofl/gofl/connectors/kafka/kafkatest"
 	"github.com/gofl/gofl/rpc/restapi"
 )
 
-// produceNumbers writes from..to-1 as decimal strings, number i to
-// partition i % partitions.
-func produceNumbers(broker, topic string, partitions, from, to int) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	recs := make([]*kgo.Record, 0, to-from)
-	for i := from; i < to; i++ {
-		recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(i % partitions), Value: []byte(strconv.Itoa(i))})
-	}
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		return fmt.Errorf("producing to %s: %w", topic, err)
-	}
-	return nil
-}
-
-// checkKafkaCounts reads topic read_committed until it holds want records
-// (or three minutes passed), and a second longer for extra ones; every key
+// checkKafkaCounts reads topic read_committed until it holds count
+// records (or three minutes passed), and a second longer for extra ones;
+// every key
 // k must have exactly the counts 1 .. c(k) of count numbers mod keys.
 func checkKafkaCounts(t *testing.T, broker, topic string, count, keys int) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	var lines []string
-	poll := func(d time.Duration) {
-		ctx, cancel := context.WithTimeout(context.Background(), d)
-		defer cancel()
-		for _, r := range cl.PollFetches(ctx).Records() {
-			lines = append(lines, string(r.Value))
-		}
-	}
-	for deadline := time.Now().Add(3 * time.Minute); len(lines) < count && time.Now().Before(deadline); {
-		poll(time.Second)
-	}
-	poll(time.Second)
+	lines := kafkatest.ReadCommitted(t, broker, topic, count, 3*time.Minute)
 	want := make([]int, keys)
 	for n := 0; n < count; n++ {
 		want[n%keys]++
@@ -117,7 +80,7 @@ func TestKafkaCountsExactlyOnceWithDiscoveryAndKill(t *testing.T) {
 		"--keys", strconv.Itoa(keys), "--prefix", "gofl-e2e-"+out)
 	c.waitFor(id, 30*time.Second, "RUNNING")
 
-	if err := produceNumbers(broker, in, 2, 0, batch); err != nil {
+	if err := kafkatest.ProduceNumbers(broker, in, 2, 0, batch); err != nil {
 		t.Fatal(err)
 	}
 	last := c.waitCheckpointAfter(id, 0, 60*time.Second)
@@ -137,7 +100,7 @@ func TestKafkaCountsExactlyOnceWithDiscoveryAndKill(t *testing.T) {
 	go func() {
 		defer close(produced)
 		for from := batch; from < 3*batch; from += 100 {
-			if err := produceNumbers(broker, in, 4, from, from+100); err != nil {
+			if err := kafkatest.ProduceNumbers(broker, in, 4, from, from+100); err != nil {
 				t.Error(err)
 				return
 			}

@@ -107,13 +107,19 @@ func TestFromSourceReadsEverySplitOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkEachOnce(t, got, 700)
+}
+
+// checkEachOnce fails unless got holds each of 0..n-1 exactly once.
+func checkEachOnce(t *testing.T, got []int, n int) {
+	t.Helper()
 	sort.Ints(got)
-	if len(got) != 700 {
-		t.Fatalf("got %d values, want 700", len(got))
+	if len(got) != n {
+		t.Fatalf("read %d values, want %d", len(got), n)
 	}
 	for i, v := range got {
 		if v != i {
-			t.Fatalf("value %d is %d: a split was read twice or not at all", i, v)
+			t.Fatalf("value %d is %d: lost or read twice", i, v)
 		}
 	}
 }
@@ -177,15 +183,7 @@ func TestFromSourceRestoresSplitsAtOtherParallelism(t *testing.T) {
 			for _, v := range append(first, second...) {
 				got = append(got, v.(int))
 			}
-			sort.Ints(got)
-			if len(got) != 700 {
-				t.Fatalf("read %d values in both runs, want 700", len(got))
-			}
-			for i, v := range got {
-				if v != i {
-					t.Fatalf("value %d is %d: lost or read twice", i, v)
-				}
-			}
+			checkEachOnce(t, got, 700)
 		})
 	}
 }

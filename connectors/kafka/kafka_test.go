@@ -17,48 +17,12 @@ import (
 	"github.com/gofl/gofl/stream"
 )
 
-// produce writes values to topic, record i to partition i % partitions,
-// with timestamps base+i ms.
+// produce writes from..to-1 (kafkatest.ProduceNumbers) or fails.
 func produce(t *testing.T, broker, topic string, partitions int32, from, to int) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
+	if err := kafkatest.ProduceNumbers(broker, topic, int(partitions), from, to); err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	recs := make([]*kgo.Record, 0, to-from)
-	for i := from; i < to; i++ {
-		recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(i) % partitions, Value: []byte(strconv.Itoa(i)),
-			Timestamp: time.UnixMilli(int64(1_000_000 + i))})
-	}
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		t.Fatalf("produce: %v", err)
-	}
-}
-
-// consumeCommitted reads topic with read_committed until it has n records
-// (or a minute passed), then a little longer to catch extra ones.
-func consumeCommitted(t *testing.T, broker, topic string, n int) []*kgo.Record {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	var out []*kgo.Record
-	deadline := time.Now().Add(time.Minute)
-	for len(out) < n && time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		out = append(out, cl.PollFetches(ctx).Records()...)
-		cancel()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	out = append(out, cl.PollFetches(ctx).Records()...)
-	cancel()
-	return out
 }
 
 func intValue(r *kgo.Record) (int, error) { return strconv.Atoi(string(r.Value)) }
@@ -80,8 +44,8 @@ func TestBoundedSourceToTransactionalSink(t *testing.T) {
 	nums := Add(env, src, stream.SourceWatermarks{}, "kafka")
 	withTs := stream.Process(nums, func(ctx *stream.ProcessContext, v int, out stream.Collector[string]) error {
 		ts, ok := ctx.Timestamp()
-		if !ok || ts != int64(1_000_000+v) {
-			return fmt.Errorf("record %d has timestamp %d (%v), want %d", v, ts, ok, 1_000_000+v)
+		if !ok || ts != int64(kafkatest.NumbersTimestampBase+v) {
+			return fmt.Errorf("record %d has timestamp %d (%v), want %d", v, ts, ok, kafkatest.NumbersTimestampBase+v)
 		}
 		out.Collect(strconv.Itoa(v))
 		return nil
@@ -95,10 +59,10 @@ func TestBoundedSourceToTransactionalSink(t *testing.T) {
 	if _, err := env.Execute(ctx); err != nil {
 		t.Fatal(err)
 	}
-	recs := consumeCommitted(t, broker, out, 300)
-	got := make([]int, 0, len(recs))
-	for _, r := range recs {
-		v, _ := strconv.Atoi(string(r.Value))
+	vals := kafkatest.ReadCommitted(t, broker, out, 300, time.Minute)
+	got := make([]int, 0, len(vals))
+	for _, s := range vals {
+		v, _ := strconv.Atoi(s)
 		got = append(got, v)
 	}
 	sort.Ints(got)
@@ -145,7 +109,7 @@ func TestCommitTransactionOfAnotherProducer(t *testing.T) {
 	if err := other.Commit(&sctx, txn); err != nil {
 		t.Fatalf("second commit: %v", err)
 	}
-	if recs := consumeCommitted(t, broker, topic, 5); len(recs) != 5 {
+	if recs := kafkatest.ReadCommitted(t, broker, topic, 5, time.Minute); len(recs) != 5 {
 		t.Fatalf("read %d committed records, want 5", len(recs))
 	}
 }
@@ -187,7 +151,7 @@ func span(from, to int) []int {
 func TestStartingOffsets(t *testing.T) {
 	broker := kafkatest.Broker(t)
 	in := kafkatest.Topic(t, broker, "offsets", 2)
-	produce(t, broker, in, 2, 0, 100) // timestamps 1_000_000 + i
+	produce(t, broker, in, 2, 0, 100)
 	group := "offsets-group-" + in
 	adm := kafkatest.Admin(t, broker)
 	var os kadm.Offsets
@@ -214,7 +178,7 @@ func TestStartingOffsets(t *testing.T) {
 	}{
 		{"earliest", []SourceOption{StartingOffsets(Earliest())}, span(0, 100)},
 		{"latest", []SourceOption{StartingOffsets(Latest())}, nil},
-		{"timestamp", []SourceOption{StartingOffsets(Timestamp(1_000_000 + 90))}, span(90, 100)},
+		{"timestamp", []SourceOption{StartingOffsets(Timestamp(kafkatest.NumbersTimestampBase + 90))}, span(90, 100)},
 		{"committed", []SourceOption{StartingOffsets(Committed(Earliest())), GroupID(group)}, fromCommitted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -435,7 +435,17 @@ func (e *enumerator) offsets(ctx context.Context, splits []PartitionSplit, init 
 	return nil
 }
 
+// assign hands new splits to their owners; a bounded source has no more.
 func (e *enumerator) assign(splits []PartitionSplit) {
+	e.assignToOwners(splits)
+	if e.cfg.stopping != nil {
+		for i := 0; i < e.ctx.CurrentParallelism(); i++ {
+			e.ctx.SignalNoMoreSplits(i)
+		}
+	}
+}
+
+func (e *enumerator) assignToOwners(splits []PartitionSplit) {
 	p := e.ctx.CurrentParallelism()
 	byOwner := map[int][]PartitionSplit{}
 	for _, sp := range splits {
@@ -443,11 +453,6 @@ func (e *enumerator) assign(splits []PartitionSplit) {
 		byOwner[o] = append(byOwner[o], sp)
 	}
 	e.ctx.AssignSplits(byOwner)
-	if e.cfg.stopping != nil {
-		for i := 0; i < p; i++ {
-			e.ctx.SignalNoMoreSplits(i)
-		}
-	}
 }
 
 func (e *enumerator) HandleSplitRequest(int, string)       {}
@@ -457,15 +462,7 @@ func (e *enumerator) NotifyCheckpointComplete(int64) error { return nil }
 
 // AddSplitsBack assigns a failed reader's splits again (to the same owner:
 // the assignment is fixed).
-func (e *enumerator) AddSplitsBack(splits []PartitionSplit, _ int) {
-	p := e.ctx.CurrentParallelism()
-	byOwner := map[int][]PartitionSplit{}
-	for _, sp := range splits {
-		o := SplitOwner(sp.Topic, sp.Partition, p)
-		byOwner[o] = append(byOwner[o], sp)
-	}
-	e.ctx.AssignSplits(byOwner)
-}
+func (e *enumerator) AddSplitsBack(splits []PartitionSplit, _ int) { e.assignToOwners(splits) }
 
 func (e *enumerator) SnapshotState(int64) (EnumeratorState, error) {
 	st := EnumeratorState{Assigned: make([]string, 0, len(e.assigned))}

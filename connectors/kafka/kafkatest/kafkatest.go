@@ -6,8 +6,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -107,4 +109,57 @@ func WaitPartitions(t testing.TB, adm *kadm.Client, topic string, n int32) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// NumbersTimestampBase is the timestamp (ms) ProduceNumbers gives number 0;
+// number i gets NumbersTimestampBase+i.
+const NumbersTimestampBase = 1_000_000
+
+// ProduceNumbers writes from..to-1 as decimal strings, number i to
+// partition i % partitions with timestamp NumbersTimestampBase+i. It
+// returns an error instead of failing, so any goroutine may call it.
+func ProduceNumbers(broker, topic string, partitions, from, to int) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	recs := make([]*kgo.Record, 0, to-from)
+	for i := from; i < to; i++ {
+		recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(i % partitions), Value: []byte(strconv.Itoa(i)),
+			Timestamp: time.UnixMilli(int64(NumbersTimestampBase + i))})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		return fmt.Errorf("kafkatest: producing to %s: %w", topic, err)
+	}
+	return nil
+}
+
+// ReadCommitted reads topic from the start with isolation.level
+// read_committed (an independent check of what a sink committed) until it
+// has n records or wait passed, then one more second to catch records
+// beyond n, and returns the values.
+func ReadCommitted(t testing.TB, broker, topic string, n int, wait time.Duration) []string {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		t.Fatalf("kafkatest: client: %v", err)
+	}
+	defer cl.Close()
+	var out []string
+	poll := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		for _, r := range cl.PollFetches(ctx).Records() {
+			out = append(out, string(r.Value))
+		}
+	}
+	for deadline := time.Now().Add(wait); len(out) < n && time.Now().Before(deadline); {
+		poll()
+	}
+	poll()
+	return out
 }
