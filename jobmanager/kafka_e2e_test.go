@@ -132,6 +132,9 @@ func TestKafkaCountsExactlyOnceWithDiscoveryAndKill(t *testing.T) {
 	c.waitCheckpointAfter(id, last, 2*time.Minute)
 
 	checkKafkaCounts(t, broker, out, 3*batch, keys)
+	if t.Failed() {
+		c.logExceptions(id)
+	}
 	// The readers commit their checkpointed offsets to the group when a
 	// checkpoint completes, for monitoring: eventually all of the input.
 	group := "gofl-e2e-" + out

@@ -202,3 +202,71 @@ func TestTopicPattern(t *testing.T) {
 		t.Fatalf("read %v, want 0..29", got)
 	}
 }
+
+// A restarted exactly-once sink commits the restored pre-committed
+// transaction, aborts the restored open one and every transaction the
+// failed run began after the checkpoint, so read_committed readers are not
+// blocked by them (an open transaction holds back everything after it).
+func TestRestartedSinkAbortsLingeringTransactions(t *testing.T) {
+	broker := kafkatest.Broker(t)
+	topic := kafkatest.Topic(t, broker, "lingering", 1)
+	cfg := sinkConfig{brokers: []string{broker}, topic: topic, guarantee: ExactlyOnce, prefix: "test-lingering-" + topic, txnTimeout: time.Minute}
+	ser := func(s string) *kgo.Record { return &kgo.Record{Value: []byte(s)} }
+	var sctx stream.SinkContext
+	failed := &kafkaSink[string]{cfg: cfg, clients: map[string]*kgo.Client{}, ser: ser}
+	write := func(k *kafkaSink[string], txn Transaction, vals ...string) {
+		t.Helper()
+		for _, v := range vals {
+			if err := k.Write(&sctx, txn, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := k.PreCommit(&sctx, txn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Checkpoint 1 pre-commits t1 and stores the open t2; the run goes on
+	// into t3 and t4 (a checkpoint that never completed), then dies.
+	t1, err := failed.begin(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(failed, t1, "committed")
+	var txns []Transaction
+	for range 3 {
+		txn, err := failed.begin(0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(failed, txn, "lost")
+		txns = append(txns, txn)
+	}
+	t2 := txns[0]
+	for _, cl := range failed.clients {
+		cl.Close()
+	}
+
+	restarted := &kafkaSink[string]{cfg: cfg, clients: map[string]*kgo.Client{}, ser: ser}
+	defer restarted.Close()
+	if err := restarted.Commit(&sctx, t1); err != nil {
+		t.Fatal(err)
+	}
+	if err := restarted.Abort(&sctx, t2); err != nil {
+		t.Fatal(err)
+	}
+	// The restored checkpoint's ID (7) runs ahead of the transaction
+	// numbers (checkpoints that never reached the sink): the names to
+	// abort follow the restored transactions, not the checkpoint ID.
+	next, err := restarted.begin(0, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(restarted, next, "after")
+	if err := restarted.Commit(&sctx, next); err != nil {
+		t.Fatal(err)
+	}
+	got := kafkatest.ReadCommitted(t, broker, topic, 2, time.Minute)
+	if !slices.Equal(got, []string{"committed", "after"}) {
+		t.Fatalf("read_committed saw %q, want [committed after]", got)
+	}
+}

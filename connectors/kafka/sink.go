@@ -127,7 +127,12 @@ func (k *kafkaSink[T]) BeginTransaction(ctx *stream.SinkContext) (Transaction, e
 	return k.begin(ctx.SubtaskIndex(), ctx.RestoredCheckpointID())
 }
 
-// begin starts transaction number restored+1, +2, ... of subtask.
+// begin starts the subtask's next transaction. Transactions are numbered
+// consecutively, and the numbers travel in the checkpoint: a restore
+// commits or aborts the restored ones first (raising next above them), so
+// the ones a failed run began after the checkpoint are numbered from next
+// on without a gap, and abortLingering finds them all. A subtask without
+// restored transactions starts at restored+1.
 func (k *kafkaSink[T]) begin(subtask int, restored int64) (Transaction, error) {
 	if k.next == 0 {
 		k.next = restored + 1
@@ -259,6 +264,7 @@ func (k *kafkaSink[T]) PreCommit(_ *stream.SinkContext, txn Transaction) error {
 // recorded producer ID and epoch. A transaction already committed counts
 // as committed.
 func (k *kafkaSink[T]) Commit(_ *stream.SinkContext, txn Transaction) error {
+	k.follow(txn)
 	if k.cfg.guarantee != ExactlyOnce {
 		return nil
 	}
@@ -278,6 +284,7 @@ func (k *kafkaSink[T]) Commit(_ *stream.SinkContext, txn Transaction) error {
 // Abort aborts an open transaction: with its producer, or by fencing its
 // transactional.id.
 func (k *kafkaSink[T]) Abort(_ *stream.SinkContext, txn Transaction) error {
+	k.follow(txn)
 	if k.cfg.guarantee != ExactlyOnce {
 		return nil
 	}
@@ -296,6 +303,13 @@ func (k *kafkaSink[T]) Abort(_ *stream.SinkContext, txn Transaction) error {
 	}
 	_, err := k.fence(txn.TransactionalID)
 	return err
+}
+
+// follow numbers the next transaction after txn (see begin).
+func (k *kafkaSink[T]) follow(txn Transaction) {
+	if txn.Seq >= k.next {
+		k.next = txn.Seq + 1
+	}
 }
 
 // resumeAndCommit sends EndTxn(commit) for a transaction another process
