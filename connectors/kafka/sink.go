@@ -49,7 +49,8 @@ func WithDeliveryGuarantee(g DeliveryGuarantee) SinkOption {
 }
 
 // TransactionalIDPrefix names the sink's transactions
-// "<prefix>-<subtask>-<checkpoint>" (Flink's KafkaSink): it must be unique
+// "<prefix>-<subtask>-<n>", n consecutive per subtask (as Flink's KafkaSink
+// numbers them by checkpoint): it must be unique
 // per job in the cluster and stable across restarts, so that a restarted
 // job finds and aborts the transactions its previous run left open.
 func TransactionalIDPrefix(p string) SinkOption { return func(c *sinkConfig) { c.prefix = p } }
@@ -89,7 +90,7 @@ type Transaction struct {
 
 // kafkaSink is the TwoPhaseCommitSink: at least once one idempotent
 // producer flushed at each pre-commit; exactly once a transactional
-// producer per transaction, named after the checkpoint that follows it.
+// producer per transaction (see begin for the names).
 type kafkaSink[T any] struct {
 	cfg     sinkConfig
 	ser     func(T) *kgo.Record
