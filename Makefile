@@ -16,11 +16,11 @@ all: build
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/gofl ./cmd/gofl
 
-# Starts a MiniDFSCluster, a real Nomad dev agent and a standalone ZooKeeper
-# (each shared by every package) for the hdfs://, real-Nomad and HA tests;
-# see the three scripts.
+# Starts a MiniDFSCluster, a real Nomad dev agent, a standalone ZooKeeper and
+# a Kafka broker (each shared by every package) for the hdfs://, real-Nomad,
+# HA and Kafka tests; see the four scripts.
 test:
-	scripts/minihdfs/with-hdfs.sh scripts/nomad/with-nomad.sh scripts/zookeeper/with-zk.sh $(GO) test -race -count=1 -timeout 25m ./...
+	scripts/minihdfs/with-hdfs.sh scripts/nomad/with-nomad.sh scripts/zookeeper/with-zk.sh scripts/kafka/with-kafka.sh $(GO) test -race -count=1 -timeout 25m ./...
 
 # Every fuzz target (scripts/fuzz.sh) for FUZZTIME each (default 60s);
 # CI runs them for 8s each after make test.
@@ -114,6 +114,15 @@ minihdfs:
 .PHONY: zookeeper
 zookeeper:
 	scripts/zookeeper/run.sh
+
+# Apache Kafka (KRaft mode, one combined broker and controller) in the
+# foreground at 127.0.0.1:9092, loopback only, with fresh storage each run.
+# Needs Java 17 and Maven; the first run fetches org.apache.kafka:kafka_2.13
+# into ~/.cache/gofl (see scripts/kafka). The Kafka tests use it (or
+# GOFL_TEST_KAFKA=host:port).
+.PHONY: kafka
+kafka:
+	scripts/kafka/run.sh
 
 # Regenerates the configuration reference in README.md from conf/.
 docs:

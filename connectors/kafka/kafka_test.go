@@ -1,0 +1,272 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/gofl/gofl/connectors/kafka/kafkatest"
+	"github.com/gofl/gofl/stream"
+)
+
+// produce writes from..to-1 (kafkatest.ProduceNumbers) or fails.
+func produce(t *testing.T, broker, topic string, partitions int32, from, to int) {
+	t.Helper()
+	if err := kafkatest.ProduceNumbers(broker, topic, int(partitions), from, to); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func intValue(r *kgo.Record) (int, error) { return strconv.Atoi(string(r.Value)) }
+
+// A bounded source over three partitions at parallelism 2 reads each
+// record once, with its Kafka timestamp; the exactly-once sink commits them
+// in one transaction at the end (no checkpoints), visible read_committed.
+func TestBoundedSourceToTransactionalSink(t *testing.T) {
+	broker := kafkatest.Broker(t)
+	in := kafkatest.Topic(t, broker, "in", 3)
+	out := kafkatest.Topic(t, broker, "out", 1)
+	produce(t, broker, in, 3, 0, 300)
+
+	src, err := NewSource([]string{broker}, intValue, Topics(in), BoundedBy(Latest()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := stream.NewEnvironment(stream.WithParallelism(2))
+	nums := Add(env, src, stream.SourceWatermarks{}, "kafka")
+	withTs := stream.Process(nums, func(ctx *stream.ProcessContext, v int, out stream.Collector[string]) error {
+		ts, ok := ctx.Timestamp()
+		if !ok || ts != int64(kafkatest.NumbersTimestampBase+v) {
+			return fmt.Errorf("record %d has timestamp %d (%v), want %d", v, ts, ok, kafkatest.NumbersTimestampBase+v)
+		}
+		out.Collect(strconv.Itoa(v))
+		return nil
+	})
+	if _, err := Sink(withTs, []string{broker}, out, func(s string) *kgo.Record { return &kgo.Record{Value: []byte(s)} },
+		WithDeliveryGuarantee(ExactlyOnce), TransactionalIDPrefix("test-bounded-"+out)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := env.Execute(ctx); err != nil {
+		t.Fatal(err)
+	}
+	vals := kafkatest.ReadCommitted(t, broker, out, 300, time.Minute)
+	got := make([]int, 0, len(vals))
+	for _, s := range vals {
+		v, _ := strconv.Atoi(s)
+		got = append(got, v)
+	}
+	sort.Ints(got)
+	if len(got) != 300 {
+		t.Fatalf("read %d committed records, want 300", len(got))
+	}
+	for i, v := range got {
+		if v != i {
+			t.Fatalf("record %d is %d: lost or duplicated", i, v)
+		}
+	}
+}
+
+// A transaction pre-committed by one producer that then vanished is
+// committed from its recorded producer ID and epoch (a restore), and a
+// second commit of it is a no-op.
+func TestCommitTransactionOfAnotherProducer(t *testing.T) {
+	broker := kafkatest.Broker(t)
+	topic := kafkatest.Topic(t, broker, "resume", 1)
+	id := "test-resume-" + topic
+	k := &kafkaSink[string]{cfg: sinkConfig{brokers: []string{broker}, topic: topic, guarantee: ExactlyOnce, prefix: id, txnTimeout: time.Minute},
+		clients: map[string]*kgo.Client{}, ser: func(s string) *kgo.Record { return &kgo.Record{Value: []byte(s)} }}
+	var sctx stream.SinkContext
+	txn, err := k.begin(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if err := k.Write(&sctx, txn, strconv.Itoa(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := k.PreCommit(&sctx, txn); err != nil {
+		t.Fatal(err)
+	}
+	// The producer goes away without ending the transaction.
+	k.clients[txn.TransactionalID].Close()
+	delete(k.clients, txn.TransactionalID)
+
+	other := &kafkaSink[string]{cfg: k.cfg, clients: map[string]*kgo.Client{}}
+	if err := other.Commit(&sctx, txn); err != nil {
+		t.Fatalf("commit from the recorded handle: %v", err)
+	}
+	if err := other.Commit(&sctx, txn); err != nil {
+		t.Fatalf("second commit: %v", err)
+	}
+	if recs := kafkatest.ReadCommitted(t, broker, topic, 5, time.Minute); len(recs) != 5 {
+		t.Fatalf("read %d committed records, want 5", len(recs))
+	}
+}
+
+// readBounded runs a bounded source over topic with opts at parallelism 2
+// and returns the sorted values it read.
+func readBounded(t *testing.T, broker string, opts ...SourceOption) []int {
+	t.Helper()
+	src, err := NewSource([]string{broker}, intValue, append(opts, BoundedBy(Latest()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := stream.NewEnvironment(stream.WithParallelism(2))
+	Add(env, src, stream.SourceWatermarks{}, "kafka").Collect().Uid("out")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := env.Execute(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := stream.CollectedValues[int](env, "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Ints(got)
+	return got
+}
+
+func span(from, to int) []int {
+	var out []int
+	for i := from; i < to; i++ {
+		out = append(out, i)
+	}
+	return out
+}
+
+// Starting offsets: earliest reads all, latest none of what is there,
+// a timestamp from the first record at or after it, committed from the
+// group's offsets (and the fallback where the group has none).
+func TestStartingOffsets(t *testing.T) {
+	broker := kafkatest.Broker(t)
+	in := kafkatest.Topic(t, broker, "offsets", 2)
+	produce(t, broker, in, 2, 0, 100)
+	group := "offsets-group-" + in
+	adm := kafkatest.Admin(t, broker)
+	var os kadm.Offsets
+	os.Add(kadm.Offset{Topic: in, Partition: 0, At: 40, LeaderEpoch: -1}) // values 80, 82, ... 98
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := adm.CommitOffsets(ctx, group, os); err != nil {
+		t.Fatal(err)
+	}
+	// Partition 0 holds the even values at offsets value/2, partition 1
+	// the odd ones.
+	var fromCommitted []int
+	for i := 80; i < 100; i += 2 {
+		fromCommitted = append(fromCommitted, i)
+	}
+	for i := 1; i < 100; i += 2 {
+		fromCommitted = append(fromCommitted, i) // no committed offset: fallback earliest
+	}
+	sort.Ints(fromCommitted)
+	for _, tc := range []struct {
+		name string
+		opts []SourceOption
+		want []int
+	}{
+		{"earliest", []SourceOption{StartingOffsets(Earliest())}, span(0, 100)},
+		{"latest", []SourceOption{StartingOffsets(Latest())}, nil},
+		{"timestamp", []SourceOption{StartingOffsets(Timestamp(kafkatest.NumbersTimestampBase + 90))}, span(90, 100)},
+		{"committed", []SourceOption{StartingOffsets(Committed(Earliest())), GroupID(group)}, fromCommitted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := readBounded(t, broker, append(tc.opts, Topics(in))...)
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("read %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// A topic pattern finds every matching topic.
+func TestTopicPattern(t *testing.T) {
+	broker := kafkatest.Broker(t)
+	a := kafkatest.Topic(t, broker, "pattern-x", 1)
+	b := kafkatest.Topic(t, broker, "pattern-x", 2)
+	produce(t, broker, a, 1, 0, 10)
+	produce(t, broker, b, 2, 10, 30)
+	got := readBounded(t, broker, TopicPattern(regexp.MustCompile("^("+regexp.QuoteMeta(a)+"|"+regexp.QuoteMeta(b)+")$")))
+	if !slices.Equal(got, span(0, 30)) {
+		t.Fatalf("read %v, want 0..29", got)
+	}
+}
+
+// A restarted exactly-once sink commits the restored pre-committed
+// transaction, aborts the restored open one and every transaction the
+// failed run began after the checkpoint, so read_committed readers are not
+// blocked by them (an open transaction holds back everything after it).
+func TestRestartedSinkAbortsLingeringTransactions(t *testing.T) {
+	broker := kafkatest.Broker(t)
+	topic := kafkatest.Topic(t, broker, "lingering", 1)
+	cfg := sinkConfig{brokers: []string{broker}, topic: topic, guarantee: ExactlyOnce, prefix: "test-lingering-" + topic, txnTimeout: time.Minute}
+	ser := func(s string) *kgo.Record { return &kgo.Record{Value: []byte(s)} }
+	var sctx stream.SinkContext
+	failed := &kafkaSink[string]{cfg: cfg, clients: map[string]*kgo.Client{}, ser: ser}
+	write := func(k *kafkaSink[string], txn Transaction, vals ...string) {
+		t.Helper()
+		for _, v := range vals {
+			if err := k.Write(&sctx, txn, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := k.PreCommit(&sctx, txn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Checkpoint 1 pre-commits t1 and stores the open t2; the run goes on
+	// into t3 and t4 (a checkpoint that never completed), then dies.
+	t1, err := failed.begin(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(failed, t1, "committed")
+	var txns []Transaction
+	for range 3 {
+		txn, err := failed.begin(0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(failed, txn, "lost")
+		txns = append(txns, txn)
+	}
+	t2 := txns[0]
+	for _, cl := range failed.clients {
+		cl.Close()
+	}
+
+	restarted := &kafkaSink[string]{cfg: cfg, clients: map[string]*kgo.Client{}, ser: ser}
+	defer restarted.Close()
+	if err := restarted.Commit(&sctx, t1); err != nil {
+		t.Fatal(err)
+	}
+	if err := restarted.Abort(&sctx, t2); err != nil {
+		t.Fatal(err)
+	}
+	// The restored checkpoint's ID (7) runs ahead of the transaction
+	// numbers (checkpoints that never reached the sink): the names to
+	// abort follow the restored transactions, not the checkpoint ID.
+	next, err := restarted.begin(0, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(restarted, next, "after")
+	if err := restarted.Commit(&sctx, next); err != nil {
+		t.Fatal(err)
+	}
+	got := kafkatest.ReadCommitted(t, broker, topic, 2, time.Minute)
+	if !slices.Equal(got, []string{"committed", "after"}) {
+		t.Fatalf("read_committed saw %q, want [committed after]", got)
+	}
+}

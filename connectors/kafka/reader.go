@@ -1,0 +1,241 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/gofl/gofl/stream/source"
+)
+
+// fetchBatch is how many records a fetch hands to the task at once.
+const fetchBatch = 1024
+
+// reader reads its partitions through one franz-go client. A fetcher
+// goroutine (owned by the reader, stopped by Close) polls the client and
+// hands batches to PollNext over a small channel, so the task's goroutine
+// never blocks on the network (Flink's SplitFetcher).
+type reader[T any] struct {
+	cfg  sourceConfig
+	de   func(*kgo.Record) (T, error)
+	rctx source.ReaderContext
+
+	cl      *kgo.Client
+	splits  map[string]*PartitionSplit // by SplitID; StartingOffset is the next offset
+	toAdd   []PartitionSplit           // splits added before Start
+	noMore  bool
+	fetches chan kgo.Fetches
+	cur     []*kgo.Record
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+
+	// offsets taken at each checkpoint, committed to the group when it
+	// completes; committing runs on its own goroutine.
+	pendingCommits map[int64]map[string]map[int32]int64
+	commits        chan map[string]map[int32]int64
+}
+
+func newReader[T any](cfg sourceConfig, de func(*kgo.Record) (T, error), rctx source.ReaderContext) *reader[T] {
+	return &reader[T]{cfg: cfg, de: de, rctx: rctx, splits: map[string]*PartitionSplit{}, pendingCommits: map[int64]map[string]map[int32]int64{}}
+}
+
+func (r *reader[T]) Start() error {
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(r.cfg.brokers...),
+		// An empty direct assignment: partitions come with AddSplits.
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{}),
+		kgo.FetchMaxWait(100 * time.Millisecond),
+	}
+	if r.cfg.readCommitted {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("kafka: reader client: %w", err)
+	}
+	r.cl = cl
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r.fetches = make(chan kgo.Fetches, 2)
+	r.wg.Add(1)
+	go r.fetch()
+	if r.cfg.groupID != "" {
+		r.commits = make(chan map[string]map[int32]int64, 16)
+		r.wg.Add(1)
+		go r.commitLoop()
+	}
+	add := r.toAdd
+	r.toAdd = nil
+	r.AddSplits(add)
+	return nil
+}
+
+func (r *reader[T]) fetch() {
+	defer r.wg.Done()
+	for {
+		fs := r.cl.PollRecords(r.ctx, fetchBatch)
+		if r.ctx.Err() != nil || fs.IsClientClosed() {
+			return
+		}
+		if fs.Empty() && len(fs.Errors()) == 0 {
+			continue
+		}
+		select {
+		case r.fetches <- fs:
+		case <-r.ctx.Done():
+			return
+		}
+	}
+}
+
+// commitLoop commits offsets to the group, newest first wins: a failed
+// commit is only logged, as in Flink (the checkpoint is what counts).
+func (r *reader[T]) commitLoop() {
+	defer r.wg.Done()
+	adm := kadm.NewClient(r.cl)
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case offs := <-r.commits:
+			os := kadm.Offsets{}
+			for t, ps := range offs {
+				for p, o := range ps {
+					os.Add(kadm.Offset{Topic: t, Partition: p, At: o, LeaderEpoch: -1})
+				}
+			}
+			ctx, cancel := context.WithTimeout(r.ctx, 30*time.Second)
+			_, err := adm.CommitOffsets(ctx, r.cfg.groupID, os)
+			cancel()
+			if err != nil && r.ctx.Err() == nil {
+				r.cfg.log.Warn().Err(err).Str("group", r.cfg.groupID).Msg("kafka: committing offsets failed")
+			}
+		}
+	}
+}
+
+func (r *reader[T]) AddSplits(splits []PartitionSplit) {
+	if r.cl == nil {
+		r.toAdd = append(r.toAdd, splits...)
+		return
+	}
+	add := map[string]map[int32]kgo.Offset{}
+	for _, sp := range splits {
+		sp := sp
+		if sp.StoppingOffset != NoStoppingOffset && sp.StartingOffset >= sp.StoppingOffset {
+			continue // an empty bounded split
+		}
+		r.splits[sp.SplitID()] = &sp
+		if add[sp.Topic] == nil {
+			add[sp.Topic] = map[int32]kgo.Offset{}
+		}
+		add[sp.Topic][sp.Partition] = kgo.NewOffset().At(sp.StartingOffset)
+	}
+	r.cl.AddConsumePartitions(add)
+}
+
+func (r *reader[T]) NotifyNoMoreSplits()      { r.noMore = true }
+func (r *reader[T]) HandleSourceEvent([]byte) {}
+
+func (r *reader[T]) PollNext(out source.ReaderOutput[T]) (source.InputStatus, time.Time, error) {
+	if len(r.cur) == 0 {
+		if r.noMore && len(r.splits) == 0 {
+			return source.EndOfInput, time.Time{}, nil
+		}
+		select {
+		case fs := <-r.fetches:
+			for _, fe := range fs.Errors() {
+				if fe.Err != nil && fe.Err != context.Canceled {
+					r.cfg.log.Warn().Err(fe.Err).Str("topic", fe.Topic).Int32("partition", fe.Partition).Msg("kafka fetch error")
+				}
+			}
+			r.cur = fs.Records()
+		default:
+			return source.NothingAvailable, time.Now().Add(10 * time.Millisecond), nil
+		}
+	}
+	n := 0
+	var finished map[string][]int32
+	for n < len(r.cur) && n < fetchBatch {
+		rec := r.cur[n]
+		n++
+		id := PartitionSplit{Topic: rec.Topic, Partition: rec.Partition}.SplitID()
+		sp := r.splits[id]
+		if sp == nil || rec.Offset < sp.StartingOffset {
+			continue // a removed split, or a record before a restored position
+		}
+		if sp.StoppingOffset != NoStoppingOffset && rec.Offset >= sp.StoppingOffset {
+			continue
+		}
+		v, err := r.de(rec)
+		if err != nil {
+			r.cur = r.cur[n:]
+			return 0, time.Time{}, fmt.Errorf("kafka: deserializing %s offset %d: %w", id, rec.Offset, err)
+		}
+		out.ForSplit(id).Collect(v, rec.Timestamp.UnixMilli())
+		sp.StartingOffset = rec.Offset + 1
+		if sp.StoppingOffset != NoStoppingOffset && sp.StartingOffset >= sp.StoppingOffset {
+			delete(r.splits, id)
+			out.ReleaseSplit(id)
+			if finished == nil {
+				finished = map[string][]int32{}
+			}
+			finished[sp.Topic] = append(finished[sp.Topic], sp.Partition)
+		}
+	}
+	r.cur = r.cur[n:]
+	if finished != nil {
+		r.cl.RemoveConsumePartitions(finished)
+	}
+	return source.MoreAvailable, time.Time{}, nil
+}
+
+func (r *reader[T]) SnapshotState(id int64) ([]PartitionSplit, error) {
+	out := make([]PartitionSplit, 0, len(r.splits)+len(r.toAdd))
+	offs := map[string]map[int32]int64{}
+	for _, sp := range r.splits {
+		out = append(out, *sp)
+		if offs[sp.Topic] == nil {
+			offs[sp.Topic] = map[int32]int64{}
+		}
+		offs[sp.Topic][sp.Partition] = sp.StartingOffset
+	}
+	out = append(out, r.toAdd...)
+	if r.cfg.groupID != "" {
+		r.pendingCommits[id] = offs
+	}
+	return out, nil
+}
+
+// NotifyCheckpointComplete commits the offsets of checkpoint id (and drops
+// older ones) to the consumer group, off the task's goroutine.
+func (r *reader[T]) NotifyCheckpointComplete(id int64) error {
+	offs, ok := r.pendingCommits[id]
+	for c := range r.pendingCommits {
+		if c <= id {
+			delete(r.pendingCommits, c)
+		}
+	}
+	if ok && r.commits != nil && len(offs) > 0 {
+		select {
+		case r.commits <- offs:
+		default: // the committer is behind; a later checkpoint commits
+		}
+	}
+	return nil
+}
+
+func (r *reader[T]) Close() error {
+	if r.cancel != nil {
+		r.cancel()
+	}
+	if r.cl != nil {
+		r.cl.Close()
+	}
+	r.wg.Wait()
+	return nil
+}

@@ -1,0 +1,358 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gofl/gofl/stream"
+)
+
+// DeliveryGuarantee is the sink's guarantee (Flink's DeliveryGuarantee).
+type DeliveryGuarantee int
+
+const (
+	// AtLeastOnce flushes every record written before a checkpoint
+	// completes its snapshot; a restore may write some again.
+	AtLeastOnce DeliveryGuarantee = iota
+	// ExactlyOnce writes the records between two checkpoints in one Kafka
+	// transaction, committed when the checkpoint completes; consumers
+	// with read_committed see each record once.
+	ExactlyOnce
+)
+
+// ErrNoTransactionalIDPrefix is returned for ExactlyOnce without a prefix.
+var ErrNoTransactionalIDPrefix = errors.New("kafka: exactly-once needs a transactional.id prefix")
+
+type sinkConfig struct {
+	brokers    []string
+	topic      string
+	guarantee  DeliveryGuarantee
+	prefix     string
+	txnTimeout time.Duration
+	log        zerolog.Logger
+}
+
+// SinkOption configures a sink.
+type SinkOption func(*sinkConfig)
+
+// WithDeliveryGuarantee sets the guarantee (default AtLeastOnce).
+func WithDeliveryGuarantee(g DeliveryGuarantee) SinkOption {
+	return func(c *sinkConfig) { c.guarantee = g }
+}
+
+// TransactionalIDPrefix names the sink's transactions
+// "<prefix>-<subtask>-<n>", n consecutive per subtask (as Flink's KafkaSink
+// numbers them by checkpoint): it must be unique
+// per job in the cluster and stable across restarts, so that a restarted
+// job finds and aborts the transactions its previous run left open.
+func TransactionalIDPrefix(p string) SinkOption { return func(c *sinkConfig) { c.prefix = p } }
+
+// TransactionTimeout is transaction.timeout.ms (default 1 minute): longer
+// than the checkpoint interval, at most the broker's
+// transaction.max.timeout.ms.
+func TransactionTimeout(d time.Duration) SinkOption { return func(c *sinkConfig) { c.txnTimeout = d } }
+
+// SinkLogger logs through l.
+func SinkLogger(l zerolog.Logger) SinkOption { return func(c *sinkConfig) { c.log = l } }
+
+// Sink writes s to topic on brokers; serialize makes each value's record
+// (its Topic, if empty, is topic).
+func Sink[T any](s stream.DataStream[T], brokers []string, topic string, serialize func(T) *kgo.Record, opts ...SinkOption) (stream.Sink, error) {
+	c := sinkConfig{brokers: brokers, topic: topic, txnTimeout: time.Minute, log: zerolog.Nop()}
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.guarantee == ExactlyOnce && c.prefix == "" {
+		return stream.Sink{}, ErrNoTransactionalIDPrefix
+	}
+	return stream.AddTwoPhaseCommitSink[T, Transaction](s, "Kafka Sink: "+topic, func() stream.TwoPhaseCommitSink[T, Transaction] {
+		return &kafkaSink[T]{cfg: c, ser: serialize, clients: map[string]*kgo.Client{}}
+	}), nil
+}
+
+// Transaction is the handle of one sink transaction in the checkpoint:
+// enough to commit it from another process (Flink's
+// KafkaCommittable). At least once, only Seq is used.
+type Transaction struct {
+	TransactionalID string
+	ProducerID      int64
+	ProducerEpoch   int16
+	Seq             int64
+}
+
+// kafkaSink is the TwoPhaseCommitSink: at least once one idempotent
+// producer flushed at each pre-commit; exactly once a transactional
+// producer per transaction (see begin for the names).
+type kafkaSink[T any] struct {
+	cfg     sinkConfig
+	ser     func(T) *kgo.Record
+	clients map[string]*kgo.Client // open transactions' producers
+	plain   *kgo.Client
+	next    int64 // the number of the next transaction
+	aborted bool  // lingering transactions were aborted
+
+	mu     sync.Mutex
+	failed error // the first failed produce since the last pre-commit
+}
+
+func (k *kafkaSink[T]) Open(*stream.SinkContext) error { return nil }
+
+func (k *kafkaSink[T]) Close() error {
+	for id, cl := range k.clients {
+		cl.Close()
+		delete(k.clients, id)
+	}
+	if k.plain != nil {
+		k.plain.Close()
+	}
+	return nil
+}
+
+func (k *kafkaSink[T]) baseOpts() []kgo.Opt {
+	return []kgo.Opt{kgo.SeedBrokers(k.cfg.brokers...), kgo.DefaultProduceTopic(k.cfg.topic), kgo.ProducerLinger(5 * time.Millisecond)}
+}
+
+func (k *kafkaSink[T]) txnID(subtask int, n int64) string {
+	return fmt.Sprintf("%s-%d-%d", k.cfg.prefix, subtask, n)
+}
+
+func (k *kafkaSink[T]) BeginTransaction(ctx *stream.SinkContext) (Transaction, error) {
+	return k.begin(ctx.SubtaskIndex(), ctx.RestoredCheckpointID())
+}
+
+// begin starts the subtask's next transaction. Transactions are numbered
+// consecutively, and the numbers travel in the checkpoint: a restore
+// commits or aborts the restored ones first (raising next above them), so
+// the ones a failed run began after the checkpoint are numbered from next
+// on without a gap, and abortLingering finds them all. A subtask without
+// restored transactions starts at restored+1.
+func (k *kafkaSink[T]) begin(subtask int, restored int64) (Transaction, error) {
+	if k.next == 0 {
+		k.next = restored + 1
+	}
+	n := k.next
+	k.next++
+	if k.cfg.guarantee != ExactlyOnce {
+		if k.plain == nil {
+			cl, err := kgo.NewClient(k.baseOpts()...)
+			if err != nil {
+				return Transaction{}, fmt.Errorf("kafka: sink producer: %w", err)
+			}
+			k.plain = cl
+		}
+		return Transaction{Seq: n}, nil
+	}
+	if !k.aborted {
+		if err := k.abortLingering(subtask, n); err != nil {
+			return Transaction{}, err
+		}
+		k.aborted = true
+	}
+	id := k.txnID(subtask, n)
+	cl, err := kgo.NewClient(append(k.baseOpts(), kgo.TransactionalID(id), kgo.TransactionTimeout(k.cfg.txnTimeout))...)
+	if err != nil {
+		return Transaction{}, fmt.Errorf("kafka: transactional producer %s: %w", id, err)
+	}
+	// Initializing the producer ID now fences any older producer of the
+	// name and gives the ID and epoch a restore commits with.
+	ictx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	pid, epoch, err := cl.ProducerID(ictx)
+	cancel()
+	if err == nil {
+		err = cl.BeginTransaction()
+	}
+	if err != nil {
+		cl.Close()
+		return Transaction{}, fmt.Errorf("kafka: beginning transaction %s: %w", id, err)
+	}
+	k.clients[id] = cl
+	return Transaction{TransactionalID: id, ProducerID: pid, ProducerEpoch: epoch, Seq: n}, nil
+}
+
+// abortLingering aborts what a previous run of this subtask left open:
+// transactions named from `from` upwards, until a name that was never
+// used (its first InitProducerID returns epoch 0), as Flink's KafkaSink
+// probes. Initializing a producer ID for a transactional.id fences older
+// producers and aborts their open transaction.
+func (k *kafkaSink[T]) abortLingering(subtask int, from int64) error {
+	for n := from; ; n++ {
+		id := k.txnID(subtask, n)
+		epoch, err := k.fence(id)
+		if err != nil {
+			return err
+		}
+		if epoch == 0 {
+			return nil
+		}
+		k.cfg.log.Info().Str("transactional_id", id).Msg("kafka sink: aborted a lingering transaction")
+	}
+}
+
+// fence initializes a producer ID for id and returns its epoch.
+func (k *kafkaSink[T]) fence(id string) (int16, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.cfg.brokers...), kgo.TransactionalID(id), kgo.TransactionTimeout(k.cfg.txnTimeout))
+	if err != nil {
+		return 0, fmt.Errorf("kafka: producer %s: %w", id, err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, epoch, err := cl.ProducerID(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("kafka: fencing %s: %w", id, err)
+	}
+	return epoch, nil
+}
+
+func (k *kafkaSink[T]) Write(_ *stream.SinkContext, txn Transaction, v T) error {
+	cl := k.plain
+	if k.cfg.guarantee == ExactlyOnce {
+		cl = k.clients[txn.TransactionalID]
+	}
+	if err := k.takeFailure(); err != nil {
+		return err
+	}
+	cl.Produce(context.Background(), k.ser(v), func(_ *kgo.Record, err error) {
+		if err != nil {
+			k.mu.Lock()
+			if k.failed == nil {
+				k.failed = err
+			}
+			k.mu.Unlock()
+		}
+	})
+	return nil
+}
+
+func (k *kafkaSink[T]) takeFailure() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if err := k.failed; err != nil {
+		k.failed = nil
+		return fmt.Errorf("kafka: producing: %w", err)
+	}
+	return nil
+}
+
+// PreCommit flushes the transaction's records; txn already holds the
+// producer ID and epoch a restore commits it with.
+func (k *kafkaSink[T]) PreCommit(_ *stream.SinkContext, txn Transaction) error {
+	cl := k.plain
+	if k.cfg.guarantee == ExactlyOnce {
+		cl = k.clients[txn.TransactionalID]
+	}
+	if cl == nil {
+		return fmt.Errorf("kafka: pre-committing %s: no producer", txn.TransactionalID)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := cl.Flush(ctx); err != nil {
+		return fmt.Errorf("kafka: flushing: %w", err)
+	}
+	return k.takeFailure()
+}
+
+// Commit commits a pre-committed transaction: with its producer when this
+// process has it, else (after a restore) by sending EndTxn with the
+// recorded producer ID and epoch. A transaction already committed counts
+// as committed.
+func (k *kafkaSink[T]) Commit(_ *stream.SinkContext, txn Transaction) error {
+	k.follow(txn)
+	if k.cfg.guarantee != ExactlyOnce {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if cl := k.clients[txn.TransactionalID]; cl != nil {
+		delete(k.clients, txn.TransactionalID)
+		defer cl.Close()
+		if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			return fmt.Errorf("kafka: committing %s: %w", txn.TransactionalID, err)
+		}
+		return nil
+	}
+	return k.resumeAndCommit(ctx, txn)
+}
+
+// Abort aborts an open transaction: with its producer, or by fencing its
+// transactional.id.
+func (k *kafkaSink[T]) Abort(_ *stream.SinkContext, txn Transaction) error {
+	k.follow(txn)
+	if k.cfg.guarantee != ExactlyOnce {
+		return nil
+	}
+	if cl := k.clients[txn.TransactionalID]; cl != nil {
+		delete(k.clients, txn.TransactionalID)
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := cl.AbortBufferedRecords(ctx); err != nil {
+			return fmt.Errorf("kafka: aborting %s: %w", txn.TransactionalID, err)
+		}
+		if err := cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
+			return fmt.Errorf("kafka: aborting %s: %w", txn.TransactionalID, err)
+		}
+		return nil
+	}
+	_, err := k.fence(txn.TransactionalID)
+	return err
+}
+
+// follow numbers the next transaction after txn (see begin).
+func (k *kafkaSink[T]) follow(txn Transaction) {
+	if txn.Seq >= k.next {
+		k.next = txn.Seq + 1
+	}
+}
+
+// resumeAndCommit sends EndTxn(commit) for a transaction another process
+// pre-committed (what Flink's FlinkKafkaInternalProducer.resumeTransaction
+// does by reflection).
+func (k *kafkaSink[T]) resumeAndCommit(ctx context.Context, txn Transaction) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.cfg.brokers...))
+	if err != nil {
+		return fmt.Errorf("kafka: client: %w", err)
+	}
+	defer cl.Close()
+	return commitTransaction(ctx, cl, txn)
+}
+
+func commitTransaction(ctx context.Context, cl *kgo.Client, txn Transaction) error {
+	req := kmsg.NewPtrEndTxnRequest()
+	req.TransactionalID = txn.TransactionalID
+	req.ProducerID = txn.ProducerID
+	req.ProducerEpoch = txn.ProducerEpoch
+	req.Commit = true
+	for {
+		resp, err := req.RequestWith(ctx, cl)
+		if err == nil {
+			err = kerr.ErrorForCode(resp.ErrorCode)
+		}
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, kerr.ConcurrentTransactions), errors.Is(err, kerr.CoordinatorLoadInProgress),
+			errors.Is(err, kerr.NotCoordinator), errors.Is(err, kerr.CoordinatorNotAvailable):
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("kafka: committing %s: %w", txn.TransactionalID, err)
+			case <-time.After(100 * time.Millisecond):
+			}
+		case errors.Is(err, kerr.InvalidProducerEpoch), errors.Is(err, kerr.ProducerFenced),
+			errors.Is(err, kerr.InvalidTxnState):
+			// Already committed (the epoch moved on with it), as Flink
+			// treats these on recovery.
+			return nil
+		default:
+			return fmt.Errorf("kafka: committing %s: %w", txn.TransactionalID, err)
+		}
+	}
+}

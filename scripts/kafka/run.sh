@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Runs one Apache Kafka node in KRaft mode (combined broker and controller)
+# in the foreground, loopback only: clients at 127.0.0.1:$KAFKA_PORT (9092,
+# Kafka's default), the controller at 127.0.0.1:$KAFKA_CONTROLLER_PORT
+# (9093). The storage is formatted with a random cluster ID on every start.
+# Prints "KAFKA READY ..." once it accepts clients and stops (deleting its
+# data) on SIGTERM or Ctrl-C.
+#
+# The jars come from install.sh (Maven Central, cached); needs Java 17+.
+#
+# Environment: KAFKA_PORT, KAFKA_CONTROLLER_PORT, KAFKA_DIR (data directory;
+# default a fresh temporary one, removed on exit), KAFKA_JAVA_OPTS (default
+# -Xmx512m), KAFKA_LIBS (see install.sh).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+port="${KAFKA_PORT:-9092}"
+cport="${KAFKA_CONTROLLER_PORT:-9093}"
+
+if ! command -v java >/dev/null 2>&1; then
+  echo "kafka: java not found on PATH (needs Java 17+)" >&2
+  exit 2
+fi
+libs="$("$here/install.sh")"
+
+dir="${KAFKA_DIR:-}"
+if [[ -z "$dir" ]]; then
+  dir="$(mktemp -d -t gofl-kafka.XXXXXX)"
+  trap 'rm -rf "$dir"' EXIT
+fi
+mkdir -p "$dir/data"
+
+cat >"$dir/server.properties" <<PROPS
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$cport
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs=$dir/data
+num.partitions=1
+auto.create.topics.enable=true
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=4
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=4
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+log.flush.interval.messages=100000000
+PROPS
+
+cat >"$dir/log4j2.properties" <<'LOG'
+status = error
+appender.console.type = Console
+appender.console.name = STDOUT
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.stdout.ref = STDOUT
+logger.server.name = kafka.server.KafkaRaftServer
+logger.server.level = INFO
+LOG
+
+# A random cluster ID: 16 bytes, URL-safe base64 without padding.
+cluster_id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
+cp="$libs/*"
+# shellcheck disable=SC2086 # KAFKA_JAVA_OPTS is a list of flags
+java_opts=(${KAFKA_JAVA_OPTS:--Xmx512m} -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xshare:auto
+  "-Dlog4j2.configurationFile=$dir/log4j2.properties")
+java "${java_opts[@]}" -cp "$cp" kafka.tools.StorageTool format \
+  -t "$cluster_id" -c "$dir/server.properties" --ignore-formatted >/dev/null
+
+echo "kafka: starting Kafka (cluster $cluster_id) on 127.0.0.1:$port, data in $dir" >&2
+java "${java_opts[@]}" -cp "$cp" kafka.Kafka "$dir/server.properties" &
+pid=$!
+trap 'kill -TERM "$pid" 2>/dev/null; wait "$pid" || true; [[ -n "${KAFKA_DIR:-}" ]] || rm -rf "$dir"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+listening() { (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; }
+until listening; do
+  kill -0 "$pid" 2>/dev/null || { wait "$pid"; exit $?; }
+  sleep 0.2
+done
+echo "KAFKA READY bootstrap=127.0.0.1:$port"
+wait "$pid"

@@ -1,0 +1,189 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/gofl/gofl/stream/codec"
+	"github.com/gofl/gofl/stream/runtime"
+	"github.com/gofl/gofl/stream/source"
+)
+
+// memSplit is a partition of memSource: values From..To-1, Next the
+// position.
+type memSplit struct {
+	ID       int
+	Next, To int
+}
+
+func (s memSplit) SplitID() string { return fmt.Sprint(s.ID) }
+
+// memSource has n partitions of size values each, pushed to reader
+// id % p as Kafka's enumerator does.
+type memSource struct{ n, size int }
+
+func (m memSource) LocalEnumeration()               {}
+func (m memSource) Boundedness() source.Boundedness { return source.Bounded }
+func (m memSource) CreateEnumerator(ctx source.SplitEnumeratorContext[memSplit]) (source.SplitEnumerator[memSplit, []int], error) {
+	return &memEnum{ctx: ctx, src: m}, nil
+}
+func (m memSource) RestoreEnumerator(ctx source.SplitEnumeratorContext[memSplit], done []int) (source.SplitEnumerator[memSplit, []int], error) {
+	return &memEnum{ctx: ctx, src: m, assigned: done}, nil
+}
+func (m memSource) CreateReader(ctx source.ReaderContext) (source.SourceReader[int, memSplit], error) {
+	return &memReader{}, nil
+}
+
+type memEnum struct {
+	ctx      source.SplitEnumeratorContext[memSplit]
+	src      memSource
+	assigned []int
+}
+
+func (e *memEnum) Start() error                         { return nil }
+func (e *memEnum) HandleSplitRequest(int, string)       {}
+func (e *memEnum) AddSplitsBack([]memSplit, int)        {}
+func (e *memEnum) HandleSourceEvent(int, []byte)        {}
+func (e *memEnum) NotifyCheckpointComplete(int64) error { return nil }
+func (e *memEnum) Close() error                         { return nil }
+func (e *memEnum) SnapshotState(int64) ([]int, error)   { return slices.Clone(e.assigned), nil }
+func (e *memEnum) AddReader(sub int) {
+	p := e.ctx.CurrentParallelism()
+	for id := sub; id < e.src.n; id += p {
+		if !slices.Contains(e.assigned, id) {
+			e.assigned = append(e.assigned, id)
+			e.ctx.AssignSplits(map[int][]memSplit{sub: {{ID: id, Next: id * e.src.size, To: (id + 1) * e.src.size}}})
+		}
+	}
+	e.ctx.SignalNoMoreSplits(sub)
+}
+
+type memReader struct {
+	splits []memSplit
+	noMore bool
+}
+
+func (r *memReader) Start() error                         { return nil }
+func (r *memReader) AddSplits(s []memSplit)               { r.splits = append(r.splits, s...) }
+func (r *memReader) NotifyNoMoreSplits()                  { r.noMore = true }
+func (r *memReader) HandleSourceEvent([]byte)             {}
+func (r *memReader) NotifyCheckpointComplete(int64) error { return nil }
+func (r *memReader) Close() error                         { return nil }
+func (r *memReader) SnapshotState(int64) ([]memSplit, error) {
+	return slices.Clone(r.splits), nil
+}
+func (r *memReader) PollNext(out source.ReaderOutput[int]) (source.InputStatus, time.Time, error) {
+	if len(r.splits) == 0 {
+		if r.noMore {
+			return source.EndOfInput, time.Time{}, nil
+		}
+		return source.NothingAvailable, time.Time{}, nil
+	}
+	sp := &r.splits[0]
+	so := out.ForSplit(sp.SplitID())
+	for i := 0; i < 10 && sp.Next < sp.To; i++ {
+		so.Collect(sp.Next, int64(sp.Next))
+		sp.Next++
+	}
+	if sp.Next == sp.To {
+		out.ReleaseSplit(sp.SplitID())
+		r.splits = r.splits[1:]
+	}
+	return source.MoreAvailable, time.Time{}, nil
+}
+
+// Every partition is read by exactly one of the subtasks, each value once.
+func TestFromSourceReadsEverySplitOnce(t *testing.T) {
+	env := NewEnvironment(WithParallelism(3))
+	FromSource[int](env, memSource{n: 7, size: 100}, SourceWatermarks{}, "mem").Collect().Uid("out")
+	if _, err := env.Execute(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got, err := CollectedValues[int](env, "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkEachOnce(t, got, 700)
+}
+
+// checkEachOnce fails unless got holds each of 0..n-1 exactly once.
+func checkEachOnce(t *testing.T, got []int, n int) {
+	t.Helper()
+	sort.Ints(got)
+	if len(got) != n {
+		t.Fatalf("read %d values, want %d", len(got), n)
+	}
+	for i, v := range got {
+		if v != i {
+			t.Fatalf("value %d is %d: lost or read twice", i, v)
+		}
+	}
+}
+
+type wmRecorder struct {
+	wms []int64
+	n   int
+}
+
+func (w *wmRecorder) Collect(runtime.Record) { w.n++ }
+func (w *wmRecorder) EmitWatermark(wm int64) { w.wms = append(w.wms, wm) }
+
+// The watermark is the minimum over the splits; a split idle for the
+// idleness timeout stops holding it back.
+func TestReaderOutputPerSplitWatermarksAndIdleness(t *testing.T) {
+	now := time.Unix(1000, 0)
+	rec := &wmRecorder{}
+	o := readerOutput[int]{out: rec, wm: SourceWatermarks{MaxOutOfOrderness: 10 * time.Millisecond, Idleness: time.Second},
+		now: func() time.Time { return now }, splits: map[string]*splitWatermark{}, last: runtime.MinWatermark}
+	a, b := o.ForSplit("a"), o.ForSplit("b")
+	a.Collect(1, 100)
+	o.emitWatermark()
+	if len(rec.wms) != 0 {
+		t.Fatalf("watermark %v while split b has emitted nothing", rec.wms)
+	}
+	b.Collect(2, 50)
+	o.emitWatermark()
+	a.Collect(3, 500)
+	o.emitWatermark()
+	if want := []int64{39}; !slices.Equal(rec.wms, want) {
+		t.Fatalf("watermarks %v, want %v (min of the splits, minus 10ms, minus 1)", rec.wms, want)
+	}
+	now = now.Add(time.Second) // b goes idle; a too, unless it emits
+	a.Collect(4, 600)
+	o.emitWatermark()
+	if want := []int64{39, 589}; !slices.Equal(rec.wms, want) {
+		t.Fatalf("watermarks %v, want %v once b is idle", rec.wms, want)
+	}
+	o.ReleaseSplit("a")
+	b.Collect(5, 700) // b is active again
+	o.emitWatermark()
+	if want := []int64{39, 589, 689}; !slices.Equal(rec.wms, want) {
+		t.Fatalf("watermarks %v, want %v", rec.wms, want)
+	}
+}
+
+// Split positions survive a checkpoint and a restore at another
+// parallelism: every value is read exactly once across both runs.
+func TestFromSourceRestoresSplitsAtOtherParallelism(t *testing.T) {
+	for _, pp := range [][2]int{{3, 2}, {2, 3}} {
+		t.Run(fmt.Sprintf("%d-to-%d", pp[0], pp[1]), func(t *testing.T) {
+			newSrc := func() runtime.Source {
+				return &apiSource[int, memSplit, []int]{src: memSource{n: 7, size: 100}, splitCodec: codec.MustFor[memSplit]()}
+			}
+			first, snaps := runSources(t, newSrc, pp[0], nil, 12, true)
+			if len(first) == 0 || len(first) >= 700 {
+				t.Fatalf("the first run read %d of 700 values; want it to stop midway", len(first))
+			}
+			second, _ := runSources(t, newSrc, pp[1], redistribute(snaps, pp[1], 128), -1, false)
+			var got []int
+			for _, v := range append(first, second...) {
+				got = append(got, v.(int))
+			}
+			checkEachOnce(t, got, 700)
+		})
+	}
+}
