@@ -1,0 +1,296 @@
+package jobmanager_test
+
+// High availability end to end (issue #11): JobManager processes share a
+// real ZooKeeper and a file:// storageDir; the leader is killed -9 while
+// the exactly-once keyed-counts job runs, a standby takes over and the job
+// resumes from its latest checkpoint.
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/gofl/gofl/client"
+	"github.com/gofl/gofl/conf"
+	"github.com/gofl/gofl/ha"
+	"github.com/gofl/gofl/ha/zktest"
+)
+
+// haCluster is JobManager processes of one HA session cluster on the local
+// provider, the test's own view of its HA services, and a client of the
+// current leader.
+type haCluster struct {
+	*cluster
+	settings map[string]string
+	dir      string
+	services ha.Services
+	mu       sync.Mutex
+	jms      []*haJobManager
+}
+
+type haJobManager struct {
+	cmd  *exec.Cmd
+	rest string
+	log  string
+	done chan struct{}
+}
+
+var jmAddrLine = regexp.MustCompile(`JobManager RPC at (\S+), REST at http://(\S+)`)
+
+func newHACluster(t *testing.T, extra map[string]string) *haCluster {
+	quorum := zktest.Quorum(t)
+	dir := t.TempDir()
+	id := fmt.Sprintf("ha-%d", time.Now().UnixNano())
+	settings := map[string]string{
+		"high-availability.type":             "zookeeper",
+		"high-availability.zookeeper.quorum": quorum,
+		"high-availability.cluster-id":       "/" + id,
+		"high-availability.storageDir":       "file://" + filepath.Join(dir, "ha"),
+		"jobmanager.rpc.address":             "127.0.0.1", "jobmanager.rpc.port": "0",
+		"rest.address": "127.0.0.1", "rest.port": "0",
+		// Every JobManager serves the blobs the leader took: one directory.
+		"blob.storage.directory":        filepath.Join(dir, "blobs"),
+		"deployment.provider":           "local",
+		"deployment.cluster-id":         id,
+		"provider.local.dir":            filepath.Join(dir, "local"),
+		"taskmanager.numberOfTaskSlots": "2",
+		"heartbeat.interval":            "100 ms", "heartbeat.timeout": "10 s",
+		"slot.idle.timeout": "1 s",
+	}
+	for k, v := range extra {
+		settings[k] = v
+	}
+	cfg, err := conf.FromMap(settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	services, err := ha.New(ctx, ha.ConfigFromConf(cfg, zerolog.Nop()))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	h := &haCluster{cluster: &cluster{t: t, cfg: cfg, ctx: ctx}, settings: settings, dir: dir, services: services}
+	t.Cleanup(func() {
+		h.mu.Lock()
+		jms := h.jms
+		h.mu.Unlock()
+		for _, jm := range jms {
+			_ = jm.cmd.Process.Signal(syscall.SIGTERM)
+		}
+		for _, jm := range jms {
+			select {
+			case <-jm.done:
+			case <-time.After(30 * time.Second):
+				_ = jm.cmd.Process.Kill()
+				<-jm.done
+			}
+		}
+		killLocalTaskManagers(filepath.Join(dir, "local", "clusters", id))
+		_ = services.Close()
+		cancel()
+		if t.Failed() {
+			for _, jm := range jms {
+				b, _ := os.ReadFile(jm.log)
+				t.Logf("log of JobManager %s:\n%s", jm.rest, tailLines(string(b), 60))
+			}
+		}
+	})
+	return h
+}
+
+// killLocalTaskManagers kills the TaskManagers a killed leader left behind
+// (process groups with a pid file under the cluster directory).
+func killLocalTaskManagers(clusterDir string) {
+	entries, _ := os.ReadDir(clusterDir)
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(clusterDir, e.Name(), "pid"))
+		if err != nil {
+			continue
+		}
+		var pid int
+		if _, err := fmt.Sscan(string(b), &pid); err == nil && pid > 0 {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
+	}
+}
+
+func tailLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// startJobManager starts one `gofl jobmanager` process of the cluster and
+// waits until it serves.
+func (h *haCluster) startJobManager() *haJobManager {
+	h.t.Helper()
+	var args []string
+	keys := make([]string, 0, len(h.settings))
+	for k := range h.settings {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		args = append(args, "-D", k+"="+h.settings[k])
+	}
+	logPath := filepath.Join(h.dir, fmt.Sprintf("jobmanager-%d.log", time.Now().UnixNano()))
+	lf, err := os.Create(logPath)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	cmd := exec.Command(goflBinary, append([]string{"jobmanager"}, args...)...)
+	cmd.Dir = h.dir
+	cmd.Stderr = lf
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		h.t.Fatal(err)
+	}
+	jm := &haJobManager{cmd: cmd, log: logPath, done: make(chan struct{})}
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if m := jmAddrLine.FindStringSubmatch(sc.Text()); m != nil {
+				addr <- m[2]
+				break
+			}
+		}
+		_, _ = io.Copy(lf, out)
+	}()
+	go func() { _ = cmd.Wait(); lf.Close(); close(jm.done) }()
+	h.mu.Lock()
+	h.jms = append(h.jms, jm)
+	h.mu.Unlock()
+	select {
+	case jm.rest = <-addr:
+	case <-jm.done:
+		b, _ := os.ReadFile(logPath)
+		h.t.Fatalf("JobManager exited before serving:\n%s", tailLines(string(b), 40))
+	case <-time.After(60 * time.Second):
+		h.t.Fatal("JobManager did not start in 60 s")
+	}
+	return jm
+}
+
+// leader waits until a JobManager other than not leads, points the
+// cluster's client at it and returns it.
+func (h *haCluster) leader(not *haJobManager) *haJobManager {
+	h.t.Helper()
+	var found *haJobManager
+	h.eventually(60*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(h.ctx, time.Second)
+		defer cancel()
+		info, err := ha.RetrieveLeader(ctx, h.services, ha.RestServerComponent)
+		if err != nil {
+			return err
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for _, jm := range h.jms {
+			if jm.rest == info.Address && jm != not {
+				found = jm
+				return nil
+			}
+		}
+		return fmt.Errorf("the leader is %s", info.Address)
+	})
+	c, err := client.New(found.rest)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.client = c
+	return found
+}
+
+func (h *haCluster) kill9(jm *haJobManager) {
+	h.t.Helper()
+	if err := jm.cmd.Process.Kill(); err != nil {
+		h.t.Fatal(err)
+	}
+	<-jm.done
+}
+
+// TestHAJobManagerFailover kills the leading JobManager -9 three times
+// while keyed-counts runs with checkpoints every 200 ms; each time the
+// standby takes over, the job resumes from its latest checkpoint, and the
+// committed output is exact. Then, with the job finished, one more forced
+// leadership change must not run it again (FLINK-39704).
+func TestHAJobManagerFailover(t *testing.T) {
+	h := newHACluster(t, checkpointSettings("file://"+filepath.Join(t.TempDir(), "checkpoints")))
+	h.startJobManager()
+	h.startJobManager()
+	leader := h.leader(nil)
+	out := filepath.Join(t.TempDir(), "out")
+	const count, keys = 24000, 16
+	submitted := time.Now()
+	id := h.keyedCountsJob(2, count, keys, 1000, out)
+	t.Logf("submitted job %s to %s in %v", id, leader.rest, time.Since(submitted))
+	h.waitFor(id, 60*time.Second, "RUNNING")
+	var last int64
+	for round := 0; round < 3; round++ {
+		last = h.waitCheckpointAfter(id, last, 60*time.Second)
+		t.Logf("round %d: kill -9 the leader %s after checkpoint %d", round, leader.rest, last)
+		killed := time.Now()
+		h.kill9(leader)
+		h.startJobManager() // the next standby
+		leader = h.leader(leader)
+		h.waitFor(id, 60*time.Second, "RUNNING")
+		running := time.Since(killed)
+		st, err := h.client.JobCheckpoints(h.ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Latest.Restored == nil || st.Latest.Restored.ID < last {
+			t.Fatalf("round %d: the new leader's job restored %+v, want checkpoint %d or later", round, st.Latest.Restored, last)
+		}
+		next := h.waitCheckpointAfter(id, st.Latest.Restored.ID, 60*time.Second)
+		t.Logf("round %d: job RUNNING on the new leader %s %v after the kill (restored checkpoint %d); checkpoint %d completed %v after the kill",
+			round, leader.rest, running.Round(time.Millisecond), st.Latest.Restored.ID, next, time.Since(killed).Round(time.Millisecond))
+		last = next
+	}
+	h.waitFor(id, 3*time.Minute, "FINISHED")
+	checkKeyedCounts(t, out, count, keys)
+
+	// Terminal jobs stay terminal: force a leadership change.
+	h.eventually(30*time.Second, func() error {
+		ids, err := h.services.JobGraphStore().JobIDs(h.ctx)
+		if err != nil || len(ids) > 0 {
+			return fmt.Errorf("job graphs still stored: %v %v", ids, err)
+		}
+		return nil
+	})
+	if ok, err := h.services.JobResultStore().HasCleanJobResultEntry(h.ctx, id); err != nil || !ok {
+		t.Fatalf("job %s has no clean job result entry (%v)", id, err)
+	}
+	h.kill9(leader)
+	leader = h.leader(leader)
+	jobs, err := h.client.ListJobs(h.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs.Jobs {
+		if j.ID == id {
+			t.Fatalf("the new leader knows the finished job %s again: %s", id, j.Status)
+		}
+	}
+	checkKeyedCounts(t, out, count, keys)
+}
