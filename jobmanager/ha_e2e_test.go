@@ -7,9 +7,11 @@ package jobmanager_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +29,7 @@ import (
 	"github.com/gofl/gofl/conf"
 	"github.com/gofl/gofl/ha"
 	"github.com/gofl/gofl/ha/zktest"
+	"github.com/gofl/gofl/jobgraph"
 )
 
 // haCluster is JobManager processes of one HA session cluster on the local
@@ -85,20 +88,10 @@ func newHACluster(t *testing.T, extra map[string]string) *haCluster {
 	}
 	h := &haCluster{cluster: &cluster{t: t, cfg: cfg, ctx: ctx}, settings: settings, dir: dir, services: services}
 	t.Cleanup(func() {
+		// Runs after every process's own cleanup killed it.
 		h.mu.Lock()
 		jms := h.jms
 		h.mu.Unlock()
-		for _, jm := range jms {
-			_ = jm.cmd.Process.Signal(syscall.SIGTERM)
-		}
-		for _, jm := range jms {
-			select {
-			case <-jm.done:
-			case <-time.After(30 * time.Second):
-				_ = jm.cmd.Process.Kill()
-				<-jm.done
-			}
-		}
 		killLocalTaskManagers(filepath.Join(dir, "local", "clusters", id))
 		_ = services.Close()
 		cancel()
@@ -140,33 +133,47 @@ func tailLines(s string, n int) string {
 // waits until it serves.
 func (h *haCluster) startJobManager() *haJobManager {
 	h.t.Helper()
+	jm := startJobManagerProcess(h.t, h.dir, h.settings)
+	h.mu.Lock()
+	h.jms = append(h.jms, jm)
+	h.mu.Unlock()
+	return jm
+}
+
+// startJobManagerProcess runs `gofl jobmanager -D k=v...` in dir, logging
+// to a file there, and waits until it prints its addresses. The test's
+// cleanup kills it if it still runs.
+func startJobManagerProcess(t testing.TB, dir string, settings map[string]string) *haJobManager {
+	t.Helper()
 	var args []string
-	keys := make([]string, 0, len(h.settings))
-	for k := range h.settings {
+	keys := make([]string, 0, len(settings))
+	for k := range settings {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		args = append(args, "-D", k+"="+h.settings[k])
+		args = append(args, "-D", k+"="+settings[k])
 	}
-	logPath := filepath.Join(h.dir, fmt.Sprintf("jobmanager-%d.log", time.Now().UnixNano()))
+	logPath := filepath.Join(dir, fmt.Sprintf("jobmanager-%d.log", time.Now().UnixNano()))
 	lf, err := os.Create(logPath)
 	if err != nil {
-		h.t.Fatal(err)
+		t.Fatal(err)
 	}
 	cmd := exec.Command(goflBinary, append([]string{"jobmanager"}, args...)...)
-	cmd.Dir = h.dir
+	cmd.Dir = dir
 	cmd.Stderr = lf
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		h.t.Fatal(err)
+		t.Fatal(err)
 	}
 	if err := cmd.Start(); err != nil {
-		h.t.Fatal(err)
+		t.Fatal(err)
 	}
 	jm := &haJobManager{cmd: cmd, log: logPath, done: make(chan struct{})}
 	addr := make(chan string, 1)
+	copied := make(chan struct{})
 	go func() {
+		defer close(copied)
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
 			if m := jmAddrLine.FindStringSubmatch(sc.Text()); m != nil {
@@ -176,17 +183,18 @@ func (h *haCluster) startJobManager() *haJobManager {
 		}
 		_, _ = io.Copy(lf, out)
 	}()
-	go func() { _ = cmd.Wait(); lf.Close(); close(jm.done) }()
-	h.mu.Lock()
-	h.jms = append(h.jms, jm)
-	h.mu.Unlock()
+	go func() { <-copied; _ = cmd.Wait(); lf.Close(); close(jm.done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-jm.done
+	})
 	select {
 	case jm.rest = <-addr:
 	case <-jm.done:
 		b, _ := os.ReadFile(logPath)
-		h.t.Fatalf("JobManager exited before serving:\n%s", tailLines(string(b), 40))
+		t.Fatalf("JobManager exited before serving:\n%s", tailLines(string(b), 40))
 	case <-time.After(60 * time.Second):
-		h.t.Fatal("JobManager did not start in 60 s")
+		t.Fatal("JobManager did not start in 60 s")
 	}
 	return jm
 }
@@ -293,4 +301,86 @@ func TestHAJobManagerFailover(t *testing.T) {
 		}
 	}
 	checkKeyedCounts(t, out, count, keys)
+}
+
+// TestHAZooKeeperUnreachableAtStart: a JobManager whose quorum does not
+// answer exits with an error that names the quorum.
+func TestHAZooKeeperUnreachableAtStart(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	quorum := l.Addr().String()
+	l.Close() // nothing listens there now
+	dir := t.TempDir()
+	cmd := exec.Command(goflBinary, "jobmanager", "-D", "high-availability.type=zookeeper",
+		"-D", "high-availability.zookeeper.quorum="+quorum, "-D", "high-availability.storageDir=file://"+dir,
+		"-D", "high-availability.zookeeper.client.connection-timeout=1 s",
+		"-D", "jobmanager.rpc.port=0", "-D", "rest.port=0", "-D", "jobmanager.rpc.address=127.0.0.1", "-D", "rest.address=127.0.0.1")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	done := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("the JobManager still runs 60 s after start with ZooKeeper unreachable:\n%s", out.String())
+	}
+	if err == nil {
+		t.Fatalf("the JobManager exited 0 with ZooKeeper unreachable:\n%s", out.String())
+	}
+	for _, want := range []string{quorum, "zookeeper unavailable"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the error does not mention %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestHASubmissionLatency submits the same small jobs to a JobManager
+// process with HA and to one without, and logs the median submission
+// latency of each; every job submitted with HA is in the JobGraphStore by
+// the time its submission is acknowledged.
+func TestHASubmissionLatency(t *testing.T) {
+	h := newHACluster(t, map[string]string{"deployment.provider": "standalone"})
+	h.startJobManager()
+	h.leader(nil)
+	noneSettings := map[string]string{}
+	for k, v := range h.settings {
+		if !strings.HasPrefix(k, "high-availability.") {
+			noneSettings[k] = v
+		}
+	}
+	none := startJobManagerProcess(t, t.TempDir(), noneSettings)
+	noneClient, err := client.New(none.rest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 15
+	median := func(c *client.Client, check func(id string)) time.Duration {
+		var ds []time.Duration
+		for i := 0; i < n; i++ {
+			jg := twoVertexJob(1, jobgraph.Pointwise, jobgraph.Pipelined, "sleep", `{"duration":"1s"}`, nil)
+			start := time.Now()
+			id, err := c.SubmitJob(h.ctx, jg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ds = append(ds, time.Since(start))
+			check(id)
+		}
+		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+		return ds[n/2]
+	}
+	withHA := median(h.client, func(id string) {
+		if _, err := h.services.JobGraphStore().RecoverJobGraph(h.ctx, id); err != nil {
+			t.Fatalf("job %s was acknowledged but its graph is not stored: %v", id, err)
+		}
+	})
+	without := median(noneClient, func(string) {})
+	t.Logf("median submission latency over %d jobs: high-availability zookeeper %v, none %v", n, withHA, without)
 }
