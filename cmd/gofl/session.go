@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -74,6 +75,7 @@ Examples:
 					targetFlag(),
 					&cli.StringFlag{Name: "name", Usage: "cluster `ID` (default: session-<random>)"},
 					&cli.IntFlag{Name: "taskmanagers", Aliases: []string{"n"}, Usage: "start `N` TaskManagers right away and keep them (more start on demand)"},
+					&cli.IntFlag{Name: "jobmanagers", Value: 1, Usage: "run `N` JobManagers: one leads, the others stand by (needs -D high-availability.type=zookeeper)"},
 					&cli.DurationFlag{Name: "timeout", Value: 2 * time.Minute, Usage: "give up deploying after `DURATION`"},
 				},
 				Action: runSessionStart,
@@ -380,6 +382,7 @@ func runSessionStart(c *cli.Context) error {
 	info, err := dep.Deploy(ctx, providers.ClusterSpec{
 		ClusterID: id, Mode: providers.ModeSession, Binary: bin, Artifacts: []string{s.goflURI},
 		TaskManagers: c.Int("taskmanagers"),
+		JobManagers:  c.Int("jobmanagers"),
 		Config:       clusterConfig(cfg, map[string]string{conf.DeploymentMode.Key(): conf.ModeSession}),
 	})
 	if err != nil {
@@ -513,5 +516,5 @@ func clusterRESTAddress(c *cli.Context, cfg *conf.Configuration, log zerolog.Log
 	if info.Status == providers.StatusTerminated {
 		return "", fmt.Errorf("%w: %s has terminated", providers.ErrClusterNotFound, id)
 	}
-	return info.RESTAddress, nil
+	return providers.LeaderRESTAddress(c.Context, &http.Client{Timeout: 5 * time.Second}, info.RESTAddress), nil
 }
