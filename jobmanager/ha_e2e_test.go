@@ -384,3 +384,70 @@ func TestHASubmissionLatency(t *testing.T) {
 	without := median(noneClient, func(string) {})
 	t.Logf("median submission latency over %d jobs: high-availability zookeeper %v, none %v", n, withHA, without)
 }
+
+// startTaskManager runs a standalone `gofl taskmanager` process with the
+// cluster's HA settings: it finds the ResourceManager through leader
+// retrieval. The test's cleanup kills it.
+func (h *haCluster) startTaskManager(id string, slots int) {
+	h.t.Helper()
+	args := []string{"taskmanager", "-D", fmt.Sprintf("taskmanager.numberOfTaskSlots=%d", slots), "-D", "taskmanager.rpc.port=0",
+		"-D", "taskmanager.resource-id=" + id, "-D", "taskmanager.host=127.0.0.1"}
+	for k, v := range h.settings {
+		if !strings.HasPrefix(k, "taskmanager.") && k != "rest.port" && k != "blob.storage.directory" {
+			args = append(args, "-D", k+"="+v)
+		}
+	}
+	logPath := filepath.Join(h.dir, id+".log")
+	lf, err := os.Create(logPath)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	cmd := exec.Command(goflBinary, args...)
+	cmd.Stdout, cmd.Stderr = lf, lf
+	if err := cmd.Start(); err != nil {
+		h.t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); lf.Close(); close(done) }()
+	h.t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+		if h.t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			h.t.Logf("log of TaskManager %s:\n%s", id, tailLines(string(b), 30))
+		}
+	})
+}
+
+// TestHAStandaloneTaskManagersFollowTheLeader: standalone TaskManagers find
+// the ResourceManager through leader retrieval; when the leader is killed
+// -9 they register at the new one at once, and the job resumes on them
+// from its latest checkpoint with exact output.
+func TestHAStandaloneTaskManagersFollowTheLeader(t *testing.T) {
+	settings := checkpointSettings("file://" + filepath.Join(t.TempDir(), "checkpoints"))
+	settings["deployment.provider"] = "standalone"
+	h := newHACluster(t, settings)
+	h.startJobManager()
+	h.startJobManager()
+	leader := h.leader(nil)
+	h.startTaskManager("tm-a", 2)
+	h.startTaskManager("tm-b", 2)
+	h.waitForTaskManagers(2)
+	out := filepath.Join(t.TempDir(), "out")
+	const count, keys = 12000, 8
+	id := h.keyedCountsJob(2, count, keys, 1000, out)
+	h.waitFor(id, 60*time.Second, "RUNNING")
+	last := h.waitCheckpointAfter(id, 0, 60*time.Second)
+	killed := time.Now()
+	h.kill9(leader)
+	leader = h.leader(leader)
+	h.waitForTaskManagers(2)
+	registered := time.Since(killed)
+	h.waitFor(id, 60*time.Second, "RUNNING")
+	running := time.Since(killed)
+	next := h.waitCheckpointAfter(id, last, 60*time.Second)
+	t.Logf("the TaskManagers registered at the new leader %v after the kill; job RUNNING after %v; checkpoint %d (after %d) completed after %v",
+		registered.Round(time.Millisecond), running.Round(time.Millisecond), next, last, time.Since(killed).Round(time.Millisecond))
+	h.waitFor(id, 3*time.Minute, "FINISHED")
+	checkKeyedCounts(t, out, count, keys)
+}

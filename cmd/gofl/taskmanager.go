@@ -4,10 +4,13 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/gofl/gofl/conf"
+	"github.com/gofl/gofl/ha"
 	"github.com/gofl/gofl/taskmanager"
 )
 
@@ -42,7 +45,17 @@ func runTaskManager(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	te, err := taskmanager.New(taskmanager.ConfigFromConf(cfg), log)
+	tcfg := taskmanager.ConfigFromConf(cfg)
+	if t := conf.HighAvailability(cfg); t != "" && !strings.EqualFold(t, conf.HighAvailabilityNone) {
+		// Follow the leading ResourceManager (high availability).
+		services, err := ha.New(c.Context, ha.ConfigFromConf(cfg, log.With().Str("component", "ha").Logger()))
+		if err != nil {
+			return fmt.Errorf("taskmanager: high availability: %w", err)
+		}
+		defer services.Close()
+		tcfg.LeaderRetrieval = services
+	}
+	te, err := taskmanager.New(tcfg, log)
 	if err != nil {
 		return err
 	}
