@@ -426,6 +426,9 @@ func (h *haCluster) startTaskManager(id string, slots int) {
 func TestHAStandaloneTaskManagersFollowTheLeader(t *testing.T) {
 	settings := checkpointSettings("file://" + filepath.Join(t.TempDir(), "checkpoints"))
 	settings["deployment.provider"] = "standalone"
+	// Far beyond the test's own waits: the old leader's tasks must go
+	// because the TaskManagers follow the leader, not by a timeout.
+	settings["heartbeat.timeout"] = "60 s"
 	h := newHACluster(t, settings)
 	h.startJobManager()
 	h.startJobManager()
@@ -445,7 +448,10 @@ func TestHAStandaloneTaskManagersFollowTheLeader(t *testing.T) {
 	registered := time.Since(killed)
 	h.waitFor(id, 60*time.Second, "RUNNING")
 	running := time.Since(killed)
-	next := h.waitCheckpointAfter(id, last, 60*time.Second)
+	// The TaskManagers cancel the old leader's tasks and free their slots
+	// at once, so the recovered job runs and checkpoints long before the
+	// old JobMaster's heartbeat timeout (60 s) would free them.
+	next := h.waitCheckpointAfter(id, last, 30*time.Second)
 	t.Logf("the TaskManagers registered at the new leader %v after the kill; job RUNNING after %v; checkpoint %d (after %d) completed after %v",
 		registered.Round(time.Millisecond), running.Round(time.Millisecond), next, last, time.Since(killed).Round(time.Millisecond))
 	h.waitFor(id, 3*time.Minute, "FINISHED")

@@ -297,10 +297,19 @@ func (te *TaskExecutor) resourceManagerLeader(info ha.LeaderInformation) {
 		return
 	}
 	te.rmSession = &info.SessionID
-	if !first {
-		te.log.Info().Str("address", info.Address).Stringer("leader_session", info.SessionID).Msg("a new ResourceManager leader; registering there")
-		te.connectToResourceManager("a new ResourceManager leader", false)
+	if first {
+		return
 	}
+	te.log.Info().Str("address", info.Address).Stringer("leader_session", info.SessionID).Msg("a new ResourceManager leader; registering there")
+	// The JobMasters lead with the ResourceManager, in one process: the
+	// jobs of any other address lost theirs. Their tasks are cancelled and
+	// their slots freed for the new leader, which recovers the jobs.
+	for _, jc := range te.sortedJobs() {
+		if jc.address != info.Address {
+			te.jobMasterLost(jc, "the JobManager lost its leadership to "+info.Address, false)
+		}
+	}
+	te.connectToResourceManager("a new ResourceManager leader", false)
 }
 
 // fail stops the TaskExecutor with err, which Run returns.
