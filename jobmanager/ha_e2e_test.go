@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -454,6 +455,54 @@ func TestHAStandaloneTaskManagersFollowTheLeader(t *testing.T) {
 	next := h.waitCheckpointAfter(id, last, 30*time.Second)
 	t.Logf("the TaskManagers registered at the new leader %v after the kill; job RUNNING after %v; checkpoint %d (after %d) completed after %v",
 		registered.Round(time.Millisecond), running.Round(time.Millisecond), next, last, time.Since(killed).Round(time.Millisecond))
+	h.waitFor(id, 3*time.Minute, "FINISHED")
+	checkKeyedCounts(t, out, count, keys)
+}
+
+// TestHAStoppedLeaderIsFenced stops the leader (kill -STOP) until its
+// ZooKeeper session expires and the standby took over and checkpointed,
+// then resumes it (kill -CONT): the old leader steps down (its REST
+// redirects to the new leader) and the output stays exact.
+func TestHAStoppedLeaderIsFenced(t *testing.T) {
+	h := newHACluster(t, checkpointSettings("file://"+filepath.Join(t.TempDir(), "checkpoints")))
+	h.startJobManager()
+	h.startJobManager()
+	old := h.leader(nil)
+	out := filepath.Join(t.TempDir(), "out")
+	const count, keys = 16000, 8
+	id := h.keyedCountsJob(2, count, keys, 1000, out)
+	h.waitFor(id, 60*time.Second, "RUNNING")
+	last := h.waitCheckpointAfter(id, 0, 60*time.Second)
+	if err := old.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = old.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}()
+	h.leader(old)
+	h.waitFor(id, 60*time.Second, "RUNNING")
+	next := h.waitCheckpointAfter(id, last, 60*time.Second)
+	t.Logf("the standby took over and completed checkpoint %d (the stopped leader's last: %d)", next, last)
+	if err := old.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	resumed = true
+	noRedirect := &http.Client{Timeout: 5 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	h.eventually(60*time.Second, func() error {
+		resp, err := noRedirect.Get("http://" + old.rest + "/overview")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusTemporaryRedirect {
+			return fmt.Errorf("the resumed old leader answers %s", resp.Status)
+		}
+		return nil
+	})
 	h.waitFor(id, 3*time.Minute, "FINISHED")
 	checkKeyedCounts(t, out, count, keys)
 }
