@@ -85,7 +85,7 @@ func startHA(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*J
 	// One contender drives the process; the ResourceManager's and REST
 	// server's elections only publish their addresses (the process leads
 	// all its components at once).
-	var elections []ha.LeaderElection
+	var elections []componentElection
 	for _, comp := range []string{ha.ResourceManagerComponent, ha.RestServerComponent, ha.DispatcherComponent} {
 		var contender ha.LeaderContender = passiveContender{p}
 		if comp == ha.DispatcherComponent {
@@ -99,7 +99,7 @@ func startHA(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*J
 			}
 			return fail(fmt.Errorf("jobmanager: leader election of %s: %w", comp, err), restRetriever.Close, rpcLis.Close, restLis.Close)
 		}
-		elections = append(elections, e)
+		elections = append(elections, componentElection{e, comp})
 	}
 	p.elections = elections
 
@@ -130,6 +130,12 @@ func startHA(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*J
 	return j, nil
 }
 
+// componentElection is the election handle of one component.
+type componentElection struct {
+	ha.LeaderElection
+	component string
+}
+
 // leaderEvent is a grant (granted set) or a revocation.
 type leaderEvent struct {
 	session ha.SessionID
@@ -146,7 +152,7 @@ type leaderProcess struct {
 	services  ha.Services
 	blobs     *blob.Store
 	rpc       net.Listener
-	elections []ha.LeaderElection
+	elections []componentElection
 	events    chan leaderEvent
 
 	mu sync.Mutex
@@ -264,7 +270,7 @@ func (p *leaderProcess) startTerm(ctx context.Context, session ha.SessionID) err
 	}
 	for _, e := range p.elections {
 		addr := p.j.RPCAddress
-		if e == p.elections[1] {
+		if e.component == ha.RestServerComponent {
 			addr = p.j.RESTAddress
 		}
 		if err := e.ConfirmLeadership(tctx, session, addr); err != nil {
