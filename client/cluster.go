@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,6 +70,9 @@ type SessionSpec struct {
 	ClusterID string
 	// TaskManagers start with the JobManager and are kept.
 	TaskManagers int
+	// JobManagers is how many JobManagers to run (0: one); more than one
+	// need high-availability.type zookeeper: one leads, the others stand by.
+	JobManagers int
 	// Config is added to the descriptor's configuration for this cluster.
 	Config map[string]string
 }
@@ -119,7 +123,8 @@ func (d *ClusterDescriptor) DeploySessionCluster(ctx context.Context, spec Sessi
 	if info, err := d.dep.Retrieve(ctx, id); err == nil && info.Status != providers.StatusTerminated {
 		return nil, fmt.Errorf("client: %w: %s (%s)", providers.ErrClusterExists, id, info.Status)
 	}
-	return d.deploy(ctx, id, providers.ModeSession, "", spec.TaskManagers, nil, withMode(spec.Config, conf.ModeSession))
+	return d.deploy(ctx, id, providers.ModeSession, "", providers.ClusterSpec{TaskManagers: spec.TaskManagers, JobManagers: spec.JobManagers},
+		nil, withMode(spec.Config, conf.ModeSession))
 }
 
 // DeployJobCluster deploys spec.Graph on a per-job cluster, which ends
@@ -166,7 +171,7 @@ func (d *ClusterDescriptor) deployJob(ctx context.Context, prefix string, mode p
 		args, _ := json.Marshal(append([]string{}, spec.Args...))
 		extra[conf.DeploymentProgramArgs.Key()] = string(args)
 	}
-	return d.deploy(ctx, id, mode, spec.JobBinary, 0, jobGraph, extra)
+	return d.deploy(ctx, id, mode, spec.JobBinary, providers.ClusterSpec{}, jobGraph, extra)
 }
 
 func withMode(cfg map[string]string, mode string) map[string]string {
@@ -178,8 +183,9 @@ func withMode(cfg map[string]string, mode string) map[string]string {
 	return out
 }
 
-// deploy stages and deploys; on error it removes what it staged.
-func (d *ClusterDescriptor) deploy(ctx context.Context, id string, mode providers.Mode, jobBin string, tms int, jobGraph []byte, extra map[string]string) (_ *ClusterClient, err error) {
+// deploy stages and deploys a cluster of size's TaskManagers and
+// JobManagers; on error it removes what it staged.
+func (d *ClusterDescriptor) deploy(ctx context.Context, id string, mode providers.Mode, jobBin string, size providers.ClusterSpec, jobGraph []byte, extra map[string]string) (_ *ClusterClient, err error) {
 	goflBin, err := goflBinary(d.cfg)
 	if err != nil {
 		return nil, err
@@ -206,12 +212,13 @@ func (d *ClusterDescriptor) deploy(ctx context.Context, id string, mode provider
 		extra[conf.DeploymentJobGraph.Key()] = s.st.FileSystem().URI(cdir + "/" + storage.JobGraphFile)
 	}
 	info, err := d.dep.Deploy(ctx, providers.ClusterSpec{
-		ClusterID: id, Mode: mode, Binary: goflBin, Artifacts: artifacts, TaskManagers: tms,
-		Config: clusterConfig(d.cfg, extra),
+		ClusterID: id, Mode: mode, Binary: goflBin, Artifacts: artifacts, TaskManagers: size.TaskManagers,
+		JobManagers: size.JobManagers, Config: clusterConfig(d.cfg, extra),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("client: deploying the %s cluster %s: %w", mode, id, err)
 	}
+	info.RESTAddress = leaderAddress(ctx, info.RESTAddress)
 	cl, err := New(info.RESTAddress)
 	if err != nil {
 		return nil, err
@@ -230,6 +237,7 @@ func (d *ClusterDescriptor) RetrieveCluster(ctx context.Context, clusterID strin
 	if info.Status == providers.StatusTerminated {
 		return nil, fmt.Errorf("client: %w: %s has terminated", providers.ErrClusterNotFound, clusterID)
 	}
+	info.RESTAddress = leaderAddress(ctx, info.RESTAddress)
 	cl, err := New(info.RESTAddress)
 	if err != nil {
 		return nil, err
@@ -552,3 +560,9 @@ func PlanJob(ctx context.Context, bin string, args []string, opts PlanOptions) (
 
 // envSavepointPath is stream.EnvSavepointPath (stream imports client).
 const envSavepointPath = "GOFL_EXECUTION_SAVEPOINT_PATH"
+
+// leaderAddress is the REST address of the leading JobManager, when addr
+// is a standby's (high availability), else addr.
+func leaderAddress(ctx context.Context, addr string) string {
+	return providers.LeaderRESTAddress(ctx, &http.Client{Timeout: 5 * time.Second}, addr)
+}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,7 +43,12 @@ type JobManager struct {
 
 // Start binds the RPC and REST ports and starts serving. The JobManager
 // runs until ctx ends or Stop is called.
+// With high-availability.type other than none the process campaigns for
+// leadership first and runs them only while it leads (startHA).
 func Start(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*JobManager, error) {
+	if ha := conf.HighAvailability(c); ha != "" && !strings.EqualFold(ha, conf.HighAvailabilityNone) {
+		return startHA(ctx, c, log)
+	}
 	rpcLis, err := net.Listen("tcp", net.JoinHostPort(conf.JobManagerRPCAddress.Get(c), strconv.Itoa(conf.JobManagerRPCPort.Get(c))))
 	if err != nil {
 		return nil, fmt.Errorf("jobmanager: RPC port (jobmanager.rpc.address/jobmanager.rpc.port): %w", err)
@@ -139,7 +145,7 @@ func Start(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*Job
 	j.run(func() { rm.Run(ctx) })
 	j.run(func() { disp.Run(ctx) })
 	j.run(func() { uploads.Run(ctx, sweepInterval(conf.BlobUploadCleanupGrace.Get(c)), jobLive(disp)) })
-	j.startMetrics(ctx, c, disp, log.With().Str("component", "metrics").Logger())
+	j.startMetrics(ctx, c, func() rest.Dispatcher { return disp }, log.With().Str("component", "metrics").Logger())
 	j.run(func() {
 		if err := grpcServer.Serve(rpcLis); err != nil {
 			j.fail(fmt.Errorf("jobmanager: RPC server: %w", err))

@@ -18,14 +18,20 @@ import (
 // the job scope of every job not globally terminal, as Flink's
 // flink_jobmanager_* and flink_jobmanager_job_*{job_id,job_name}, read
 // through the REST queries when scraped.
-type jobManagerCollector struct{ d rest.Dispatcher }
+// A standby JobManager (high availability) reports only its Go runtime:
+// dispatcher answers nil while it does not lead.
+type jobManagerCollector struct{ dispatcher func() rest.Dispatcher }
 
 func (c jobManagerCollector) Describe(chan<- *prometheus.Desc) {} // unchecked: names vary with what the JobMaster reports
 
 func (c jobManagerCollector) Collect(ch chan<- prometheus.Metric) {
+	d := c.dispatcher()
+	if d == nil {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if m, err := rest.JobManagerMetrics(ctx, c.d); err == nil {
+	if m, err := rest.JobManagerMetrics(ctx, d); err == nil {
 		for name, v := range m {
 			if strings.HasPrefix(name, "Status.") {
 				continue // the registry's own Go runtime collector has them
@@ -34,7 +40,7 @@ func (c jobManagerCollector) Collect(ch chan<- prometheus.Metric) {
 				prometheus.GaugeValue, v)
 		}
 	}
-	jobs, err := c.d.JobsOverview(ctx)
+	jobs, err := d.JobsOverview(ctx)
 	if err != nil {
 		return
 	}
@@ -43,7 +49,7 @@ func (c jobManagerCollector) Collect(ch chan<- prometheus.Metric) {
 		case "FINISHED", "CANCELED", "FAILED":
 			continue
 		}
-		m, err := c.d.JobMetrics(ctx, j.ID)
+		m, err := d.JobMetrics(ctx, j.ID)
 		if err != nil {
 			continue
 		}
@@ -58,7 +64,7 @@ func (c jobManagerCollector) Collect(ch chan<- prometheus.Metric) {
 // startMetrics starts the configured Prometheus reporters and the
 // optional pprof endpoint; they stop when ctx ends. A reporter that
 // cannot bind fails the JobManager.
-func (j *JobManager) startMetrics(ctx context.Context, c *conf.Configuration, d rest.Dispatcher, log zerolog.Logger) {
+func (j *JobManager) startMetrics(ctx context.Context, c *conf.Configuration, d func() rest.Dispatcher, log zerolog.Logger) {
 	host := conf.JobManagerRPCAddress.Get(c)
 	reg := metrics.NewRegistry(metrics.JobManagerScope, prometheus.Labels{"host": host})
 	reg.MustRegister(jobManagerCollector{d})

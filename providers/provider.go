@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -71,6 +72,10 @@ type ClusterSpec struct {
 	// TaskManagers is how many TaskManagers to start with the JobManager;
 	// the ResourceManager starts more on demand.
 	TaskManagers int
+	// JobManagers is how many JobManager processes to run (0 means 1):
+	// one leads, the others stand by. More than one needs
+	// high-availability.type zookeeper in Config.
+	JobManagers int
 }
 
 // Validate checks the fields every provider needs.
@@ -81,6 +86,18 @@ func (s ClusterSpec) Validate() error {
 	}
 	if !s.Mode.Valid() {
 		errs = append(errs, fmt.Errorf("mode %q is not one of %s, %s, %s", s.Mode, ModeSession, ModePerJob, ModeApplication))
+	}
+	if s.JobManagers < 0 {
+		errs = append(errs, fmt.Errorf("%d JobManagers", s.JobManagers))
+	}
+	if s.JobManagers > 1 {
+		t := s.Config[conf.HighAvailabilityType.Key()]
+		if t == "" {
+			t = s.Config[conf.HighAvailabilityTypeDeprecated.Key()]
+		}
+		if !strings.EqualFold(t, conf.HighAvailabilityZooKeeper) {
+			errs = append(errs, fmt.Errorf("%d JobManagers need high-availability.type zookeeper (one leads, the others stand by), not %q", s.JobManagers, t))
+		}
 	}
 	if s.TaskManagers < 0 {
 		errs = append(errs, fmt.Errorf("%d initial TaskManagers", s.TaskManagers))

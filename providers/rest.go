@@ -3,6 +3,7 @@ package providers
 import (
 	"context"
 	"net/http"
+	"net/url"
 )
 
 // OverviewReady reports whether a cluster's REST API at addr (host:port)
@@ -19,4 +20,33 @@ func OverviewReady(ctx context.Context, hc *http.Client, addr string) bool {
 	}
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
+}
+
+// LeaderRESTAddress follows a JobManager's answer to the leader's REST
+// address: a standby JobManager (high availability) answers GET /overview
+// with 307 and the leader's URL. It returns addr itself when that serves,
+// when no leader is known yet, or when it cannot tell; blocks for at most
+// one request (hc's timeout and ctx bound it). Clients call it once per
+// command, so that uploads, which cannot follow a redirect, go to the
+// leader.
+func LeaderRESTAddress(ctx context.Context, hc *http.Client, addr string) string {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/overview", nil)
+	if err != nil {
+		return addr
+	}
+	c := *hc
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := c.Do(req)
+	if err != nil {
+		return addr
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTemporaryRedirect {
+		return addr
+	}
+	u, err := url.Parse(resp.Header.Get("Location"))
+	if err != nil || u.Host == "" {
+		return addr
+	}
+	return u.Host
 }

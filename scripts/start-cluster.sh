@@ -4,7 +4,13 @@
 # and a pid file under DIR. Waits until the REST API reports N registered
 # TaskManagers, then prints the REST address. Stop it with stop-cluster.sh.
 #
-# Usage: scripts/start-cluster.sh [-n NUM_TASKMANAGERS] [--dir DIR] [-- EXTRA_GOFL_FLAGS...]
+# Usage: scripts/start-cluster.sh [-n NUM_TASKMANAGERS] [-j NUM_JOBMANAGERS] [--dir DIR] [-- EXTRA_GOFL_FLAGS...]
+#
+# With -j N > 1 (high availability: EXTRA_GOFL_FLAGS must set
+# high-availability.type=zookeeper, its quorum and storageDir) N JobManagers
+# start, one leading and the others standing by; JobManager i listens on
+# rest.port+i-1 and jobmanager.rpc.port+i-1, and the TaskManagers find the
+# leader through ZooKeeper.
 #
 # EXTRA_GOFL_FLAGS (configuration flags such as -D key=value or --config FILE)
 # go to every process. rest.address/rest.port are read back with
@@ -16,12 +22,13 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 gofl="${GOFL:-$root/bin/gofl}"
 num_tm=1
+num_jm=1
 dir=./.gofl-cluster
 timeout="${START_TIMEOUT:-30}"
 extra=()
 
 usage() {
-	echo "usage: scripts/start-cluster.sh [-n NUM_TASKMANAGERS] [--dir DIR] [-- EXTRA_GOFL_FLAGS...]"
+	echo "usage: scripts/start-cluster.sh [-n NUM_TASKMANAGERS] [-j NUM_JOBMANAGERS] [--dir DIR] [-- EXTRA_GOFL_FLAGS...]"
 }
 
 die() {
@@ -34,6 +41,11 @@ while (($#)); do
 	-n | --taskmanagers)
 		[[ $# -ge 2 ]] || die "$1 needs a number"
 		num_tm="$2"
+		shift 2
+		;;
+	-j | --jobmanagers)
+		[[ $# -ge 2 ]] || die "$1 needs a number"
+		num_jm="$2"
 		shift 2
 		;;
 	--dir)
@@ -57,6 +69,7 @@ while (($#)); do
 	esac
 done
 [[ "$num_tm" =~ ^[0-9]+$ ]] || die "-n wants a number of TaskManagers, not '$num_tm'"
+[[ "$num_jm" =~ ^[1-9][0-9]*$ ]] || die "-j wants a number of JobManagers (1 or more), not '$num_jm'"
 [[ "$timeout" =~ ^[0-9]+$ ]] || die "START_TIMEOUT wants seconds, not '$timeout'"
 
 mkdir -p "$dir"
@@ -88,6 +101,8 @@ rest_address="$(config_value rest.address || true)"
 rest_port="$(config_value rest.port || true)"
 rest_address="${rest_address:-localhost}"
 rest_port="${rest_port:-8081}"
+rpc_port="$(config_value jobmanager.rpc.port || true)"
+rpc_port="${rpc_port:-6123}"
 [[ "$rest_address" == '""' ]] && rest_address=localhost
 [[ "$rest_address" == *:* ]] && rest_address="[$rest_address]" # IPv6
 rest_url="http://$rest_address:$rest_port"
@@ -130,7 +145,8 @@ trap 'abort "interrupted"' INT TERM
 # get_overview prints the body of GET /overview, or fails.
 get_overview() {
 	if command -v curl >/dev/null 2>&1; then
-		curl -fsS --max-time 2 "$rest_url/overview" 2>/dev/null
+		# -L: a standby JobManager redirects to the leader.
+		curl -fsSL --max-time 2 "$rest_url/overview" 2>/dev/null
 		return
 	fi
 	# bash's /dev/tcp: a bare HTTP/1.0 request, body after the blank line.
@@ -146,6 +162,9 @@ get_overview() {
 }
 
 start jobmanager jobmanager "${extra[@]}"
+for ((i = 2; i <= num_jm; i++)); do
+	start "jobmanager-$i" jobmanager "${extra[@]}" -D "rest.port=$((rest_port + i - 1))" -D "jobmanager.rpc.port=$((rpc_port + i - 1))"
+done
 for ((i = 1; i <= num_tm; i++)); do
 	start "taskmanager-$i" taskmanager -D taskmanager.rpc.port=0 "${extra[@]}"
 done
@@ -172,5 +191,5 @@ while :; do
 done
 trap - INT TERM
 
-echo "Started a gofl cluster: 1 JobManager, $num_tm TaskManager(s); logs and pid files in $dir"
+echo "Started a gofl cluster: $num_jm JobManager(s), $num_tm TaskManager(s); logs and pid files in $dir"
 echo "REST API: $rest_url"

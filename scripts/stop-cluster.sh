@@ -90,4 +90,4 @@ stop_group() {
 
 shopt -s nullglob
 stop_group "$dir"/taskmanager-*.pid
-stop_group "$dir"/jobmanager.pid
+stop_group "$dir"/jobmanager.pid "$dir"/jobmanager-*.pid

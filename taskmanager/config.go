@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gofl/gofl/conf"
+	"github.com/gofl/gofl/ha"
 	"github.com/gofl/gofl/internal/clock"
 	"github.com/gofl/gofl/internal/mailbox"
 	"github.com/gofl/gofl/rpc/pb"
@@ -82,6 +83,11 @@ type Config struct {
 	// gRPC client (insecure). The Closer is closed with the connection.
 	DialJobMaster       func(addr string) (pb.JobMasterServiceClient, io.Closer, error)
 	DialResourceManager func(addr string) (pb.ResourceManagerServiceClient, io.Closer, error)
+	// LeaderRetrieval, if set (high availability), finds the
+	// ResourceManager as the current leader of ha.ResourceManagerComponent
+	// instead of at ResourceManagerAddress: every re-registration reaches
+	// the leader of the moment. The caller owns and closes it.
+	LeaderRetrieval ha.Services
 	// Rand draws IDs and retry jitter; default seeded from crypto/rand.
 	// Only the TaskExecutor's goroutine uses it after New.
 	Rand *rand.Rand

@@ -19,6 +19,7 @@ import (
 	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/gofl/gofl/ha"
 	"github.com/gofl/gofl/internal/backoff"
 	"github.com/gofl/gofl/internal/clock"
 	"github.com/gofl/gofl/internal/ids"
@@ -44,10 +45,14 @@ type TaskExecutor struct {
 	started    atomic.Bool
 
 	// Everything below is owned by the mailbox goroutine.
-	rnd   *rand.Rand
-	rm    *rmConnection
-	slots []*slot
-	jobs  map[string]*jobConnection
+	// rmLeader follows the ResourceManager leader (Config.LeaderRetrieval);
+	// rmSession is the leader session it last reported.
+	rmLeader  ha.LeaderRetriever
+	rmSession *ha.SessionID
+	rnd       *rand.Rand
+	rm        *rmConnection
+	slots     []*slot
+	jobs      map[string]*jobConnection
 	// closing are connections taken out of jobs whose DisconnectTaskManager
 	// is still on its way; each is closed when it is through.
 	closing map[*jobConnection]struct{}
@@ -236,6 +241,9 @@ func (te *TaskExecutor) Run(ctx context.Context) error {
 	for jc := range te.closing {
 		jc.closer.Close()
 	}
+	if te.rmLeader != nil {
+		_ = te.rmLeader.Close()
+	}
 	if te.rm != nil && te.rm.closer != nil {
 		te.rm.closer.Close()
 	}
@@ -257,6 +265,52 @@ func (te *TaskExecutor) start() {
 	}
 	te.rm = &rmConnection{client: client, closer: closer, retry: te.newBackoff()}
 	te.connectToResourceManager("starting", false)
+	if s := te.cfg.LeaderRetrieval; s != nil {
+		r, err := s.LeaderRetriever(ha.ResourceManagerComponent, rmLeaderListener{te})
+		if err != nil {
+			te.fail(fmt.Errorf("taskmanager: following the ResourceManager leader: %w", err))
+			return
+		}
+		te.rmLeader = r
+	}
+}
+
+// rmLeaderListener hands ResourceManager leader changes to the mailbox.
+type rmLeaderListener struct{ te *TaskExecutor }
+
+func (l rmLeaderListener) NotifyLeaderAddress(info ha.LeaderInformation) {
+	l.te.mb.Post(func() { l.te.resourceManagerLeader(info) })
+}
+
+func (l rmLeaderListener) HandleError(err error) {
+	l.te.mb.Post(func() { l.te.fail(fmt.Errorf("taskmanager: ResourceManager leader retrieval: %w", err)) })
+}
+
+// resourceManagerLeader registers at a new ResourceManager leader at once
+// rather than after the old one's heartbeat timeout (the gRPC connection
+// already follows the leader; see Config.LeaderRetrieval).
+func (te *TaskExecutor) resourceManagerLeader(info ha.LeaderInformation) {
+	if info.IsEmpty() || te.stopping {
+		return
+	}
+	first := te.rmSession == nil
+	if !first && *te.rmSession == info.SessionID {
+		return
+	}
+	te.rmSession = &info.SessionID
+	if first {
+		return
+	}
+	te.log.Info().Str("address", info.Address).Stringer("leader_session", info.SessionID).Msg("a new ResourceManager leader; registering there")
+	// The JobMasters lead with the ResourceManager, in one process: the
+	// jobs of any other address lost theirs. Their tasks are cancelled and
+	// their slots freed for the new leader, which recovers the jobs.
+	for _, jc := range te.sortedJobs() {
+		if jc.address != info.Address {
+			te.jobMasterLost(jc, "the JobManager lost its leadership to "+info.Address, false)
+		}
+	}
+	te.connectToResourceManager("a new ResourceManager leader", false)
 }
 
 // fail stops the TaskExecutor with err, which Run returns.
@@ -336,13 +390,15 @@ func (te *TaskExecutor) backoffConfig() backoff.Config {
 	return backoff.Config{Initial: te.cfg.RegistrationBackoff, Max: MaxRegistrationBackoff}
 }
 
-func (te *TaskExecutor) dialGRPC(addr string) (*grpc.ClientConn, error) {
+func (te *TaskExecutor) dialGRPC(addr string) (*grpc.ClientConn, error) { return te.dialGRPCWith(addr) }
+
+func (te *TaskExecutor) dialGRPCWith(addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 	bo := grpcbackoff.DefaultConfig
 	bo.BaseDelay = min(te.cfg.RegistrationBackoff, time.Second)
 	bo.MaxDelay = MaxRegistrationBackoff
-	return grpc.NewClient(addr,
+	return grpc.NewClient(addr, append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: te.cfg.RPCTimeout}))
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: te.cfg.RPCTimeout})}, opts...)...)
 }
 
 func (te *TaskExecutor) dialJobMaster(addr string) (pb.JobMasterServiceClient, io.Closer, error) {
@@ -360,7 +416,12 @@ func (te *TaskExecutor) dialResourceManager(addr string) (pb.ResourceManagerServ
 	if te.cfg.DialResourceManager != nil {
 		return te.cfg.DialResourceManager(addr)
 	}
-	cc, err := te.dialGRPC(addr)
+	var opts []grpc.DialOption
+	if s := te.cfg.LeaderRetrieval; s != nil {
+		addr = ha.ResolverTarget(ha.ResourceManagerComponent)
+		opts = append(opts, grpc.WithResolvers(ha.NewResolver(s)))
+	}
+	cc, err := te.dialGRPCWith(addr, opts...)
 	if err != nil {
 		return nil, nil, err
 	}

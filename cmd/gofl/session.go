@@ -70,6 +70,7 @@ Examples:
 					targetFlag(),
 					&cli.StringFlag{Name: "name", Usage: "cluster `ID` (default: session-<random>)"},
 					&cli.IntFlag{Name: "taskmanagers", Aliases: []string{"n"}, Usage: "start `N` TaskManagers right away and keep them (more start on demand)"},
+					&cli.IntFlag{Name: "jobmanagers", Value: 1, Usage: "run `N` JobManagers: one leads, the others stand by (needs -D high-availability.type=zookeeper)"},
 					&cli.DurationFlag{Name: "timeout", Value: 2 * time.Minute, Usage: "give up deploying after `DURATION`"},
 				},
 				Action: runSessionStart,
@@ -238,7 +239,8 @@ func runSessionStart(c *cli.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 	defer cancel()
-	cc, err := desc.DeploySessionCluster(ctx, client.SessionSpec{ClusterID: c.String("name"), TaskManagers: c.Int("taskmanagers")})
+	cc, err := desc.DeploySessionCluster(ctx, client.SessionSpec{ClusterID: c.String("name"), TaskManagers: c.Int("taskmanagers"),
+		JobManagers: c.Int("jobmanagers")})
 	if err != nil {
 		return fmt.Errorf("session start: %w", err)
 	}

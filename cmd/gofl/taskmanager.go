@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gofl/gofl/conf"
+	"github.com/gofl/gofl/ha"
 	"github.com/gofl/gofl/metrics"
 	"github.com/gofl/gofl/taskmanager"
 )
@@ -46,12 +48,21 @@ func runTaskManager(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	tmCfg := taskmanager.ConfigFromConf(cfg)
-	te, err := taskmanager.New(tmCfg, log)
+	tcfg := taskmanager.ConfigFromConf(cfg)
+	if t := conf.HighAvailability(cfg); t != "" && !strings.EqualFold(t, conf.HighAvailabilityNone) {
+		// Follow the leading ResourceManager (high availability).
+		services, err := ha.New(c.Context, ha.ConfigFromConf(cfg, log.With().Str("component", "ha").Logger()))
+		if err != nil {
+			return fmt.Errorf("taskmanager: high availability: %w", err)
+		}
+		defer services.Close()
+		tcfg.LeaderRetrieval = services
+	}
+	te, err := taskmanager.New(tcfg, log)
 	if err != nil {
 		return err
 	}
-	stopMetrics, err := startTaskManagerMetrics(cfg, tmCfg.Host, te, log)
+	stopMetrics, err := startTaskManagerMetrics(cfg, tcfg.Host, te, log)
 	if err != nil {
 		return err
 	}

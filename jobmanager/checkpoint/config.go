@@ -49,6 +49,11 @@ type Config struct {
 	// Rand draws the random part of savepoint directory names; nil uses a
 	// fixed sequence (tests).
 	Rand func() uint64
+	// FirstID is the least id the job's next checkpoint may take (ids
+	// continue after a restored checkpoint's in any case). With HA, the
+	// JobMaster sets it from the job's CheckpointIDCounter so that no id
+	// is used twice across leaders. 0: from 1.
+	FirstID int64
 }
 
 // DefaultConfig has Flink's defaults, checkpointing disabled.

@@ -130,6 +130,7 @@ func New(cfg Config, jg *jobgraph.JobGraph, restored *Restored) (*Coordinator, e
 		// should the job fail before a checkpoint completes.
 		c.shared.Register(restored.Metadata)
 	}
+	c.nextID = max(c.nextID, cfg.FirstID)
 	return c, nil
 }
 

@@ -52,6 +52,9 @@ type Config struct {
 	// before it is built (a test or the fault simulator injects its clock,
 	// executor, dialer and randomness).
 	JobMasterOptions func(*jobmaster.Config)
+	// HA, when set, makes this the Dispatcher of an elected leader
+	// (high-availability.type other than none); see RecoverJobs.
+	HA *HA
 }
 
 // Dispatcher runs jobs.
@@ -170,6 +173,12 @@ func (d *Dispatcher) SubmitJob(ctx context.Context, jg *jobgraph.JobGraph) (stri
 	if err := jobgraph.ValidateJobID(jg.JobID); err != nil {
 		return "", err
 	}
+	return d.submit(ctx, jg, false)
+}
+
+// submit starts a job; recovered: a former leader accepted it (its graph
+// is stored already and it restores from its latest checkpoint).
+func (d *Dispatcher) submit(ctx context.Context, jg *jobgraph.JobGraph, recovered bool) (string, error) {
 	if err := jg.Validate(); err != nil {
 		return "", err
 	}
@@ -179,6 +188,14 @@ func (d *Dispatcher) SubmitJob(ctx context.Context, jg *jobgraph.JobGraph) (stri
 	}
 	shipRunnerSettings(jg, c)
 	jmCfg := d.jobMasterConfig(c)
+	if d.cfg.HA != nil {
+		if jg.JobID == "" {
+			jg.JobID = randomJobID()
+		}
+		if err := d.prepareHA(ctx, jg, &jmCfg, recovered); err != nil {
+			return "", err
+		}
+	}
 	// Read the savepoint here, off the mailbox: a missing or corrupt one,
 	// or state the job cannot claim, fails the submission.
 	restored, err := jobmaster.ReadSavepoint(ctx, jmCfg, jg)
@@ -209,7 +226,7 @@ func (d *Dispatcher) SubmitJob(ctx context.Context, jg *jobgraph.JobGraph) (stri
 			jm.Run(d.runCtx)
 			d.mb.Post(func() { d.archive(jm) })
 		}()
-		d.log.Info().Str("job_id", jg.JobID).Str("job", jg.Name).Int("vertices", len(jg.Vertices)).Msg("job submitted")
+		d.log.Info().Str("job_id", jg.JobID).Str("job", jg.Name).Int("vertices", len(jg.Vertices)).Bool("recovered", recovered).Msg("job submitted")
 		return jg.JobID, nil
 	})
 }
@@ -232,6 +249,14 @@ func (d *Dispatcher) archive(jm *jobmaster.JobMaster) {
 		ev = d.log.Warn().Err(r.Cause)
 	}
 	ev.Str("job_id", jm.JobID()).Str("status", r.Status.String()).Msg("job ended")
+	if d.cfg.HA != nil && r.Status.IsGloballyTerminal() {
+		res := d.archived[len(d.archived)-1].snapshot.Result
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			d.recordTerminal(jm.JobID(), r.Status.String(), res)
+		}()
+	}
 }
 
 // dropOldResults drops the accumulator results of the oldest ended jobs

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/gofl/gofl/ha"
 	"github.com/gofl/gofl/internal/mailbox"
 	"github.com/gofl/gofl/internal/outbox"
 	"github.com/gofl/gofl/jobgraph"
@@ -179,17 +180,7 @@ func (jm *JobMaster) stepCheckpoint(ev checkpoint.Event) {
 }
 
 func (jm *JobMaster) executeCheckpoint(r *checkpoint.Ready) {
-	for _, t := range r.Triggers {
-		jm.log.Info().Int64("checkpoint_id", t.ID).Str("type", t.Options.Type.String()).Str("location", t.Options.TargetLocation).
-			Int("trigger_tasks", len(t.Attempts)).Msg("triggering checkpoint")
-		for _, a := range t.Attempts {
-			req := &pb.TriggerCheckpointRequest{JobId: jm.jobID, Attempt: attemptProto(a), CheckpointId: t.ID, TimestampMs: t.TimestampMs, Options: t.Options}
-			jm.sendToTask(a, fmt.Sprintf("TriggerCheckpoint %d %s", t.ID, a), func(ctx context.Context, c pb.TaskExecutorServiceClient) error {
-				_, err := c.TriggerCheckpoint(ctx, req)
-				return err
-			})
-		}
-	}
+	jm.trigger(r.Triggers)
 	for _, n := range r.Notifications {
 		for _, a := range n.Attempts {
 			req := &pb.NotifyCheckpointRequest{JobId: jm.jobID, Attempt: attemptProto(a), CheckpointId: n.ID, Complete: n.Complete, LastCompletedCheckpointId: n.LastCompleted}
@@ -201,7 +192,12 @@ func (jm *JobMaster) executeCheckpoint(r *checkpoint.Ready) {
 	}
 	for _, w := range r.WriteMetadata {
 		w := w
-		jm.io(func(ctx context.Context) error { return jm.ckStore.Write(ctx, w.Location, w.Metadata) }, func(err error) {
+		jm.io(func(ctx context.Context) error {
+			if err := jm.ckStore.Write(ctx, w.Location, w.Metadata); err != nil {
+				return err
+			}
+			return jm.recordCompleted(ctx, w)
+		}, func(err error) {
 			if err == nil {
 				jm.log.Info().Int64("checkpoint_id", w.ID).Str("location", w.Location).Msg("checkpoint completed")
 			} else {
@@ -242,6 +238,63 @@ func (jm *JobMaster) executeCheckpoint(r *checkpoint.Ready) {
 		jm.log.Warn().Err(r.FailJob).Msg("failing the job: too many checkpoint failures")
 		jm.feed(scheduler.FailJob{Cause: r.FailJob})
 	}
+}
+
+// trigger sends the checkpoint triggers to their tasks. With HA, the
+// job's CheckpointIDCounter first moves past their ids (fenced): a later
+// leader never reuses an id a task saw, and a deposed leader triggers
+// nothing; a checkpoint whose id could not be recorded is declined.
+func (jm *JobMaster) trigger(triggers []checkpoint.Trigger) {
+	if len(triggers) == 0 {
+		return
+	}
+	if h := jm.cfg.HA; h != nil {
+		next := triggers[len(triggers)-1].ID + 1
+		jm.io(func(ctx context.Context) error { return h.IDs.SetCount(ctx, h.Session, next) }, func(err error) {
+			if err == nil {
+				jm.sendTriggers(triggers)
+				return
+			}
+			jm.log.Warn().Err(err).Int64("next_checkpoint_id", next).Msg("recording the checkpoint id failed; declining the checkpoint")
+			for _, t := range triggers {
+				if len(t.Attempts) > 0 && jm.ck != nil {
+					jm.stepCheckpoint(checkpoint.Decline{Attempt: t.Attempts[0], ID: t.ID, Reason: err})
+				}
+			}
+		})
+		return
+	}
+	jm.sendTriggers(triggers)
+}
+
+func (jm *JobMaster) sendTriggers(triggers []checkpoint.Trigger) {
+	for _, t := range triggers {
+		jm.log.Info().Int64("checkpoint_id", t.ID).Str("type", t.Options.Type.String()).Str("location", t.Options.TargetLocation).
+			Int("trigger_tasks", len(t.Attempts)).Msg("triggering checkpoint")
+		for _, a := range t.Attempts {
+			req := &pb.TriggerCheckpointRequest{JobId: jm.jobID, Attempt: attemptProto(a), CheckpointId: t.ID, TimestampMs: t.TimestampMs, Options: t.Options}
+			jm.sendToTask(a, fmt.Sprintf("TriggerCheckpoint %d %s", t.ID, a), func(ctx context.Context, c pb.TaskExecutorServiceClient) error {
+				_, err := c.TriggerCheckpoint(ctx, req)
+				return err
+			})
+		}
+	}
+}
+
+// recordCompleted adds a checkpoint whose _metadata is durable to the HA
+// CompletedCheckpointStore (fenced) before the coordinator completes it:
+// tasks commit their output only after that, so a later leader restores
+// from a checkpoint at least as new as any committed output. Savepoints
+// are not recorded, as in Flink. Off the mailbox.
+func (jm *JobMaster) recordCompleted(ctx context.Context, w checkpoint.MetadataWrite) error {
+	h := jm.cfg.HA
+	if h == nil || w.Metadata.GetType() != pb.CheckpointType_CHECKPOINT_TYPE_CHECKPOINT {
+		return nil
+	}
+	if _, err := h.Checkpoints.AddCheckpoint(ctx, h.Session, ha.CompletedCheckpoint{ID: w.ID, Location: w.Location, Timestamp: time.Now()}); err != nil {
+		return fmt.Errorf("jobmaster: recording checkpoint %d in the HA store: %w", w.ID, err)
+	}
+	return nil
 }
 
 // sendToTask queues a call to the TaskManager running attempt a; nothing

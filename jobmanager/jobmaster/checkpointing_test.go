@@ -11,6 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/gofl/gofl/ha"
 	"github.com/gofl/gofl/internal/clock"
 	"github.com/gofl/gofl/jobgraph"
 	"github.com/gofl/gofl/jobmanager/checkpoint"
@@ -218,5 +219,49 @@ func TestSavepointPathAtStart(t *testing.T) {
 	}
 	if h.status() != scheduler.JobRunning {
 		t.Errorf("status %s", h.status())
+	}
+}
+
+// With HA, checkpoint ids start at the counter's value, the counter moves
+// past an id before its trigger goes out, and a completed checkpoint is in
+// the CompletedCheckpointStore before any task hears of its completion.
+func TestCheckpointRecordedInHAStores(t *testing.T) {
+	clk := clock.NewFake(t0)
+	dir := t.TempDir()
+	cfg := testConfig(clk, 1)
+	cfg.Checkpoint = checkpoint.Config{Interval: time.Second, CheckpointsDir: "file://" + dir, FirstID: 7}
+	services := ha.NewNone(nil)
+	defer services.Close()
+	store, err := services.CompletedCheckpointStore(context.Background(), "ha", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := services.CheckpointIDCounter("ha")
+	cfg.HA = &CheckpointRecovery{Checkpoints: store, IDs: ids}
+	h := start(t, cfg, ckJob("ha"), &fakeRM{})
+	h.register("tm1", 2)
+	waitFor(t, "both deployments", func() bool { return len(h.tm("tm1").log("SubmitTask")) == 2 })
+	src, sink := h.attempt("src", 0), h.attempt("sink", 0)
+	for _, a := range []eg.ExecutionAttemptID{src, sink} {
+		if err := h.report(a, eg.Running); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the checkpoint timer", func() bool {
+		h.advance(time.Second)
+		return len(h.checkpointCalls("tm1", "TriggerCheckpoint", 7)) > 0
+	})
+	if next, err := ids.Get(context.Background()); err != nil || next != 8 {
+		t.Fatalf("the counter is at %d (%v) once checkpoint 7 was triggered, want 8", next, err)
+	}
+	if _, ok := store.Latest(); ok {
+		t.Fatal("a checkpoint is in the store before it completed")
+	}
+	h.ack(src, 7)
+	h.ack(sink, 7)
+	waitFor(t, "the completion notifications", func() bool { return len(h.checkpointCalls("tm1", "NotifyCheckpoint", 7)) == 2 })
+	latest, ok := store.Latest()
+	if loc := "file://" + filepath.Join(dir, "ha", "chk-7"); !ok || latest.ID != 7 || latest.Location != loc {
+		t.Fatalf("latest stored checkpoint %+v (%v), want 7 at %s", latest, ok, loc)
 	}
 }

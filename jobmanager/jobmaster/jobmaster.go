@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/gofl/gofl/ha"
 	"github.com/gofl/gofl/internal/backoff"
 	"github.com/gofl/gofl/internal/clock"
 	"github.com/gofl/gofl/internal/heartbeat"
@@ -113,6 +114,22 @@ type Config struct {
 	Restored *checkpoint.Restored
 	// Storage opens the file systems of checkpoints and savepoints.
 	Storage storage.Options
+	// HA, when set, records the job's checkpoint ids and completed
+	// checkpoints in the HA services (high-availability.type other than
+	// none), fenced by the leader session.
+	HA *CheckpointRecovery
+}
+
+// CheckpointRecovery is where a leader's JobMaster records what the next
+// leader restores the job from (Flink's CheckpointRecoveryFactory's
+// products).
+type CheckpointRecovery struct {
+	// Session is the leader session: the fencing token of every write.
+	Session ha.SessionID
+	// Checkpoints gets every completed checkpoint before tasks hear of it.
+	Checkpoints ha.CompletedCheckpointStore
+	// IDs moves past every checkpoint id before its triggers go out.
+	IDs ha.CheckpointIDCounter
 }
 
 // Result is how a job ended.

@@ -89,6 +89,28 @@ type record struct {
 	Artifacts   []string                `json:"artifacts,omitempty"`
 	Created     time.Time               `json:"created"`
 	Status      providers.ClusterStatus `json:"status"`
+	// Standbys are the further JobManager processes of a cluster with
+	// several (ClusterSpec.JobManagers, high availability).
+	Standbys []jobManagerRecord `json:"standby_jobmanagers,omitempty"`
+}
+
+// jobManagerRecord is one further JobManager process of a cluster.
+type jobManagerRecord struct {
+	Proc        procID `json:"proc"`
+	RESTAddress string `json:"rest_address,omitempty"`
+	RPCAddress  string `json:"rpc_address,omitempty"`
+}
+
+// live returns a JobManager of rec that still runs, the first one
+// preferred; false if none does.
+func (rec record) live() (jobManagerRecord, bool) {
+	all := append([]jobManagerRecord{{Proc: rec.JobManager, RESTAddress: rec.RESTAddress, RPCAddress: rec.RPCAddress}}, rec.Standbys...)
+	for _, jm := range all {
+		if jm.Proc.alive() {
+			return jm, true
+		}
+	}
+	return all[0], false
 }
 
 func (d *Deployer) clustersDir() string { return filepath.Join(d.opts.Dir, "clusters") }
@@ -150,9 +172,6 @@ func (d *Deployer) Deploy(ctx context.Context, spec providers.ClusterSpec) (prov
 
 func (d *Deployer) deploy(ctx context.Context, spec providers.ClusterSpec, dir, bin string) (providers.ClusterInfo, error) {
 	jmDir := filepath.Join(dir, jobManagerDir)
-	if err := os.Mkdir(jmDir, 0o755); err != nil {
-		return providers.ClusterInfo{}, fmt.Errorf("local: %w", err)
-	}
 	cfg := map[string]string{}
 	for k, v := range spec.Config {
 		cfg[k] = v
@@ -179,49 +198,77 @@ func (d *Deployer) deploy(ctx context.Context, spec providers.ClusterSpec, dir, 
 		}
 		cfg[conf.SlotManagerMinSlots.Key()] = strconv.Itoa(spec.TaskManagers * slots)
 	}
-	if len(spec.Artifacts) > 0 {
-		if err := writeFileAtomic(filepath.Join(jmDir, "artifacts"), []byte(strings.Join(spec.Artifacts, "\n")+"\n")); err != nil {
-			return providers.ClusterInfo{}, fmt.Errorf("local: %w", err)
-		}
+	n := max(spec.JobManagers, 1)
+	if n > 1 {
+		// Every JobManager serves the blobs whichever leader took.
+		setDefault(conf.BlobStorageDirectory.Key(), filepath.Join(dir, "blobs"))
 	}
 	rec := record{ClusterID: spec.ClusterID, Mode: spec.Mode, Binary: bin, Artifacts: spec.Artifacts,
 		Created: time.Now().UTC().Truncate(time.Millisecond), Status: providers.StatusStarting}
-
-	p, err := startProcess(bin, "jobmanager", jmDir, spec.ClusterID, cfg)
-	if err != nil {
-		return providers.ClusterInfo{}, err
+	procs := make([]*proc, n)
+	dirs := make([]string, n)
+	for i := range procs {
+		dirs[i] = jmDir
+		if i > 0 {
+			dirs[i] = jmDir + "-" + strconv.Itoa(i+1)
+		}
+		if err := os.Mkdir(dirs[i], 0o755); err != nil {
+			return providers.ClusterInfo{}, fmt.Errorf("local: %w", err)
+		}
+		if len(spec.Artifacts) > 0 {
+			if err := writeFileAtomic(filepath.Join(dirs[i], "artifacts"), []byte(strings.Join(spec.Artifacts, "\n")+"\n")); err != nil {
+				return providers.ClusterInfo{}, fmt.Errorf("local: %w", err)
+			}
+		}
+		p, err := startProcess(bin, "jobmanager", dirs[i], spec.ClusterID, cfg)
+		if err != nil {
+			return providers.ClusterInfo{}, err
+		}
+		procs[i] = p
+		if i == 0 {
+			rec.JobManager = p.id
+		} else {
+			rec.Standbys = append(rec.Standbys, jobManagerRecord{Proc: p.id})
+		}
+		if err := d.writeRecord(dir, rec); err != nil {
+			return providers.ClusterInfo{}, err
+		}
+		d.opts.Log.Info().Str("cluster_id", spec.ClusterID).Int("pid", p.id.PID).Str("dir", dirs[i]).Msg("JobManager started")
 	}
-	exited := p.done
-	rec.JobManager = p.id
-	if err := d.writeRecord(dir, rec); err != nil {
-		return providers.ClusterInfo{}, err
-	}
-	d.opts.Log.Info().Str("cluster_id", spec.ClusterID).Int("pid", p.id.PID).Str("dir", jmDir).Msg("JobManager started")
 
-	// Wait for the bound addresses, then for the REST API.
-	logPath := filepath.Join(jmDir, logFile)
+	// Wait for the bound addresses, then for the REST API (a standby's
+	// redirects to the leader's).
 	client := &http.Client{Timeout: 2 * time.Second}
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
+	addrs := make([][2]string, n)
 	for {
-		select {
-		case <-ctx.Done():
-			return providers.ClusterInfo{}, fmt.Errorf("local: deploying %s: %w; JobManager log %s:\n%s", spec.ClusterID, ctx.Err(), logPath, tail(logPath))
-		case <-exited:
-			return providers.ClusterInfo{}, fmt.Errorf("local: deploying %s: the JobManager exited during startup; its log %s:\n%s", spec.ClusterID, logPath, tail(logPath))
-		case <-tick.C:
-		}
-		if rec.RESTAddress == "" {
-			b, _ := os.ReadFile(logPath)
-			m := addrLine.FindSubmatch(b)
-			if m == nil {
-				continue
+		for i, p := range procs {
+			logPath := filepath.Join(dirs[i], logFile)
+			select {
+			case <-ctx.Done():
+				return providers.ClusterInfo{}, fmt.Errorf("local: deploying %s: %w; JobManager log %s:\n%s", spec.ClusterID, ctx.Err(), logPath, tail(logPath))
+			case <-p.done:
+				return providers.ClusterInfo{}, fmt.Errorf("local: deploying %s: the JobManager exited during startup; its log %s:\n%s", spec.ClusterID, logPath, tail(logPath))
+			default:
 			}
-			rec.RPCAddress, rec.RESTAddress = string(m[1]), string(m[2])
+			if addrs[i][1] == "" {
+				if m := addrLine.FindSubmatch(readFile(logPath)); m != nil {
+					addrs[i] = [2]string{string(m[1]), string(m[2])}
+				}
+			}
 		}
-		if providers.OverviewReady(ctx, client, rec.RESTAddress) {
+		if ready(addrs) && providers.OverviewReady(ctx, client, addrs[0][1]) {
 			break
 		}
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+		}
+	}
+	rec.RPCAddress, rec.RESTAddress = addrs[0][0], addrs[0][1]
+	for i := range rec.Standbys {
+		rec.Standbys[i].RPCAddress, rec.Standbys[i].RESTAddress = addrs[i+1][0], addrs[i+1][1]
 	}
 	rec.Status = providers.StatusRunning
 	if err := d.writeRecord(dir, rec); err != nil {
@@ -229,6 +276,21 @@ func (d *Deployer) deploy(ctx context.Context, spec providers.ClusterSpec, dir, 
 	}
 	d.opts.Log.Info().Str("cluster_id", spec.ClusterID).Str("rest", rec.RESTAddress).Msg("cluster deployed")
 	return d.info(rec, dir), nil
+}
+
+func readFile(path string) []byte {
+	b, _ := os.ReadFile(path)
+	return b
+}
+
+// ready reports whether every JobManager printed its addresses.
+func ready(addrs [][2]string) bool {
+	for _, a := range addrs {
+		if a[1] == "" {
+			return false
+		}
+	}
+	return true
 }
 
 // proc is a started process.
@@ -317,7 +379,10 @@ func (d *Deployer) readRecord(dir string) (record, error) {
 
 func (d *Deployer) info(rec record, dir string) providers.ClusterInfo {
 	status := rec.Status
-	if !rec.JobManager.alive() {
+	// With standbys, a live JobManager's address: a standby answers with
+	// the leader's.
+	jm, alive := rec.live()
+	if !alive {
 		status = providers.StatusTerminated
 	}
 	return providers.ClusterInfo{
@@ -325,11 +390,11 @@ func (d *Deployer) info(rec record, dir string) providers.ClusterInfo {
 		Provider:    Name,
 		Mode:        rec.Mode,
 		Status:      status,
-		RESTAddress: rec.RESTAddress,
-		RPCAddress:  rec.RPCAddress,
+		RESTAddress: jm.RESTAddress,
+		RPCAddress:  jm.RPCAddress,
 		Created:     rec.Created,
 		Details: map[string]string{
-			"pid":    strconv.Itoa(rec.JobManager.PID),
+			"pid":    strconv.Itoa(jm.Proc.PID),
 			"dir":    dir,
 			"log":    filepath.Join(dir, jobManagerDir, logFile),
 			"binary": rec.Binary,
