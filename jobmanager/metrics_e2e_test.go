@@ -119,10 +119,14 @@ func TestPrometheusAndRESTMetrics(t *testing.T) {
 			continue
 		}
 		c.eventually(waitLimit, func() error {
-			var agg []map[string]float64
+			var agg []struct {
+				ID  string   `json:"id"`
+				Sum *float64 `json:"sum"`
+				Min *float64 `json:"min"`
+			}
 			restGet(t, c, "/jobs/"+id+"/vertices/"+v.ID+"/subtasks/metrics?get=numRecordsIn&agg=sum", &agg)
-			if len(agg) != 1 || agg[0]["sum"] != n {
-				return fmt.Errorf("aggregated numRecordsIn %v", agg)
+			if len(agg) != 1 || agg[0].ID != "numRecordsIn" || agg[0].Sum == nil || *agg[0].Sum != n || agg[0].Min != nil {
+				return fmt.Errorf("aggregated numRecordsIn %+v", agg)
 			}
 			return nil
 		})

@@ -226,10 +226,10 @@ func TestActiveStartsAndReleasesTaskManagers(t *testing.T) {
 	c, drv := startActiveRM(t, ActiveConfig{Worker: providers.WorkerSpec{Slots: 2}, IdleTimeout: 30 * time.Second})
 	fjm, jmAddr := startFakeJobMaster(t)
 	gw := &fakeJM{}
-	if err := c.rm.RegisterJobMaster(ctxT(t), "job", jmAddr, gw); err != nil {
+	if err := c.rm.RegisterJobMaster(ctxT(t), activeJobID, jmAddr, gw); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.rm.DeclareResourceRequirements(ctxT(t), "job", 5); err != nil {
+	if err := c.rm.DeclareResourceRequirements(ctxT(t), activeJobID, 5); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "5 slots allocated to the job", func() bool { return fjm.count() == 5 })
@@ -257,7 +257,7 @@ func TestActiveStartsAndReleasesTaskManagers(t *testing.T) {
 	}
 
 	// The job ends: its slots are freed and the workers go idle.
-	if err := c.rm.DisconnectJobMaster(ctxT(t), "job", errors.New("finished")); err != nil {
+	if err := c.rm.DisconnectJobMaster(ctxT(t), activeJobID, errors.New("finished")); err != nil {
 		t.Fatal(err)
 	}
 	fjm.freeAll(t)
@@ -285,10 +285,10 @@ func TestActiveGivesUpAfterFailedStarts(t *testing.T) {
 	drv.fail = 4 // the first two fail together (one attempt), then two probes
 	drv.mu.Unlock()
 	gw := &failureRecordingJM{}
-	if err := c.rm.RegisterJobMaster(ctxT(t), "job", "nowhere:1", gw); err != nil {
+	if err := c.rm.RegisterJobMaster(ctxT(t), activeJobID, "nowhere:1", gw); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.rm.DeclareResourceRequirements(ctxT(t), "job", 2); err != nil {
+	if err := c.rm.DeclareResourceRequirements(ctxT(t), activeJobID, 2); err != nil {
 		t.Fatal(err)
 	}
 	// Failures 1 (the first two together), 2 and 3, paused ~1 s and ~2 s.
@@ -330,3 +330,6 @@ func (f *failureRecordingJM) failure() error {
 	defer f.mu.Unlock()
 	return f.err
 }
+
+// activeJobID is a job ID real TaskExecutors accept (32 hex digits).
+const activeJobID = "0a1b2c3d4e5f60718293a4b5c6d7e8f9"
