@@ -67,7 +67,7 @@ HCL
 agent=""
 cleanup() {
   stop_agent "$agent"
-  if [[ -n "$own_dir" ]]; then rm -rf "$dir" 2>/dev/null || true; fi
+  if [[ -n "$own_dir" ]]; then remove_data_dir "$dir"; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT

@@ -44,7 +44,7 @@ agent=""
 cleanup() {
   stop_agent "$agent"
   # The data dir holds the alloc dirs.
-  if [[ -n "$own_dir" ]]; then rm -rf "$dir" 2>/dev/null || true; fi
+  if [[ -n "$own_dir" ]]; then remove_data_dir "$dir"; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT

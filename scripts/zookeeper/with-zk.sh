@@ -16,92 +16,31 @@
 # end).
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-timeout="${ZOOKEEPER_START_TIMEOUT:-180}"
-ci="${CI:-}"
+svc_name=zookeeper svc_skips="the ZooKeeper tests"
+# shellcheck source=../lib/service.sh
+. "$here/../lib/service.sh"
 
-fail_or_warn() {
-  if [[ "$ci" == "true" ]]; then
-    echo "zookeeper: ERROR: $*" >&2
-    exit 1
-  fi
-  echo "zookeeper: warning: $*; the ZooKeeper tests will skip" >&2
-}
-
-pid=""
-stop() {
-  [[ -n "$pid" ]] || return 0
-  if kill -0 "$pid" 2>/dev/null; then
-    # run.sh stops its server and removes its data on SIGTERM.
-    kill -TERM "$pid" 2>/dev/null
-    for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
-    if kill -0 "$pid" 2>/dev/null; then
-      echo "zookeeper: did not stop in 10s; killing it" >&2
-      kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null
-    fi
-  fi
-  wait "$pid" 2>/dev/null
-  pid=""
-  [[ -n "${ZOOKEEPER_LOG:-}" ]] || rm -f "$log"
-}
-
-listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
-# A port in the range Linux does not hand out as ephemeral (below 32768)
-# that nothing listens on; the server fails to start if another process
-# takes it first, and start() tries again.
-free_port() {
-  local p
-  for _ in $(seq 1 50); do
-    p=$((20000 + RANDOM % 12000))
-    listening "$p" || { echo "$p"; return 0; }
-  done
-  return 1
-}
-
-# start PORT: 0 ready, 1 the server exited (e.g. the port was taken), 2 timeout.
-start() {
-  local port=$1 begin=$SECONDS
-  setsid env ZOOKEEPER_PORT="$port" "$here/run.sh" >"$log" 2>&1 </dev/null &
-  pid=$!
-  while :; do
-    if grep -q 'ZOOKEEPER READY' "$log" 2>/dev/null; then
-      echo "zookeeper: ready in $((SECONDS - begin))s at 127.0.0.1:$port" >&2
-      return 0
-    fi
-    if ! kill -0 "$pid" 2>/dev/null; then
-      wait "$pid"; pid=""
-      return 1
-    fi
-    if (( SECONDS - begin >= timeout )); then
-      stop
-      return 2
-    fi
-    sleep 0.2
-  done
-}
+ready() { grep -q 'ZOOKEEPER READY' "$log" 2>/dev/null; }
 
 if [[ -n "${GOFL_TEST_ZOOKEEPER:-}" ]]; then
   echo "zookeeper: GOFL_TEST_ZOOKEEPER=$GOFL_TEST_ZOOKEEPER is set; using it" >&2
-elif ! command -v java >/dev/null 2>&1 || ! command -v mvn >/dev/null 2>&1; then
-  fail_or_warn "java and mvn are needed to start ZooKeeper"
+elif ! svc_need_java; then
+  svc_fail_or_warn "java and mvn are needed to start ZooKeeper"
 else
   log="${ZOOKEEPER_LOG:-$(mktemp -t gofl-zookeeper.XXXXXX.log)}"
-  trap 'stop' EXIT
-  trap 'exit 130' INT
-  trap 'exit 143' TERM
   rc=1
+  # A port another process takes first makes the server exit: try another.
   for _ in 1 2 3; do
-    port="$(free_port)" || break
+    port="$(svc_free_port)" || break
     echo "zookeeper: starting a standalone server on 127.0.0.1:$port (log: $log)" >&2
-    start "$port"; rc=$?
+    svc_start "${ZOOKEEPER_START_TIMEOUT:-180}" "$log" ready env ZOOKEEPER_PORT="$port" "$here/run.sh"; rc=$?
     [[ $rc == 1 ]] || break
   done
   if [[ $rc == 0 ]]; then
     export GOFL_TEST_ZOOKEEPER="127.0.0.1:$port"
+    [[ -n "${ZOOKEEPER_LOG:-}" ]] || trap 'svc_stop; rm -f "$log"' EXIT
   else
-    echo "zookeeper: not started; last lines of its log:" >&2
-    tail -n 30 "$log" >&2
-    fail_or_warn "ZooKeeper did not start"
+    svc_fail_or_warn "ZooKeeper did not start"
   fi
 fi
 

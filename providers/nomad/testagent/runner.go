@@ -393,6 +393,9 @@ func (tr *taskRunner) attempt() (exitOK, fatal bool) {
 		tr.markDead(true, ev)
 		return false, true
 	}
+	if t.Driver == "exec" && ExecIsolates() {
+		isolate(cmd, tr.dir, filepath.Join(as.dir, "alloc"))
+	}
 	logDir := filepath.Join(as.dir, "alloc", "logs")
 	stdout, err1 := os.OpenFile(filepath.Join(logDir, t.Name+".stdout.0"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o666)
 	stderr, err2 := os.OpenFile(filepath.Join(logDir, t.Name+".stderr.0"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o666)
