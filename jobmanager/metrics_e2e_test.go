@@ -26,7 +26,9 @@ import (
 // and the tasks' record counts equal to the input; Flink's REST metric
 // endpoints answer the same.
 func TestPrometheusAndRESTMetrics(t *testing.T) {
-	base := 20000 + rand.IntN(20000)
+	// Below Nomad's dynamic ports (20000-32000), which Nomad tests running
+	// beside this one hand out, and the ephemeral ports.
+	base := 10000 + rand.IntN(9980)
 	ports := fmt.Sprintf("%d-%d", base, base+19)
 	reporter := map[string]string{
 		"metrics.reporter.prom.factory.class": conf.PrometheusReporterFactory,

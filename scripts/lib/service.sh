@@ -19,12 +19,14 @@ svc_fail_or_warn() {
 # svc_listening HOST PORT: something accepts TCP connections there.
 svc_listening() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
 
-# svc_free_port: a port below Linux's ephemeral range (32768) that nothing
-# listens on (racy, as any such pick: callers retry a start that fails).
+# svc_free_port: a port in 10000-19999 that nothing listens on: below
+# Nomad's dynamic ports (20000-32000), which a Nomad agent hands to tasks
+# without knowing who else listens there, and Linux's ephemeral ports
+# (32768 and up). Racy, as any such pick: callers retry a start that fails.
 svc_free_port() {
   local p
   for _ in $(seq 1 100); do
-    p=$((20000 + RANDOM % 12000))
+    p=$((10000 + RANDOM % 10000))
     svc_listening 127.0.0.1 "$p" || { echo "$p"; return 0; }
   done
   return 1
