@@ -190,9 +190,8 @@ func TestCheckpointStopWithSavepointAndRescale(t *testing.T) {
 		t.Run(fmt.Sprintf("p=%d", p), func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "out")
 			copyDir(t, first, out)
-			jg := c.planSDKJob(testJobBinary, p, "keyed-counts", "--count", strconv.Itoa(count),
+			jg := c.planSDKJobFrom(savepoint, testJobBinary, p, "keyed-counts", "--count", strconv.Itoa(count),
 				"--keys", strconv.Itoa(keys), "--rate", "4000", "--output", out)
-			jg.Config["execution.savepoint.path"] = savepoint
 			id := c.submit(jg)
 			c.waitFor(id, 2*time.Minute, "FINISHED")
 			checkKeyedCounts(t, out, count, keys)
@@ -271,8 +270,7 @@ func TestCheckpointUpgradeAndBadSavepoints(t *testing.T) {
 	before := len(readParts(t, atSavepoint))
 
 	submitFrom := func(path string, allowNonRestored bool, version string) (string, error) {
-		jg := c.planSDKJob(testJobBinary, 2, args(version)...)
-		jg.Config["execution.savepoint.path"] = path
+		jg := c.planSDKJobFrom(path, testJobBinary, 2, args(version)...)
 		if allowNonRestored {
 			jg.Config["execution.savepoint.ignore-unclaimed-state"] = "true"
 		}
@@ -339,9 +337,8 @@ func TestCheckpointUpgradeAndBadSavepoints(t *testing.T) {
 	checkKeyedCounts(t, out, count, keys)
 	// Dropping the count is fine when asked for: the numbers go on exactly
 	// where the savepoint left them, one line each.
-	jg := c.planSDKJob(testJobBinary, 2, "keyed-counts", "--count", strconv.Itoa(count), "--keys", strconv.Itoa(keys), "--rate", "100000",
+	jg := c.planSDKJobFrom(savepoint, testJobBinary, 2, "keyed-counts", "--count", strconv.Itoa(count), "--keys", strconv.Itoa(keys), "--rate", "100000",
 		"--output", atSavepoint, "--version", "no-count")
-	jg.Config["execution.savepoint.path"] = savepoint
 	jg.Config["execution.savepoint.ignore-unclaimed-state"] = "true"
 	id = c.submit(jg)
 	c.waitFor(id, 2*time.Minute, "FINISHED")
@@ -376,8 +373,7 @@ func TestCheckpointRetainedOnCancelRestores(t *testing.T) {
 		t.Fatalf("no retained checkpoint: %+v", st.Latest.Completed)
 	}
 	path := st.Latest.Completed.ExternalPath
-	jg := c.planSDKJob(testJobBinary, 2, "keyed-counts", "--count", strconv.Itoa(count), "--keys", strconv.Itoa(keys), "--rate", "4000", "--output", out)
-	jg.Config["execution.savepoint.path"] = path
+	jg := c.planSDKJobFrom(path, testJobBinary, 2, "keyed-counts", "--count", strconv.Itoa(count), "--keys", strconv.Itoa(keys), "--rate", "4000", "--output", out)
 	id = c.submit(jg)
 	c.waitFor(id, 2*time.Minute, "FINISHED")
 	checkKeyedCounts(t, out, count, keys)

@@ -26,6 +26,7 @@ import (
 	"github.com/gofl/gofl/rpc/restapi"
 	"github.com/gofl/gofl/storage"
 	"github.com/gofl/gofl/storage/storagetest"
+	"github.com/gofl/gofl/stream"
 	"github.com/gofl/gofl/taskmanager"
 )
 
@@ -39,8 +40,19 @@ func (c *cluster) runSDKJob(bin string, p int, args ...string) string {
 // planSDKJob plans an SDK job binary at parallelism p and uploads it.
 func (c *cluster) planSDKJob(bin string, p int, args ...string) *jobgraph.JobGraph {
 	c.t.Helper()
+	return c.planSDKJobFrom("", bin, p, args...)
+}
+
+// planSDKJobFrom is planSDKJob for a job that starts from savepoint (a
+// savepoint or retained checkpoint; "" for none), as `gofl run -s` plans
+// it: its sinks keep the output they committed before.
+func (c *cluster) planSDKJobFrom(savepoint, bin string, p int, args ...string) *jobgraph.JobGraph {
+	c.t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "GOFL_ROLE=plan", fmt.Sprintf("GOFL_PARALLELISM=%d", p))
+	if savepoint != "" {
+		cmd.Env = append(cmd.Env, stream.EnvSavepointPath+"="+savepoint)
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -57,6 +69,12 @@ func (c *cluster) planSDKJob(bin string, p int, args ...string) *jobgraph.JobGra
 		c.t.Fatal(err)
 	}
 	jg.BinaryKey = key
+	if savepoint != "" {
+		if jg.Config == nil {
+			jg.Config = map[string]string{}
+		}
+		jg.Config["execution.savepoint.path"] = savepoint
+	}
 	return jg
 }
 

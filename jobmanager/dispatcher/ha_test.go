@@ -56,52 +56,52 @@ func TestHAJobGraphsAndResults(t *testing.T) {
 	defer s.Close()
 	var session ha.SessionID
 	d := runDispatcher(t, s)
-	if _, err := d.SubmitJob(ctx, haJob("a")); err != nil {
+	if _, err := d.SubmitJob(ctx, haJob(jobA)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.JobGraphStore().RecoverJobGraph(ctx, "a"); err != nil {
+	if _, err := s.JobGraphStore().RecoverJobGraph(ctx, jobA); err != nil {
 		t.Fatalf("job a was acknowledged but its graph is not stored: %v", err)
 	}
-	if err := s.JobResultStore().CreateDirtyResult(ctx, session, ha.JobResult{JobID: "b", State: "FINISHED"}); err != nil {
+	if err := s.JobResultStore().CreateDirtyResult(ctx, session, ha.JobResult{JobID: jobB, State: "FINISHED"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.SubmitJob(ctx, haJob("b")); !errors.Is(err, restapi.ErrDuplicateJob) {
+	if _, err := d.SubmitJob(ctx, haJob(jobB)); !errors.Is(err, restapi.ErrDuplicateJob) {
 		t.Fatalf("submitting a job with a result entry: %v, want ErrDuplicateJob", err)
 	}
 	// c ended under a former leader that could not clean up.
-	b, _ := proto.Marshal(jobgraph.ToProto(haJob("c")))
-	if err := s.JobGraphStore().PutJobGraph(ctx, session, "c", b); err != nil {
+	b, _ := proto.Marshal(jobgraph.ToProto(haJob(jobC)))
+	if err := s.JobGraphStore().PutJobGraph(ctx, session, jobC, b); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.JobResultStore().CreateDirtyResult(ctx, session, ha.JobResult{JobID: "c", State: "CANCELED"}); err != nil {
+	if err := s.JobResultStore().CreateDirtyResult(ctx, session, ha.JobResult{JobID: jobC, State: "CANCELED"}); err != nil {
 		t.Fatal(err)
 	}
 
 	next := runDispatcher(t, s)
 	recovered, err := next.RecoverJobs(ctx)
-	if err != nil || !slices.Equal(recovered, []string{"a"}) {
+	if err != nil || !slices.Equal(recovered, []string{jobA}) {
 		t.Fatalf("recovered %v (%v), want [a]", recovered, err)
 	}
-	if det, err := next.JobDetails(ctx, "a"); err != nil || det.ID != "a" {
+	if det, err := next.JobDetails(ctx, jobA); err != nil || det.ID != jobA {
 		t.Errorf("recovered job a: %+v, %v", det, err)
 	}
-	if _, err := next.JobDetails(ctx, "c"); !errors.Is(err, restapi.ErrJobNotFound) {
+	if _, err := next.JobDetails(ctx, jobC); !errors.Is(err, restapi.ErrJobNotFound) {
 		t.Errorf("terminal job c runs again: %v", err)
 	}
-	if ids, _ := s.JobGraphStore().JobIDs(ctx); !slices.Equal(ids, []string{"a"}) {
+	if ids, _ := s.JobGraphStore().JobIDs(ctx); !slices.Equal(ids, []string{jobA}) {
 		t.Errorf("stored graphs %v, want [a]", ids)
 	}
-	if clean, _ := s.JobResultStore().HasCleanJobResultEntry(ctx, "c"); !clean {
+	if clean, _ := s.JobResultStore().HasCleanJobResultEntry(ctx, jobC); !clean {
 		t.Error("job c's result was not marked clean")
 	}
 
 	// A job that ends gets a result entry and its graph goes.
-	if err := next.CancelJob(ctx, "a"); err != nil {
+	if err := next.CancelJob(ctx, jobA); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		clean, _ := s.JobResultStore().HasCleanJobResultEntry(ctx, "a")
+		clean, _ := s.JobResultStore().HasCleanJobResultEntry(ctx, jobA)
 		ids, _ := s.JobGraphStore().JobIDs(ctx)
 		if clean && len(ids) == 0 {
 			break
@@ -112,3 +112,10 @@ func TestHAJobGraphsAndResults(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// Job IDs in Flink's syntax (32 hex digits), as the Dispatcher requires.
+const (
+	jobA = "0000000000000000000000000000000a"
+	jobB = "0000000000000000000000000000000b"
+	jobC = "0000000000000000000000000000000c"
+)
