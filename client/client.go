@@ -19,6 +19,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/gofl/gofl/conf"
 	"github.com/gofl/gofl/jobgraph"
 	"github.com/gofl/gofl/rpc/restapi"
 )
@@ -60,6 +61,17 @@ const EnvToken = "GOFL_REST_TOKEN"
 // WithToken sends token as "Authorization: Bearer <token>" on every
 // request; an empty token sends none. Without it, New uses $GOFL_REST_TOKEN.
 func WithToken(token string) Option { return func(c *Client) { c.token = &token } }
+
+// ConfigOptions are the options cfg sets for a client of its cluster: the
+// REST token of rest.authentication.token(-file); without one, New falls
+// back to $GOFL_REST_TOKEN.
+func ConfigOptions(cfg *conf.Configuration) ([]Option, error) {
+	t, err := conf.RestToken(cfg)
+	if err != nil || t == "" {
+		return nil, err
+	}
+	return []Option{WithToken(t)}, nil
+}
 
 // WithHTTPClient replaces http.DefaultClient, e.g. for TLS settings.
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }

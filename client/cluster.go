@@ -219,7 +219,11 @@ func (d *ClusterDescriptor) deploy(ctx context.Context, id string, mode provider
 		return nil, fmt.Errorf("client: deploying the %s cluster %s: %w", mode, id, err)
 	}
 	info.RESTAddress = leaderAddress(ctx, info.RESTAddress)
-	cl, err := New(info.RESTAddress)
+	opts, err := ConfigOptions(d.cfg)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	cl, err := New(info.RESTAddress, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -238,7 +242,11 @@ func (d *ClusterDescriptor) RetrieveCluster(ctx context.Context, clusterID strin
 		return nil, fmt.Errorf("client: %w: %s has terminated", providers.ErrClusterNotFound, clusterID)
 	}
 	info.RESTAddress = leaderAddress(ctx, info.RESTAddress)
-	cl, err := New(info.RESTAddress)
+	opts, err := ConfigOptions(d.cfg)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	cl, err := New(info.RESTAddress, opts...)
 	if err != nil {
 		return nil, err
 	}

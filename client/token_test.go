@@ -6,12 +6,15 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/rs/zerolog"
 
 	"github.com/gofl/gofl/client"
+	"github.com/gofl/gofl/conf"
 	"github.com/gofl/gofl/jobmanager/rest"
 	"github.com/gofl/gofl/jobmanager/rest/resttest"
 )
@@ -88,5 +91,41 @@ func TestBearerTokenTrustedHook(t *testing.T) {
 		if w.Code != want {
 			t.Errorf("X-Driver %s: %d, want %d", hdr, w.Code, want)
 		}
+	}
+}
+
+// The token configured for the cluster (rest.authentication.token or its
+// file) reaches the client through ConfigOptions, without
+// $GOFL_REST_TOKEN; a missing token file is an error naming the key.
+func TestConfigOptionsCarryTheConfiguredToken(t *testing.T) {
+	d := resttest.NewDispatcher()
+	srv := httptest.NewServer(rest.Authenticate(secretToken, rest.NewHandler(d, zerolog.Nop(), rest.Options{}), nil))
+	t.Cleanup(srv.Close)
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	t.Setenv(client.EnvToken, "")
+	file := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(file, []byte(secretToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for key, value := range map[string]string{"rest.authentication.token": secretToken, "rest.authentication.token-file": file} {
+		cfg, err := conf.FromMap(map[string]string{key: value})
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts, err := client.ConfigOptions(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := client.New(addr, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.ListJobs(context.Background()); err != nil {
+			t.Errorf("%s: %v", key, err)
+		}
+	}
+	cfg, _ := conf.FromMap(map[string]string{"rest.authentication.token-file": filepath.Join(t.TempDir(), "missing")})
+	if _, err := client.ConfigOptions(cfg); err == nil || !strings.Contains(err.Error(), "rest.authentication.token-file") {
+		t.Fatalf("missing token file: %v", err)
 	}
 }

@@ -108,7 +108,11 @@ func restClient(c *cli.Context) (*client.Client, error) {
 	if addr == "" {
 		addr = net.JoinHostPort(conf.RestAddress.Get(cfg), strconv.Itoa(conf.RestPort.Get(cfg)))
 	}
-	return client.New(addr)
+	opts, err := client.ConfigOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return client.New(addr, opts...)
 }
 
 // jobIDArg returns the single JOBID argument.

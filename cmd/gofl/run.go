@@ -137,10 +137,15 @@ func sessionClient(c *cli.Context, addr string) (*client.Client, error) {
 		}
 	}
 	if addr != "" {
-		if _, _, err := setup(c); err != nil {
+		cfg, _, err := setup(c)
+		if err != nil {
 			return nil, err
 		}
-		return client.New(addr)
+		opts, err := client.ConfigOptions(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return client.New(addr, opts...)
 	}
 	return restClient(c)
 }
