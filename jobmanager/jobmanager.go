@@ -111,26 +111,10 @@ func Start(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*Job
 	ctx, cancel := context.WithCancel(ctx)
 	j := &JobManager{RPCAddress: rpcLis.Addr().String(), RESTAddress: restLis.Addr().String(), cancel: cancel, ctx: ctx}
 
-	rm := resourcemanager.New(resourcemanager.Config{
-		HeartbeatInterval:  conf.HeartbeatInterval.Get(c),
-		HeartbeatTimeout:   conf.HeartbeatTimeout.Get(c),
-		SlotRequestTimeout: conf.SlotRequestTimeout.Get(c),
-		EvenlySpreadOut:    conf.EvenlySpreadOutSlots.Get(c),
-		Workers:            workers,
-		Active:             resourcemanager.ActiveConfigFromConf(c),
-	}, log.With().Str("component", "resourcemanager").Logger())
-	disp := dispatcher.New(dispatcher.Config{Cluster: c, Address: j.RPCAddress, Version: version.Version,
-		MaxArchivedJobs: conf.JobStoreMaxCapacity.Get(c), ResultCacheBytes: int64(conf.JobStoreCacheSize.Get(c))},
-		rm, log.With().Str("component", "dispatcher").Logger())
-
 	uploads := blob.NewUploads(blobs, nil, conf.BlobUploadCleanupGrace.Get(c))
-	// Identifiers in every request are checked before any handler runs.
-	grpcServer := grpc.NewServer(grpc.MaxRecvMsgSize(64<<20), grpc.ChainUnaryInterceptor(ids.UnaryServerInterceptor()))
-	pb.RegisterResourceManagerServiceServer(grpcServer, rm.Service())
-	pb.RegisterJobMasterServiceServer(grpcServer, disp.JobMasterService())
-	pb.RegisterBlobServiceServer(grpcServer, blob.NewService(blobs))
-	var handler http.Handler = rest.NewHandler(disp, log.With().Str("component", "rest").Logger(), rest.Options{Blobs: blobs, Uploads: uploads,
-		DisableSubmit: !conf.WebSubmitEnabled(c), DisableCancel: !conf.WebCancelEnable.Get(c)})
+	lead := newLeading(c, j.RPCAddress, workers, blobs, uploads, nil, log)
+	rm, disp, grpcServer := lead.rm, lead.disp, lead.grpc
+	handler := lead.rest
 	var trusted func(*http.Request) bool
 	if dep != nil {
 		handler = dep.handler(handler)
@@ -257,4 +241,37 @@ func jobLive(disp *dispatcher.Dispatcher) func(ctx context.Context, jobID string
 		}
 		return true, nil
 	}
+}
+
+// leading is what a leading JobManager runs: a ResourceManager, a
+// Dispatcher, their RPC server and the REST handler, built the same way
+// with and without high availability (dispHA nil: none).
+type leading struct {
+	rm   *resourcemanager.ResourceManager
+	disp *dispatcher.Dispatcher
+	grpc *grpc.Server
+	rest http.Handler
+}
+
+func newLeading(c *conf.Configuration, address string, workers providers.WorkerDriver, blobs *blob.Store, uploads *blob.Uploads,
+	dispHA *dispatcher.HA, log zerolog.Logger) leading {
+	rm := resourcemanager.New(resourcemanager.Config{
+		HeartbeatInterval:  conf.HeartbeatInterval.Get(c),
+		HeartbeatTimeout:   conf.HeartbeatTimeout.Get(c),
+		SlotRequestTimeout: conf.SlotRequestTimeout.Get(c),
+		EvenlySpreadOut:    conf.EvenlySpreadOutSlots.Get(c),
+		Workers:            workers,
+		Active:             resourcemanager.ActiveConfigFromConf(c),
+	}, log.With().Str("component", "resourcemanager").Logger())
+	disp := dispatcher.New(dispatcher.Config{Cluster: c, Address: address, Version: version.Version,
+		MaxArchivedJobs: conf.JobStoreMaxCapacity.Get(c), ResultCacheBytes: int64(conf.JobStoreCacheSize.Get(c)), HA: dispHA},
+		rm, log.With().Str("component", "dispatcher").Logger())
+	// Identifiers in every request are checked before any handler runs.
+	srv := grpc.NewServer(grpc.MaxRecvMsgSize(64<<20), grpc.ChainUnaryInterceptor(ids.UnaryServerInterceptor()))
+	pb.RegisterResourceManagerServiceServer(srv, rm.Service())
+	pb.RegisterJobMasterServiceServer(srv, disp.JobMasterService())
+	pb.RegisterBlobServiceServer(srv, blob.NewService(blobs))
+	h := rest.NewHandler(disp, log.With().Str("component", "rest").Logger(), rest.Options{Blobs: blobs, Uploads: uploads,
+		DisableSubmit: !conf.WebSubmitEnabled(c), DisableCancel: !conf.WebCancelEnable.Get(c)})
+	return leading{rm: rm, disp: disp, grpc: srv, rest: h}
 }

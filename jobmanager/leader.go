@@ -22,8 +22,6 @@ import (
 	"github.com/gofl/gofl/jobmanager/dispatcher"
 	"github.com/gofl/gofl/jobmanager/rest"
 	"github.com/gofl/gofl/providers"
-	"github.com/gofl/gofl/resourcemanager"
-	"github.com/gofl/gofl/rpc/pb"
 )
 
 // startHA starts a JobManager process that campaigns for leadership
@@ -70,9 +68,13 @@ func startHA(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*J
 	if err != nil {
 		return fail(fmt.Errorf("jobmanager: blob store (blob.storage.directory): %w", err), rpcLis.Close, restLis.Close)
 	}
+	restToken, err := conf.RestToken(c)
+	if err != nil {
+		return fail(fmt.Errorf("jobmanager: %w", err), rpcLis.Close, restLis.Close)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	j := &JobManager{RPCAddress: rpcLis.Addr().String(), RESTAddress: restLis.Addr().String(), cancel: cancel, ctx: ctx}
-	p := &leaderProcess{j: j, c: c, log: log, services: services, blobs: blobs, rpc: rpcLis,
+	p := &leaderProcess{j: j, c: c, log: log, restToken: restToken, services: services, blobs: blobs, rpc: rpcLis,
 		events: make(chan leaderEvent, 16)}
 	httpServer := &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
 
@@ -152,9 +154,11 @@ type leaderEvent struct {
 // loop goroutine (owned by the JobManager) starts and stops terms; the
 // REST server and the RPC acceptor read the current term.
 type leaderProcess struct {
-	j         *JobManager
-	c         *conf.Configuration
-	log       zerolog.Logger
+	j   *JobManager
+	c   *conf.Configuration
+	log zerolog.Logger
+	// restToken is rest.authentication.token (or its file): REST asks for it.
+	restToken string
 	services  ha.Services
 	blobs     *blob.Store
 	rpc       net.Listener
@@ -246,24 +250,10 @@ func (p *leaderProcess) startTerm(ctx context.Context, session ha.SessionID) err
 	}
 	tctx, cancel := context.WithCancel(ctx)
 	t := &term{session: session, cancel: cancel, lis: newTermListener(p.rpc.Addr()), started: time.Now()}
-	rm := resourcemanager.New(resourcemanager.Config{
-		HeartbeatInterval:  conf.HeartbeatInterval.Get(c),
-		HeartbeatTimeout:   conf.HeartbeatTimeout.Get(c),
-		SlotRequestTimeout: conf.SlotRequestTimeout.Get(c),
-		EvenlySpreadOut:    conf.EvenlySpreadOutSlots.Get(c),
-		Workers:            workers,
-		Active:             resourcemanager.ActiveConfigFromConf(c),
-	}, log.With().Str("component", "resourcemanager").Logger())
-	disp := dispatcher.New(dispatcher.Config{Cluster: c, Address: p.j.RPCAddress, Version: version.Version,
-		MaxArchivedJobs: conf.JobStoreMaxCapacity.Get(c), ResultCacheBytes: int64(conf.JobStoreCacheSize.Get(c)),
-		HA: &dispatcher.HA{Services: p.services, Session: session}},
-		rm, log.With().Str("component", "dispatcher").Logger())
-	t.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20))
-	pb.RegisterResourceManagerServiceServer(t.grpc, rm.Service())
-	pb.RegisterJobMasterServiceServer(t.grpc, disp.JobMasterService())
-	pb.RegisterBlobServiceServer(t.grpc, blob.NewService(p.blobs))
-	t.disp = disp
-	t.handler = rest.NewHandler(disp, log.With().Str("component", "rest").Logger(), rest.Options{Blobs: p.blobs})
+	lead := newLeading(c, p.j.RPCAddress, workers, p.blobs, nil, &dispatcher.HA{Services: p.services, Session: session}, log)
+	rm, disp := lead.rm, lead.disp
+	t.grpc, t.disp = lead.grpc, disp
+	t.handler = rest.Authenticate(p.restToken, lead.rest, nil)
 	t.wg.Add(3)
 	go func() { defer t.wg.Done(); rm.Run(tctx) }()
 	go func() { defer t.wg.Done(); disp.Run(tctx) }()
