@@ -9,6 +9,7 @@ import (
 	"github.com/gofl/gofl/conf"
 	"github.com/gofl/gofl/internal/mailbox"
 	"github.com/gofl/gofl/providers"
+	"github.com/gofl/gofl/resourcemanager/gateway"
 )
 
 // ErrWorkerStartFailed is the cause given to jobs waiting for slots when an
@@ -17,14 +18,9 @@ import (
 var ErrWorkerStartFailed = errors.New("resourcemanager: could not start TaskManagers")
 
 // ResourceAllocationFailureNotifier may be implemented by a
-// JobMasterGateway that can fail its pending slot requests at once with a
-// cause. An active ResourceManager that gives up starting TaskManagers calls
-// it (after NotifyNotEnoughResources) for every job short of slots, with an
-// error wrapping ErrWorkerStartFailed. Called on the ResourceManager's
-// mailbox: it must not block.
-type ResourceAllocationFailureNotifier interface {
-	NotifyResourceAllocationFailed(cause error)
-}
+// JobMasterGateway to fail its pending slot requests at once; see
+// gateway.ResourceAllocationFailureNotifier.
+type ResourceAllocationFailureNotifier = gateway.ResourceAllocationFailureNotifier
 
 // onWorkerEvent is the WorkerDriver's EventHandler: it hands the event to
 // the mailbox without blocking on the ResourceManager's state.

@@ -26,6 +26,7 @@ import (
 	"github.com/gofl/gofl/internal/mailbox"
 	"github.com/gofl/gofl/internal/outbox"
 	"github.com/gofl/gofl/providers"
+	"github.com/gofl/gofl/resourcemanager/gateway"
 	"github.com/gofl/gofl/rpc/pb"
 	"github.com/gofl/gofl/rpc/restapi"
 )
@@ -33,13 +34,13 @@ import (
 // Sentinel errors.
 var (
 	// ErrStopped: the ResourceManager is not running (any more).
-	ErrStopped = errors.New("resourcemanager: stopped")
+	ErrStopped = gateway.ErrStopped
 	// ErrInvalidArgument: a caller passed an empty ID, a nil gateway or a
 	// negative requirement.
-	ErrInvalidArgument = errors.New("resourcemanager: invalid argument")
+	ErrInvalidArgument = gateway.ErrInvalidArgument
 	// ErrJobMasterNotRegistered: a requirement was declared for a job whose
 	// JobMaster is not registered (or was disconnected).
-	ErrJobMasterNotRegistered = errors.New("resourcemanager: job master not registered")
+	ErrJobMasterNotRegistered = gateway.ErrJobMasterNotRegistered
 	// ErrTaskManagerLost is the cause given to JobMasters through
 	// NotifyTaskManagerLost; it wraps why.
 	ErrTaskManagerLost = errors.New("resourcemanager: TaskManager lost")
@@ -50,29 +51,9 @@ var (
 const DefaultRPCTimeout = 10 * time.Second
 
 // JobMasterGateway is what the ResourceManager needs from a job's JobMaster
-// (implemented by jobmaster). JobMasters live in the ResourceManager's
-// process, so these are Go calls, not RPCs. The Notify methods are called
-// on the ResourceManager's mailbox: they must never block (the JobMaster
-// posts to its own mailbox), or one slow job would stall the
-// ResourceManager for every other.
-type JobMasterGateway interface {
-	// NotifyNotEnoughResources: the cluster cannot provide the declared
-	// requirement; acquired is how many slots the job holds (allocated, or
-	// with a RequestSlot in flight). Called on the ResourceManager's mailbox:
-	// it must not block. May be called repeatedly.
-	NotifyNotEnoughResources(acquired int)
-	// HeartbeatFromResourceManager blocks until the JobMaster answered or
-	// ctx ends; an error other than ctx's means it is gone. Called every
-	// heartbeat interval off the ResourceManager's mailbox, at most one call
-	// in flight per JobMaster, so a hung JobMaster delays nobody else.
-	HeartbeatFromResourceManager(ctx context.Context) error
-	// NotifyTaskManagerLost: the TaskManager's worker ended (the provider
-	// said so) or it was unregistered; the JobMaster drops it at once
-	// instead of waiting for its heartbeat timeout. Called on the
-	// ResourceManager's mailbox for every registered JobMaster: it must
-	// not block. Idempotent; an unknown resourceID is ignored.
-	NotifyTaskManagerLost(resourceID string, cause error)
-}
+// (implemented by jobmaster); see gateway.JobMasterGateway for the contract.
+// It lives in package gateway so jobmaster need not import this package.
+type JobMasterGateway = gateway.JobMasterGateway
 
 // DialTaskExecutor connects to a TaskExecutor's RPC address. It must not
 // block on the network (gRPC connects lazily); the Closer ends the

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/gofl/gofl/failure"
 	eg "github.com/gofl/gofl/jobmanager/executiongraph"
-	"github.com/gofl/gofl/jobmanager/failover"
 	"github.com/gofl/gofl/jobmanager/scheduler"
 	"github.com/gofl/gofl/rpc/restapi"
 )
@@ -53,7 +53,7 @@ func (jm *JobMaster) recordAccumulators(id eg.ExecutionAttemptID, values map[str
 		total -= cur.bytes
 	}
 	if total > MaxJobAccumulatorBytes {
-		return failover.NonRecoverable(fmt.Errorf("%w: %s reported %d bytes, which would make the job's %d, more than %d; write large results with a file sink instead of Collect",
+		return failure.NonRecoverable(fmt.Errorf("%w: %s reported %d bytes, which would make the job's %d, more than %d; write large results with a file sink instead of Collect",
 			ErrAccumulatorsTooLarge, id, n, total, MaxJobAccumulatorBytes))
 	}
 	jm.accumulatorBytes = total

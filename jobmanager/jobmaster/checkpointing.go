@@ -9,13 +9,13 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/gofl/gofl/failure"
 	"github.com/gofl/gofl/ha"
 	"github.com/gofl/gofl/internal/mailbox"
 	"github.com/gofl/gofl/internal/outbox"
 	"github.com/gofl/gofl/jobgraph"
 	"github.com/gofl/gofl/jobmanager/checkpoint"
 	eg "github.com/gofl/gofl/jobmanager/executiongraph"
-	"github.com/gofl/gofl/jobmanager/failover"
 	"github.com/gofl/gofl/jobmanager/scheduler"
 	"github.com/gofl/gofl/rpc/pb"
 )
@@ -420,7 +420,7 @@ func (jm *JobMaster) DeclineCheckpoint(ctx context.Context, req *pb.DeclineCheck
 	if req.Attempt == nil {
 		return nil, status.Error(codes.InvalidArgument, "jobmaster: checkpoint decline without an attempt")
 	}
-	reason := failover.Decode(req.Reason)
+	reason := failure.Decode(req.Reason)
 	if reason == nil {
 		reason = errors.New("no reason given")
 	}

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/gofl/gofl/failure"
 	"github.com/gofl/gofl/ha"
 	"github.com/gofl/gofl/internal/backoff"
 	"github.com/gofl/gofl/internal/clock"
@@ -30,9 +31,8 @@ import (
 	"github.com/gofl/gofl/jobgraph"
 	"github.com/gofl/gofl/jobmanager/checkpoint"
 	eg "github.com/gofl/gofl/jobmanager/executiongraph"
-	"github.com/gofl/gofl/jobmanager/failover"
 	"github.com/gofl/gofl/jobmanager/scheduler"
-	"github.com/gofl/gofl/resourcemanager"
+	"github.com/gofl/gofl/resourcemanager/gateway"
 	"github.com/gofl/gofl/rpc/pb"
 	"github.com/gofl/gofl/rpc/restapi"
 	"github.com/gofl/gofl/storage"
@@ -56,9 +56,9 @@ var (
 type ResourceManager interface {
 	// RegisterJobMaster connects the job's JobMaster (gw); it is retried
 	// with backoff until it succeeds.
-	RegisterJobMaster(ctx context.Context, jobID, jobMasterAddress string, gw resourcemanager.JobMasterGateway) error
+	RegisterJobMaster(ctx context.Context, jobID, jobMasterAddress string, gw gateway.JobMasterGateway) error
 	// DeclareResourceRequirements sets the slots the job needs in total;
-	// it fails with resourcemanager.ErrJobMasterNotRegistered when the
+	// it fails with gateway.ErrJobMasterNotRegistered when the
 	// ResourceManager does not know the JobMaster (any more), which makes
 	// the JobMaster register again and declare its newest requirement.
 	DeclareResourceRequirements(ctx context.Context, jobID string, slots int) error
@@ -298,8 +298,8 @@ func (jm *JobMaster) outboxConfig(retryable func(error) bool) outbox.Config {
 // the JobMaster answers by registering again); everything else, such as
 // a busy ResourceManager missing the call's deadline, is retried.
 func rmRetryable(err error) bool {
-	return !errors.Is(err, resourcemanager.ErrInvalidArgument) && !errors.Is(err, resourcemanager.ErrStopped) &&
-		!errors.Is(err, resourcemanager.ErrJobMasterNotRegistered)
+	return !errors.Is(err, gateway.ErrInvalidArgument) && !errors.Is(err, gateway.ErrStopped) &&
+		!errors.Is(err, gateway.ErrJobMasterNotRegistered)
 }
 
 func randomID(rnd *rand.Rand) string {
@@ -392,7 +392,7 @@ func (jm *JobMaster) declare(n int) {
 		Key:  "requirements",
 		Call: func(ctx context.Context) error { return jm.rm.DeclareResourceRequirements(ctx, jm.jobID, n) },
 		Done: func(err error) {
-			if errors.Is(err, resourcemanager.ErrJobMasterNotRegistered) && !jm.ended {
+			if errors.Is(err, gateway.ErrJobMasterNotRegistered) && !jm.ended {
 				jm.log.Warn().Err(err).Msg("the ResourceManager does not know this JobMaster; registering again")
 				jm.registerWithResourceManager()
 			}
@@ -799,31 +799,31 @@ func (jm *JobMaster) dropTaskManagerFenced(id string, cause error, fencedAt time
 		tm.out.Close(cause)
 		_ = tm.closer.Close()
 	})
-	jm.step(scheduler.TaskManagerLost{TaskManagerID: id, Cause: failover.EnvironmentError(cause), FencedAt: fencedAt})
+	jm.step(scheduler.TaskManagerLost{TaskManagerID: id, Cause: failure.EnvironmentError(cause), FencedAt: fencedAt})
 }
 
 // ---- called by the ResourceManager ----
 
-// NotifyNotEnoughResources implements resourcemanager.JobMasterGateway.
+// NotifyNotEnoughResources implements gateway.JobMasterGateway.
 func (jm *JobMaster) NotifyNotEnoughResources(acquired int) {
 	jm.mb.Post(func() { jm.feed(scheduler.NotEnoughResources{Acquired: acquired}) })
 }
 
 // NotifyResourceAllocationFailed implements
-// resourcemanager.ResourceAllocationFailureNotifier: the ResourceManager
+// gateway.ResourceAllocationFailureNotifier: the ResourceManager
 // could not start TaskManagers, so waiting slot requests fail now rather
 // than at slot.request.timeout.
 func (jm *JobMaster) NotifyResourceAllocationFailed(cause error) {
 	jm.mb.Post(func() { jm.feed(scheduler.ResourceAllocationFailed{Cause: cause}) })
 }
 
-// HeartbeatFromResourceManager implements resourcemanager.JobMasterGateway.
+// HeartbeatFromResourceManager implements gateway.JobMasterGateway.
 func (jm *JobMaster) HeartbeatFromResourceManager(ctx context.Context) error {
 	_, err := mailbox.Call(ctx, jm.mb, func() (struct{}, error) { return struct{}{}, nil })
 	return err
 }
 
-// NotifyTaskManagerLost implements resourcemanager.JobMasterGateway: the
+// NotifyTaskManagerLost implements gateway.JobMasterGateway: the
 // provider reported the TaskManager's worker ended, so it is dropped now
 // rather than after a heartbeat timeout. Non-blocking; idempotent.
 func (jm *JobMaster) NotifyTaskManagerLost(resourceID string, cause error) {
@@ -914,7 +914,7 @@ func (jm *JobMaster) UpdateTaskExecutionState(ctx context.Context, req *pb.Updat
 	if req.Attempt == nil {
 		return nil, status.Error(codes.InvalidArgument, "jobmaster: task state update without an attempt")
 	}
-	cause := failover.Decode(req.Failure)
+	cause := failure.Decode(req.Failure)
 	return mailbox.Call(ctx, jm.mb, func() (*pb.Ack, error) {
 		if req.Metrics != nil && state.IsTerminal() {
 			// Before the step: the job's final views may be taken in it.
@@ -1017,8 +1017,8 @@ func partitionID(p *pb.ResultPartitionIDProto) eg.ResultPartitionID {
 }
 
 var (
-	_ resourcemanager.JobMasterGateway                  = (*JobMaster)(nil)
-	_ resourcemanager.ResourceAllocationFailureNotifier = (*JobMaster)(nil)
+	_ gateway.JobMasterGateway                  = (*JobMaster)(nil)
+	_ gateway.ResourceAllocationFailureNotifier = (*JobMaster)(nil)
 )
 
 // refused reports whether a call failed because nothing listens at the

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"time"
 
+	"github.com/gofl/gofl/failure"
 	"github.com/gofl/gofl/internal/mailbox"
 	eg "github.com/gofl/gofl/jobmanager/executiongraph"
-	"github.com/gofl/gofl/jobmanager/failover"
 	"github.com/gofl/gofl/jobmanager/scheduler"
 	"github.com/gofl/gofl/rpc/restapi"
 )
@@ -203,7 +203,7 @@ func (jm *JobMaster) exceptions() restapi.JobExceptions {
 // stackTrace is the error's text and, for a task's failure, the stack it
 // failed with.
 func stackTrace(err error) string {
-	var re *failover.RemoteError
+	var re *failure.RemoteError
 	if errors.As(err, &re) && re.Stack != "" {
 		return err.Error() + "\n" + re.Stack
 	}
@@ -211,7 +211,7 @@ func stackTrace(err error) string {
 }
 
 func errorName(err error) string {
-	var re *failover.RemoteError
+	var re *failure.RemoteError
 	if errors.As(err, &re) {
 		return "TaskFailure"
 	}
