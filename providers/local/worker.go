@@ -31,8 +31,7 @@ type WorkerDriver struct {
 	log       zerolog.Logger
 
 	mu      sync.Mutex
-	handler providers.EventHandler
-	closed  bool
+	events  providers.WorkerEvents // handler and closed, under mu
 	next    int
 	workers map[string]*worker
 	wg      sync.WaitGroup
@@ -109,32 +108,21 @@ func (d *WorkerDriver) Dir() string { return d.dir }
 func (d *WorkerDriver) Start(h providers.EventHandler) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed {
-		return providers.ErrClosed
+	if err := d.events.Attach(h); err != nil {
+		return err
 	}
-	d.handler = h
 	return nil
-}
-
-// deliver calls the handler unless the driver is closed. Called with d.mu held.
-func (d *WorkerDriver) deliverLocked(ev providers.WorkerEvent) {
-	if !d.closed && d.handler != nil {
-		d.handler(ev)
-	}
 }
 
 // RequestWorker implements providers.WorkerDriver: it starts
 // `gofl taskmanager` and returns once the process runs.
 func (d *WorkerDriver) RequestWorker(ctx context.Context, spec providers.WorkerSpec) (string, error) {
-	if err := ctx.Err(); err != nil {
+	if err := providers.CheckWorkerRequest(ctx, "local", spec); err != nil {
 		return "", err
-	}
-	if spec.Slots < 1 {
-		return "", fmt.Errorf("local: worker spec with %d slots", spec.Slots)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed {
+	if d.events.Closed() {
 		return "", providers.ErrClosed
 	}
 	var id, dir string
@@ -150,14 +138,7 @@ func (d *WorkerDriver) RequestWorker(ctx context.Context, spec providers.WorkerS
 			return "", fmt.Errorf("local: %w", err)
 		}
 	}
-	cfg := make(map[string]string, len(d.config)+6)
-	for k, v := range d.config {
-		cfg[k] = v
-	}
-	cfg[conf.JobManagerRPCAddress.Key()] = d.rpcHost
-	cfg[conf.JobManagerRPCPort.Key()] = d.rpcPort
-	cfg[conf.NumberOfTaskSlots.Key()] = strconv.Itoa(spec.Slots)
-	cfg[conf.TaskManagerResourceID.Key()] = id
+	cfg := providers.TaskManagerConfig(d.config, d.rpcHost, d.rpcPort, spec.Slots, id)
 	cfg[conf.TaskManagerRPCPort.Key()] = "0"
 	if _, ok := cfg[conf.TaskManagerHost.Key()]; !ok {
 		cfg[conf.TaskManagerHost.Key()] = "127.0.0.1"
@@ -170,7 +151,7 @@ func (d *WorkerDriver) RequestWorker(ctx context.Context, spec providers.WorkerS
 	w := &worker{id: id, p: p}
 	d.workers[id] = w
 	d.log.Info().Str("worker_id", id).Int("pid", p.id.PID).Str("dir", dir).Int("slots", spec.Slots).Msg("TaskManager process started")
-	d.deliverLocked(providers.WorkerStarted{WorkerID: id, Address: "pid " + strconv.Itoa(p.id.PID)})
+	d.events.Deliver(providers.WorkerStarted{WorkerID: id, Address: "pid " + strconv.Itoa(p.id.PID)})
 	d.wg.Add(1)
 	go d.watch(w)
 	return id, nil
@@ -198,7 +179,7 @@ func (d *WorkerDriver) watch(w *worker) {
 		cause = fmt.Errorf("released (%v)", cause)
 	}
 	d.log.Info().Str("worker_id", w.id).Int("exit_status", status).Bool("released", w.released).AnErr("cause", cause).Msg("TaskManager process ended")
-	d.deliverLocked(providers.WorkerTerminated{WorkerID: w.id, Cause: cause, ExitStatus: status, Released: w.released})
+	d.events.Deliver(providers.WorkerTerminated{WorkerID: w.id, Cause: cause, ExitStatus: status, Released: w.released})
 }
 
 // ReleaseWorker implements providers.WorkerDriver: SIGTERM to the
@@ -232,11 +213,10 @@ func (d *WorkerDriver) stopLocked(w *worker) {
 // or when ctx ends).
 func (d *WorkerDriver) Close(ctx context.Context) error {
 	d.mu.Lock()
-	if d.closed {
+	if !d.events.Close() {
 		d.mu.Unlock()
 		return nil
 	}
-	d.closed = true
 	for _, w := range d.workers {
 		d.stopLocked(w)
 	}

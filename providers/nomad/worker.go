@@ -41,9 +41,8 @@ type WorkerDriver struct {
 	wg     sync.WaitGroup
 
 	mu      sync.Mutex
-	handler providers.EventHandler
+	events  providers.WorkerEvents // handler and closed, under mu
 	started bool
-	closed  bool
 	next    int
 	workers map[string]*worker
 	ended   map[string]bool
@@ -136,10 +135,9 @@ func (d *WorkerDriver) ClusterID() string { return d.clusterID }
 func (d *WorkerDriver) Start(h providers.EventHandler) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed {
-		return providers.ErrClosed
+	if err := d.events.Attach(h); err != nil {
+		return err
 	}
-	d.handler = h
 	if !d.started && len(d.orphans) > 0 {
 		d.started = true
 		d.wg.Add(1)
@@ -157,21 +155,12 @@ func (d *WorkerDriver) Start(h providers.EventHandler) error {
 	return nil
 }
 
-func (d *WorkerDriver) deliverLocked(ev providers.WorkerEvent) {
-	if !d.closed && d.handler != nil {
-		d.handler(ev)
-	}
-}
-
 // RequestWorker implements providers.WorkerDriver: it registers the
 // TaskManager's job and waits for Nomad's evaluation; a job Nomad cannot
 // place is purged and reported as an ErrPlacement error.
 func (d *WorkerDriver) RequestWorker(ctx context.Context, spec providers.WorkerSpec) (string, error) {
-	if err := ctx.Err(); err != nil {
+	if err := providers.CheckWorkerRequest(ctx, "nomad", spec); err != nil {
 		return "", err
-	}
-	if spec.Slots < 1 {
-		return "", fmt.Errorf("nomad: worker spec with %d slots", spec.Slots)
 	}
 	cpu := d.opts.TaskManagerCPU
 	if spec.CPU > 0 {
@@ -184,7 +173,7 @@ func (d *WorkerDriver) RequestWorker(ctx context.Context, spec providers.WorkerS
 	}
 	for range 100 {
 		d.mu.Lock()
-		if d.closed {
+		if d.events.Closed() {
 			d.mu.Unlock()
 			return "", providers.ErrClosed
 		}
@@ -213,7 +202,7 @@ func (d *WorkerDriver) RequestWorker(ctx context.Context, spec providers.WorkerS
 		}
 		w := &worker{id: id, jobID: *job.ID}
 		d.mu.Lock()
-		if d.closed {
+		if d.events.Closed() {
 			d.mu.Unlock()
 			cctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 			_ = d.c.purge(cctx, w.jobID)
@@ -231,14 +220,7 @@ func (d *WorkerDriver) RequestWorker(ctx context.Context, spec providers.WorkerS
 }
 
 func (d *WorkerDriver) taskManagerJob(id string, slots, cpu, mem int) *api.Job {
-	cfg := make(map[string]string, len(d.config)+8)
-	for k, v := range d.config {
-		cfg[k] = v
-	}
-	cfg[conf.JobManagerRPCAddress.Key()] = d.rpcHost
-	cfg[conf.JobManagerRPCPort.Key()] = d.rpcPort
-	cfg[conf.NumberOfTaskSlots.Key()] = strconv.Itoa(slots)
-	cfg[conf.TaskManagerResourceID.Key()] = id
+	cfg := providers.TaskManagerConfig(d.config, d.rpcHost, d.rpcPort, slots, id)
 	cfg[conf.TaskManagerHost.Key()] = "${NOMAD_IP_" + portRPC + "}"
 	cfg[conf.TaskManagerRPCPort.Key()] = "${NOMAD_PORT_" + portRPC + "}"
 	meta := map[string]string{
@@ -335,7 +317,7 @@ func (d *WorkerDriver) watch(w *worker) {
 				started = true
 				d.mu.Lock()
 				d.log.Info().Str("worker_id", w.id).Str("alloc_id", a.ID).Str("node", a.NodeName).Msg("TaskManager task running")
-				d.deliverLocked(providers.WorkerStarted{WorkerID: w.id, Address: a.NodeName + " alloc " + shortID(a.ID)})
+				d.events.Deliver(providers.WorkerStarted{WorkerID: w.id, Address: a.NodeName + " alloc " + shortID(a.ID)})
 				d.mu.Unlock()
 			}
 		}
@@ -401,7 +383,7 @@ func (d *WorkerDriver) terminated(w *worker, a *api.AllocationListStub) {
 		cause = fmt.Errorf("released (%v)", cause)
 	}
 	d.log.Info().Str("worker_id", w.id).Int("exit_status", status).Bool("released", released).AnErr("cause", cause).Msg("TaskManager ended")
-	d.deliverLocked(providers.WorkerTerminated{WorkerID: w.id, Cause: cause, ExitStatus: status, Released: released})
+	d.events.Deliver(providers.WorkerTerminated{WorkerID: w.id, Cause: cause, ExitStatus: status, Released: released})
 }
 
 // ReleaseWorker implements providers.WorkerDriver: it purges the worker's
@@ -431,11 +413,10 @@ func (d *WorkerDriver) ReleaseWorker(ctx context.Context, workerID string) error
 // waits until their allocations ended (or ctx ends) and stops watching.
 func (d *WorkerDriver) Close(ctx context.Context) error {
 	d.mu.Lock()
-	if d.closed {
+	if !d.events.Close() {
 		d.mu.Unlock()
 		return nil
 	}
-	d.closed = true
 	var ws []*worker
 	for _, w := range d.workers {
 		w.released = true
