@@ -64,6 +64,17 @@ func (d *ClusterDescriptor) Provider() string { return d.provider }
 // not wrap.
 func (d *ClusterDescriptor) Deployer() providers.ClusterDeployer { return d.dep }
 
+// LogDir is where the provider keeps the logs of the cluster's processes
+// once it ended, Print() output in the TaskManagers' (see
+// providers.LogLocator); "" when the provider keeps none (Nomad keeps them
+// with its allocations: nomad alloc logs).
+func (d *ClusterDescriptor) LogDir(clusterID string) string {
+	if l, ok := d.dep.(providers.LogLocator); ok {
+		return l.LogDir(clusterID)
+	}
+	return ""
+}
+
 // SessionSpec is a session cluster to deploy.
 type SessionSpec struct {
 	// ClusterID names it; empty: "session-<random>".

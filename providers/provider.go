@@ -173,6 +173,15 @@ type ClusterDeployer interface {
 	Kill(ctx context.Context, clusterID string) error
 }
 
+// LogLocator is implemented by a ClusterDeployer that keeps its clusters'
+// process logs on this machine past the cluster's end (the local
+// provider). LogDir names the directory of the cluster's logs, where a
+// TaskManager's log holds what its job runners printed (Print()); "" for
+// an invalid ID. It does not block and need not exist yet.
+type LogLocator interface {
+	LogDir(clusterID string) string
+}
+
 // WorkerSpec is the resources one worker (TaskManager) gets.
 type WorkerSpec struct {
 	// Slots is taskmanager.numberOfTaskSlots of the TaskManager; at least 1.

@@ -66,7 +66,11 @@ func runOwnCluster(c *cli.Context, mode string) error {
 	if jg != nil {
 		fmt.Fprintf(c.App.Writer, "Job %s (%s) submitted\n", cc.JobIDs(ctx)[0], jg.Name)
 	}
+	logs := desc.LogDir(cc.ClusterID())
 	if c.Bool("detached") {
+		if logs != "" {
+			fmt.Fprintf(c.App.Writer, "Once the cluster ended, its logs (Print() output in taskmanager-*.log) are in %s\n", logs)
+		}
 		return nil
 	}
 	var ferr error
@@ -80,6 +84,9 @@ func runOwnCluster(c *cli.Context, mode string) error {
 	}
 	if !cc.Finish(context.Background(), 3*time.Second) {
 		fmt.Fprintf(c.App.ErrWriter, "Cluster %s is still shutting down; its work is over and it goes away by itself\n", cc.ClusterID())
+	}
+	if logs != "" {
+		fmt.Fprintf(c.App.Writer, "Logs of cluster %s (Print() output in taskmanager-*.log): %s\n", cc.ClusterID(), logs)
 	}
 	return ferr
 }

@@ -478,6 +478,7 @@ func (d *Deployer) Kill(ctx context.Context, clusterID string) error {
 	if left := d.stopCluster(dir, deadline); len(left) > 0 {
 		return fmt.Errorf("local: killing %s: processes %v still run", clusterID, left)
 	}
+	d.saveLogs(clusterID, dir)
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("local: removing %s: %w", dir, err)
 	}
@@ -488,6 +489,7 @@ func (d *Deployer) Kill(ctx context.Context, clusterID string) error {
 // clean kills what is left of a stale cluster and removes its directory.
 func (d *Deployer) clean(clusterID, dir string) error {
 	d.stopCluster(dir, time.Time{})
+	d.saveLogs(clusterID, dir)
 	return os.RemoveAll(dir)
 }
 

@@ -427,9 +427,27 @@ func (p *Process) ReleasePartitions(ctx context.Context, req *pb.ReleasePartitio
 	return p.wrap(err)
 }
 
+// exitWait bounds how long a call that failed on the transport waits for
+// the runner's exit, whose error says why it died.
+const exitWait = 5 * time.Second
+
 func (p *Process) wrap(err error) error {
 	if err == nil {
 		return nil
+	}
+	// A call in flight when the runner dies fails with the transport's
+	// error ("connection reset by peer", "error reading from server: EOF")
+	// a moment before Wait reaps the process: its exit error, which
+	// carries the panic or the last lines of its stderr, is the reason to
+	// report, so wait a little for it.
+	if status.Code(err) == codes.Unavailable {
+		t := time.NewTimer(exitWait)
+		defer t.Stop()
+		select {
+		case <-p.exited:
+			return p.exitErr
+		case <-t.C:
+		}
 	}
 	select {
 	case <-p.exited:
