@@ -60,9 +60,10 @@ locally at parallelism N without a cluster, run the binary itself:
 GOFL_PARALLELISM=N JOB [job args...].
 
 Print() writes to the runner's stdout on the TaskManagers, which goes to the
-TaskManager's log (local provider: gofl.log under provider.local.dir, removed
-with a per-job or application cluster); Collect() or WriteAsText bring
-results back. WriteAsText refuses a non-empty output directory unless the
+TaskManager's log (local provider: clusters/<cluster-id>/taskmanager-N/gofl.log
+under provider.local.dir while the cluster runs, logs/<cluster-id>/ once it
+ended, which gofl prints; Nomad: nomad alloc logs); Collect() or WriteAsText
+bring results back. WriteAsText refuses a non-empty output directory unless the
 job asks for stream.Overwrite. Relative paths in job arguments are rejected:
 give absolute paths or URIs.
 
