@@ -20,11 +20,13 @@ var crashBin struct {
 	err  error
 }
 
-// crashJob builds testdata/crashjob once per test binary.
+// crashJob builds testdata/crashjob once per test binary. Call it before
+// newWorld, which moves $HOME and with it the default Go build cache.
 func crashJob(t *testing.T) string {
 	t.Helper()
+	binaries(t)
 	crashBin.once.Do(func() {
-		dir := filepath.Dir(bins.wc) // binaries ran first: same temporary directory
+		dir := filepath.Dir(bins.wc) // the same temporary directory
 		crashBin.path = filepath.Join(dir, "crashjob")
 		if out, err := exec.Command("go", "build", "-o", crashBin.path, "./testdata/crashjob").CombinedOutput(); err != nil {
 			crashBin.err = fmt.Errorf("building testdata/crashjob: %v\n%s", err, out)
@@ -42,8 +44,8 @@ func crashJob(t *testing.T) string {
 // server: EOF"): issue 13, bug 3. Several runs in one session, since the
 // transport error came and went with timing.
 func TestSessionCrashReportsThePanicEveryTime(t *testing.T) {
-	w := newWorld(t)
 	crash := crashJob(t)
+	w := newWorld(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	cc, err := w.desc.DeploySessionCluster(ctx, client.SessionSpec{ClusterID: "crash-session"})
@@ -101,8 +103,8 @@ func TestSessionCrashReportsThePanicEveryTime(t *testing.T) {
 // TaskManagers' logs, which the local provider keeps in LogDir once the
 // cluster is gone (issue 13, bug 7).
 func TestPerJobPrintOutputIsKept(t *testing.T) {
-	w := newWorld(t)
 	crash := crashJob(t)
+	w := newWorld(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	marker := fmt.Sprintf("print-marker-%d", time.Now().UnixNano())

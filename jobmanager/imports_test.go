@@ -11,9 +11,9 @@ import (
 // TestPackageHygiene keeps the review's import rules of issue #13: the
 // JobMaster and the Dispatcher import no package only for an interface or an
 // assertion (the ResourceManager's gateway and sentinels live in
-// resourcemanager/gateway, the failure vocabulary in failure), and no
-// JobManager library package registers providers by a blank import (main
-// does). It reads the packages' files with go/build: no network, no go
+// resourcemanager/gateway, the failure vocabulary in failure), the
+// TaskManagers and the SDK take the vocabulary from package failure, and
+// no library package registers providers by a blank import (main does). It reads the packages' files with go/build: no network, no go
 // command.
 func TestPackageHygiene(t *testing.T) {
 	const mod = "github.com/gofl/gofl/"
@@ -22,6 +22,14 @@ func TestPackageHygiene(t *testing.T) {
 		"jobmanager/dispatcher": {"resourcemanager", "jobmanager/failover", "providers", "providers/local", "providers/nomad"},
 		".":                     {"providers/local", "providers/nomad"},
 		"jobmanager/rest":       {"providers/local", "providers/nomad"},
+		// The failure vocabulary's other users import package failure, not
+		// the JobMaster's restart strategies; the library registers no
+		// provider itself.
+		"taskmanager":        {"jobmanager/failover"},
+		"taskmanager/runner": {"jobmanager/failover"},
+		"stream":             {"jobmanager/failover"},
+		"stream/runtime":     {"jobmanager/failover"},
+		"client":             {"jobmanager/failover", "providers/local", "providers/nomad"},
 	}
 	root, err := filepath.Abs("..")
 	if err != nil {

@@ -2,7 +2,9 @@
 // of the job: with --mode panic a goroutine of the job panics (a panic the
 // task runtime cannot recover), with --mode exit it prints a line to stderr
 // and calls os.Exit(3). --print writes its marker line with Print() before
-// that, so a test can look for where Print() goes. The client must see the
+// that, so a test can look for where Print() goes. A keyed exchange
+// follows, so at parallelism above 1 the consumers on other TaskManagers
+// see the dead runner's connection reset. The client must see the
 // panic message (or the stderr line) in the job's failure, every time.
 package main
 
@@ -48,10 +50,12 @@ func build(env *stream.Environment, args []string) error {
 		}
 		return fmt.Sprint(i)
 	})
-	if line != "" {
-		stream.Filter(out, func(s string) bool { return s == line }).Print()
-	} else {
-		stream.Filter(out, func(string) bool { return false }).Print()
-	}
+	// Print the marker (if any) before the exchange, then a keyed exchange
+	// so the subtasks downstream of the dying runner, on other
+	// TaskManagers, lose their connection to it.
+	stream.Filter(out, func(s string) bool { return line != "" && s == line }).Print()
+	sums := stream.KeyBy(out, func(s string) int { return len(s) % 4 }).
+		Reduce(func(a, b string) string { return a })
+	stream.Filter(sums, func(string) bool { return false }).Print()
 	return nil
 }
