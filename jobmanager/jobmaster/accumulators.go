@@ -90,7 +90,7 @@ func (jm *JobMaster) executionResult(st scheduler.JobStatus, netRuntimeMs int64)
 		res.ApplicationStatus = "UNKNOWN"
 	}
 	if h := jm.sched.ExceptionHistory(); st == scheduler.JobFailed && len(h) > 0 {
-		cause := h[len(h)-1].Cause
+		cause := rootCause(h)
 		res.FailureCause = &restapi.FailureCause{Class: errorName(cause), StackTrace: stackTrace(cause)}
 	}
 	g := jm.sched.Graph()
@@ -108,4 +108,23 @@ func (jm *JobMaster) executionResult(st scheduler.JobStatus, netRuntimeMs int64)
 	}
 	jm.execResult = res
 	return res
+}
+
+// rootCause is the failure a FAILED job reports, from its exception
+// history (oldest first): of the failures that ended the job (the trailing
+// ones that restarted nothing), the first that is not a consumer's missing
+// partition data, since the failure of the producer that took the data
+// with it (a crashed runner's panic) explains its consumers' lost
+// connections; else the last failure.
+func rootCause(h []scheduler.FailureRecord) error {
+	start := len(h) - 1
+	for start > 0 && h[start-1].Restarted == 0 {
+		start--
+	}
+	for _, r := range h[start:] {
+		if r.Type != failure.FailurePartitionDataMissing {
+			return r.Cause
+		}
+	}
+	return h[len(h)-1].Cause
 }

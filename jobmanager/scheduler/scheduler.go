@@ -290,6 +290,13 @@ func (s *Scheduler) updateTaskState(id eg.ExecutionAttemptID, state eg.Execution
 		return fmt.Errorf("%w: %s for %s, which was never deployed (%s)", ErrInvalidReport, state, id, cur)
 	}
 	if cur == eg.Canceling && (state == eg.Finished || state == eg.Failed) {
+		if state == eg.Failed && cause != nil && s.status == JobFailing {
+			// It counts as canceled, but the history keeps why it failed:
+			// a consumer's lost connection to a dead producer often fails
+			// the job before the producer's own failure (its runner's
+			// panic) arrives, and that one explains the job's end.
+			s.recordFailure(v, false, cause, failover.Classify(cause))
+		}
 		state = eg.Canceled // a task that ends while being canceled counts as canceled, as in Flink
 	}
 	if cur == state || (cur.IsTerminal() && state.IsTerminal()) {
