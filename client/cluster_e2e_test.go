@@ -215,17 +215,7 @@ func TestCIDeploysAnApplicationFromGoCode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st client.ApplicationStatus
-	for st.State != "FINISHED" {
-		if st, err = cc.Application(ctx); err != nil || st.State == "FAILED" {
-			t.Fatalf("application %+v, %v", st, err)
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the application did not finish: %+v", st)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	st := waitFinished(ctx, t, cc)
 	if len(st.Jobs) != 1 {
 		t.Errorf("jobs %v", st.Jobs)
 	}
@@ -235,5 +225,25 @@ func TestCIDeploysAnApplicationFromGoCode(t *testing.T) {
 	w.checkCounts(t, out)
 	if files, _ := filepath.Glob(filepath.Join(out, "part-*")); len(files) != 2 {
 		t.Errorf("parallelism.default=2 wrote %d part files", len(files))
+	}
+}
+
+// waitFinished polls the per-job or application cluster's status until it
+// is FINISHED; FAILED or ctx ending fails the test.
+func waitFinished(ctx context.Context, t *testing.T, cc *client.ClusterClient) client.ApplicationStatus {
+	t.Helper()
+	for {
+		st, err := cc.Application(ctx)
+		if err != nil || st.State == "FAILED" {
+			t.Fatalf("application %+v, %v", st, err)
+		}
+		if st.State == "FINISHED" {
+			return st
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the application did not finish: %+v", st)
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }

@@ -99,46 +99,55 @@ func TestSessionCrashReportsThePanicEveryTime(t *testing.T) {
 	}
 }
 
-// Print() on a per-job cluster is found where the README says: the
-// TaskManagers' logs, which the local provider keeps in LogDir once the
-// cluster is gone (issue 13, bug 7).
-func TestPerJobPrintOutputIsKept(t *testing.T) {
+// Print() on a per-job or an application cluster is found where the
+// README says: the TaskManagers' logs, which the local provider keeps in
+// LogDir once the cluster is gone (issue 13, bug 7).
+func TestPrintOutputIsKept(t *testing.T) {
 	crash := crashJob(t)
-	w := newWorld(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	marker := fmt.Sprintf("print-marker-%d", time.Now().UnixNano())
-	g, err := client.PlanJob(ctx, crash, []string{"--mode", "none", "--print", marker}, client.PlanOptions{})
-	if err != nil {
-		t.Fatal(err)
+	for _, mode := range []string{"per-job", "application"} {
+		t.Run(mode, func(t *testing.T) {
+			w := newWorld(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			marker := fmt.Sprintf("print-marker-%s-%d", mode, time.Now().UnixNano())
+			args := []string{"--mode", "none", "--print", marker}
+			var cc *client.ClusterClient
+			if mode == "per-job" {
+				g, err := client.PlanJob(ctx, crash, args, client.PlanOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if cc, err = w.desc.DeployJobCluster(ctx, client.JobSpec{JobBinary: crash, Graph: g}); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				var err error
+				if cc, err = w.desc.DeployApplicationCluster(ctx, client.JobSpec{JobBinary: crash, Args: args}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitFinished(ctx, t, cc)
+			if !cc.Finish(ctx, time.Minute) {
+				t.Fatal("the cluster did not go away")
+			}
+			dir := w.desc.LogDir(cc.ClusterID())
+			if dir == "" {
+				t.Fatal("the local provider names no log directory")
+			}
+			logs, _ := filepath.Glob(filepath.Join(dir, "taskmanager-*.log"))
+			if len(logs) == 0 {
+				t.Fatalf("no TaskManager logs in %s", dir)
+			}
+			for _, f := range logs {
+				b, err := os.ReadFile(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if strings.Contains(string(b), marker) {
+					return
+				}
+			}
+			t.Errorf("no TaskManager log in %s holds the Print() line %q", dir, marker)
+		})
 	}
-	cc, err := w.desc.DeployJobCluster(ctx, client.JobSpec{JobBinary: crash, Graph: g})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := cc.WaitForJobResult(ctx, cc.JobIDs(ctx)[0])
-	if err != nil || r.ApplicationStatus != "SUCCEEDED" {
-		t.Fatalf("result %+v, %v", r, err)
-	}
-	if !cc.Finish(ctx, time.Minute) {
-		t.Fatal("the per-job cluster did not go away")
-	}
-	dir := w.desc.LogDir(cc.ClusterID())
-	if dir == "" {
-		t.Fatal("the local provider names no log directory")
-	}
-	logs, _ := filepath.Glob(filepath.Join(dir, "taskmanager-*.log"))
-	if len(logs) == 0 {
-		t.Fatalf("no TaskManager logs in %s", dir)
-	}
-	for _, f := range logs {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.Contains(string(b), marker) {
-			return
-		}
-	}
-	t.Errorf("no TaskManager log in %s holds the Print() line %q", dir, marker)
 }

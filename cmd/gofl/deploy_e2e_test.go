@@ -305,6 +305,8 @@ func TestDeploySessionE2E(t *testing.T) {
 
 var clusterIDLine = regexp.MustCompile(`(?m)^(?:Per-job|Application) cluster (\S+) \(provider local\) deployed`)
 
+var logsLine = regexp.MustCompile(`(?m)^Logs of cluster \S+ \(Print\(\) output in taskmanager-\*\.log\): (\S+)$`)
+
 func TestDeployPerJobE2E(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t)
@@ -317,6 +319,15 @@ func TestDeployPerJobE2E(t *testing.T) {
 	e.checkCounts(out)
 	if err := e.waitClean(30 * time.Second); err != nil {
 		t.Fatal(err)
+	}
+	// It names where the ended cluster's logs (Print() output) stay, and
+	// they are there (bug 7).
+	m := logsLine.FindStringSubmatch(r.stdout)
+	if m == nil {
+		t.Fatalf("run does not say where the logs are:\n%s", r.stdout)
+	}
+	if tms, _ := filepath.Glob(filepath.Join(m[1], "taskmanager-*.log")); len(tms) == 0 {
+		t.Errorf("no TaskManager log in %s", m[1])
 	}
 
 	// The same binary again: nothing is uploaded, the blob is not rewritten.
