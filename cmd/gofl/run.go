@@ -67,6 +67,11 @@ bring results back. WriteAsText refuses a non-empty output directory unless the
 job asks for stream.Overwrite. Relative paths in job arguments are rejected:
 give absolute paths or URIs.
 
+To join two inputs in batch mode (until a non-windowed join exists;
+stream.Join is windowed): key both the same way, stream.Connect them and run
+stream.CoProcess with a KeyedCoProcessFunction that keeps each side in keyed
+state and emits the matches as the other side arrives.
+
 Examples:
    gofl run ./examples/wordcount --input /data/text --output /tmp/counts
    gofl run -m localhost:8081 -p 4 --detached bin/wordcount --input /data/text --output /tmp/counts

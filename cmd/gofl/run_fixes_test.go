@@ -186,3 +186,33 @@ func TestCacheListAndPrune(t *testing.T) {
 		t.Errorf("cache ls after pruning: %q", r.stdout)
 	}
 }
+
+// `gofl run --help` and the README answer what a new user asked in issue
+// 13: where Print() goes (on an ended local cluster too), what Ctrl-C
+// does, how to run locally at parallelism N, how to join in batch mode.
+func TestRunHelpAndReadmeAnswerTheUsersQuestions(t *testing.T) {
+	r := gofl(t, nil, "run", "--help")
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	topics := map[string][]string{
+		"Print()":           {"Print()", "logs/<cluster-id>"},
+		"Ctrl-C":            {"Ctrl-C", "-sae", "second Ctrl-C"},
+		"local parallelism": {"GOFL_PARALLELISM="},
+		"batch join":        {"Connect", "CoProcess", "KeyedCoProcessFunction"},
+	}
+	for name, doc := range map[string]string{"gofl run --help": r.stdout, "README.md": string(readme)} {
+		flat := strings.Join(strings.Fields(doc), " ")
+		for topic, words := range topics {
+			for _, w := range words {
+				if !strings.Contains(flat, w) && !strings.Contains(strings.ToLower(flat), strings.ToLower(w)) {
+					t.Errorf("%s does not say %q (%s)", name, w, topic)
+				}
+			}
+		}
+	}
+}
