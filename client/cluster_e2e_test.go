@@ -32,6 +32,15 @@ var bins struct {
 	err      error
 }
 
+// TestMain removes the binaries the end-to-end tests built (about 80 MB).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if bins.gofl != "" {
+		os.RemoveAll(filepath.Dir(bins.gofl))
+	}
+	os.Exit(code)
+}
+
 func binaries(t *testing.T) (gofl, wordcount string) {
 	t.Helper()
 	if testing.Short() {

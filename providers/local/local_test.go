@@ -1,15 +1,11 @@
 package local_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
+	"github.com/gofl/gofl/internal/clustertest"
 	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -20,7 +16,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"go.uber.org/goleak"
 
 	"github.com/gofl/gofl/conf"
 	"github.com/gofl/gofl/jobmanager"
@@ -31,117 +26,38 @@ import (
 
 var goflBinary string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "gofl-local-provider-test")
-	if err != nil {
-		panic(err)
-	}
-	goflBinary = filepath.Join(dir, "gofl")
-	build := exec.Command("go", "build", "-o", goflBinary, "../../cmd/gofl")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building gofl:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { clustertest.Main(m, "../../cmd/gofl", &goflBinary, nil) }
 
 // processesOf lists the pids of live processes started for the cluster
 // (their environment has GOFL_CLUSTER_ID=id), zombies excluded.
 func processesOf(t *testing.T, clusterID string) []int {
 	t.Helper()
-	entries, err := os.ReadDir("/proc")
+	out, err := clustertest.ClusterProcesses(clusterID)
 	if err != nil {
-		t.Skip("no /proc:", err)
-	}
-	want := []byte("GOFL_CLUSTER_ID=" + clusterID + "\x00")
-	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if err != nil || !bytes.Contains(env, want) {
-			continue
-		}
-		st, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if i := bytes.LastIndexByte(st, ')'); i > 0 && i+2 < len(st) && st[i+2] == 'Z' {
-			continue
-		}
-		out = append(out, pid)
+		t.Skip(err)
 	}
 	return out
 }
 
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for: %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	clustertest.Eventually(t, timeout, what, cond)
 }
 
-func getJSON(t *testing.T, url string, v any) bool {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return false
-	}
-	return json.NewDecoder(resp.Body).Decode(v) == nil
-}
+func getJSON(_ *testing.T, url string, v any) bool { return clustertest.GetJSON(url, v) }
 
-func taskManagerIDs(t *testing.T, rest string) []string {
-	t.Helper()
-	var tms restapi.TaskManagersInfo
-	if !getJSON(t, "http://"+rest+"/taskmanagers", &tms) {
-		return nil
-	}
-	var ids []string
-	for _, tm := range tms.TaskManagers {
-		ids = append(ids, tm.ID)
-	}
-	slices.Sort(ids)
-	return ids
-}
+func taskManagerIDs(_ *testing.T, rest string) []string { return clustertest.TaskManagerIDs(rest) }
 
 func newDeployer(t *testing.T, base string) *local.Deployer {
 	return local.NewDeployer(local.Options{Dir: base, Binary: goflBinary, GracePeriod: 5 * time.Second, Log: zerolog.New(zerolog.NewTestWriter(t))})
 }
 
-func ctxT(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxT(t *testing.T, d time.Duration) context.Context { return clustertest.Ctx(t, d) }
 
 // fastCluster is the configuration of a test cluster: quick heartbeats, a
 // heartbeat timeout long enough that only the provider's events explain a
 // prompt removal.
-func fastCluster() map[string]string {
-	return map[string]string{
-		"heartbeat.interval":                  "200ms",
-		"heartbeat.timeout":                   "5 min",
-		"taskmanager.numberOfTaskSlots":       "2",
-		"resourcemanager.taskmanager-timeout": "1h",
-		"log.level":                           "debug",
-	}
-}
+func fastCluster() map[string]string { return clustertest.FastCluster() }
 
 func TestSessionClusterLifecycle(t *testing.T) {
 	base := t.TempDir()

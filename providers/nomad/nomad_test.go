@@ -8,11 +8,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gofl/gofl/internal/clustertest"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -24,7 +24,6 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 	"github.com/rs/zerolog"
-	"go.uber.org/goleak"
 
 	"github.com/gofl/gofl/conf"
 	"github.com/gofl/gofl/jobmanager"
@@ -41,39 +40,22 @@ var goflBinary string
 // file with the blank import to package main, so the deployed JobManager
 // finds deployment.provider=nomad whether or not cmd/gofl imports it yet.
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "gofl-nomad-provider-test")
-	if err != nil {
-		panic(err)
-	}
-	goflBinary = filepath.Join(dir, "gofl")
-	mainDir, err := filepath.Abs("../../cmd/gofl")
-	if err != nil {
-		panic(err)
-	}
-	imp := filepath.Join(dir, "zz_nomad_provider.go")
-	if err := os.WriteFile(imp, []byte("package main\n\nimport _ \"github.com/gofl/gofl/providers/nomad\"\n"), 0o644); err != nil {
-		panic(err)
-	}
-	overlay, _ := json.Marshal(map[string]any{"Replace": map[string]string{filepath.Join(mainDir, "zz_nomad_provider_test_overlay.go"): imp}})
-	overlayFile := filepath.Join(dir, "overlay.json")
-	if err := os.WriteFile(overlayFile, overlay, 0o644); err != nil {
-		panic(err)
-	}
-	build := exec.Command("go", "build", "-overlay", overlayFile, "-o", goflBinary, "../../cmd/gofl")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building gofl:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
+	clustertest.Main(m, "../../cmd/gofl", &goflBinary, func(dir string) []string {
+		mainDir, err := filepath.Abs("../../cmd/gofl")
+		if err != nil {
+			panic(err)
 		}
-	}
-	os.Exit(code)
+		imp := filepath.Join(dir, "zz_nomad_provider.go")
+		if err := os.WriteFile(imp, []byte("package main\n\nimport _ \"github.com/gofl/gofl/providers/nomad\"\n"), 0o644); err != nil {
+			panic(err)
+		}
+		overlay, _ := json.Marshal(map[string]any{"Replace": map[string]string{filepath.Join(mainDir, "zz_nomad_provider_test_overlay.go"): imp}})
+		overlayFile := filepath.Join(dir, "overlay.json")
+		if err := os.WriteFile(overlayFile, overlay, 0o644); err != nil {
+			panic(err)
+		}
+		return []string{"-overlay", overlayFile}
+	})
 }
 
 func testLog(t *testing.T) zerolog.Logger { return zerolog.New(zerolog.NewTestWriter(t)) }
@@ -180,97 +162,32 @@ func newDeployer(t *testing.T, o nomad.Options) *nomad.Deployer {
 	return d
 }
 
-func ctxT(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxT(t *testing.T, d time.Duration) context.Context { return clustertest.Ctx(t, d) }
 
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for: %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	clustertest.Eventually(t, timeout, what, cond)
 }
 
-func getJSON(url string, v any) bool {
-	resp, err := http.Get(url)
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return false
-	}
-	return json.NewDecoder(resp.Body).Decode(v) == nil
-}
+func getJSON(url string, v any) bool { return clustertest.GetJSON(url, v) }
 
-func taskManagers(rest string) []restapi.TaskManagerInfo {
-	var tms restapi.TaskManagersInfo
-	if !getJSON("http://"+rest+"/taskmanagers", &tms) {
-		return nil
-	}
-	return tms.TaskManagers
-}
+func taskManagers(rest string) []restapi.TaskManagerInfo { return clustertest.TaskManagers(rest) }
 
-func taskManagerIDs(rest string) []string {
-	var ids []string
-	for _, tm := range taskManagers(rest) {
-		ids = append(ids, tm.ID)
-	}
-	slices.Sort(ids)
-	return ids
-}
+func taskManagerIDs(rest string) []string { return clustertest.TaskManagerIDs(rest) }
 
 // processesOf lists live processes started for the cluster (their
 // environment has GOFL_CLUSTER_ID=id) whose command line contains all of
 // match, zombies excluded.
 func processesOf(t *testing.T, clusterID string, match ...string) []int {
 	t.Helper()
-	entries, err := os.ReadDir("/proc")
+	out, err := clustertest.ClusterProcesses(clusterID, match...)
 	if err != nil {
-		t.Skip("no /proc:", err)
-	}
-	want := []byte("GOFL_CLUSTER_ID=" + clusterID + "\x00")
-	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if err != nil || !bytes.Contains(env, want) {
-			continue
-		}
-		st, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if i := bytes.LastIndexByte(st, ')'); i > 0 && i+2 < len(st) && st[i+2] == 'Z' {
-			continue
-		}
-		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		ok := true
-		for _, m := range match {
-			ok = ok && bytes.Contains(cmdline, []byte(m))
-		}
-		if ok {
-			out = append(out, pid)
-		}
+		t.Skip(err)
 	}
 	return out
 }
 
-func fastCluster() map[string]string {
-	return map[string]string{
-		"heartbeat.interval":                  "200ms",
-		"heartbeat.timeout":                   "5 min",
-		"taskmanager.numberOfTaskSlots":       "2",
-		"resourcemanager.taskmanager-timeout": "1h",
-		"log.level":                           "debug",
-	}
-}
+func fastCluster() map[string]string { return clustertest.FastCluster() }
 
 // TestSessionCluster deploys a session cluster whose JobManager starts its
 // TaskManager through the nomad worker driver, replaces a SIGKILLed
