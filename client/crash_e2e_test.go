@@ -48,7 +48,11 @@ func TestSessionCrashReportsThePanicEveryTime(t *testing.T) {
 	w := newWorld(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	cc, err := w.desc.DeploySessionCluster(ctx, client.SessionSpec{ClusterID: "crash-session"})
+	// One slot per TaskManager: the two subtasks run in two runners, and
+	// the keyed exchange crosses from the dying one to the other, whose
+	// consumer sees the connection reset.
+	cc, err := w.desc.DeploySessionCluster(ctx, client.SessionSpec{ClusterID: "crash-session",
+		Config: map[string]string{"taskmanager.numberOfTaskSlots": "1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
