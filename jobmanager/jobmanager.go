@@ -272,6 +272,6 @@ func newLeading(c *conf.Configuration, address string, workers providers.WorkerD
 	pb.RegisterJobMasterServiceServer(srv, disp.JobMasterService())
 	pb.RegisterBlobServiceServer(srv, blob.NewService(blobs))
 	h := rest.NewHandler(disp, log.With().Str("component", "rest").Logger(), rest.Options{Blobs: blobs, Uploads: uploads,
-		DisableSubmit: !conf.WebSubmitEnabled(c), DisableCancel: !conf.WebCancelEnable.Get(c)})
+		DisableSubmit: !conf.WebSubmitEnabled(c), DisableCancel: !conf.WebCancelEnable.Get(c), Logs: newLogFiles(disp)})
 	return leading{rm: rm, disp: disp, grpc: srv, rest: h}
 }

@@ -255,3 +255,13 @@ func Copy(w io.Writer, p string, r Range) (size, written int64, err error) {
 	written, err = io.Copy(w, io.NewSectionReader(f, start, n))
 	return size, written, err
 }
+
+// IsRunnerLogOf reports whether name is one of jobID's runner logs.
+func IsRunnerLogOf(name, jobID string) bool {
+	for _, r := range runnerExts {
+		if name == RunnerLogName(jobID, r.ext) {
+			return true
+		}
+	}
+	return false
+}

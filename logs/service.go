@@ -58,7 +58,6 @@ func (s *Service) ReadLog(req *pb.ReadLogRequest, stream pb.LogService_ReadLogSe
 type chunkWriter struct {
 	stream pb.LogService_ReadLogServer
 	sent   bool
-	size   int64
 }
 
 func (w *chunkWriter) Write(p []byte) (int, error) {
