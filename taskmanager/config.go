@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/gofl/gofl/conf"
-	"github.com/gofl/gofl/logs"
 	"github.com/gofl/gofl/ha"
 	"github.com/gofl/gofl/internal/clock"
 	"github.com/gofl/gofl/internal/mailbox"
+	"github.com/gofl/gofl/logs"
 	"github.com/gofl/gofl/rpc/pb"
 	"github.com/gofl/gofl/storage"
 )

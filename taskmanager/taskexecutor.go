@@ -23,8 +23,8 @@ import (
 	"github.com/gofl/gofl/internal/backoff"
 	"github.com/gofl/gofl/internal/clock"
 	"github.com/gofl/gofl/internal/ids"
-	"github.com/gofl/gofl/logs"
 	"github.com/gofl/gofl/internal/mailbox"
+	"github.com/gofl/gofl/logs"
 	"github.com/gofl/gofl/rpc/pb"
 )
 
@@ -40,12 +40,12 @@ type TaskExecutor struct {
 	lis        net.Listener // nil with Config.NoRPCServer
 	srv        *grpc.Server
 	// logShip asks the log shipper to archive now (buffered, 1).
-	logShip chan struct{}
-	serveDone  chan error
-	svc        *service
-	mb         *mailbox.Mailbox
-	exec       TaskRunner
-	started    atomic.Bool
+	logShip   chan struct{}
+	serveDone chan error
+	svc       *service
+	mb        *mailbox.Mailbox
+	exec      TaskRunner
+	started   atomic.Bool
 
 	// Everything below is owned by the mailbox goroutine.
 	// rmLeader follows the ResourceManager leader (Config.LeaderRetrieval);
