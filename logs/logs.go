@@ -50,11 +50,6 @@ type File struct {
 	path  string
 }
 
-// List is Flink's LogListInfo, the body of GET .../logs.
-type List struct {
-	Logs []File `json:"logs"`
-}
-
 // RunnerLogName is the published name of a runner file of jobID with ext
 // (".log", ".out" or ".err").
 func RunnerLogName(jobID, ext string) string { return RunnerPrefix + jobID + ext }

@@ -24,22 +24,19 @@ type LogFiles interface {
 	TaskManagers(ctx context.Context) ([]string, error)
 }
 
-// JobLog is one runner log of a job: GET /jobs/{jobid}/logs (gofl's).
-type JobLog struct {
-	TaskManager string `json:"taskmanager"`
-	logs.File
-}
-
-// JobLogs is the body of GET /jobs/{jobid}/logs.
-type JobLogs struct {
-	Logs []JobLog `json:"logs"`
-	// Errors names TaskManagers that did not answer.
-	Errors []string `json:"errors,omitempty"`
-}
-
 // LogSizeHeader carries a served log's size in bytes when it was opened,
 // so a follower knows where to continue (?offset=).
-const LogSizeHeader = "X-Gofl-Log-Size"
+const LogSizeHeader = restapi.LogSizeHeader
+
+func logList(files []logs.File) restapi.LogListInfo {
+	out := restapi.LogListInfo{Logs: []restapi.LogInfo{}}
+	for _, f := range files {
+		out.Logs = append(out.Logs, logInfo(f))
+	}
+	return out
+}
+
+func logInfo(f logs.File) restapi.LogInfo { return restapi.LogInfo{Name: f.Name, Size: f.Size, MTime: f.MTime} }
 
 // logRoutes registers Flink's log paths (and per-job runner logs); only
 // with Options.Logs.
@@ -67,11 +64,7 @@ func logName(r *http.Request, own string) string {
 }
 
 func (h *handler) jobManagerLogs(context.Context, http.ResponseWriter, *http.Request) (int, any, error) {
-	files := h.opts.Logs.JobManager().List()
-	if files == nil {
-		files = []logs.File{}
-	}
-	return http.StatusOK, logs.List{Logs: files}, nil
+	return http.StatusOK, logList(h.opts.Logs.JobManager().List()), nil
 }
 
 func (h *handler) jobManagerLog(_ context.Context, w http.ResponseWriter, r *http.Request) (int, any, error) {
@@ -100,10 +93,7 @@ func (h *handler) taskManagerLogs(ctx context.Context, _ http.ResponseWriter, r 
 	if err != nil {
 		return 0, nil, logError(err)
 	}
-	if files == nil {
-		files = []logs.File{}
-	}
-	return http.StatusOK, logs.List{Logs: files}, nil
+	return http.StatusOK, logList(files), nil
 }
 
 func (h *handler) taskManagerLog(ctx context.Context, w http.ResponseWriter, r *http.Request) (int, any, error) {
@@ -146,7 +136,7 @@ func (h *handler) jobLogs(ctx context.Context, _ http.ResponseWriter, r *http.Re
 	if err != nil {
 		return 0, nil, err
 	}
-	out := JobLogs{Logs: []JobLog{}}
+	out := restapi.JobLogs{Logs: []restapi.JobLog{}}
 	for _, tm := range tms {
 		c, release, err := h.opts.Logs.TaskManager(ctx, tm)
 		if err != nil {
@@ -161,7 +151,7 @@ func (h *handler) jobLogs(ctx context.Context, _ http.ResponseWriter, r *http.Re
 		}
 		for _, f := range files {
 			if logs.IsRunnerLogOf(f.Name, jobID) {
-				out.Logs = append(out.Logs, JobLog{TaskManager: tm, File: f})
+				out.Logs = append(out.Logs, restapi.JobLog{TaskManager: tm, LogInfo: logInfo(f)})
 			}
 		}
 	}

@@ -117,7 +117,7 @@ func TestLogEndpoints(t *testing.T) {
 	text("/taskmanagers/tm-1/logs/runner-"+logJobID+".log?tail=1", "panic: boom\n")
 	text("/taskmanagers/tm-1/logs/runner-"+logJobID+".out?offset=9&length=6", "marker")
 
-	var list logs.List
+	var list restapi.LogListInfo
 	r := e.do(t, "GET", "/taskmanagers/tm-1/logs", "")
 	if err := json.Unmarshal(r.body, &list); err != nil || r.status != 200 || len(list.Logs) != 3 || list.Logs[0].Name != "taskmanager.log" {
 		t.Fatalf("TaskManager log list = %d %s", r.status, r.body)
@@ -126,7 +126,7 @@ func TestLogEndpoints(t *testing.T) {
 	if err := json.Unmarshal(r.body, &list); err != nil || len(list.Logs) != 1 || list.Logs[0].Name != "jobmanager.log" || list.Logs[0].Size != 20 {
 		t.Fatalf("JobManager log list = %d %s", r.status, r.body)
 	}
-	var jl rest.JobLogs
+	var jl restapi.JobLogs
 	r = e.do(t, "GET", "/jobs/"+logJobID+"/logs", "")
 	if err := json.Unmarshal(r.body, &jl); err != nil || len(jl.Logs) != 2 || jl.Logs[0].TaskManager != "tm-1" {
 		t.Fatalf("job logs = %d %s", r.status, r.body)

@@ -82,6 +82,6 @@ func archiveLogs(c *conf.Configuration, clusterID, dir, only string, log zerolog
 		}
 	}
 	if a != nil {
-		log.Info().Str("cluster_id", clusterID).Str("archive", a.URI("", "")).Msg("logs archived")
+		log.Debug().Str("cluster_id", clusterID).Str("archive", a.URI("", "")).Msg("logs archived")
 	}
 }

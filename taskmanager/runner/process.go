@@ -94,6 +94,10 @@ type Process struct {
 	killCause error
 }
 
+// maxSocketPath is what a Unix socket path may take of sun_path (108
+// bytes on Linux, with its terminating NUL).
+const maxSocketPath = 104
+
 // Start launches the runner and returns once it answered the handshake. On
 // any failure nothing is left running.
 func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error) {
@@ -104,10 +108,28 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error)
 		return nil, fmt.Errorf("runner: %w", err)
 	}
 	socket := filepath.Join(spec.Dir, "runner.sock")
+	sockDir := ""
+	if len(socket) >= maxSocketPath {
+		// A deep work dir (the local provider keeps it in the cluster's
+		// directory) would overflow sun_path: the socket goes to a short
+		// temporary directory, removed when the runner exits.
+		d, err := os.MkdirTemp("", "gofl-runner-")
+		if err != nil {
+			return nil, fmt.Errorf("runner: %w", err)
+		}
+		sockDir = d
+		socket = filepath.Join(sockDir, "runner.sock")
+	}
+	removeSockDir := func() {
+		if sockDir != "" {
+			_ = os.RemoveAll(sockDir)
+		}
+	}
 	_ = os.Remove(socket)
 	logPath := filepath.Join(spec.Dir, logs.RunnerLogFile)
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
+		removeSockDir()
 		return nil, fmt.Errorf("runner: %w", err)
 	}
 	// stdout and stderr also each have a file of their own, so the job's
@@ -115,18 +137,21 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error)
 	outFile, err := os.OpenFile(filepath.Join(spec.Dir, logs.RunnerOutFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		logFile.Close()
+		removeSockDir()
 		return nil, fmt.Errorf("runner: %w", err)
 	}
 	errFile, err := os.OpenFile(filepath.Join(spec.Dir, logs.RunnerErrFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		logFile.Close()
 		outFile.Close()
+		removeSockDir()
 		return nil, fmt.Errorf("runner: %w", err)
 	}
 	closeLogs := func() {
 		logFile.Close()
 		outFile.Close()
 		errFile.Close()
+		removeSockDir()
 	}
 	var dataFile *os.File
 	if spec.DataListener != nil {
