@@ -8,6 +8,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/rs/zerolog"
+
+	"github.com/gofl/gofl/historyserver"
 	"github.com/gofl/gofl/jobmanager/dispatcher"
 	"github.com/gofl/gofl/logs"
 	"github.com/gofl/gofl/rpc/pb"
@@ -49,4 +52,14 @@ func (l logFiles) TaskManagers(ctx context.Context) ([]string, error) {
 		out = append(out, tm.ID)
 	}
 	return out, nil
+}
+
+// archiveJob archives a globally terminal job for the history server
+// (jobmanager.archive.fs.dir); a failure is logged, as in Flink.
+func archiveJob(a *historyserver.Archiver, jobID string, log zerolog.Logger) {
+	if err := a.ArchiveJob(context.Background(), jobID); err != nil {
+		log.Warn().Err(err).Str("job_id", jobID).Msg("the job is not archived for the history server")
+		return
+	}
+	log.Info().Str("job_id", jobID).Str("archive", a.URI(jobID)).Msg("job archived for the history server")
 }
