@@ -36,7 +36,9 @@ func logList(files []logs.File) restapi.LogListInfo {
 	return out
 }
 
-func logInfo(f logs.File) restapi.LogInfo { return restapi.LogInfo{Name: f.Name, Size: f.Size, MTime: f.MTime} }
+func logInfo(f logs.File) restapi.LogInfo {
+	return restapi.LogInfo{Name: f.Name, Size: f.Size, MTime: f.MTime}
+}
 
 // logRoutes registers Flink's log paths (and per-job runner logs); only
 // with Options.Logs.
