@@ -60,8 +60,8 @@ locally at parallelism N without a cluster, run the binary itself:
 GOFL_PARALLELISM=N JOB [job args...].
 
 Print() writes to the runner's stdout on the TaskManagers, which goes to the
-TaskManager's log (local provider: gofl.log under provider.local.dir, removed
-with a per-job or application cluster); Collect() or WriteAsText bring
+TaskManager's log and the runner's logs; gofl logs -c CLUSTER --job JOBID
+reads them, also after the cluster is gone (archived); Collect() or WriteAsText bring
 results back. WriteAsText refuses a non-empty output directory unless the
 job asks for stream.Overwrite. Relative paths in job arguments are rejected:
 give absolute paths or URIs.
