@@ -188,6 +188,13 @@ func runSession(c *cli.Context, addr string) error {
 	if stoppedEarly(err) {
 		return attachedRun{cl: cl, jobs: func(context.Context) []string { return []string{id} }}.leave(c, err)
 	}
+	if err != nil { // the runners' logs, while the session lives
+		where := "-m " + cl.Address()
+		if cid := c.String(flagCluster); cid != "" {
+			where = "-c " + cid
+		}
+		fmt.Fprintf(c.App.ErrWriter, "Logs: gofl logs %s --job %s\n", where, id)
+	}
 	return err
 }
 
