@@ -247,6 +247,10 @@ func (c *Client) send(ctx context.Context, method, path, query string, rd io.Rea
 	if out == nil {
 		return nil
 	}
+	if raw, ok := out.(*[]byte); ok { // a text body (logs)
+		*raw = b
+		return nil
+	}
 	if err := json.Unmarshal(b, out); err != nil {
 		return fmt.Errorf("client: %s %s: decoding the response: %w", method, path, err)
 	}

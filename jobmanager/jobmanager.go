@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/gofl/gofl/conf"
+	"github.com/gofl/gofl/historyserver"
 	"github.com/gofl/gofl/internal/blob"
 	"github.com/gofl/gofl/internal/ids"
 	"github.com/gofl/gofl/internal/version"
@@ -25,6 +26,7 @@ import (
 	"github.com/gofl/gofl/resourcemanager"
 	"github.com/gofl/gofl/rpc/pb"
 	"github.com/gofl/gofl/rpc/restapi"
+	"github.com/gofl/gofl/storage"
 )
 
 // JobManager is a running JobManager process's parts.
@@ -263,8 +265,16 @@ func newLeading(c *conf.Configuration, address string, workers providers.WorkerD
 		Workers:            workers,
 		Active:             resourcemanager.ActiveConfigFromConf(c),
 	}, log.With().Str("component", "resourcemanager").Logger())
+	// The history server's archive needs the REST handler, built after the
+	// Dispatcher; no job ends before Run.
+	var archiver *historyserver.Archiver
+	var onTerminal func(string)
+	if dir := conf.ExpandEnv(conf.JobManagerArchiveDir.Get(c)); dir != "" {
+		onTerminal = func(jobID string) { archiveJob(archiver, jobID, log) }
+	}
 	disp := dispatcher.New(dispatcher.Config{Cluster: c, Address: address, Version: version.Version,
-		MaxArchivedJobs: conf.JobStoreMaxCapacity.Get(c), ResultCacheBytes: int64(conf.JobStoreCacheSize.Get(c)), HA: dispHA},
+		MaxArchivedJobs: conf.JobStoreMaxCapacity.Get(c), ResultCacheBytes: int64(conf.JobStoreCacheSize.Get(c)), HA: dispHA,
+		OnGloballyTerminal: onTerminal},
 		rm, log.With().Str("component", "dispatcher").Logger())
 	// Identifiers in every request are checked before any handler runs.
 	srv := grpc.NewServer(grpc.MaxRecvMsgSize(64<<20), grpc.ChainUnaryInterceptor(ids.UnaryServerInterceptor()))
@@ -272,6 +282,10 @@ func newLeading(c *conf.Configuration, address string, workers providers.WorkerD
 	pb.RegisterJobMasterServiceServer(srv, disp.JobMasterService())
 	pb.RegisterBlobServiceServer(srv, blob.NewService(blobs))
 	h := rest.NewHandler(disp, log.With().Str("component", "rest").Logger(), rest.Options{Blobs: blobs, Uploads: uploads,
-		DisableSubmit: !conf.WebSubmitEnabled(c), DisableCancel: !conf.WebCancelEnable.Get(c)})
+		DisableSubmit: !conf.WebSubmitEnabled(c), DisableCancel: !conf.WebCancelEnable.Get(c), Logs: newLogFiles(disp)})
+	if onTerminal != nil {
+		archiver = historyserver.NewArchiver(conf.ExpandEnv(conf.JobManagerArchiveDir.Get(c)), storage.OptionsFromConf(c), h,
+			log.With().Str("component", "archiver").Logger())
+	}
 	return leading{rm: rm, disp: disp, grpc: srv, rest: h}
 }

@@ -43,6 +43,10 @@ type Staging struct {
 // StagingSubdir is the directory under staging.dir that gofl owns.
 const StagingSubdir = ".gofl"
 
+// LogsSubdir is the directory in a cluster's staging directory that its
+// archived logs go to by default; RemoveCluster keeps it.
+const LogsSubdir = "logs"
+
 // blobsDir is the blob cache's directory under the staging root; no cluster
 // may take its name.
 const blobsDir = "blobs"
@@ -137,7 +141,8 @@ func (s *Staging) PutJobGraph(ctx context.Context, clusterID string, jobGraph []
 }
 
 // RemoveCluster removes the cluster's staging directory and everything in
-// it; blobs stay (other clusters may share them). Removing a cluster that
+// it but its archived logs (LogsSubdir); blobs stay (other clusters may
+// share them). Removing a cluster that
 // has no directory is not an error, so every party that sees the cluster
 // end may call it. The client calls it when a cluster it deployed ends,
 // and a per-job or application JobManager when its last job ends.
@@ -146,11 +151,30 @@ func (s *Staging) RemoveCluster(ctx context.Context, clusterID string) error {
 	if err != nil {
 		return err
 	}
+	ents, err := s.fs.ReadDir(ctx, dir)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	keep := false
+	for _, e := range ents {
+		if e.Name == LogsSubdir && e.IsDir {
+			keep = true
+			continue
+		}
+		if err := s.fs.RemoveAll(ctx, e.Path); err != nil {
+			return err
+		}
+	}
+	if keep {
+		return nil
+	}
 	return s.fs.RemoveAll(ctx, dir)
 }
 
 // ListClusters returns the IDs of the clusters that have a staging
-// directory, for cleaning up after clusters whose end nobody saw.
+// directory (not only archived logs), for cleaning up after clusters whose end nobody saw.
 func (s *Staging) ListClusters(ctx context.Context) ([]string, error) {
 	ents, err := s.fs.ReadDir(ctx, s.root)
 	if errors.Is(err, ErrNotFound) {
@@ -160,11 +184,26 @@ func (s *Staging) ListClusters(ctx context.Context) ([]string, error) {
 	}
 	var ids []string
 	for _, e := range ents {
-		if e.IsDir && e.Name != blobsDir && ValidateClusterID(e.Name) == nil {
+		if e.IsDir && e.Name != blobsDir && ValidateClusterID(e.Name) == nil && !s.onlyLogs(ctx, e.Path) {
 			ids = append(ids, e.Name)
 		}
 	}
 	return ids, nil
+}
+
+// onlyLogs reports whether a cluster directory holds nothing but archived
+// logs: what RemoveCluster leaves of a cluster that ended.
+func (s *Staging) onlyLogs(ctx context.Context, dir string) bool {
+	ents, err := s.fs.ReadDir(ctx, dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if e.Name != LogsSubdir {
+			return false
+		}
+	}
+	return len(ents) > 0
 }
 
 // BlobPath is where the blob with key ("sha256:<hex>", see blob.KeyOf) is

@@ -197,6 +197,24 @@ func TestStagingClusterLifecycle(t *testing.T) {
 		if ids, _ := s.ListClusters(ctx); strings.Join(ids, ",") != "cluster-2" {
 			t.Fatalf("ListClusters = %v", ids)
 		}
+		// Archived logs outlive the cluster's staging directory, and a
+		// directory of only logs is no cluster.
+		cd2 := join(s.Root(), "cluster-2")
+		if _, err := WriteFileAtomic(ctx, fsys, join(cd2, LogsSubdir, "jobmanager", "jobmanager.log"), strings.NewReader("log")); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RemoveCluster(ctx, "cluster-2"); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := ReadFile(ctx, fsys, join(cd2, LogsSubdir, "jobmanager", "jobmanager.log")); err != nil || string(b) != "log" {
+			t.Fatalf("archived log after RemoveCluster: %q, %v", b, err)
+		}
+		if _, err := s.GetClusterFile(ctx, "cluster-2", ConfigFile); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("GetClusterFile after RemoveCluster: %v", err)
+		}
+		if ids, _ := s.ListClusters(ctx); len(ids) != 0 {
+			t.Fatalf("ListClusters after RemoveCluster = %v", ids)
+		}
 
 		for _, bad := range []string{"", "blobs", "..", ".hidden", "a/b", "x y", strings.Repeat("a", 129)} {
 			if err := s.RemoveCluster(ctx, bad); !errors.Is(err, ErrInvalid) {

@@ -13,6 +13,7 @@ import (
 	"github.com/gofl/gofl/ha"
 	"github.com/gofl/gofl/internal/clock"
 	"github.com/gofl/gofl/internal/mailbox"
+	"github.com/gofl/gofl/logs"
 	"github.com/gofl/gofl/rpc/pb"
 	"github.com/gofl/gofl/storage"
 )
@@ -62,6 +63,14 @@ type Config struct {
 	// runner's socket and log (taskmanager.tmp-dirs); default a fresh
 	// temporary directory removed when Run returns.
 	WorkDir string
+	// LogFile is the file this process's stdout and stderr go to
+	// (GOFL_LOG_FILE), served as taskmanager.log; empty: none.
+	LogFile string
+	// LogArchive, if set, receives this TaskManager's log and its runners'
+	// logs (package logs): when a runner dies, every LogArchiveInterval
+	// (0: never periodically) and at the end of Run. Run does not close it.
+	LogArchive         *logs.Archive
+	LogArchiveInterval time.Duration
 	// MetricsInterval is how often job runners sample their tasks' I/O
 	// metrics, which the TaskManager relays to the JobMaster with its
 	// heartbeat answers; default 1 s.
@@ -132,6 +141,8 @@ func ConfigFromConf(c *conf.Configuration) Config {
 		HeartbeatTimeout:       conf.HeartbeatTimeout.Get(c),
 		HeartbeatInterval:      conf.HeartbeatInterval.Get(c),
 		RunnerEnv:              storage.ClientEnv(c),
+		WorkDir:                conf.ExpandEnv(conf.TaskManagerWorkDir.Get(c)),
+		LogArchiveInterval:     conf.LogArchiveInterval.Get(c),
 	}
 }
 

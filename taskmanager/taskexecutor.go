@@ -24,6 +24,7 @@ import (
 	"github.com/gofl/gofl/internal/clock"
 	"github.com/gofl/gofl/internal/ids"
 	"github.com/gofl/gofl/internal/mailbox"
+	"github.com/gofl/gofl/logs"
 	"github.com/gofl/gofl/rpc/pb"
 )
 
@@ -38,11 +39,13 @@ type TaskExecutor struct {
 	addr       string
 	lis        net.Listener // nil with Config.NoRPCServer
 	srv        *grpc.Server
-	serveDone  chan error
-	svc        *service
-	mb         *mailbox.Mailbox
-	exec       TaskRunner
-	started    atomic.Bool
+	// logShip asks the log shipper to archive now (buffered, 1).
+	logShip   chan struct{}
+	serveDone chan error
+	svc       *service
+	mb        *mailbox.Mailbox
+	exec      TaskRunner
+	started   atomic.Bool
 
 	// Everything below is owned by the mailbox goroutine.
 	// rmLeader follows the ResourceManager leader (Config.LeaderRetrieval);
@@ -130,7 +133,9 @@ func New(cfg Config, log zerolog.Logger) (*TaskExecutor, error) {
 			lis.Close()
 		}
 	}
+	te.logShip = make(chan struct{}, 1)
 	host := TaskRunnerHost{Log: te.log, Clock: te.clk, RunnerLost: func(jobID string, runner uint64, cause error) {
+		te.shipLogsSoon() // a crashed runner's output, before anything else can lose it
 		te.mb.Post(func() { te.runnerLost(jobID, runner, cause) })
 	}, CheckpointReport: func(jobID string, r *pb.RunnerCheckpointReport) {
 		te.mb.Post(func() { te.relayCheckpointReport(jobID, r) })
@@ -160,6 +165,7 @@ func New(cfg Config, log zerolog.Logger) (*TaskExecutor, error) {
 	if lis != nil {
 		te.srv = grpc.NewServer(grpc.ChainUnaryInterceptor(ids.UnaryServerInterceptor()))
 		pb.RegisterTaskExecutorServiceServer(te.srv, te.svc)
+		pb.RegisterLogServiceServer(te.srv, logs.NewService(te.LogSource()))
 	}
 	return te, nil
 }
@@ -221,6 +227,7 @@ func (te *TaskExecutor) Run(ctx context.Context) error {
 		case <-te.mb.Done():
 		}
 	}()
+	shipperDone := te.startLogShipper()
 	te.mb.Run(context.Background()) // ends with te.mb.Close in finishShutdown
 	<-watchDone
 	if te.shutdownTimer != nil {
@@ -231,6 +238,7 @@ func (te *TaskExecutor) Run(ctx context.Context) error {
 		<-te.serveDone
 	}
 	te.exec.Close()
+	shipperDone() // the runners are gone: their logs are complete
 	if te.tempDir {
 		_ = os.RemoveAll(te.cfg.WorkDir)
 	}

@@ -59,6 +59,7 @@ Examples:
 			taskManagerCommand(),
 			runCommand(), sessionCommand(), submitCommand(), listCommand(), infoCommand(), cancelCommand(),
 			savepointCommand(), stopCommand(), cacheCommand(),
+			logsCommand(), historyServerCommand(),
 		},
 	}
 	addConfigFlags(app.Commands)

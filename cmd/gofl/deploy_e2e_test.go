@@ -160,9 +160,14 @@ func (e *e2e) stagingClusterDirs() []string {
 	ents, _ := os.ReadDir(filepath.Join(e.home, storage.StagingSubdir))
 	var out []string
 	for _, en := range ents {
-		if en.Name() != "blobs" {
-			out = append(out, en.Name())
+		if en.Name() == "blobs" {
+			continue
 		}
+		// Archived logs outlive the cluster (package logs).
+		if sub, _ := os.ReadDir(filepath.Join(e.home, storage.StagingSubdir, en.Name())); len(sub) == 1 && sub[0].Name() == storage.LogsSubdir {
+			continue
+		}
+		out = append(out, en.Name())
 	}
 	return out
 }

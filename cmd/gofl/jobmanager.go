@@ -52,5 +52,7 @@ func runJobManager(c *cli.Context) error {
 	case <-ctx.Done():
 	case <-jm.Done(): // a per-job or application cluster's work ended
 	}
-	return jm.Wait()
+	err = jm.Wait()
+	archiveJobManagerLog(cfg, log)
+	return err
 }

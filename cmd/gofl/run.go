@@ -60,10 +60,11 @@ locally at parallelism N without a cluster, run the binary itself:
 GOFL_PARALLELISM=N JOB [job args...].
 
 Print() writes to the runner's stdout on the TaskManagers, which goes to the
-TaskManager's log (local provider: clusters/<cluster-id>/taskmanager-N/gofl.log
-under provider.local.dir while the cluster runs, logs/<cluster-id>/ once it
-ended, which gofl prints; Nomad: nomad alloc logs); Collect() or WriteAsText
-bring results back. WriteAsText refuses a non-empty output directory unless the
+TaskManager's log and the runner's logs; gofl logs -c CLUSTER --job JOBID
+reads them, also after the cluster is gone (archived; the local provider also
+keeps each process's log under logs/<cluster-id>/ in provider.local.dir, which
+gofl prints); Collect() or WriteAsText bring results back. WriteAsText refuses a
+non-empty output directory unless the
 job asks for stream.Overwrite. Relative paths in job arguments are rejected:
 give absolute paths or URIs.
 
@@ -193,6 +194,13 @@ func runSession(c *cli.Context, addr string) error {
 	err = followJob(c, cl, jg, id)
 	if stoppedEarly(err) {
 		return attachedRun{cl: cl, jobs: func(context.Context) []string { return []string{id} }}.leave(c, err)
+	}
+	if err != nil { // the runners' logs, while the session lives
+		where := "-m " + cl.Address()
+		if cid := c.String(flagCluster); cid != "" {
+			where = "-c " + cid
+		}
+		fmt.Fprintf(c.App.ErrWriter, "Logs: gofl logs %s --job %s\n", where, id)
 	}
 	return err
 }

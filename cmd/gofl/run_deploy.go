@@ -82,6 +82,13 @@ func runOwnCluster(c *cli.Context, mode string) error {
 	if stoppedEarly(ferr) {
 		return attachedRun{cl: cc.Client, jobs: cc.JobIDs, own: cc, target: desc.Provider()}.leave(c, ferr)
 	}
+	if ferr != nil {
+		jobID := ""
+		if jg != nil {
+			jobID = cc.JobIDs(ctx)[0]
+		}
+		fmt.Fprintf(c.App.ErrWriter, "Logs: %s\n", logsHint(cfg, cc.ClusterID(), jobID))
+	}
 	if !cc.Finish(context.Background(), 3*time.Second) {
 		fmt.Fprintf(c.App.ErrWriter, "Cluster %s is still shutting down; its work is over and it goes away by itself\n", cc.ClusterID())
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gofl/gofl/conf"
 	"github.com/gofl/gofl/ha"
+	"github.com/gofl/gofl/logs"
 	"github.com/gofl/gofl/metrics"
 	"github.com/gofl/gofl/taskmanager"
 )
@@ -57,6 +58,10 @@ func runTaskManager(c *cli.Context) error {
 		}
 		defer services.Close()
 		tcfg.LeaderRetrieval = services
+	}
+	tcfg.LogFile = os.Getenv(logs.EnvLogFile)
+	if tcfg.LogArchive = openProcessLogArchive(c.Context, cfg, log); tcfg.LogArchive != nil {
+		defer tcfg.LogArchive.Close()
 	}
 	te, err := taskmanager.New(tcfg, log)
 	if err != nil {

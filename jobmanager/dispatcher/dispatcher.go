@@ -55,6 +55,12 @@ type Config struct {
 	// HA, when set, makes this the Dispatcher of an elected leader
 	// (high-availability.type other than none); see RecoverJobs.
 	HA *HA
+	// OnGloballyTerminal, if set, is called once per job that ended
+	// globally terminal (FINISHED, FAILED, CANCELED), off the mailbox once
+	// the job's final views are queryable; WaitJob returns only after it
+	// did. It may query the Dispatcher; it must not block for long (the
+	// history server's archiving: jobmanager.archive.fs.dir).
+	OnGloballyTerminal func(jobID string)
 }
 
 // Dispatcher runs jobs.
@@ -235,9 +241,21 @@ func (d *Dispatcher) archive(jm *jobmaster.JobMaster) {
 	snap, _ := jm.Snapshot(context.Background()) // returns the final views once Done
 	delete(d.jobs, jm.JobID())
 	d.archived = append(d.archived, archivedJob{id: jm.JobID(), snapshot: snap, checkpoints: jm.CheckpointView()})
-	if ch := d.ended[jm.JobID()]; ch != nil {
-		close(ch)
-		delete(d.ended, jm.JobID())
+	closeEnded := func() {
+		if ch := d.ended[jm.JobID()]; ch != nil {
+			close(ch)
+			delete(d.ended, jm.JobID())
+		}
+	}
+	if hook := d.cfg.OnGloballyTerminal; hook != nil && jm.Result().Status.IsGloballyTerminal() {
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			hook(jm.JobID())
+			d.mb.Post(closeEnded)
+		}()
+	} else {
+		closeEnded()
 	}
 	if over := len(d.archived) - d.cfg.MaxArchivedJobs; over > 0 {
 		d.archived = append(d.archived[:0], d.archived[over:]...)

@@ -51,6 +51,8 @@ type Options struct {
 	// DisableCancel refuses cancel and stop-with-savepoint with 403
 	// (web.cancel.enable: false).
 	DisableCancel bool
+	// Logs, if set, serves the log endpoints (logs.go).
+	Logs LogFiles
 }
 
 // gate names what a route changes, for web.submit.enable and
@@ -145,6 +147,9 @@ func (h *handler) routes() {
 	h.handle("GET /taskmanagers", h.taskManagers)
 	h.handle("GET /taskmanagers/{tmid}", h.taskManager)
 	h.metricRoutes()
+	if h.opts.Logs != nil {
+		h.logRoutes()
+	}
 	slices.Sort(h.methods)
 }
 
@@ -169,6 +174,9 @@ func (h *handler) handleGated(pattern string, g gate, ep endpoint) {
 			h.writeError(w, r, err)
 			return
 		}
+		if status == 0 { // the endpoint wrote a response of its own (logs)
+			return
+		}
 		h.writeJSON(w, status, body)
 	})
 }
@@ -183,6 +191,7 @@ var pathIDs = []struct {
 	{"triggerid", "trigger id", ids.Name},
 	{"key", "blob key", ids.BlobKey},
 	{"tmid", "task manager id", ids.Name},
+	{"logname", "log name", ids.Name},
 }
 
 // checkPathIDs checks r's identifiers before any reaches the Dispatcher, a
@@ -552,7 +561,7 @@ func (h *handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	case errors.Is(err, jobgraph.ErrInvalid), errors.Is(err, restapi.ErrBadRequest):
 		status = http.StatusBadRequest
 	case errors.Is(err, restapi.ErrJobNotFound), errors.Is(err, restapi.ErrTaskManagerNotFound), errors.Is(err, restapi.ErrBlobNotFound),
-		errors.Is(err, restapi.ErrOperationNotFound):
+		errors.Is(err, restapi.ErrOperationNotFound), errors.Is(err, restapi.ErrLogNotFound):
 		status = http.StatusNotFound
 	case errors.Is(err, restapi.ErrDuplicateJob), errors.Is(err, restapi.ErrJobNotCancellable):
 		status = http.StatusConflict

@@ -20,6 +20,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gofl/gofl/conf"
+	"github.com/gofl/gofl/logs"
 	"github.com/gofl/gofl/providers"
 	"github.com/gofl/gofl/storage"
 )
@@ -31,7 +32,7 @@ func init() {
 	providers.Register(providers.Provider{
 		Name: Name,
 		NewDeployer: func(c *conf.Configuration, log zerolog.Logger) (providers.ClusterDeployer, error) {
-			return NewDeployer(Options{Dir: conf.ExpandEnv(conf.LocalProviderDir.Get(c)), Binary: conf.DeploymentBinary.Get(c), Log: log}), nil
+			return NewDeployer(Options{Dir: conf.ExpandEnv(conf.LocalProviderDir.Get(c)), Binary: conf.DeploymentBinary.Get(c), Log: log, Config: c}), nil
 		},
 		NewWorkerDriver: func(dc providers.DriverContext) (providers.WorkerDriver, error) {
 			return NewWorkerDriver(dc)
@@ -59,6 +60,10 @@ type Options struct {
 	// GracePeriod between SIGTERM and SIGKILL; default DefaultGracePeriod.
 	GracePeriod time.Duration
 	Log         zerolog.Logger
+	// Config, if set, locates the clusters' log archives (package logs):
+	// Kill and the cleaning of a stale cluster archive what its processes
+	// left on disk before removing it.
+	Config *conf.Configuration
 }
 
 // Deployer is the local provider's client half. Processes it starts are
@@ -319,7 +324,7 @@ func startProcess(bin, role, dir, clusterID string, cfg map[string]string) (*pro
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOFL_CLUSTER_ID="+clusterID)
+	cmd.Env = append(os.Environ(), "GOFL_CLUSTER_ID="+clusterID, logs.EnvLogFile+"="+filepath.Join(dir, logFile))
 	cmd.Stdout, cmd.Stderr = lf, lf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -478,6 +483,7 @@ func (d *Deployer) Kill(ctx context.Context, clusterID string) error {
 	if left := d.stopCluster(dir, deadline); len(left) > 0 {
 		return fmt.Errorf("local: killing %s: processes %v still run", clusterID, left)
 	}
+	archiveLogs(d.opts.Config, clusterID, dir, "", d.opts.Log)
 	d.saveLogs(clusterID, dir)
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("local: removing %s: %w", dir, err)
@@ -489,6 +495,7 @@ func (d *Deployer) Kill(ctx context.Context, clusterID string) error {
 // clean kills what is left of a stale cluster and removes its directory.
 func (d *Deployer) clean(clusterID, dir string) error {
 	d.stopCluster(dir, time.Time{})
+	archiveLogs(d.opts.Config, clusterID, dir, "", d.opts.Log)
 	d.saveLogs(clusterID, dir)
 	return os.RemoveAll(dir)
 }

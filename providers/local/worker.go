@@ -26,7 +26,8 @@ type WorkerDriver struct {
 	binary    string
 	rpcHost   string
 	rpcPort   string
-	config    map[string]string // passed on to every TaskManager
+	config    map[string]string   // passed on to every TaskManager
+	conf      *conf.Configuration // the JobManager's, for the log archive
 	grace     time.Duration
 	log       zerolog.Logger
 
@@ -70,7 +71,7 @@ func NewWorkerDriver(dc providers.DriverContext) (*WorkerDriver, error) {
 	if id == "" {
 		id = "jobmanager-" + strconv.Itoa(os.Getpid())
 	}
-	d := NewDeployer(Options{Dir: conf.ExpandEnv(conf.LocalProviderDir.Get(dc.Config))})
+	d := NewDeployer(Options{Dir: conf.ExpandEnv(conf.LocalProviderDir.Get(dc.Config)), Config: dc.Config})
 	dir, err := d.clusterDir(id)
 	if err != nil {
 		return nil, err
@@ -82,7 +83,7 @@ func NewWorkerDriver(dc providers.DriverContext) (*WorkerDriver, error) {
 	for _, k := range notForTaskManagers {
 		delete(cfg, k)
 	}
-	return &WorkerDriver{dir: dir, clusterID: id, binary: bin, rpcHost: host, rpcPort: port, config: cfg,
+	return &WorkerDriver{dir: dir, clusterID: id, binary: bin, rpcHost: host, rpcPort: port, config: cfg, conf: dc.Config,
 		grace: DefaultGracePeriod, log: dc.Log, workers: map[string]*worker{}}, nil
 }
 
@@ -139,6 +140,7 @@ func (d *WorkerDriver) RequestWorker(ctx context.Context, spec providers.WorkerS
 		}
 	}
 	cfg := providers.TaskManagerConfig(d.config, d.rpcHost, d.rpcPort, spec.Slots, id)
+	cfg[conf.TaskManagerWorkDir.Key()] = filepath.Join(dir, workDirName)
 	cfg[conf.TaskManagerRPCPort.Key()] = "0"
 	if _, ok := cfg[conf.TaskManagerHost.Key()]; !ok {
 		cfg[conf.TaskManagerHost.Key()] = "127.0.0.1"
@@ -161,6 +163,9 @@ func (d *WorkerDriver) RequestWorker(ctx context.Context, spec providers.WorkerS
 func (d *WorkerDriver) watch(w *worker) {
 	defer d.wg.Done()
 	<-w.p.done
+	// What a TaskManager killed with SIGKILL could not archive itself;
+	// after the event is delivered (deferred before the unlock).
+	defer archiveLogs(d.conf, d.clusterID, d.dir, w.id, d.log)
 	status, cause := -1, w.p.err
 	var ee interface{ ExitCode() int }
 	if errors.As(w.p.err, &ee) {

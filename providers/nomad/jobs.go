@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/gofl/gofl/logs"
 )
 
 // Job naming and metadata.
@@ -122,10 +124,17 @@ func buildJob(o Options, p taskParams) *api.Job {
 	for _, k := range slices.Sorted(maps.Keys(p.cfg)) {
 		args = append(args, "-D", k+"="+escapeInterpolation(p.cfg[k]))
 	}
+	env := maps.Clone(p.env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	// The process's log (zerolog writes to stderr) as Nomad keeps it, so
+	// the process can serve and archive it (package logs).
+	env[logs.EnvLogFile] = "${NOMAD_ALLOC_DIR}/logs/" + p.role + ".stderr.0"
 	task := &api.Task{
 		Name:        p.role,
 		Driver:      o.Driver,
-		Env:         p.env,
+		Env:         env,
 		Resources:   &api.Resources{CPU: ptr(p.cpu), MemoryMB: ptr(p.memoryMB)},
 		KillTimeout: ptr(o.KillTimeout),
 		KillSignal:  "SIGTERM",

@@ -23,6 +23,7 @@ import (
 	"github.com/gofl/gofl/internal/backoff"
 	"github.com/gofl/gofl/internal/clock"
 	"github.com/gofl/gofl/internal/version"
+	"github.com/gofl/gofl/logs"
 	"github.com/gofl/gofl/rpc/pb"
 )
 
@@ -93,6 +94,10 @@ type Process struct {
 	killCause error
 }
 
+// maxSocketPath is what a Unix socket path may take of sun_path (108
+// bytes on Linux, with its terminating NUL).
+const maxSocketPath = 104
+
 // Start launches the runner and returns once it answered the handshake. On
 // any failure nothing is left running.
 func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error) {
@@ -103,17 +108,56 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error)
 		return nil, fmt.Errorf("runner: %w", err)
 	}
 	socket := filepath.Join(spec.Dir, "runner.sock")
+	sockDir := ""
+	if len(socket) >= maxSocketPath {
+		// A deep work dir (the local provider keeps it in the cluster's
+		// directory) would overflow sun_path: the socket goes to a short
+		// temporary directory, removed when the runner exits.
+		d, err := os.MkdirTemp("", "gofl-runner-")
+		if err != nil {
+			return nil, fmt.Errorf("runner: %w", err)
+		}
+		sockDir = d
+		socket = filepath.Join(sockDir, "runner.sock")
+	}
+	removeSockDir := func() {
+		if sockDir != "" {
+			_ = os.RemoveAll(sockDir)
+		}
+	}
 	_ = os.Remove(socket)
-	logPath := filepath.Join(spec.Dir, "runner.log")
+	logPath := filepath.Join(spec.Dir, logs.RunnerLogFile)
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
+		removeSockDir()
 		return nil, fmt.Errorf("runner: %w", err)
+	}
+	// stdout and stderr also each have a file of their own, so the job's
+	// Print() output can be read without the runner's log lines.
+	outFile, err := os.OpenFile(filepath.Join(spec.Dir, logs.RunnerOutFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		logFile.Close()
+		removeSockDir()
+		return nil, fmt.Errorf("runner: %w", err)
+	}
+	errFile, err := os.OpenFile(filepath.Join(spec.Dir, logs.RunnerErrFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		logFile.Close()
+		outFile.Close()
+		removeSockDir()
+		return nil, fmt.Errorf("runner: %w", err)
+	}
+	closeLogs := func() {
+		logFile.Close()
+		outFile.Close()
+		errFile.Close()
+		removeSockDir()
 	}
 	var dataFile *os.File
 	if spec.DataListener != nil {
 		f, err := spec.DataListener.File() // a duplicate, closed once the child has it
 		if err != nil {
-			logFile.Close()
+			closeLogs()
 			return nil, fmt.Errorf("runner: data port: %w", err)
 		}
 		defer f.Close()
@@ -129,8 +173,9 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error)
 		}
 		// stdout (the job's Print()) also goes to the TaskManager's own
 		// stdout, which its provider keeps (the local provider's gofl.log,
-		// Nomad's task logs): runner.log goes with the TaskManager's directory.
-		cmd.Stdout, cmd.Stderr = io.MultiWriter(bestEffort{logFile}, bestEffort{os.Stdout}), logFile
+		// Nomad's task logs); the runner's files are archived (package logs).
+		cmd.Stdout = io.MultiWriter(bestEffort{logFile}, bestEffort{outFile}, bestEffort{os.Stdout})
+		cmd.Stderr = io.MultiWriter(bestEffort{logFile}, bestEffort{errFile})
 		cmd.Dir = spec.Dir
 		// Its own process group, so a signal to the TaskManager's group does
 		// not reach it and Stop can take down anything it started.
@@ -139,7 +184,7 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error)
 	}
 	cmd, err := startRetryingBusy(ctx, newCmd)
 	if err != nil {
-		logFile.Close()
+		closeLogs()
 		return nil, fmt.Errorf("runner: starting %s: %w", spec.Binary, err)
 	}
 	wctx, cancel := context.WithCancel(context.Background())
@@ -147,7 +192,7 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error)
 		cmd: cmd, logPath: logPath, pid: cmd.Process.Pid, exited: make(chan struct{}), watchers: map[string]chan *pb.RunnerTaskState{}, cancel: cancel}
 	go func() {
 		err := cmd.Wait()
-		logFile.Close()
+		closeLogs()
 		if err == nil {
 			err = errors.New("exit status 0")
 		}
