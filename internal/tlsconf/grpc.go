@@ -49,7 +49,7 @@ func (c *loggingCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.Auth
 func (c *loggingCreds) ClientHandshake(ctx context.Context, authority string, raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	conn, info, err := c.TransportCredentials.ClientHandshake(ctx, authority, raw)
 	if err != nil {
-		err = Explain(err)
+		err = Explain(err, true)
 	}
 	return conn, info, err
 }

@@ -207,10 +207,21 @@ func IsHandshakeFailure(err error) bool {
 	return false
 }
 
-// Explain wraps a failed TLS handshake's error with what to check; other
-// errors are returned as they are.
-func Explain(err error) error {
-	if !IsHandshakeFailure(err) {
+// Explain wraps the error of an internal call with what to check when it
+// failed for TLS: a failed handshake (tlsOn), or, with TLS off here, a
+// peer that closed the connection before answering, as a peer requiring
+// TLS does. Other errors are returned as they are.
+func Explain(err error, tlsOn bool) error {
+	if err == nil {
+		return nil
+	}
+	if !tlsOn {
+		if strings.Contains(err.Error(), "server preface") {
+			return fmt.Errorf("the peer closed the connection before answering: it may require internal TLS, which is off here (security.ssl.internal.enabled): %w", err)
+		}
+		return err
+	}
+	if !IsHandshakeFailure(err) || strings.Contains(err.Error(), "TLS handshake failure") {
 		return err
 	}
 	return fmt.Errorf("TLS handshake failure on an internal link: both sides need security.ssl.internal.enabled and a certificate of the cluster's CA (security.ssl.internal.*): %w", err)

@@ -109,7 +109,7 @@ func TestOtherClusterRefused(t *testing.T) {
 	if !strings.Contains(cliErr.Error(), "security.ssl.internal") {
 		t.Fatalf("the client's error does not say why: %v", cliErr)
 	}
-	if !IsHandshakeFailure(srvErr) || !strings.Contains(Explain(srvErr).Error(), "TLS handshake failure") {
+	if !IsHandshakeFailure(srvErr) || !strings.Contains(Explain(srvErr, true).Error(), "TLS handshake failure") {
 		t.Fatalf("server error not recognised: %v", srvErr)
 	}
 }
