@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -45,12 +46,12 @@ func (s *syncBuffer) String() string {
 }
 
 // waitFor polls cond; the deadline only bounds a hang on a loaded machine.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t *testing.T, what string, cond func() bool, diag ...fmt.Stringer) {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			t.Fatalf("timed out waiting for %s; output: %v", what, diag)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -124,7 +125,7 @@ func TestInternalTLSE2E(t *testing.T) {
 	}
 	r, err := cc.WaitForJobResult(ctx, id)
 	if err != nil || r.ApplicationStatus != "SUCCEEDED" {
-		t.Fatalf("wordcount over internal TLS: %+v, %v", r, err)
+		t.Fatalf("wordcount over internal TLS: %+v, %+v, %v", r, r.FailureCause, err)
 	}
 	w.checkCounts(t, out)
 
@@ -151,10 +152,10 @@ func TestInternalTLSE2E(t *testing.T) {
 		"security.ssl.internal.ca="+files[tlsconf.EnvCA])
 	waitFor(t, "the plain TaskManager's refusal", func() bool {
 		return strings.Contains(plain.String(), "it may require internal TLS, which is off here (security.ssl.internal.enabled)")
-	})
+	}, plain)
 	waitFor(t, "the foreign TaskManager's refusal", func() bool {
 		return strings.Contains(other.String(), "TLS handshake failure") && strings.Contains(other.String(), "security.ssl.internal")
-	})
+	}, other)
 	tms, err := cc.TaskManagers(ctx)
 	if err != nil || len(tms.TaskManagers) != 2 {
 		t.Errorf("TaskManagers after the refused ones: %+v, %v", tms, err)

@@ -116,7 +116,7 @@ func New(cfg Config, log zerolog.Logger) (*TaskExecutor, error) {
 	}
 	te := &TaskExecutor{
 		cfg:        cfg,
-		creds:      tlsconf.ClientCredentials(tlsCfg),
+		creds:      tlsconf.ClientCredentialsLog(tlsCfg, log.With().Str("resource_id", cfg.ResourceID).Logger()),
 		log:        log.With().Str("resource_id", cfg.ResourceID).Logger(),
 		clk:        clock.Or(cfg.Clock),
 		instanceID: randomHex(rnd, 8),
