@@ -160,9 +160,12 @@ func TestInternalTLSE2E(t *testing.T) {
 	if err != nil || len(tms.TaskManagers) != 2 {
 		t.Errorf("TaskManagers after the refused ones: %+v, %v", tms, err)
 	}
-	jmLog := filepath.Join(w.home, "clusters", "tls-session", "jobmanager", "gofl.log")
+	jmLogs, _ := filepath.Glob(filepath.Join(w.home, "clusters", "*", "tls-session", "jobmanager", "gofl.log"))
+	if len(jmLogs) != 1 {
+		t.Fatalf("JobManager logs: %v", jmLogs)
+	}
 	waitFor(t, "the JobManager's log of a refused handshake", func() bool {
-		b, _ := os.ReadFile(jmLog)
+		b, _ := os.ReadFile(jmLogs[0])
 		return strings.Contains(string(b), "internal TLS handshake refused")
 	})
 
