@@ -16,13 +16,15 @@ import (
 	"time"
 
 	"github.com/gofl/gofl/client"
+	"github.com/gofl/gofl/internal/tlsconf"
 )
 
 // BenchmarkWordcountEndToEnd runs the wordcount example on a standalone
 // cluster of real processes (a JobManager and two TaskManagers with two
 // slots each) over generated text, from submission to FINISHED, and reports
 // the input rate and the peak RSS of every process.
-// GOFL_BENCH_WORDCOUNT_MB sets the input size (default 100).
+// GOFL_BENCH_WORDCOUNT_MB sets the input size (default 100);
+// GOFL_BENCH_INTERNAL_TLS=1 turns internal mutual TLS on.
 func BenchmarkWordcountEndToEnd(b *testing.B) {
 	mb := 100
 	if v, err := strconv.Atoi(os.Getenv("GOFL_BENCH_WORDCOUNT_MB")); err == nil && v > 0 {
@@ -106,6 +108,23 @@ func runWordcountOnce(b *testing.B, input, output string, p, mb int, words int64
 		}
 	}()
 	common := []string{"-D", "jobmanager.rpc.port=" + strconv.Itoa(rpc), "-D", "jobmanager.rpc.address=127.0.0.1"}
+	if os.Getenv("GOFL_BENCH_INTERNAL_TLS") != "" {
+		// Internal mutual TLS on every link, with a generated cluster CA.
+		m, err := tlsconf.Generate("bench", nil, time.Hour)
+		if err != nil {
+			b.Fatal(err)
+		}
+		env, err := m.WriteFiles(filepath.Join(logDir, "tls"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		opt := map[string]string{tlsconf.EnvCert: "cert", tlsconf.EnvKey: "key", tlsconf.EnvCA: "ca"}
+		common = append(common, "-D", "security.ssl.internal.enabled=true")
+		for _, e := range env {
+			k, v, _ := strings.Cut(e, "=")
+			common = append(common, "-D", "security.ssl.internal."+opt[k]+"="+v)
+		}
+	}
 	jm := start("jobmanager", append([]string{"jobmanager", "-D", "rest.port=" + strconv.Itoa(rest), "-D", "rest.address=127.0.0.1"}, common...)...)
 	tm1 := start("tm1", append([]string{"taskmanager", "-D", "taskmanager.numberOfTaskSlots=2", "-D", "taskmanager.rpc.port=0"}, common...)...)
 	tm2 := start("tm2", append([]string{"taskmanager", "-D", "taskmanager.numberOfTaskSlots=2", "-D", "taskmanager.rpc.port=0"}, common...)...)
