@@ -23,22 +23,36 @@ import (
 // cluster of real processes (a JobManager and two TaskManagers with two
 // slots each) over generated text, from submission to FINISHED, and reports
 // the input rate and the peak RSS of every process.
-// GOFL_BENCH_WORDCOUNT_MB sets the input size (default 100);
-// GOFL_BENCH_INTERNAL_TLS=1 turns internal mutual TLS on.
+// GOFL_BENCH_WORDCOUNT_MB sets the input size (default 100).
 func BenchmarkWordcountEndToEnd(b *testing.B) {
 	mb := 100
 	if v, err := strconv.Atoi(os.Getenv("GOFL_BENCH_WORDCOUNT_MB")); err == nil && v > 0 {
 		mb = v
 	}
+	// GOFL_BENCH_INTERNAL_TLS: 1 runs with internal TLS, compare runs
+	// without and with it, and also a 1 MB input whose time is mostly the
+	// job's start.
+	sizes, modes := []int{mb}, []bool{os.Getenv("GOFL_BENCH_INTERNAL_TLS") == "1"}
+	if os.Getenv("GOFL_BENCH_INTERNAL_TLS") == "compare" {
+		sizes, modes = []int{mb, 1}, []bool{false, true}
+	}
 	dir := b.TempDir()
-	input := filepath.Join(dir, "input.txt")
-	words := writeText(b, input, mb<<20)
-	for _, p := range []int{1, 4} {
-		b.Run(fmt.Sprintf("%dMB/p%d", mb, p), func(b *testing.B) {
-			for i := 0; i < b.N; i++ {
-				runWordcountOnce(b, input, filepath.Join(dir, fmt.Sprintf("out-%d-%d", p, i)), p, mb, words)
+	for _, size := range sizes {
+		input := filepath.Join(dir, fmt.Sprintf("input-%d.txt", size))
+		words := writeText(b, input, size<<20)
+		for _, p := range []int{1, 4} {
+			for _, tls := range modes {
+				name := fmt.Sprintf("%dMB/p%d", size, p)
+				if len(modes) > 1 {
+					name += fmt.Sprintf("/tls=%v", tls)
+				}
+				b.Run(name, func(b *testing.B) {
+					for i := 0; i < b.N; i++ {
+						runWordcountOnce(b, input, filepath.Join(dir, fmt.Sprintf("out-%d-%d-%v-%d", size, p, tls, i)), p, size, words, tls)
+					}
+				})
 			}
-		})
+		}
 	}
 }
 
@@ -86,7 +100,7 @@ func freePort(b *testing.B) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func runWordcountOnce(b *testing.B, input, output string, p, mb int, words int64) {
+func runWordcountOnce(b *testing.B, input, output string, p, mb int, words int64, internalTLS bool) {
 	b.StopTimer()
 	rest, rpc := freePort(b), freePort(b)
 	logDir := b.TempDir()
@@ -108,7 +122,7 @@ func runWordcountOnce(b *testing.B, input, output string, p, mb int, words int64
 		}
 	}()
 	common := []string{"-D", "jobmanager.rpc.port=" + strconv.Itoa(rpc), "-D", "jobmanager.rpc.address=127.0.0.1"}
-	if os.Getenv("GOFL_BENCH_INTERNAL_TLS") != "" {
+	if internalTLS {
 		// Internal mutual TLS on every link, with a generated cluster CA.
 		m, err := tlsconf.Generate("bench", nil, time.Hour)
 		if err != nil {
