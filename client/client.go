@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -20,8 +21,10 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/gofl/gofl/conf"
+	"github.com/gofl/gofl/internal/tlsconf"
 	"github.com/gofl/gofl/jobgraph"
 	"github.com/gofl/gofl/rpc/restapi"
+	"github.com/gofl/gofl/storage"
 )
 
 // Defaults of the Client's options.
@@ -44,6 +47,7 @@ type Client struct {
 	timeout time.Duration
 	poll    time.Duration
 	token   *string // bearer token; never logged or put in errors
+	tls     *tls.Config
 }
 
 // Option configures a Client.
@@ -66,12 +70,29 @@ func WithToken(token string) Option { return func(c *Client) { c.token = &token 
 // REST token of rest.authentication.token(-file); without one, New falls
 // back to $GOFL_REST_TOKEN.
 func ConfigOptions(cfg *conf.Configuration) ([]Option, error) {
+	var opts []Option
 	t, err := conf.RestToken(cfg)
-	if err != nil || t == "" {
+	if err != nil {
 		return nil, err
 	}
-	return []Option{WithToken(t)}, nil
+	if t != "" {
+		opts = append(opts, WithToken(t))
+	}
+	// security.ssl.rest.*: https, the configured CA, a client certificate.
+	tc, err := tlsconf.RESTClient(context.Background(), cfg, tlsconf.ReadStorage(storage.OptionsFromConf(cfg)))
+	if err != nil {
+		return nil, err
+	}
+	if tc != nil {
+		opts = append(opts, WithTLS(tc))
+	}
+	return opts, nil
 }
+
+// WithTLS makes HOST:PORT addresses https and verifies the server (and
+// presents a client certificate) with cfg, unless WithHTTPClient gives
+// the whole client.
+func WithTLS(cfg *tls.Config) Option { return func(c *Client) { c.tls = cfg } }
 
 // WithHTTPClient replaces http.DefaultClient, e.g. for TLS settings.
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
@@ -83,14 +104,24 @@ func WithPollInterval(d time.Duration) Option { return func(c *Client) { c.poll 
 // New returns a Client for address, which is HOST:PORT (plain HTTP) or an
 // http(s) URL, possibly with a path prefix, e.g. https://proxy/flink.
 func New(address string, opts ...Option) (*Client, error) {
-	base, err := parseAddress(address)
-	if err != nil {
-		return nil, err
-	}
-	c := &Client{base: base, hc: http.DefaultClient, timeout: DefaultTimeout, poll: DefaultPollInterval}
+	c := &Client{hc: http.DefaultClient, timeout: DefaultTimeout, poll: DefaultPollInterval}
 	for _, o := range opts {
 		o(c)
 	}
+	scheme := "http://"
+	if c.tls != nil {
+		scheme = "https://"
+		if c.hc == http.DefaultClient {
+			tr := http.DefaultTransport.(*http.Transport).Clone()
+			tr.TLSClientConfig = c.tls
+			c.hc = &http.Client{Transport: tr}
+		}
+	}
+	base, err := parseAddress(address, scheme)
+	if err != nil {
+		return nil, err
+	}
+	c.base = base
 	if c.token == nil {
 		t := strings.TrimSpace(os.Getenv(EnvToken))
 		c.token = &t
@@ -101,7 +132,7 @@ func New(address string, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
-func parseAddress(address string) (*url.URL, error) {
+func parseAddress(address, scheme string) (*url.URL, error) {
 	address = strings.TrimSpace(address)
 	if address == "" {
 		return nil, errors.New("client: empty JobManager address; want HOST:PORT or an http(s) URL")
@@ -110,7 +141,7 @@ func parseAddress(address string) (*url.URL, error) {
 		if _, port, err := net.SplitHostPort(address); err != nil || port == "" {
 			return nil, fmt.Errorf("client: JobManager address %q is not HOST:PORT or an http(s) URL", address)
 		}
-		address = "http://" + address
+		address = scheme + address
 	}
 	u, err := url.Parse(address)
 	if err != nil {

@@ -210,6 +210,9 @@ func (d *ClusterDescriptor) deploy(ctx context.Context, id string, mode provider
 			s.Remove()
 		}
 	}()
+	if err := d.stageInternalTLS(ctx, s.st, id, extra); err != nil {
+		return nil, err
+	}
 	artifacts := []string{s.goflURI}
 	if jobBin != "" {
 		artifacts = append(artifacts, s.jobURI)

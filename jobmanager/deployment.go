@@ -266,6 +266,9 @@ func (d *deployment) runApplication(ctx context.Context, disp *dispatcher.Dispat
 			env = append(env, kv)
 		}
 	}
+	if conf.SSLRestEnabled.Get(d.cfg) {
+		restAddr = "https://" + restAddr
+	}
 	env = append(env, "GOFL_ROLE=driver", EnvDriverREST+"="+restAddr, EnvDriverToken+"="+d.token, EnvDriverBinaryKey+"="+d.binaryKey)
 	if sp := conf.SavepointPath.Get(d.cfg); sp != "" {
 		// A restored application's file sinks continue in their directories.

@@ -2,8 +2,10 @@ package jobmanager
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -19,8 +21,10 @@ import (
 	"github.com/gofl/gofl/historyserver"
 	"github.com/gofl/gofl/internal/blob"
 	"github.com/gofl/gofl/internal/ids"
+	"github.com/gofl/gofl/internal/tlsconf"
 	"github.com/gofl/gofl/internal/version"
 	"github.com/gofl/gofl/jobmanager/dispatcher"
+	"github.com/gofl/gofl/jobmanager/jobmaster"
 	"github.com/gofl/gofl/jobmanager/rest"
 	"github.com/gofl/gofl/providers"
 	"github.com/gofl/gofl/resourcemanager"
@@ -65,6 +69,12 @@ func Start(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*Job
 		rpcLis.Close()
 		restLis.Close()
 		return nil, fmt.Errorf("jobmanager: %w", err)
+	}
+	internalTLS, restLis, err := loadTLS(ctx, c, restLis)
+	if err != nil {
+		rpcLis.Close()
+		restLis.Close()
+		return nil, err
 	}
 	blobDir, tempBlobs := conf.BlobStorageDirectory.Get(c), false
 	if blobDir == "" {
@@ -114,7 +124,7 @@ func Start(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*Job
 	j := &JobManager{RPCAddress: rpcLis.Addr().String(), RESTAddress: restLis.Addr().String(), cancel: cancel, ctx: ctx}
 
 	uploads := blob.NewUploads(blobs, nil, conf.BlobUploadCleanupGrace.Get(c))
-	lead := newLeading(c, j.RPCAddress, workers, blobs, uploads, nil, log)
+	lead := newLeading(c, j.RPCAddress, internalTLS, workers, blobs, uploads, nil, log)
 	rm, disp, grpcServer := lead.rm, lead.disp, lead.grpc
 	handler := lead.rest
 	var trusted func(*http.Request) bool
@@ -255,9 +265,21 @@ type leading struct {
 	rest http.Handler
 }
 
-func newLeading(c *conf.Configuration, address string, workers providers.WorkerDriver, blobs *blob.Store, uploads *blob.Uploads,
+func newLeading(c *conf.Configuration, address string, internalTLS *tls.Config, workers providers.WorkerDriver, blobs *blob.Store, uploads *blob.Uploads,
 	dispHA *dispatcher.HA, log zerolog.Logger) leading {
+	// Internal TLS: TaskManagers must present the cluster's certificate to
+	// this server, and the JobMasters and the ResourceManager present it
+	// to theirs.
+	creds := tlsconf.ClientCredentials(internalTLS)
+	dialTM := func(addr string) (pb.TaskExecutorServiceClient, io.Closer, error) {
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+		if err != nil {
+			return nil, nil, err
+		}
+		return pb.NewTaskExecutorServiceClient(conn), conn, nil
+	}
 	rm := resourcemanager.New(resourcemanager.Config{
+		DialTaskExecutor:   dialTM,
 		HeartbeatInterval:  conf.HeartbeatInterval.Get(c),
 		HeartbeatTimeout:   conf.HeartbeatTimeout.Get(c),
 		SlotRequestTimeout: conf.SlotRequestTimeout.Get(c),
@@ -274,10 +296,12 @@ func newLeading(c *conf.Configuration, address string, workers providers.WorkerD
 	}
 	disp := dispatcher.New(dispatcher.Config{Cluster: c, Address: address, Version: version.Version,
 		MaxArchivedJobs: conf.JobStoreMaxCapacity.Get(c), ResultCacheBytes: int64(conf.JobStoreCacheSize.Get(c)), HA: dispHA,
-		OnGloballyTerminal: onTerminal},
+		OnGloballyTerminal: onTerminal,
+		JobMasterOptions:   func(jc *jobmaster.Config) { jc.DialTaskManager = dialTM }},
 		rm, log.With().Str("component", "dispatcher").Logger())
 	// Identifiers in every request are checked before any handler runs.
-	srv := grpc.NewServer(grpc.MaxRecvMsgSize(64<<20), grpc.ChainUnaryInterceptor(ids.UnaryServerInterceptor()))
+	srv := grpc.NewServer(grpc.MaxRecvMsgSize(64<<20), grpc.Creds(tlsconf.ServerCredentials(internalTLS, log.With().Str("component", "rpc").Logger())),
+		grpc.ChainUnaryInterceptor(ids.UnaryServerInterceptor()))
 	pb.RegisterResourceManagerServiceServer(srv, rm.Service())
 	pb.RegisterJobMasterServiceServer(srv, disp.JobMasterService())
 	pb.RegisterBlobServiceServer(srv, blob.NewService(blobs))
@@ -288,4 +312,29 @@ func newLeading(c *conf.Configuration, address string, workers providers.WorkerD
 			log.With().Str("component", "archiver").Logger())
 	}
 	return leading{rm: rm, disp: disp, grpc: srv, rest: h}
+}
+
+// loadTLS loads the internal TLS configuration (nil: off) and wraps the
+// REST listener in TLS when security.ssl.rest.enabled is on. Certificate
+// files may be staged URIs: the client stages the per-cluster CA's.
+func loadTLS(ctx context.Context, c *conf.Configuration, restLis net.Listener) (*tls.Config, net.Listener, error) {
+	read := tlsconf.ReadStorage(storage.OptionsFromConf(c))
+	m, err := tlsconf.Internal(ctx, c, read)
+	if err != nil {
+		return nil, restLis, fmt.Errorf("jobmanager: %w", err)
+	}
+	var internal *tls.Config
+	if m != nil {
+		if internal, err = m.Config(); err != nil {
+			return nil, restLis, fmt.Errorf("jobmanager: internal TLS: %w", err)
+		}
+	}
+	restTLS, err := tlsconf.RESTServer(ctx, c, read)
+	if err != nil {
+		return nil, restLis, fmt.Errorf("jobmanager: %w", err)
+	}
+	if restTLS != nil {
+		restLis = tls.NewListener(restLis, restTLS)
+	}
+	return internal, restLis, nil
 }

@@ -2,6 +2,7 @@ package jobmanager
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -72,9 +73,13 @@ func startHA(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*J
 	if err != nil {
 		return fail(fmt.Errorf("jobmanager: %w", err), rpcLis.Close, restLis.Close)
 	}
+	internalTLS, restLis, err := loadTLS(ctx, c, restLis)
+	if err != nil {
+		return fail(err, rpcLis.Close, restLis.Close)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	j := &JobManager{RPCAddress: rpcLis.Addr().String(), RESTAddress: restLis.Addr().String(), cancel: cancel, ctx: ctx}
-	p := &leaderProcess{j: j, c: c, log: log, restToken: restToken, services: services, blobs: blobs, rpc: rpcLis,
+	p := &leaderProcess{j: j, c: c, log: log, restToken: restToken, internalTLS: internalTLS, services: services, blobs: blobs, rpc: rpcLis,
 		events: make(chan leaderEvent, 16)}
 	httpServer := &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
 
@@ -159,11 +164,13 @@ type leaderProcess struct {
 	log zerolog.Logger
 	// restToken is rest.authentication.token (or its file): REST asks for it.
 	restToken string
-	services  ha.Services
-	blobs     *blob.Store
-	rpc       net.Listener
-	elections []componentElection
-	events    chan leaderEvent
+	// internalTLS is the internal mutual TLS configuration; nil: off.
+	internalTLS *tls.Config
+	services    ha.Services
+	blobs       *blob.Store
+	rpc         net.Listener
+	elections   []componentElection
+	events      chan leaderEvent
 
 	mu sync.Mutex
 	// cur is the term this process leads; nil while standby.
@@ -250,7 +257,7 @@ func (p *leaderProcess) startTerm(ctx context.Context, session ha.SessionID) err
 	}
 	tctx, cancel := context.WithCancel(ctx)
 	t := &term{session: session, cancel: cancel, lis: newTermListener(p.rpc.Addr()), started: time.Now()}
-	lead := newLeading(c, p.j.RPCAddress, workers, p.blobs, nil, &dispatcher.HA{Services: p.services, Session: session}, log)
+	lead := newLeading(c, p.j.RPCAddress, p.internalTLS, workers, p.blobs, nil, &dispatcher.HA{Services: p.services, Session: session}, log)
 	rm, disp := lead.rm, lead.disp
 	t.grpc, t.disp = lead.grpc, disp
 	t.handler = rest.Authenticate(p.restToken, lead.rest, nil)

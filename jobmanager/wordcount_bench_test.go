@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gofl/gofl/client"
+	"github.com/gofl/gofl/internal/tlsconf"
 )
 
 // BenchmarkWordcountEndToEnd runs the wordcount example on a standalone
@@ -28,15 +29,30 @@ func BenchmarkWordcountEndToEnd(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("GOFL_BENCH_WORDCOUNT_MB")); err == nil && v > 0 {
 		mb = v
 	}
+	// GOFL_BENCH_INTERNAL_TLS: 1 runs with internal TLS, compare runs
+	// without and with it, and also a 1 MB input whose time is mostly the
+	// job's start.
+	sizes, modes := []int{mb}, []bool{os.Getenv("GOFL_BENCH_INTERNAL_TLS") == "1"}
+	if os.Getenv("GOFL_BENCH_INTERNAL_TLS") == "compare" {
+		sizes, modes = []int{mb, 1}, []bool{false, true}
+	}
 	dir := b.TempDir()
-	input := filepath.Join(dir, "input.txt")
-	words := writeText(b, input, mb<<20)
-	for _, p := range []int{1, 4} {
-		b.Run(fmt.Sprintf("%dMB/p%d", mb, p), func(b *testing.B) {
-			for i := 0; i < b.N; i++ {
-				runWordcountOnce(b, input, filepath.Join(dir, fmt.Sprintf("out-%d-%d", p, i)), p, mb, words)
+	for _, size := range sizes {
+		input := filepath.Join(dir, fmt.Sprintf("input-%d.txt", size))
+		words := writeText(b, input, size<<20)
+		for _, p := range []int{1, 4} {
+			for _, tls := range modes {
+				name := fmt.Sprintf("%dMB/p%d", size, p)
+				if len(modes) > 1 {
+					name += fmt.Sprintf("/tls=%v", tls)
+				}
+				b.Run(name, func(b *testing.B) {
+					for i := 0; i < b.N; i++ {
+						runWordcountOnce(b, input, filepath.Join(dir, fmt.Sprintf("out-%d-%d-%v-%d", size, p, tls, i)), p, size, words, tls)
+					}
+				})
 			}
-		})
+		}
 	}
 }
 
@@ -84,7 +100,7 @@ func freePort(b *testing.B) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func runWordcountOnce(b *testing.B, input, output string, p, mb int, words int64) {
+func runWordcountOnce(b *testing.B, input, output string, p, mb int, words int64, internalTLS bool) {
 	b.StopTimer()
 	rest, rpc := freePort(b), freePort(b)
 	logDir := b.TempDir()
@@ -106,6 +122,23 @@ func runWordcountOnce(b *testing.B, input, output string, p, mb int, words int64
 		}
 	}()
 	common := []string{"-D", "jobmanager.rpc.port=" + strconv.Itoa(rpc), "-D", "jobmanager.rpc.address=127.0.0.1"}
+	if internalTLS {
+		// Internal mutual TLS on every link, with a generated cluster CA.
+		m, err := tlsconf.Generate("bench", nil, time.Hour)
+		if err != nil {
+			b.Fatal(err)
+		}
+		env, err := m.WriteFiles(filepath.Join(logDir, "tls"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		opt := map[string]string{tlsconf.EnvCert: "cert", tlsconf.EnvKey: "key", tlsconf.EnvCA: "ca"}
+		common = append(common, "-D", "security.ssl.internal.enabled=true")
+		for _, e := range env {
+			k, v, _ := strings.Cut(e, "=")
+			common = append(common, "-D", "security.ssl.internal."+opt[k]+"="+v)
+		}
+	}
 	jm := start("jobmanager", append([]string{"jobmanager", "-D", "rest.port=" + strconv.Itoa(rest), "-D", "rest.address=127.0.0.1"}, common...)...)
 	tm1 := start("tm1", append([]string{"taskmanager", "-D", "taskmanager.numberOfTaskSlots=2", "-D", "taskmanager.rpc.port=0"}, common...)...)
 	tm2 := start("tm2", append([]string{"taskmanager", "-D", "taskmanager.numberOfTaskSlots=2", "-D", "taskmanager.rpc.port=0"}, common...)...)

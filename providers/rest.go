@@ -2,8 +2,10 @@ package providers
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/url"
+	"strings"
 )
 
 // OverviewReady reports whether a cluster's REST API at addr (host:port)
@@ -18,7 +20,13 @@ func OverviewReady(ctx context.Context, hc *http.Client, addr string) bool {
 	if err != nil {
 		return false
 	}
-	resp.Body.Close()
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusBadRequest {
+		// security.ssl.rest.enabled: Go's HTTPS server answers plain HTTP
+		// so; the REST API is up, which is all a deployer waits for.
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return strings.Contains(string(b), "HTTP request to an HTTPS server")
+	}
 	return resp.StatusCode == http.StatusOK
 }
 

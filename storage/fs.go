@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"path"
 	"strings"
 	"time"
@@ -64,6 +65,14 @@ type FileSystem interface {
 	// Close releases the connection (HDFS) and its file leases. Writers
 	// still open are abandoned. The FileSystem must not be used after.
 	Close() error
+}
+
+// Chmoder is a FileSystem that can restrict who reads a file (file://
+// and hdfs:// are): staged secrets are written 0600 with it
+// (WriteFilePrivate). Chmod blocks like the other methods; missing p:
+// ErrNotFound.
+type Chmoder interface {
+	Chmod(ctx context.Context, p string, mode os.FileMode) error
 }
 
 // FileInfo describes a file or directory.
@@ -226,6 +235,21 @@ func IsTempName(name string) bool {
 // On any failure the temporary file is removed and p is untouched. It
 // returns the number of bytes written.
 func WriteFileAtomic(ctx context.Context, fsys FileSystem, p string, r io.Reader) (int64, error) {
+	return writeFileAtomic(ctx, fsys, p, r, false)
+}
+
+// WriteFilePrivate is WriteFileAtomic for a secret (a key, a token): the
+// file is readable and writable by its owner only (0600) before any byte
+// is written. A FileSystem that is no Chmoder fails with ErrInvalid.
+func WriteFilePrivate(ctx context.Context, fsys FileSystem, p string, r io.Reader) (int64, error) {
+	return writeFileAtomic(ctx, fsys, p, r, true)
+}
+
+func writeFileAtomic(ctx context.Context, fsys FileSystem, p string, r io.Reader, private bool) (int64, error) {
+	ch, ok := fsys.(Chmoder)
+	if private && !ok {
+		return 0, fmt.Errorf("%w: %s cannot restrict permissions for a secret", ErrInvalid, fsys.URI(p))
+	}
 	if err := fsys.MkdirAll(ctx, path.Dir(p)); err != nil {
 		return 0, err
 	}
@@ -233,6 +257,15 @@ func WriteFileAtomic(ctx context.Context, fsys FileSystem, p string, r io.Reader
 	w, err := fsys.Create(ctx, tmp)
 	if err != nil {
 		return 0, err
+	}
+	if private {
+		if err = ch.Chmod(ctx, tmp, 0o600); err != nil {
+			w.Close()
+			cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_ = fsys.RemoveAll(cctx, tmp)
+			return 0, err
+		}
 	}
 	n, err := copyCtx(ctx, w, r)
 	if cerr := w.Close(); err == nil {

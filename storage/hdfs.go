@@ -355,3 +355,13 @@ func (c *deadlineConn) Write(b []byte) (int, error) {
 func (c *deadlineConn) SetDeadline(time.Time) error      { return nil }
 func (c *deadlineConn) SetReadDeadline(time.Time) error  { return nil }
 func (c *deadlineConn) SetWriteDeadline(time.Time) error { return nil }
+
+// Chmod implements Chmoder (HDFS permissions, enforced by the NameNode
+// when dfs.permissions.enabled, its default).
+func (f *hdfsFS) Chmod(ctx context.Context, p string, mode os.FileMode) error {
+	hp, err := f.check(ctx, "chmod", p)
+	if err != nil {
+		return err
+	}
+	return f.wrap("chmod", p, f.client.Chmod(hp, mode))
+}

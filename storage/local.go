@@ -177,3 +177,12 @@ func (l localFS) ReadDir(ctx context.Context, p string) ([]FileInfo, error) {
 }
 
 func (localFS) Close() error { return nil }
+
+// Chmod implements Chmoder.
+func (l localFS) Chmod(ctx context.Context, p string, mode os.FileMode) error {
+	lp, err := l.check(ctx, "chmod", p)
+	if err != nil {
+		return err
+	}
+	return wrapErr("chmod", l.URI(p), os.Chmod(lp, mode))
+}

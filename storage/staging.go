@@ -120,6 +120,18 @@ func (s *Staging) PutClusterFile(ctx context.Context, clusterID, name string, r 
 	return err
 }
 
+// PutClusterSecretFile is PutClusterFile for a secret (the
+// configuration with its token, the cluster's TLS key): readable by the
+// cluster's user only (WriteFilePrivate).
+func (s *Staging) PutClusterSecretFile(ctx context.Context, clusterID, name string, r io.Reader) error {
+	p, err := s.clusterFile(clusterID, name)
+	if err != nil {
+		return err
+	}
+	_, err = WriteFilePrivate(ctx, s.fs, p, r)
+	return err
+}
+
 // GetClusterFile returns a staged file's content. The cluster's processes
 // call it at start. Missing: ErrNotFound.
 func (s *Staging) GetClusterFile(ctx context.Context, clusterID, name string) ([]byte, error) {
@@ -132,7 +144,8 @@ func (s *Staging) GetClusterFile(ctx context.Context, clusterID, name string) ([
 
 // PutConfig stages the cluster's configuration snapshot (ConfigFile).
 func (s *Staging) PutConfig(ctx context.Context, clusterID string, yaml []byte) error {
-	return s.PutClusterFile(ctx, clusterID, ConfigFile, bytes.NewReader(yaml))
+	// Private: it may hold rest.authentication.token or passwords.
+	return s.PutClusterSecretFile(ctx, clusterID, ConfigFile, bytes.NewReader(yaml))
 }
 
 // PutJobGraph stages a per-job cluster's JobGraph (JobGraphFile).

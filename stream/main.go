@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/gofl/gofl/internal/tlsconf"
 	"github.com/gofl/gofl/internal/version"
 	"github.com/gofl/gofl/jobgraph"
 	"github.com/gofl/gofl/taskmanager/network"
@@ -152,6 +153,15 @@ func serveRunner(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	cfg := network.DefaultConfig()
+	// Internal TLS: the TaskManager hands its certificate over as private
+	// files (tlsconf.WriteFiles).
+	if m, err := tlsconf.FromEnv(); err != nil {
+		return err
+	} else if m != nil {
+		if cfg.TLS, err = m.Config(); err != nil {
+			return fmt.Errorf("runner: internal TLS: %w", err)
+		}
+	}
 	localDir := ""
 	if wd, err := os.Getwd(); err == nil {
 		cfg.SpillDir = wd // the runner's directory under the TaskManager's work dir

@@ -13,6 +13,7 @@ import (
 	"github.com/gofl/gofl/ha"
 	"github.com/gofl/gofl/internal/clock"
 	"github.com/gofl/gofl/internal/mailbox"
+	"github.com/gofl/gofl/internal/tlsconf"
 	"github.com/gofl/gofl/logs"
 	"github.com/gofl/gofl/rpc/pb"
 	"github.com/gofl/gofl/storage"
@@ -79,6 +80,12 @@ type Config struct {
 	// TaskManager's file-system settings (storage.ClientEnv), so user code
 	// reading or writing hdfs:// acts as the TaskManager is configured to.
 	RunnerEnv []string
+	// InternalTLS, if set, is the cluster's internal TLS material
+	// (security.ssl.internal.*): the gRPC server requires it of
+	// JobManagers, the gRPC clients (JobMaster, ResourceManager, blob
+	// fetches) present it, and the job runners' data plane gets it as
+	// private files in WorkDir. Nil: plain text.
+	InternalTLS *tlsconf.Material
 
 	// The fields below are seams for tests and the fault simulator; nil
 	// (false) means the real thing.

@@ -13,6 +13,7 @@ import (
 	"github.com/gofl/gofl/internal/backoff"
 	"github.com/gofl/gofl/internal/clock"
 	"github.com/gofl/gofl/internal/outbox"
+	"github.com/gofl/gofl/internal/tlsconf"
 	"github.com/gofl/gofl/internal/version"
 	"github.com/gofl/gofl/rpc/pb"
 )
@@ -115,6 +116,7 @@ func (te *TaskExecutor) registerAtResourceManager(gen uint64) {
 						te.cfg.ResourceManagerAddress, te.cfg.ResourceID, st.Message()))
 					return
 				}
+				err = tlsconf.Explain(err, te.cfg.InternalTLS != nil)
 				te.log.Warn().Err(err).Str("resource_manager", te.cfg.ResourceManagerAddress).Msg("registration at the ResourceManager failed")
 				te.connectToResourceManager(fmt.Sprintf("registration failed: %v", err), true)
 				return

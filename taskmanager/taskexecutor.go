@@ -3,6 +3,7 @@ package taskmanager
 import (
 	"context"
 	crand "crypto/rand"
+	"crypto/tls"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -11,19 +12,21 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
 	grpcbackoff "google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/gofl/gofl/ha"
 	"github.com/gofl/gofl/internal/backoff"
 	"github.com/gofl/gofl/internal/clock"
 	"github.com/gofl/gofl/internal/ids"
 	"github.com/gofl/gofl/internal/mailbox"
+	"github.com/gofl/gofl/internal/tlsconf"
 	"github.com/gofl/gofl/logs"
 	"github.com/gofl/gofl/rpc/pb"
 )
@@ -33,6 +36,7 @@ import (
 // tasks. Its state lives on one mailbox goroutine (see the package doc).
 type TaskExecutor struct {
 	cfg        Config
+	creds      credentials.TransportCredentials // of every gRPC client and the server
 	log        zerolog.Logger
 	clk        clock.Clock
 	instanceID string
@@ -104,8 +108,18 @@ func New(cfg Config, log zerolog.Logger) (*TaskExecutor, error) {
 	if cfg.ResourceID == "" {
 		cfg.ResourceID = addr + "-" + randomHex(rnd, 3)
 	}
+	var tlsCfg *tls.Config
+	if cfg.InternalTLS != nil {
+		if tlsCfg, err = cfg.InternalTLS.Config(); err != nil {
+			if lis != nil {
+				lis.Close()
+			}
+			return nil, fmt.Errorf("taskmanager: internal TLS: %w", err)
+		}
+	}
 	te := &TaskExecutor{
 		cfg:        cfg,
+		creds:      tlsconf.ClientCredentialsLog(tlsCfg, log.With().Str("resource_id", cfg.ResourceID).Logger()),
 		log:        log.With().Str("resource_id", cfg.ResourceID).Logger(),
 		clk:        clock.Or(cfg.Clock),
 		instanceID: randomHex(rnd, 8),
@@ -156,14 +170,25 @@ func New(cfg Config, log zerolog.Logger) (*TaskExecutor, error) {
 			closeLis()
 			return nil, fmt.Errorf("taskmanager: work directory %s: %w", cfg.WorkDir, err)
 		}
+		env := cfg.RunnerEnv
+		if cfg.InternalTLS != nil {
+			// The runners' data plane presents the same certificate; they
+			// read it from private files in the work directory.
+			tlsEnv, err := cfg.InternalTLS.WriteFiles(filepath.Join(cfg.WorkDir, "tls"))
+			if err != nil {
+				closeLis()
+				return nil, fmt.Errorf("taskmanager: internal TLS: %w", err)
+			}
+			env = append(append([]string{}, env...), tlsEnv...)
+		}
 		pool.dial, pool.listen, pool.clk, pool.onLost = te.dialGRPC, te.listenData, te.clk, host.RunnerLost
-		pool.rpcTimeout, pool.env, pool.onCheckpoint = cfg.RPCTimeout, cfg.RunnerEnv, host.CheckpointReport
+		pool.rpcTimeout, pool.env, pool.onCheckpoint = cfg.RPCTimeout, env, host.CheckpointReport
 		pool.metricsInterval, pool.heartbeatInterval, pool.heartbeatTimeout = cfg.MetricsInterval, cfg.HeartbeatInterval, cfg.HeartbeatTimeout
 		te.exec = newProcessTaskRunner(pool)
 	}
 	te.svc = &service{te: te}
 	if lis != nil {
-		te.srv = grpc.NewServer(grpc.ChainUnaryInterceptor(ids.UnaryServerInterceptor()))
+		te.srv = grpc.NewServer(grpc.Creds(tlsconf.ServerCredentials(tlsCfg, te.log)), grpc.ChainUnaryInterceptor(ids.UnaryServerInterceptor()))
 		pb.RegisterTaskExecutorServiceServer(te.srv, te.svc)
 		pb.RegisterLogServiceServer(te.srv, logs.NewService(te.LogSource()))
 	}
@@ -405,7 +430,7 @@ func (te *TaskExecutor) dialGRPCWith(addr string, opts ...grpc.DialOption) (*grp
 	bo.BaseDelay = min(te.cfg.RegistrationBackoff, time.Second)
 	bo.MaxDelay = MaxRegistrationBackoff
 	return grpc.NewClient(addr, append([]grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(te.creds),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: te.cfg.RPCTimeout})}, opts...)...)
 }
 

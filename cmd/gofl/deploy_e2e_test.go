@@ -27,6 +27,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/gofl/gofl/client"
 	"github.com/gofl/gofl/internal/blob"
 	"github.com/gofl/gofl/providers/local"
 	"github.com/gofl/gofl/storage"
@@ -640,6 +641,11 @@ func TestDeployNomadE2E(t *testing.T) {
 	before, err := os.ReadFile(staged)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Internal TLS is on by default, with a per-cluster CA staged private
+	// (the nomad provider would refuse the deployment otherwise).
+	if st, err := os.Stat(filepath.Join(e.home, storage.StagingSubdir, "ns", client.InternalKeyFile)); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("the cluster's staged TLS key: %v %v", st, err)
 	}
 	if r := e.run("session", "start", "-t", "nomad", "--name", "ns", "-n", "1"); r.code == 0 || !strings.Contains(r.stderr, "exists") {
 		t.Fatalf("second session start --name ns: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)

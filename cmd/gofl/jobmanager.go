@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/gofl/gofl/conf"
 	"github.com/gofl/gofl/jobmanager"
 )
 
@@ -47,7 +48,11 @@ func runJobManager(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.App.Writer, "JobManager RPC at %s, REST at http://%s\n", jm.RPCAddress, jm.RESTAddress)
+	scheme := "http"
+	if conf.SSLRestEnabled.Get(cfg) {
+		scheme = "https"
+	}
+	fmt.Fprintf(c.App.Writer, "JobManager RPC at %s, REST at %s://%s\n", jm.RPCAddress, scheme, jm.RESTAddress)
 	select {
 	case <-ctx.Done():
 	case <-jm.Done(): // a per-job or application cluster's work ended

@@ -28,3 +28,26 @@ func TestConfigMasksSecrets(t *testing.T) {
 		}
 	}
 }
+
+// The TLS passwords (security.ssl.*-password) are masked too.
+func TestConfigMasksTLSPasswords(t *testing.T) {
+	keys := []string{"security.ssl.internal.keystore-password", "security.ssl.internal.key-password", "security.ssl.internal.truststore-password",
+		"security.ssl.rest.keystore-password", "security.ssl.rest.key-password", "security.ssl.rest.truststore-password"}
+	args := []string{"config"}
+	for i, k := range keys {
+		args = append(args, "-D", k+"=tls-pw-"+strings.Repeat("x", i+8))
+	}
+	r := gofl(t, nil, args...)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if strings.Contains(r.stdout+r.stderr, "tls-pw-") {
+		t.Errorf("gofl config shows a TLS password:\n%s", r.stdout)
+	}
+	rows := configRows(t, r.stdout)
+	for _, k := range keys {
+		if v := rows[k][0]; v != conf.Masked {
+			t.Errorf("%s shows %q, want %q", k, v, conf.Masked)
+		}
+	}
+}

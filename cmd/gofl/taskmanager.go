@@ -13,8 +13,10 @@ import (
 
 	"github.com/gofl/gofl/conf"
 	"github.com/gofl/gofl/ha"
+	"github.com/gofl/gofl/internal/tlsconf"
 	"github.com/gofl/gofl/logs"
 	"github.com/gofl/gofl/metrics"
+	"github.com/gofl/gofl/storage"
 	"github.com/gofl/gofl/taskmanager"
 )
 
@@ -50,6 +52,11 @@ func runTaskManager(c *cli.Context) error {
 		return err
 	}
 	tcfg := taskmanager.ConfigFromConf(cfg)
+	// The cluster's certificates may be staged (hdfs://): read them as the
+	// TaskManager reads the rest of staging.
+	if tcfg.InternalTLS, err = tlsconf.Internal(c.Context, cfg, tlsconf.ReadStorage(storage.OptionsFromConf(cfg))); err != nil {
+		return fmt.Errorf("taskmanager: %w", err)
+	}
 	if t := conf.HighAvailability(cfg); t != "" && !strings.EqualFold(t, conf.HighAvailabilityNone) {
 		// Follow the leading ResourceManager (high availability).
 		services, err := ha.New(c.Context, ha.ConfigFromConf(cfg, log.With().Str("component", "ha").Logger()))

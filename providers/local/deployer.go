@@ -131,7 +131,7 @@ func (d *Deployer) clusterDir(id string) (string, error) {
 // directories and logs.
 func (d *Deployer) ClusterDir(id string) (string, error) { return d.clusterDir(id) }
 
-var addrLine = regexp.MustCompile(`JobManager RPC at (\S+), REST at http://(\S+)`)
+var addrLine = regexp.MustCompile(`JobManager RPC at (\S+), REST at https?://(\S+)`)
 
 // Deploy implements providers.ClusterDeployer.
 func (d *Deployer) Deploy(ctx context.Context, spec providers.ClusterSpec) (providers.ClusterInfo, error) {

@@ -74,6 +74,9 @@ func (d *Deployer) Deploy(ctx context.Context, spec providers.ClusterSpec) (prov
 	if err := storage.ValidateClusterID(spec.ClusterID); err != nil {
 		return providers.ClusterInfo{}, fmt.Errorf("nomad: %w", err)
 	}
+	if err := checkBindRule(func(k string) string { return spec.Config[k] }); err != nil {
+		return providers.ClusterInfo{}, err
+	}
 	bin, err := resolveBinary(spec.Binary, d.opts)
 	if err != nil {
 		return providers.ClusterInfo{}, err

@@ -60,6 +60,14 @@
 // purges every worker's job and waits. TaskManager jobs left by an
 // earlier JobManager of the same cluster are purged on Start.
 //
+// # Bind rule
+//
+// JobManagers and TaskManagers listen on the allocation's routable address
+// (NOMAD_IP_*), so Deploy and NewWorkerDriver refuse (ErrInsecureBind)
+// unless security.ssl.internal.enabled is on (the client turns it on by
+// default and stages a per-cluster CA) or security.insecure overrides the
+// rule, as Nomad's tls { verify_https_client } does for its own ports.
+//
 // # Configuration
 //
 // provider.nomad.address ($NOMAD_ADDR, http://127.0.0.1:4646),

@@ -187,7 +187,13 @@ func processesOf(t *testing.T, clusterID string, match ...string) []int {
 	return out
 }
 
-func fastCluster() map[string]string { return clustertest.FastCluster() }
+func fastCluster() map[string]string {
+	c := clustertest.FastCluster()
+	// These tests deploy without the client, which would stage a
+	// per-cluster CA: the bind rule needs the override.
+	c["security.insecure"] = "true"
+	return c
+}
 
 // TestSessionCluster deploys a session cluster whose JobManager starts its
 // TaskManager through the nomad worker driver, replaces a SIGKILLed
@@ -254,7 +260,7 @@ func testSessionCluster(t *testing.T, a agentT) {
 	if _, err := other.Retrieve(ctxT(t, time.Minute), "nope"); !errors.Is(err, providers.ErrClusterNotFound) {
 		t.Fatalf("Retrieve(unknown) = %v", err)
 	}
-	if _, err := other.Deploy(ctxT(t, time.Minute), providers.ClusterSpec{ClusterID: id, Mode: providers.ModeSession}); !errors.Is(err, providers.ErrClusterExists) {
+	if _, err := other.Deploy(ctxT(t, time.Minute), providers.ClusterSpec{ClusterID: id, Mode: providers.ModeSession, Config: insecure()}); !errors.Is(err, providers.ErrClusterExists) {
 		t.Fatalf("second Deploy of %s: %v", id, err)
 	}
 	if got, err := other.Retrieve(ctxT(t, time.Minute), id); err != nil || got.Status != providers.StatusRunning {
@@ -316,6 +322,7 @@ func startJobManager(t *testing.T, a urler, id string) (*jobmanager.JobManager, 
 		"heartbeat.interval": "200ms", "heartbeat.timeout": "5 min", "deployment.cluster-id": id,
 		"provider.nomad.address": a.URL(), "provider.nomad.binary.path": goflBinary, "provider.nomad.kill-timeout": "5s",
 		"provider.nomad.taskmanager.cpu": "200", "provider.nomad.taskmanager.memory": "256m",
+		"security.insecure": "true",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -504,7 +511,7 @@ func TestUnreachable(t *testing.T) {
 	lis.Close()
 	d := newDeployer(t, nomad.Options{Address: addr, BinaryPath: goflBinary})
 	start := time.Now()
-	_, err = d.Deploy(ctxT(t, time.Minute), providers.ClusterSpec{ClusterID: "x", Mode: providers.ModeSession})
+	_, err = d.Deploy(ctxT(t, time.Minute), providers.ClusterSpec{ClusterID: "x", Mode: providers.ModeSession, Config: insecure()})
 	if !errors.Is(err, nomad.ErrUnreachable) || !strings.Contains(err.Error(), addr) {
 		t.Fatalf("Deploy against a closed port: %v", err)
 	}
@@ -520,7 +527,7 @@ func TestUnreachable(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	c, _ := conf.FromMap(map[string]string{"provider.nomad.address": addr, "provider.nomad.binary.path": goflBinary, "deployment.cluster-id": "x"})
+	c, _ := conf.FromMap(map[string]string{"provider.nomad.address": addr, "provider.nomad.binary.path": goflBinary, "deployment.cluster-id": "x", "security.insecure": "true"})
 	drv, err := nomad.NewWorkerDriver(providers.DriverContext{Config: c, JobManagerRPCAddress: "127.0.0.1:1", Log: testLog(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -537,7 +544,7 @@ func TestUnreachable(t *testing.T) {
 func TestACLDenied(t *testing.T) {
 	a := startAgent(t, testagent.Config{ACLToken: "s3cret-token"})
 	d := newDeployer(t, options(a))
-	_, err := d.Deploy(ctxT(t, time.Minute), providers.ClusterSpec{ClusterID: "acl", Mode: providers.ModeSession})
+	_, err := d.Deploy(ctxT(t, time.Minute), providers.ClusterSpec{ClusterID: "acl", Mode: providers.ModeSession, Config: insecure()})
 	if !errors.Is(err, nomad.ErrPermissionDenied) || !strings.Contains(err.Error(), "token") {
 		t.Fatalf("Deploy without a token: %v", err)
 	}
@@ -572,7 +579,7 @@ func testPlacementFailures(t *testing.T, a agentT) {
 			o := options(a)
 			tc.edit(&o)
 			start := time.Now()
-			_, err := newDeployer(t, o).Deploy(ctxT(t, time.Minute), providers.ClusterSpec{ClusterID: big, Mode: providers.ModePerJob})
+			_, err := newDeployer(t, o).Deploy(ctxT(t, time.Minute), providers.ClusterSpec{ClusterID: big, Mode: providers.ModePerJob, Config: insecure()})
 			if !errors.Is(err, nomad.ErrPlacement) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Deploy: %v", err)
 			}
@@ -642,7 +649,7 @@ func testArtifactBinary(t *testing.T, a agentT) {
 	bad := options(a)
 	bad.BinaryPath, bad.BinaryURL, bad.BinarySHA256 = "", url, strings.Repeat("0", 64)
 	start := time.Now()
-	_, err := newDeployer(t, bad).Deploy(ctxT(t, time.Minute), providers.ClusterSpec{ClusterID: badsum, Mode: providers.ModeSession})
+	_, err := newDeployer(t, bad).Deploy(ctxT(t, time.Minute), providers.ClusterSpec{ClusterID: badsum, Mode: providers.ModeSession, Config: insecure()})
 	if !errors.Is(err, nomad.ErrTaskFailed) || !strings.Contains(err.Error(), "Failed Artifact Download") ||
 		!strings.Contains(err.Error(), "provider.nomad.binary.sha256") {
 		t.Fatalf("Deploy with a wrong checksum: %v", err)
@@ -934,7 +941,7 @@ func testJobManagerStartupFailure(t *testing.T, a agentT) {
 	}{{"file:///nowhere", true}, {"hdfs://namenode:8020/gofl", false}} {
 		id := a.id("jmfail" + strconv.Itoa(i))
 		_, err := d.Deploy(ctxT(t, 2*time.Minute), providers.ClusterSpec{ClusterID: id, Mode: providers.ModePerJob,
-			Config: map[string]string{"staging.dir": tc.staging}})
+			Config: map[string]string{"staging.dir": tc.staging, "security.insecure": "true"}})
 		if !errors.Is(err, nomad.ErrTaskFailed) || !strings.Contains(err.Error(), "Exit Code: 1: gofl: jobmanager: the staged job binary: storage: not found") {
 			t.Fatalf("staging %s: Deploy = %v", tc.staging, err)
 		}
@@ -943,3 +950,7 @@ func testJobManagerStartupFailure(t *testing.T, a agentT) {
 		}
 	}
 }
+
+// insecure is the configuration of a deployment that only tests a failure
+// before anything runs.
+func insecure() map[string]string { return map[string]string{"security.insecure": "true"} }

@@ -70,6 +70,9 @@ var notForTaskManagers = []string{
 // "jobmanager-<host>-<pid>"). It lists TaskManager jobs left by an earlier
 // JobManager of the cluster, which Start purges.
 func NewWorkerDriver(dc providers.DriverContext) (*WorkerDriver, error) {
+	if err := checkBindRuleConf(dc.Config); err != nil {
+		return nil, err
+	}
 	o, err := OptionsFromConfig(dc.Config)
 	if err != nil {
 		return nil, err

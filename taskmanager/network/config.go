@@ -1,6 +1,7 @@
 package network
 
 import (
+	"crypto/tls"
 	"fmt"
 	"time"
 )
@@ -52,6 +53,10 @@ type Config struct {
 	// disables retries.
 	PartitionRequestInitialBackoff time.Duration
 	PartitionRequestMaxBackoff     time.Duration
+	// TLS, if set, is internal mutual TLS (security.ssl.internal.*) on
+	// every data connection, both as server and as client; nil: plain
+	// TCP.
+	TLS *tls.Config
 }
 
 const (

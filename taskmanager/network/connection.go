@@ -3,6 +3,7 @@ package network
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -105,6 +106,9 @@ func (cm *ConnectionManager) acceptLoop(ln net.Listener) {
 			return
 		}
 		setNoDelay(c)
+		if cm.cfg.TLS != nil {
+			c = tls.Server(c, cm.cfg.TLS) // handshaken by the connection's reader
+		}
 		sc := newServerConn(cm, c)
 		cm.mu.Lock()
 		if cm.closed {
@@ -283,6 +287,16 @@ func (sc *serverConn) readLoop() {
 }
 
 func (sc *serverConn) serve() error {
+	if tc, ok := sc.conn.(*tls.Conn); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), sc.cm.cfg.ConnectTimeout)
+		err := tc.HandshakeContext(ctx)
+		cancel()
+		if err != nil {
+			sc.cm.log.Warn().Str("peer", sc.peer).Err(err).
+				Msg("data connection refused: TLS handshake failure (the peer has no certificate of this cluster's CA, security.ssl.internal.*)")
+			return fmt.Errorf("network: TLS handshake with %s: %w", sc.peer, err)
+		}
+	}
 	if _, err := sc.conn.Write(magic[:]); err != nil {
 		return err
 	}
@@ -582,6 +596,19 @@ func (cc *clientConn) dial(ctx context.Context) {
 	c, err := d.DialContext(ctx, "tcp", cc.addr)
 	if err == nil {
 		setNoDelay(c)
+		if cfg := cc.cm.cfg.TLS; cfg != nil {
+			tc := tls.Client(c, cfg)
+			hctx, cancel := context.WithTimeout(ctx, cc.cm.cfg.ConnectTimeout)
+			err = tc.HandshakeContext(hctx)
+			cancel()
+			if err != nil {
+				c.Close()
+				err = fmt.Errorf("TLS handshake failure (both runners need a certificate of the cluster's CA, security.ssl.internal.*): %w", err)
+			}
+			c = tc
+		}
+	}
+	if err == nil {
 		_, err = c.Write(magic[:])
 		if err != nil {
 			c.Close()

@@ -104,9 +104,14 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error)
 	if spec.StartTimeout <= 0 {
 		spec.StartTimeout = 30 * time.Second
 	}
-	if err := os.MkdirAll(spec.Dir, 0o755); err != nil {
+	// 0700: the runner's socket is inside (see secret.go).
+	if err := os.MkdirAll(spec.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("runner: %w", err)
 	}
+	if err := os.Chmod(spec.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
+	secret := newSecret()
 	socket := filepath.Join(spec.Dir, "runner.sock")
 	sockDir := ""
 	if len(socket) >= maxSocketPath {
@@ -167,6 +172,7 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error)
 		cmd := exec.Command(spec.Binary, spec.Args...)
 		cmd.Env = append(os.Environ(), EnvRole+"="+RoleRunner, EnvSocket+"="+socket, EnvJobID+"="+spec.JobID)
 		cmd.Env = append(cmd.Env, spec.Env...)
+		cmd.Env = append(cmd.Env, EnvSecret+"="+secret)
 		if dataFile != nil {
 			cmd.ExtraFiles = []*os.File{dataFile}
 			cmd.Env = append(cmd.Env, EnvDataFD+"=3", EnvDataAddress+"="+spec.DataAddress)
@@ -209,7 +215,7 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error)
 		}
 		close(p.exited)
 	}()
-	if err := p.connect(ctx, socket); err != nil {
+	if err := p.connect(ctx, socket, secret); err != nil {
 		cancel()
 		p.kill()
 		return nil, err
@@ -235,7 +241,7 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error)
 	return p, nil
 }
 
-func (p *Process) connect(ctx context.Context, socket string) error {
+func (p *Process) connect(ctx context.Context, socket, secret string) error {
 	ctx, cancel := context.WithTimeout(ctx, p.spec.StartTimeout)
 	defer cancel()
 	for {
@@ -250,7 +256,8 @@ func (p *Process) connect(ctx context.Context, socket string) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(secretCreds(secret)))
 	if err != nil {
 		return fmt.Errorf("runner: %w", err)
 	}

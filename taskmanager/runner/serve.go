@@ -135,12 +135,20 @@ func Serve(ctx context.Context, socketPath string, info Info, ex Executor, log z
 	if info.ProtocolVersion == 0 {
 		info.ProtocolVersion = version.ProtocolVersion
 	}
+	// The secret is for this process only: user code's children need not
+	// inherit it.
+	secret := os.Getenv(EnvSecret)
+	_ = os.Unsetenv(EnvSecret)
 	_ = os.Remove(socketPath)
 	lis, err := net.Listen("unix", socketPath)
 	if err != nil {
 		return fmt.Errorf("runner: listening on %s: %w", socketPath, err)
 	}
 	defer os.Remove(socketPath)
+	if err := os.Chmod(socketPath, 0o600); err != nil {
+		lis.Close()
+		return fmt.Errorf("runner: %w", err)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// A runner must not outlive its TaskManager: if the TaskManager dies
@@ -171,7 +179,11 @@ func Serve(ctx context.Context, socketPath string, info Info, ex Executor, log z
 	if cx, ok := ex.(CheckpointExecutor); ok {
 		cx.SetCheckpointReporter(srv.checkpoints.publish)
 	}
-	g := grpc.NewServer()
+	var opts []grpc.ServerOption
+	if secret != "" { // empty: a runner started by hand, not by a TaskManager
+		opts = secretInterceptors(secret)
+	}
+	g := grpc.NewServer(opts...)
 	pb.RegisterJobRunnerServiceServer(g, srv)
 	done := make(chan error, 1)
 	go func() { done <- g.Serve(lis) }()
