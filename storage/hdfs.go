@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/colinmarc/hdfs/v2"
@@ -105,8 +106,20 @@ func openHDFS(ctx context.Context, u *url.URL, opts Options) (*hdfsFS, error) {
 		if errors.Is(r.err, ErrPermission) || errors.Is(r.err, ErrUnavailable) {
 			return nil, r.err // a Kerberos login error, already explained
 		}
+		if co.KerberosClient == nil && strings.Contains(r.err.Error(), "unexpected sequence number") {
+			// A secured NameNode answers a client without SASL with an
+			// error colinmarc/hdfs cannot read.
+			return nil, fmt.Errorf("%w: HDFS NameNode %s refused user %q without Kerberos; it probably requires it: "+
+				"set security.kerberos.login.keytab and .principal (or .use-ticket-cache), and hadoop.security.authentication=kerberos "+
+				"in the Hadoop configuration: %w", ErrPermission, f.nnList(), co.User, r.err)
+		}
 		if isTransport(r.err) || strings.Contains(r.err.Error(), "kerberos") {
-			return nil, fmt.Errorf("%w: HDFS NameNode %s (user %q): %w", ErrUnavailable, f.nnList(), co.User, r.err)
+			hint := ""
+			if co.KerberosClient == nil && !errors.Is(r.err, syscall.ECONNREFUSED) && !errors.Is(r.err, os.ErrDeadlineExceeded) {
+				// A secured NameNode hangs up on a client without SASL.
+				hint = " (if it requires Kerberos, set security.kerberos.login.keytab and .principal)"
+			}
+			return nil, fmt.Errorf("%w: HDFS NameNode %s (user %q)%s: %w", ErrUnavailable, f.nnList(), co.User, hint, r.err)
 		}
 		return nil, wrapErr("connect", "hdfs://"+f.nnList(), r.err)
 	}

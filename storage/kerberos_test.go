@@ -109,3 +109,13 @@ func TestKerberosHDFSWrongKeytabFailsClearly(t *testing.T) {
 		}
 	}
 }
+
+// A client without Kerberos is told that the NameNode may want it (it
+// hangs up, or answers with an error colinmarc/hdfs cannot read).
+func TestKerberosHDFSWithoutKerberosFailsClearly(t *testing.T) {
+	k := storagetest.KerberosHDFSCluster(t)
+	_, _, err := Open(testCtx(t), k.NameNode+"/", Options{User: "gofl"})
+	if err == nil || !strings.Contains(err.Error(), "security.kerberos.login.keytab") {
+		t.Fatalf("Open without Kerberos = %v, want an error naming the Kerberos options", err)
+	}
+}
