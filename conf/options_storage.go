@@ -1,6 +1,9 @@
 package conf
 
-import "time"
+import (
+	"errors"
+	"time"
+)
 
 // HDFS client and Kerberos (storage/), with Flink's keys where Flink has one.
 var (
@@ -24,4 +27,15 @@ var (
 		"krb5.conf path; empty: $KRB5_CONFIG, else /etc/krb5.conf.")
 	HDFSNameNodePrincipal = StringOption("fs.hdfs.namenode.principal", "",
 		"The NameNode's Kerberos service principal; empty: dfs.namenode.kerberos.principal from hdfs-site.xml.")
+	DelegationTokensFile = StringOption("security.delegation.tokens.file", "",
+		"File of HDFS delegation tokens (0600, JSON); without a keytab or ticket cache, hdfs:// presents its NameNode's token from it (over WebHDFS).")
+	DelegationTokensRenewalTimeRatio = FloatOption("security.delegation.tokens.renewal.time-ratio", 0.75,
+		"Delegation tokens are renewed when this fraction of the time to their expiry has passed.").WithCheck(func(r float64) error {
+		if r <= 0 || r >= 1 {
+			return errors.New("must be between 0 and 1 (exclusive)")
+		}
+		return nil
+	})
+	DelegationTokensRenewalRetryBackoff = DurationOption("security.delegation.tokens.renewal.retry.backoff", time.Hour,
+		"Delay before a failed delegation token renewal is tried again.").WithCheck(positive)
 )

@@ -73,6 +73,11 @@ func eachFS(t *testing.T, fn func(t *testing.T, fsys FileSystem, dir string)) {
 		fsys, dir := openTestHDFS(t, Options{})
 		fn(t, fsys, dir)
 	})
+	t.Run("hdfs-delegation-token", func(t *testing.T) {
+		t.Parallel()
+		fsys, dir := openTokenHDFS(t)
+		fn(t, fsys, dir)
+	})
 }
 
 // countingFS counts the calls that write bytes.
