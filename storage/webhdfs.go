@@ -110,7 +110,7 @@ func (w *webHDFS) send(ctx context.Context, method, u string, body io.Reader) (*
 	if err != nil {
 		return nil, err
 	}
-	if body != nil {
+	if method == http.MethodPut || method == http.MethodPost {
 		req.Header.Set("Content-Type", "application/octet-stream")
 	}
 	if w.krb != nil {
@@ -124,7 +124,7 @@ func (w *webHDFS) send(ctx context.Context, method, u string, body io.Reader) (*
 		if errors.As(err, &ue) {
 			ue.URL = redactURL(ue.URL) // it holds the delegation token
 		}
-		return nil, fmt.Errorf("%w: WebHDFS %s: %w", ErrUnavailable, w.base, err)
+		return nil, &webError{kind: ErrUnavailable, msg: fmt.Sprintf("WebHDFS %s: %v", w.base, err)}
 	}
 	if resp.StatusCode/100 == 2 {
 		return resp, nil
@@ -140,20 +140,40 @@ func (w *webHDFS) send(ctx context.Context, method, u string, body io.Reader) (*
 			msg = msg[:300] + "…"
 		}
 	}
-	cause := fmt.Errorf("WebHDFS %s: HTTP %d: %s", w.base, resp.StatusCode, msg)
+	kind := error(nil)
 	switch {
 	case re.RemoteException.Exception == "FileNotFoundException" || resp.StatusCode == http.StatusNotFound:
-		return nil, fmt.Errorf("%w: %w", ErrNotFound, cause)
+		kind = ErrNotFound
 	case re.RemoteException.Exception == "FileAlreadyExistsException":
-		return nil, fmt.Errorf("%w: %w", ErrExist, cause)
+		kind = ErrExist
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden ||
 		strings.Contains(re.RemoteException.Exception, "AccessControl") || strings.Contains(re.RemoteException.Exception, "Token") ||
 		re.RemoteException.Exception == "SecurityException":
-		return nil, fmt.Errorf("%w: %w", ErrPermission, cause)
+		kind = ErrPermission
 	case resp.StatusCode >= 500 && re.RemoteException.Exception == "":
-		return nil, fmt.Errorf("%w: %w", ErrUnavailable, cause)
+		kind = ErrUnavailable
 	}
-	return nil, cause
+	return nil, &webError{kind: kind, msg: fmt.Sprintf("WebHDFS %s: HTTP %d: %s", w.base, resp.StatusCode, msg)}
+}
+
+// webError is an error answer of WebHDFS: errors.Is matches its sentinel
+// (kind, nil for none), which its message does not repeat, so that callers
+// can put the operation and URI before it.
+type webError struct {
+	kind error
+	msg  string
+}
+
+func (e *webError) Error() string        { return e.msg }
+func (e *webError) Is(target error) bool { return e.kind != nil && target == e.kind }
+
+// wrapWeb is wrapErr for errors from webHDFS: "<sentinel>: op uri: cause".
+func wrapWeb(op, uri string, err error) error {
+	var we *webError
+	if errors.As(err, &we) && we.kind != nil {
+		return fmt.Errorf("%w: %s %s: %w", we.kind, op, uri, err)
+	}
+	return wrapErr(op, uri, err)
 }
 
 // newWebHDFSClient is the HTTP client of WebHDFS calls: each connect and

@@ -106,7 +106,7 @@ func (f *webhdfsFS) Stat(ctx context.Context, p string) (FileInfo, error) {
 		FileStatus fileStatus `json:"FileStatus"`
 	}
 	if err := f.w.call(ctx, "GET", hp, "GETFILESTATUS", nil, &out); err != nil {
-		return FileInfo{}, wrapErr("stat", f.URI(p), err)
+		return FileInfo{}, wrapWeb("stat", f.URI(p), err)
 	}
 	return out.FileStatus.info(hp), nil
 }
@@ -122,7 +122,7 @@ func (f *webhdfsFS) ReadDir(ctx context.Context, p string) ([]FileInfo, error) {
 		} `json:"FileStatuses"`
 	}
 	if err := f.w.call(ctx, "GET", hp, "LISTSTATUS", nil, &out); err != nil {
-		return nil, wrapErr("readdir", f.URI(p), err)
+		return nil, wrapWeb("readdir", f.URI(p), err)
 	}
 	infos := make([]FileInfo, 0, len(out.FileStatuses.FileStatus))
 	for _, s := range out.FileStatuses.FileStatus {
@@ -141,7 +141,7 @@ func (f *webhdfsFS) MkdirAll(ctx context.Context, p string) error {
 		return err
 	}
 	if err := f.w.call(ctx, "PUT", hp, "MKDIRS", url.Values{"permission": {"755"}}, nil); err != nil {
-		return wrapErr("mkdir", f.URI(p), err)
+		return wrapWeb("mkdir", f.URI(p), err)
 	}
 	return nil
 }
@@ -156,7 +156,7 @@ func (f *webhdfsFS) RemoveAll(ctx context.Context, p string) error {
 	}
 	// DELETE of a missing path answers {"boolean": false}: not an error.
 	if err := f.w.call(ctx, "DELETE", hp, "DELETE", url.Values{"recursive": {"true"}}, nil); err != nil {
-		return wrapErr("remove", f.URI(p), err)
+		return wrapWeb("remove", f.URI(p), err)
 	}
 	return nil
 }
@@ -174,7 +174,7 @@ func (f *webhdfsFS) Rename(ctx context.Context, from, to string) error {
 	// and fails (FileNotFoundException) for a missing from.
 	q := url.Values{"destination": {ht}, "renameoptions": {"OVERWRITE"}}
 	if err := f.w.call(ctx, "PUT", hf, "RENAME", q, nil); err != nil {
-		return wrapErr("rename", f.URI(from)+" to "+f.URI(to), err)
+		return wrapWeb("rename", f.URI(from)+" to "+f.URI(to), err)
 	}
 	return nil
 }
@@ -215,7 +215,7 @@ func (r *webhdfsReader) Read(b []byte) (int, error) {
 	if r.body == nil {
 		resp, err := r.fs.w.send(context.Background(), "GET", r.fs.w.url(r.p, "OPEN", url.Values{"offset": {strconv.FormatInt(r.off, 10)}}), nil)
 		if err != nil {
-			return 0, wrapErr("read", r.fs.URI(r.p), err)
+			return 0, wrapWeb("read", r.fs.URI(r.p), err)
 		}
 		r.body = resp.Body
 	}
@@ -257,8 +257,9 @@ func (r *webhdfsReader) Close() error {
 	return nil
 }
 
-// Create makes the parents, then CREATE (overwrite=false) answers with the
-// DataNode location the data is PUT to, streamed from the writer.
+// Create makes the parents and an empty file (CREATE, overwrite=false:
+// ErrExist if p exists), visible at once as on RPC; the writer then
+// streams the data with APPEND on the first Write.
 func (f *webhdfsFS) Create(ctx context.Context, p string) (io.WriteCloser, error) {
 	hp, err := f.check(ctx, "create", p)
 	if err != nil {
@@ -267,30 +268,36 @@ func (f *webhdfsFS) Create(ctx context.Context, p string) (io.WriteCloser, error
 	if err := f.MkdirAll(ctx, path.Dir(hp)); err != nil {
 		return nil, err
 	}
+	if err := f.twoStep(ctx, http.MethodPut, hp, "CREATE", url.Values{"overwrite": {"false"}}, http.NoBody); err != nil {
+		return nil, wrapWeb("create", f.URI(p), err)
+	}
+	return &webhdfsWriter{fs: f, p: hp}, nil
+}
+
+// twoStep does a WebHDFS write: the NameNode names a DataNode
+// (noredirect=true), which takes body.
+func (f *webhdfsFS) twoStep(ctx context.Context, method, hp, op string, q url.Values, body io.Reader) error {
+	q.Set("noredirect", "true")
 	var loc struct {
 		Location string `json:"Location"`
 	}
-	q := url.Values{"overwrite": {"false"}, "noredirect": {"true"}}
-	if err := f.w.call(ctx, "PUT", hp, "CREATE", q, &loc); err != nil {
-		return nil, wrapErr("create", f.URI(p), err)
+	if err := f.w.call(ctx, method, hp, op, q, &loc); err != nil {
+		return err
 	}
 	if loc.Location == "" {
-		return nil, fmt.Errorf("storage: create %s: WebHDFS named no DataNode", f.URI(p))
+		return fmt.Errorf("WebHDFS %s: %s named no DataNode", f.w.base, op)
 	}
-	pr, pw := io.Pipe()
-	w := &webhdfsWriter{fs: f, p: hp, pw: pw, done: make(chan error, 1)}
-	go func() { // owned by the writer: ends when Close closes the pipe
-		resp, err := f.w.send(context.Background(), http.MethodPut, loc.Location, pr)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}
-		pr.CloseWithError(err)
-		w.done <- err
-	}()
-	return w, nil
+	resp, err := f.w.send(ctx, method, loc.Location, body)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	return resp.Body.Close()
 }
 
+// webhdfsWriter streams what is written to one APPEND request, started on
+// the first Write by a goroutine it owns, which ends when Close closes
+// the pipe (or the request fails).
 type webhdfsWriter struct {
 	fs     *webhdfsFS
 	p      string
@@ -301,19 +308,34 @@ type webhdfsWriter struct {
 }
 
 func (w *webhdfsWriter) Write(b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	if w.pw == nil {
+		pr, pw := io.Pipe()
+		w.pw, w.done = pw, make(chan error, 1)
+		go func() {
+			err := w.fs.twoStep(context.Background(), http.MethodPost, w.p, "APPEND", url.Values{}, pr)
+			pr.CloseWithError(err) // a failed request fails the next Write
+			w.done <- err
+		}()
+	}
 	n, err := w.pw.Write(b)
 	if err != nil {
-		return n, wrapErr("write", w.fs.URI(w.p), err)
+		return n, wrapWeb("write", w.fs.URI(w.p), err)
 	}
 	return n, nil
 }
 
-// Close ends the upload and waits for the DataNode's answer; the file is
-// complete once it returns nil. Later calls return the first's result.
+// Close ends the upload and waits for the DataNode's answer; the data is
+// in the file once it returns nil. Later calls return the first's result.
 func (w *webhdfsWriter) Close() error {
 	w.once.Do(func() {
+		if w.pw == nil {
+			return
+		}
 		w.pw.Close()
-		w.result = wrapErr("close", w.fs.URI(w.p), <-w.done)
+		w.result = wrapWeb("close", w.fs.URI(w.p), <-w.done)
 	})
 	return w.result
 }
