@@ -1,12 +1,12 @@
 package storage
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -152,31 +152,15 @@ type tokenFile struct {
 	Tokens []DelegationToken `json:"hdfsDelegationTokens"`
 }
 
-// WriteDelegationTokens writes tokens to a file readable only by this
-// user (0600), replacing it atomically.
+// WriteDelegationTokens writes tokens to a local file readable only by
+// this user (0600), replacing it atomically.
 func WriteDelegationTokens(path string, tokens []DelegationToken) error {
 	b, err := json.MarshalIndent(tokenFile{Tokens: tokens}, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tokens-*")
-	if err != nil {
+	if _, err := WritePrivateFileAtomic(context.Background(), Local(), path, bytes.NewReader(b)); err != nil {
 		return fmt.Errorf("storage: writing delegation tokens: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return fmt.Errorf("storage: writing delegation tokens: %w", err)
-	}
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return fmt.Errorf("storage: writing delegation tokens to %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("storage: writing delegation tokens to %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("storage: writing delegation tokens to %s: %w", path, err)
 	}
 	return nil
 }

@@ -233,6 +233,26 @@ func IsTempName(name string) bool {
 // On any failure the temporary file is removed and p is untouched. It
 // returns the number of bytes written.
 func WriteFileAtomic(ctx context.Context, fsys FileSystem, p string, r io.Reader) (int64, error) {
+	return writeFileAtomic(ctx, fsys, p, r, false)
+}
+
+// WritePrivateFileAtomic is WriteFileAtomic for a secret: the file is
+// readable and writable by its owner only (0600) before any byte is
+// written to it. A file system that cannot set permissions is ErrInvalid.
+func WritePrivateFileAtomic(ctx context.Context, fsys FileSystem, p string, r io.Reader) (int64, error) {
+	return writeFileAtomic(ctx, fsys, p, r, true)
+}
+
+// privater is a FileSystem that can make a file private (mode 0600).
+type privater interface {
+	makePrivate(ctx context.Context, p string) error
+}
+
+func writeFileAtomic(ctx context.Context, fsys FileSystem, p string, r io.Reader, private bool) (int64, error) {
+	pv, ok := fsys.(privater)
+	if private && !ok {
+		return 0, fmt.Errorf("%w: %s: the file system cannot make a file private", ErrInvalid, fsys.URI(p))
+	}
 	if err := fsys.MkdirAll(ctx, path.Dir(p)); err != nil {
 		return 0, err
 	}
@@ -240,6 +260,13 @@ func WriteFileAtomic(ctx context.Context, fsys FileSystem, p string, r io.Reader
 	w, err := fsys.Create(ctx, tmp)
 	if err != nil {
 		return 0, err
+	}
+	if private {
+		if err = pv.makePrivate(ctx, tmp); err != nil {
+			w.Close()
+			_ = fsys.RemoveAll(context.Background(), tmp)
+			return 0, err
+		}
 	}
 	n, err := copyCtx(ctx, w, r)
 	if cerr := w.Close(); err == nil {

@@ -411,3 +411,11 @@ func (c *deadlineConn) Write(b []byte) (int, error) {
 func (c *deadlineConn) SetDeadline(time.Time) error      { return nil }
 func (c *deadlineConn) SetReadDeadline(time.Time) error  { return nil }
 func (c *deadlineConn) SetWriteDeadline(time.Time) error { return nil }
+
+func (f *hdfsFS) makePrivate(ctx context.Context, p string) error {
+	hp, err := f.check(ctx, "chmod", p)
+	if err != nil {
+		return err
+	}
+	return f.wrap("chmod", p, f.client.Chmod(hp, 0o600))
+}

@@ -177,3 +177,7 @@ func (l localFS) ReadDir(ctx context.Context, p string) ([]FileInfo, error) {
 }
 
 func (localFS) Close() error { return nil }
+
+func (l localFS) makePrivate(ctx context.Context, p string) error {
+	return wrapErr("chmod", "file://"+p, os.Chmod(p, 0o600))
+}

@@ -345,3 +345,14 @@ func (f *webhdfsFS) Close() error {
 	f.w.close()
 	return nil
 }
+
+func (f *webhdfsFS) makePrivate(ctx context.Context, p string) error {
+	hp, err := f.check(ctx, "chmod", p)
+	if err != nil {
+		return err
+	}
+	if err := f.w.call(ctx, "PUT", hp, "SETPERMISSION", url.Values{"permission": {"600"}}, nil); err != nil {
+		return wrapWeb("chmod", f.URI(p), err)
+	}
+	return nil
+}
