@@ -440,6 +440,9 @@ func (d *ClusterDescriptor) stage(ctx context.Context, clusterID, goflBin, jobBi
 	if err := st.PutConfig(ctx, clusterID, y); err != nil {
 		return nil, fmt.Errorf("client: staging the configuration: %w", err)
 	}
+	if err := d.stageDelegationTokens(ctx, st, clusterID); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 

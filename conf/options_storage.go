@@ -27,6 +27,8 @@ var (
 		"krb5.conf path; empty: $KRB5_CONFIG, else /etc/krb5.conf.")
 	HDFSNameNodePrincipal = StringOption("fs.hdfs.namenode.principal", "",
 		"The NameNode's Kerberos service principal; empty: dfs.namenode.kerberos.principal from hdfs-site.xml.")
+	DelegationTokensEnabled = BoolOption("security.delegation.tokens.enabled", true,
+		"With a Kerberos login and hdfs:// staging, the client obtains HDFS delegation tokens for the cluster and ships them through staging (0600); the TaskManagers use them instead of the Kerberos options, and the JobManager renews them.")
 	DelegationTokensFile = StringOption("security.delegation.tokens.file", "",
 		"File of HDFS delegation tokens (0600, JSON); without a keytab or ticket cache, hdfs:// presents its NameNode's token from it (over WebHDFS).")
 	DelegationTokensRenewalTimeRatio = FloatOption("security.delegation.tokens.renewal.time-ratio", 0.75,

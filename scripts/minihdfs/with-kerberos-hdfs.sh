@@ -30,7 +30,8 @@ svc_name=minihdfs-kerberos svc_skips="the Kerberos HDFS tests"
 
 ready() { grep -q 'MINIHDFS READY' "$dir/minihdfs.log" 2>/dev/null; }
 
-# client_conf DIR PORT: the Hadoop client configuration of the cluster.
+# client_conf DIR PORT HTTP_PORT: the Hadoop client configuration of the
+# cluster.
 client_conf() {
   cat >"$1/core-site.xml" <<XML
 <?xml version="1.0"?>
@@ -46,6 +47,8 @@ XML
   <property><name>dfs.namenode.kerberos.principal</name><value>hdfs/localhost@$GOFL_TEST_KDC_REALM</value></property>
   <property><name>dfs.data.transfer.protection</name><value>authentication</value></property>
   <property><name>dfs.block.access.token.enable</name><value>true</value></property>
+  <property><name>dfs.namenode.http-address</name><value>127.0.0.1:$3</value></property>
+  <property><name>dfs.web.authentication.kerberos.principal</name><value>HTTP/localhost@$GOFL_TEST_KDC_REALM</value></property>
 </configuration>
 XML
 }
@@ -58,7 +61,6 @@ elif ! svc_need_java; then
   svc_fail_or_warn "java and mvn are needed to start MiniDFSCluster"
 else
   dir="$(mktemp -d -t gofl-minihdfs-krb.XXXXXX)"
-  trap 'svc_stop; rm -rf "$dir"' EXIT
   rc=1
   for _ in 1 2 3; do
     port="$(svc_free_port)" && http="$(svc_free_port)" || break
@@ -69,10 +71,11 @@ else
       MINIHDFS_KERBEROS_REALM="$GOFL_TEST_KDC_REALM" "$here/run.sh"; rc=$?
     [[ $rc == 1 ]] || break
   done
+  trap 'svc_stop; rm -rf "$dir"' EXIT # after svc_start, which sets its own
   if [[ $rc == 0 ]]; then
     grep -o -m1 'MINIHDFS READY.*' "$dir/minihdfs.log" >&2
     mkdir -p "$dir/conf"
-    client_conf "$dir/conf" "$port"
+    client_conf "$dir/conf" "$port" "$http"
     export GOFL_TEST_HDFS_KERBEROS_NAMENODE="hdfs://127.0.0.1:$port"
     export GOFL_TEST_HDFS_KERBEROS_WEBHDFS="http://127.0.0.1:$http"
     export GOFL_TEST_HDFS_KERBEROS_CONF_DIR="$dir/conf"

@@ -52,6 +52,9 @@ public final class MiniHdfs {
     conf.setInt("dfs.replication", 1);
     // A small block size lets tests cross block boundaries cheaply.
     conf.setLong("dfs.namenode.fs-limits.min-block-size", 1024);
+    // A shared test machine's disk runs low at times; the NameNode's
+    // default 100 MB reserve would put the cluster in safe mode then.
+    conf.setLong("dfs.namenode.resource.du.reserved", 1L << 20);
 
     String keytab = System.getProperty("minihdfs.kerberos.keytab", "");
     if (!keytab.isEmpty()) {
@@ -100,6 +103,14 @@ public final class MiniHdfs {
     conf.set("dfs.datanode.keytab.file", keytab);
     conf.set("dfs.web.authentication.kerberos.principal", http);
     conf.set("dfs.web.authentication.kerberos.keytab", keytab);
+    // Since Hadoop 3.2.1 WebHDFS takes the cluster-wide HTTP (SPNEGO)
+    // authentication filter; without it a request without a delegation
+    // token gets "user not authenticated by filter".
+    conf.set("hadoop.http.filter.initializers", "org.apache.hadoop.security.AuthenticationFilterInitializer");
+    conf.set("hadoop.http.authentication.type", "kerberos");
+    conf.set("hadoop.http.authentication.kerberos.principal", http);
+    conf.set("hadoop.http.authentication.kerberos.keytab", keytab);
+    conf.setBoolean("hadoop.http.authentication.simple.anonymous.allowed", false);
     conf.setBoolean("dfs.block.access.token.enable", true);
     conf.set("dfs.data.transfer.protection", "authentication");
     conf.setBoolean("ignore.secure.ports.for.testing", true);
