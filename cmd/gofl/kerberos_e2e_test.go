@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"path"
 	"sort"
 	"strings"
@@ -46,10 +45,39 @@ func TestDeployKerberosHDFSE2E(t *testing.T) {
 			"-D", "security.kerberos.krb5-conf.path=" + k.Krb5Conf}
 	}
 
-	e.extraArg = kerberos(k.Keytab)
+	// Delegation tokens on (the default): the client obtains one and
+	// stages it, the TaskManagers and the job use it instead of the keytab.
+	e.extraArg = append(kerberos(k.Keytab), "-D", "log.level=info")
 	out := base + "/out"
 	r := e.run("run", "-m", "per-job", e.wc, "--input", k.NameNode+base+"/input.txt", "--output", k.NameNode+out)
 	expectOK(t, r, "run -m per-job on Kerberized HDFS")
+	if !strings.Contains(r.stdout+r.stderr, "obtained an HDFS delegation token for the cluster") {
+		t.Errorf("the client obtained no delegation token:\n%s\n%s", r.stdout, r.stderr)
+	}
+	e.checkHDFSCounts(fsys, out, k.Principal)
+
+	// Off: the keytab everywhere.
+	e.extraArg = append(kerberos(k.Keytab), "-D", "security.delegation.tokens.enabled=false")
+	out = base + "/out-keytab"
+	r = e.run("run", "-m", "per-job", e.wc, "--input", k.NameNode+base+"/input.txt", "--output", k.NameNode+out)
+	expectOK(t, r, "run -m per-job on Kerberized HDFS without delegation tokens")
+	e.checkHDFSCounts(fsys, out, k.Principal)
+
+	e.extraArg = kerberos(k.WrongKeytab)
+	r = e.run("run", "-m", "per-job", e.wc, "--input", k.NameNode+base+"/input.txt", "--output", k.NameNode+base+"/out2")
+	if r.code == 0 || !strings.Contains(r.stderr, k.Principal) || !strings.Contains(r.stderr, k.WrongKeytab) ||
+		!strings.Contains(r.stderr, "keytab incorrect") {
+		t.Fatalf("run with a stale keytab: exit %d, want a failure naming %s, %s and the cause\n%s\n%s",
+			r.code, k.Principal, k.WrongKeytab, r.stdout, r.stderr)
+	}
+}
+
+// checkHDFSCounts checks wordcount's part files in an HDFS directory, and
+// that the principal's user owns them.
+func (e *e2e) checkHDFSCounts(fsys storage.FileSystem, out, principal string) {
+	t := e.t
+	t.Helper()
+	ctx := context.Background()
 	ents, err := fsys.ReadDir(ctx, out)
 	if err != nil {
 		t.Fatal(err)
@@ -65,23 +93,12 @@ func TestDeployKerberosHDFSE2E(t *testing.T) {
 				lines = append(lines, l)
 			}
 		}
-		if en.Owner != strings.Split(k.Principal, "@")[0] {
+		if en.Owner != strings.Split(principal, "@")[0] {
 			t.Errorf("%s is owned by %q, want the principal's user", en.Name, en.Owner)
 		}
 	}
 	sort.Strings(lines)
 	if got, want := strings.Join(lines, ","), "be 4,is 1,not 2,or 2,question 1,that 1,the 1,to 4"; got != want {
 		t.Fatalf("word counts on HDFS = %q, want %q", got, want)
-	}
-
-	e.extraArg = kerberos(k.WrongKeytab)
-	r = e.run("run", "-m", "per-job", e.wc, "--input", k.NameNode+base+"/input.txt", "--output", k.NameNode+base+"/out2")
-	if r.code == 0 || !strings.Contains(r.stderr, k.Principal) || !strings.Contains(r.stderr, k.WrongKeytab) ||
-		!strings.Contains(r.stderr, "keytab incorrect") {
-		t.Fatalf("run with a stale keytab: exit %d, want a failure naming %s, %s and the cause\n%s\n%s",
-			r.code, k.Principal, k.WrongKeytab, r.stdout, r.stderr)
-	}
-	if _, err := os.Stat(e.home); err != nil {
-		t.Fatal(err)
 	}
 }
