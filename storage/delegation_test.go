@@ -1,7 +1,6 @@
 package storage
 
 import (
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -64,14 +63,7 @@ func openTokenHDFS(t *testing.T) (FileSystem, string) {
 	t.Helper()
 	k := storagetest.KerberosHDFSCluster(t)
 	ctx := testCtx(t)
-	tok, err := ObtainDelegationToken(ctx, k.NameNode, kerberosOptions(k, k.Keytab), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(t.TempDir(), "tokens.json")
-	if err := WriteDelegationTokens(file, []DelegationToken{tok}); err != nil {
-		t.Fatal(err)
-	}
+	_, file := obtainTokenFile(t, k)
 	fsys, _, err := Open(ctx, k.NameNode+"/", Options{HadoopConfDir: k.ConfDir, DelegationTokenFile: file})
 	if err != nil {
 		t.Fatalf("Open with a delegation token: %v", err)
@@ -79,19 +71,7 @@ func openTokenHDFS(t *testing.T) (FileSystem, string) {
 	if _, ok := fsys.(*webhdfsFS); !ok {
 		t.Fatalf("Open with only a token file gave a %T", fsys)
 	}
-	dir := "/gofl-test/token-" + strings.ReplaceAll(t.Name(), "/", "_") + "-" + randHex(4)
-	if err := fsys.MkdirAll(ctx, dir); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := fsys.RemoveAll(ctx, dir); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-		fsys.Close()
-	})
-	return fsys, dir
+	return fsys, testDir(t, fsys, "/gofl-test/token-")
 }
 
 // A token file without a token for the NameNode, or a cancelled token,
@@ -123,4 +103,19 @@ func TestDelegationTokenRefused(t *testing.T) {
 		t.Fatalf("Open with a cancelled token: %v, want ErrPermission (and no secret in the message)", err)
 	}
 	t.Logf("cancelled token: %v", err)
+}
+
+// obtainTokenFile obtains a delegation token with the user keytab and
+// writes it to a token file of the test's.
+func obtainTokenFile(t *testing.T, k storagetest.KerberosHDFS) (DelegationToken, string) {
+	t.Helper()
+	tok, err := ObtainDelegationToken(testCtx(t), k.NameNode, kerberosOptions(k, k.Keytab), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "tokens.json")
+	if err := WriteDelegationTokens(file, []DelegationToken{tok}); err != nil {
+		t.Fatal(err)
+	}
+	return tok, file
 }

@@ -136,8 +136,14 @@ func (f *hdfsFS) User() string { return f.client.User() }
 func (f *hdfsFS) URI(p string) string { return "hdfs://" + f.authority + path.Clean("/"+p) }
 
 func (f *hdfsFS) check(ctx context.Context, op, p string) (string, error) {
+	return checkPath(ctx, f, op, p)
+}
+
+// checkPath is the check before an operation of a remote file system:
+// ctx still live and p absolute; it returns p cleaned.
+func checkPath(ctx context.Context, fsys FileSystem, op, p string) (string, error) {
 	if err := ctx.Err(); err != nil {
-		return "", fmt.Errorf("storage: %s %s: %w", op, f.URI(p), err)
+		return "", fmt.Errorf("storage: %s %s: %w", op, fsys.URI(p), err)
 	}
 	if !path.IsAbs(p) {
 		return "", fmt.Errorf("%w: %s %q: path is not absolute", ErrInvalid, op, p)

@@ -130,14 +130,7 @@ func TestDelegationTokenRenewerOnHDFS(t *testing.T) {
 	k := storagetest.KerberosHDFSCluster(t)
 	ctx := testCtx(t)
 	opts := kerberosOptions(k, k.Keytab)
-	tok, err := ObtainDelegationToken(ctx, k.NameNode, opts, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(t.TempDir(), "tokens.json")
-	if err := WriteDelegationTokens(file, []DelegationToken{tok}); err != nil {
-		t.Fatal(err)
-	}
+	tok, file := obtainTokenFile(t, k)
 	clk := clock.NewFake(time.Now())
 	r := &DelegationTokenRenewer{File: file, Options: opts, Clock: clk, Log: zerolog.Nop()}
 	rctx, cancel := context.WithCancel(ctx)

@@ -74,13 +74,7 @@ func openWebHDFSWithToken(ctx context.Context, authority string, tok DelegationT
 func (f *webhdfsFS) URI(p string) string { return "hdfs://" + f.authority + path.Clean("/"+p) }
 
 func (f *webhdfsFS) check(ctx context.Context, op, p string) (string, error) {
-	if err := ctx.Err(); err != nil {
-		return "", fmt.Errorf("storage: %s %s: %w", op, f.URI(p), err)
-	}
-	if !path.IsAbs(p) {
-		return "", fmt.Errorf("%w: %s %q: path is not absolute", ErrInvalid, op, p)
-	}
-	return path.Clean(p), nil
+	return checkPath(ctx, f, op, p)
 }
 
 // fileStatus is WebHDFS's FileStatus.
