@@ -124,6 +124,14 @@ zookeeper:
 kafka:
 	scripts/kafka/run.sh
 
+# An MIT KDC (Debian krb5-kdc) for realm GOFL.TEST and, with it, a
+# Kerberized MiniDFSCluster (SPNEGO WebHDFS, block tokens, SASL data
+# transfer) in the foreground: prints the GOFL_TEST_KDC_* and
+# GOFL_TEST_HDFS_KERBEROS_* settings, stops both on Ctrl-C.
+.PHONY: kdc
+kdc:
+	scripts/minihdfs/with-kerberos-hdfs.sh bash -c 'env | grep "^GOFL_TEST_" | sort; echo "KDC and Kerberized HDFS up; Ctrl-C stops them"; sleep infinity'
+
 # Regenerates the configuration reference in README.md from conf/.
 docs:
 	$(GO) run ./cmd/gofl config docs --update-readme

@@ -454,6 +454,9 @@ func (d *ClusterDescriptor) stage(ctx context.Context, clusterID, goflBin, jobBi
 	if err := st.PutConfig(ctx, clusterID, y); err != nil {
 		return nil, fmt.Errorf("client: staging the configuration: %w", err)
 	}
+	if err := d.stageDelegationTokens(ctx, st, clusterID); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -521,6 +524,10 @@ type PlanOptions struct {
 	SavepointPath string
 	// Timeout bounds planning; 0: 2 minutes.
 	Timeout time.Duration
+	// Env is more KEY=VALUE environment for the binary, after this
+	// process's: the client's file-system settings (storage.ClientEnv), so
+	// that the plan role reaches hdfs:// (Kerberos) as the cluster will.
+	Env []string
 }
 
 // ErrNotAJob means the binary printed no JobGraph in plan role.
@@ -556,6 +563,7 @@ func PlanJob(ctx context.Context, bin string, args []string, opts PlanOptions) (
 	if opts.SavepointPath != "" {
 		env = append(env, envSavepointPath+"="+opts.SavepointPath)
 	}
+	env = append(env, opts.Env...)
 	cmd.Env = env
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -1,6 +1,9 @@
 package conf
 
-import "time"
+import (
+	"errors"
+	"time"
+)
 
 // HDFS client and Kerberos (storage/), with Flink's keys where Flink has one.
 var (
@@ -24,4 +27,17 @@ var (
 		"krb5.conf path; empty: $KRB5_CONFIG, else /etc/krb5.conf.")
 	HDFSNameNodePrincipal = StringOption("fs.hdfs.namenode.principal", "",
 		"The NameNode's Kerberos service principal; empty: dfs.namenode.kerberos.principal from hdfs-site.xml.")
+	DelegationTokensEnabled = BoolOption("security.delegation.tokens.enabled", true,
+		"With a Kerberos login and hdfs:// staging, the client obtains HDFS delegation tokens for the cluster and ships them through staging (0600); the TaskManagers use them instead of the Kerberos options, and the JobManager renews them.")
+	DelegationTokensFile = StringOption("security.delegation.tokens.file", "",
+		"File of HDFS delegation tokens (0600, JSON); without a keytab or ticket cache, hdfs:// presents its NameNode's token from it (over WebHDFS).")
+	DelegationTokensRenewalTimeRatio = FloatOption("security.delegation.tokens.renewal.time-ratio", 0.75,
+		"Delegation tokens are renewed when this fraction of the time to their expiry has passed.").WithCheck(func(r float64) error {
+		if r <= 0 || r >= 1 {
+			return errors.New("must be between 0 and 1 (exclusive)")
+		}
+		return nil
+	})
+	DelegationTokensRenewalRetryBackoff = DurationOption("security.delegation.tokens.renewal.retry.backoff", time.Hour,
+		"Delay before a failed delegation token renewal is tried again.").WithCheck(positive)
 )

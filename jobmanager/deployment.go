@@ -66,6 +66,7 @@ type deployment struct {
 	log       zerolog.Logger
 	staging   *storage.Staging
 	binaryKey string
+	tokenDir  string             // local copy of the staged delegation tokens ("": none)
 	binPath   string             // the job binary in the blob store (application mode)
 	jobGraph  *jobgraph.JobGraph // per-job mode
 	args      []string           // application mode
@@ -113,6 +114,14 @@ func prepareDeployment(ctx context.Context, c *conf.Configuration, blobs *blob.S
 		return nil, err
 	}
 	d.log.Info().Str("uri", binURI).Str("key", d.binaryKey).Msg("job binary loaded from staging")
+	if err := d.loadDelegationTokens(ctx); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			d.removeDelegationTokens()
+		}
+	}()
 	switch d.mode {
 	case conf.ModePerJob:
 		uri := conf.DeploymentJobGraph.Get(c)

@@ -116,6 +116,7 @@ func Start(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*Job
 		}
 		if dep != nil {
 			dep.removeStaging()
+			dep.removeDelegationTokens()
 			dep.staging.Close()
 		}
 		return nil, fmt.Errorf("jobmanager: provider (deployment.provider): %w", err)
@@ -171,10 +172,12 @@ func Start(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*Job
 		if dep != nil {
 			// A per-job or application cluster's staging goes with it.
 			dep.removeStaging()
+			dep.removeDelegationTokens()
 			dep.staging.Close()
 		}
 	})
 	if dep != nil {
+		j.run(func() { dep.renewDelegationTokens(ctx) })
 		j.run(func() {
 			err := dep.run(ctx, disp, driverRESTAddress(j.RESTAddress))
 			if workers != nil && ctx.Err() == nil {

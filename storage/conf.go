@@ -12,7 +12,7 @@ import (
 var clientOptions = []conf.Spec{
 	conf.HDFSHadoopConfDir, conf.HDFSUser, conf.KerberosKeytab, conf.KerberosPrincipal,
 	conf.KerberosUseTicketCache, conf.KerberosKrb5Conf, conf.HDFSNameNodePrincipal,
-	conf.HDFSConnectTimeout, conf.HDFSIOTimeout, conf.HDFSCloseRetries,
+	conf.HDFSConnectTimeout, conf.HDFSIOTimeout, conf.HDFSCloseRetries, conf.DelegationTokensFile,
 }
 
 // OptionsFromConf reads the HDFS client and Kerberos options (fs.hdfs.*,
@@ -28,9 +28,10 @@ func OptionsFromConf(c *conf.Configuration) Options {
 			Krb5Conf:         conf.KerberosKrb5Conf.Get(c),
 			ServicePrincipal: conf.HDFSNameNodePrincipal.Get(c),
 		},
-		DialTimeout:  conf.HDFSConnectTimeout.Get(c),
-		IOTimeout:    conf.HDFSIOTimeout.Get(c),
-		CloseRetries: conf.HDFSCloseRetries.Get(c),
+		DelegationTokenFile: conf.DelegationTokensFile.Get(c),
+		DialTimeout:         conf.HDFSConnectTimeout.Get(c),
+		IOTimeout:           conf.HDFSIOTimeout.Get(c),
+		CloseRetries:        conf.HDFSCloseRetries.Get(c),
 	}
 }
 

@@ -108,6 +108,13 @@ type Options struct {
 	// Kerberos configures a Kerberos login for a secured cluster.
 	Kerberos KerberosOptions
 
+	// DelegationTokenFile is a file of HDFS delegation tokens
+	// (WriteDelegationTokens), as a cluster's client ships them. With no
+	// keytab and no ticket cache configured, hdfs:// presents the token of
+	// its NameNode, over WebHDFS (colinmarc/hdfs cannot present one on the
+	// RPC port). Default: none.
+	DelegationTokenFile string
+
 	// DialTimeout bounds each TCP connect to a NameNode or DataNode.
 	// Default 10s.
 	DialTimeout time.Duration
@@ -203,7 +210,7 @@ func Open(ctx context.Context, uri string, opts Options) (FileSystem, string, er
 		}
 		return Local(), root, nil
 	case "hdfs":
-		fs, err := openHDFS(ctx, u, opts)
+		fs, err := openHDFSFS(ctx, u, opts)
 		if err != nil {
 			return nil, "", err
 		}

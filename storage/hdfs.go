@@ -13,9 +13,12 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/colinmarc/hdfs/v2"
+	krbclient "github.com/jcmturner/gokrb5/v8/client"
+	"github.com/jcmturner/gokrb5/v8/krberror"
 )
 
 // hdfsFS is the hdfs:// file system on github.com/colinmarc/hdfs/v2.
@@ -24,6 +27,7 @@ type hdfsFS struct {
 	authority string   // as in the URI ("" for hdfs:///)
 	nameNodes []string // resolved RPC addresses
 	opts      Options
+	krb       *krbclient.Client // nil without Kerberos; destroyed on Close
 }
 
 // openHDFS connects to the NameNode(s) named by u and checks that they
@@ -56,7 +60,7 @@ func openHDFS(ctx context.Context, u *url.URL, opts Options) (*hdfsFS, error) {
 	co.NamenodeDialFunc = timeoutDialer(opts.DialTimeout, opts.IOTimeout)
 	co.DatanodeDialFunc = timeoutDialer(opts.DialTimeout, dataTimeout)
 
-	f := &hdfsFS{authority: u.Host, nameNodes: addrs, opts: opts}
+	f := &hdfsFS{authority: u.Host, nameNodes: addrs, opts: opts, krb: co.KerberosClient}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("storage: connecting to HDFS NameNode %s: %w", f.nnList(), err)
 	}
@@ -68,6 +72,14 @@ func openHDFS(ctx context.Context, u *url.URL, opts Options) (*hdfsFS, error) {
 	}
 	ch := make(chan result, 1)
 	go func() {
+		// Log in first, so that a refused login is told apart from an
+		// unreachable NameNode.
+		if co.KerberosClient != nil {
+			if err := co.KerberosClient.Login(); err != nil {
+				ch <- result{nil, kerberosLoginError(opts.Kerberos, err)}
+				return
+			}
+		}
 		c, err := hdfs.NewClient(co)
 		if err == nil {
 			if _, err = c.Stat("/"); err != nil {
@@ -85,12 +97,29 @@ func openHDFS(ctx context.Context, u *url.URL, opts Options) (*hdfsFS, error) {
 			if r := <-ch; r.c != nil {
 				r.c.Close()
 			}
+			f.destroyKerberos()
 		}()
 		return nil, fmt.Errorf("storage: connecting to HDFS NameNode %s: %w", f.nnList(), ctx.Err())
 	}
 	if r.err != nil {
+		f.destroyKerberos()
+		if errors.Is(r.err, ErrPermission) || errors.Is(r.err, ErrUnavailable) {
+			return nil, r.err // a Kerberos login error, already explained
+		}
+		if co.KerberosClient == nil && strings.Contains(r.err.Error(), "unexpected sequence number") {
+			// A secured NameNode answers a client without SASL with an
+			// error colinmarc/hdfs cannot read.
+			return nil, fmt.Errorf("%w: HDFS NameNode %s refused user %q without Kerberos; it probably requires it: "+
+				"set security.kerberos.login.keytab and .principal (or .use-ticket-cache), and hadoop.security.authentication=kerberos "+
+				"in the Hadoop configuration: %w", ErrPermission, f.nnList(), co.User, r.err)
+		}
 		if isTransport(r.err) || strings.Contains(r.err.Error(), "kerberos") {
-			return nil, fmt.Errorf("%w: HDFS NameNode %s (user %q): %w", ErrUnavailable, f.nnList(), co.User, r.err)
+			hint := ""
+			if co.KerberosClient == nil && !errors.Is(r.err, syscall.ECONNREFUSED) && !errors.Is(r.err, os.ErrDeadlineExceeded) {
+				// A secured NameNode hangs up on a client without SASL.
+				hint = " (if it requires Kerberos, set security.kerberos.login.keytab and .principal)"
+			}
+			return nil, fmt.Errorf("%w: HDFS NameNode %s (user %q)%s: %w", ErrUnavailable, f.nnList(), co.User, hint, r.err)
 		}
 		return nil, wrapErr("connect", "hdfs://"+f.nnList(), r.err)
 	}
@@ -107,8 +136,14 @@ func (f *hdfsFS) User() string { return f.client.User() }
 func (f *hdfsFS) URI(p string) string { return "hdfs://" + f.authority + path.Clean("/"+p) }
 
 func (f *hdfsFS) check(ctx context.Context, op, p string) (string, error) {
+	return checkPath(ctx, f, op, p)
+}
+
+// checkPath is the check before an operation of a remote file system:
+// ctx still live and p absolute; it returns p cleaned.
+func checkPath(ctx context.Context, fsys FileSystem, op, p string) (string, error) {
 	if err := ctx.Err(); err != nil {
-		return "", fmt.Errorf("storage: %s %s: %w", op, f.URI(p), err)
+		return "", fmt.Errorf("storage: %s %s: %w", op, fsys.URI(p), err)
 	}
 	if !path.IsAbs(p) {
 		return "", fmt.Errorf("%w: %s %q: path is not absolute", ErrInvalid, op, p)
@@ -309,7 +344,34 @@ func (f *hdfsFS) ReadDir(ctx context.Context, p string) ([]FileInfo, error) {
 	return out, nil
 }
 
-func (f *hdfsFS) Close() error { return f.client.Close() }
+func (f *hdfsFS) Close() error {
+	err := f.client.Close()
+	f.destroyKerberos()
+	return err
+}
+
+// destroyKerberos stops the Kerberos client's TGT renewal goroutine.
+func (f *hdfsFS) destroyKerberos() {
+	if f.krb != nil {
+		f.krb.Destroy()
+	}
+}
+
+// kerberosLoginError explains a failed Kerberos login (AS exchange): the
+// principal and keytab (or ticket cache) and the KDC's reason. A KDC that
+// cannot be reached is ErrUnavailable; a refusal (wrong key, unknown
+// principal, expired password) is ErrPermission.
+func kerberosLoginError(k KerberosOptions, err error) error {
+	who := fmt.Sprintf("as %s with keytab %s", k.Principal, k.Keytab)
+	if k.Keytab == "" {
+		who = "from the ticket cache"
+	}
+	var ke krberror.Krberror
+	if errors.As(err, &ke) && ke.RootCause == krberror.NetworkingError {
+		return fmt.Errorf("%w: kerberos: logging in %s: no KDC answered: %w", ErrUnavailable, who, err)
+	}
+	return fmt.Errorf("%w: kerberos: logging in %s failed: %w", ErrPermission, who, err)
+}
 
 // timeoutDialer dials with a connect timeout and returns connections whose
 // every Read and Write must finish within ioTimeout.

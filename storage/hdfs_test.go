@@ -260,11 +260,12 @@ func TestKerberosPlumbing(t *testing.T) {
 		t.Fatalf("no SPN: %v", err)
 	}
 
-	// Open passes the client on: with Kerberos on and the NameNode down, it
-	// fails reaching the NameNode (not on missing options).
+	// Open logs in first: with Kerberos on and no KDC, it fails reaching
+	// the KDC (not on missing options), naming the principal and keytab.
 	addr := closedPort(t)
 	_, _, err = Open(testCtx(t), "hdfs://"+addr+"/", Options{Kerberos: k, DialTimeout: time.Second})
-	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), addr) {
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "no KDC answered") ||
+		!strings.Contains(err.Error(), "gofl/worker with keytab "+ktPath) {
 		t.Fatalf("Open with Kerberos = %v", err)
 	}
 }

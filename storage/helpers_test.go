@@ -46,8 +46,15 @@ func openTestHDFS(t *testing.T, opts Options) (FileSystem, string) {
 	if err != nil {
 		t.Fatalf("Open(%s): %v", uri, err)
 	}
-	dir := "/gofl-test/" + strings.ReplaceAll(t.Name(), "/", "_") + "-" + randHex(4)
-	if err := fsys.MkdirAll(ctx, dir); err != nil {
+	return fsys, testDir(t, fsys, "/gofl-test/")
+}
+
+// testDir makes a fresh directory for the test under prefix in fsys, and
+// removes it and closes fsys when the test ends.
+func testDir(t *testing.T, fsys FileSystem, prefix string) string {
+	t.Helper()
+	dir := prefix + strings.ReplaceAll(t.Name(), "/", "_") + "-" + randHex(4)
+	if err := fsys.MkdirAll(testCtx(t), dir); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -58,7 +65,7 @@ func openTestHDFS(t *testing.T, opts Options) (FileSystem, string) {
 		}
 		fsys.Close()
 	})
-	return fsys, dir
+	return dir
 }
 
 // eachFS runs fn against file:// always and against hdfs:// when the test
@@ -71,6 +78,11 @@ func eachFS(t *testing.T, fn func(t *testing.T, fsys FileSystem, dir string)) {
 	t.Run("hdfs", func(t *testing.T) {
 		t.Parallel()
 		fsys, dir := openTestHDFS(t, Options{})
+		fn(t, fsys, dir)
+	})
+	t.Run("hdfs-delegation-token", func(t *testing.T) {
+		t.Parallel()
+		fsys, dir := openTokenHDFS(t)
 		fn(t, fsys, dir)
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
@@ -23,6 +24,9 @@ const (
 	ConfigFile = "gofl.yaml"
 	// JobGraphFile is a per-job cluster's JobGraph (jobgraph.Marshal).
 	JobGraphFile = "jobgraph.pb"
+	// DelegationTokensFile is the HDFS delegation tokens the client
+	// obtained for the cluster (JSON, mode 0600).
+	DelegationTokensFile = "delegation-tokens.json"
 )
 
 // Staging is the staging area under staging.dir:
@@ -106,6 +110,35 @@ func (s *Staging) clusterFile(clusterID, name string) (string, error) {
 		return "", fmt.Errorf("%w: staging file name %q", ErrInvalid, name)
 	}
 	return path.Join(dir, name), nil
+}
+
+// PutDelegationTokens stages the cluster's HDFS delegation tokens, readable
+// by the staging directory's owner only (0600).
+func (s *Staging) PutDelegationTokens(ctx context.Context, clusterID string, tokens []DelegationToken) error {
+	p, err := s.clusterFile(clusterID, DelegationTokensFile)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(tokenFile{Tokens: tokens})
+	if err != nil {
+		return err
+	}
+	_, err = WriteFilePrivate(ctx, s.fs, p, bytes.NewReader(b))
+	return err
+}
+
+// GetDelegationTokens reads the cluster's staged delegation tokens;
+// ErrNotFound if the client staged none.
+func (s *Staging) GetDelegationTokens(ctx context.Context, clusterID string) ([]DelegationToken, error) {
+	b, err := s.GetClusterFile(ctx, clusterID, DelegationTokensFile)
+	if err != nil {
+		return nil, err
+	}
+	var f tokenFile
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("%w: staged delegation tokens of cluster %s: %v", ErrInvalid, clusterID, err)
+	}
+	return f.Tokens, nil
 }
 
 // PutClusterFile atomically writes a file into the cluster's staging

@@ -248,3 +248,27 @@ func TestOpenStagingExpandsHome(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestStagingDelegationTokens(t *testing.T) {
+	eachFS(t, func(t *testing.T, fsys FileSystem, dir string) {
+		ctx := testCtx(t)
+		st := NewStaging(fsys, dir)
+		if _, err := st.GetDelegationTokens(ctx, "c1"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("no tokens staged: %v, want ErrNotFound", err)
+		}
+		tok := DelegationToken{NameNode: "nn:8020", WebHDFS: "nn:9870", Token: "secret", Renewer: "gofl", Expires: time.Unix(1e9, 0)}
+		if err := st.PutDelegationTokens(ctx, "c1", []DelegationToken{tok}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := st.GetDelegationTokens(ctx, "c1")
+		if err != nil || len(got) != 1 || got[0].Token != "secret" || !got[0].Expires.Equal(tok.Expires) {
+			t.Fatalf("staged tokens %v, %v", got, err)
+		}
+		if _, ok := fsys.(localFS); ok {
+			p, _ := st.clusterFile("c1", DelegationTokensFile)
+			if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o600 {
+				t.Fatalf("staged token file mode %v, %v", fi.Mode(), err)
+			}
+		}
+	})
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/gofl/gofl/client"
 	"github.com/gofl/gofl/conf"
 	"github.com/gofl/gofl/jobgraph"
+	"github.com/gofl/gofl/storage"
 )
 
 func runCommand() *cli.Command {
@@ -282,7 +283,12 @@ func planJob(c *cli.Context, bin, job string, args []string, sessionPar int) (*j
 	if err != nil {
 		return nil, err
 	}
-	jg, err := client.PlanJob(c.Context, bin, args, client.PlanOptions{Parallelism: par, SavepointPath: c.String("fromSavepoint")})
+	cfg, _, err := setup(c)
+	if err != nil {
+		return nil, err
+	}
+	jg, err := client.PlanJob(c.Context, bin, args, client.PlanOptions{
+		Parallelism: par, SavepointPath: c.String("fromSavepoint"), Env: storage.ClientEnv(cfg)})
 	if err != nil {
 		return nil, fmt.Errorf("run: %w", err)
 	}

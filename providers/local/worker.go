@@ -83,6 +83,12 @@ func NewWorkerDriver(dc providers.DriverContext) (*WorkerDriver, error) {
 	for _, k := range notForTaskManagers {
 		delete(cfg, k)
 	}
+	if cfg[conf.DelegationTokensFile.Key()] != "" {
+		// TaskManagers use the cluster's delegation tokens, not the keytab.
+		for _, k := range []string{conf.KerberosKeytab.Key(), conf.KerberosPrincipal.Key(), conf.KerberosUseTicketCache.Key()} {
+			delete(cfg, k)
+		}
+	}
 	return &WorkerDriver{dir: dir, clusterID: id, binary: bin, rpcHost: host, rpcPort: port, config: cfg, conf: dc.Config,
 		grace: DefaultGracePeriod, log: dc.Log, workers: map[string]*worker{}}, nil
 }

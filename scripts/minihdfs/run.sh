@@ -10,7 +10,10 @@
 #
 # Environment: MINIHDFS_PORT, MINIHDFS_HTTP_PORT, MINIHDFS_DIR (data
 # directory; default a fresh temporary one, removed on exit),
-# MINIHDFS_JAVA_OPTS (default -Xmx512m).
+# MINIHDFS_JAVA_OPTS (default -Xmx512m). Kerberized (see MiniHdfs.java):
+# MINIHDFS_KERBEROS_KEYTAB (hdfs/localhost and HTTP/localhost keys),
+# MINIHDFS_KRB5_CONF, MINIHDFS_KERBEROS_REALM (GOFL.TEST),
+# MINIHDFS_TOKEN_RENEW_INTERVAL_MS (delegation tokens; default a day).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cp_file="$here/target/classpath.txt"
@@ -39,8 +42,18 @@ if needs_build; then
   touch "$stamp"
 fi
 
+krb_opts=()
+if [[ -n "${MINIHDFS_KERBEROS_KEYTAB:-}" ]]; then
+  krb_opts=(
+    -Djava.security.krb5.conf="${MINIHDFS_KRB5_CONF:?MINIHDFS_KRB5_CONF is needed with MINIHDFS_KERBEROS_KEYTAB}"
+    -Dminihdfs.kerberos.keytab="$MINIHDFS_KERBEROS_KEYTAB"
+    -Dminihdfs.kerberos.realm="${MINIHDFS_KERBEROS_REALM:-GOFL.TEST}"
+    -Dminihdfs.token.renew.interval.ms="${MINIHDFS_TOKEN_RENEW_INTERVAL_MS:-86400000}"
+  )
+fi
+
 # shellcheck disable=SC2086 # MINIHDFS_JAVA_OPTS is a list of flags
-exec java ${MINIHDFS_JAVA_OPTS:--Xmx512m} \
+exec java ${MINIHDFS_JAVA_OPTS:--Xmx512m} "${krb_opts[@]}" \
   -Dminihdfs.port="${MINIHDFS_PORT:-9000}" \
   -Dminihdfs.http.port="${MINIHDFS_HTTP_PORT:-9870}" \
   -Dminihdfs.dir="${MINIHDFS_DIR:-}" \

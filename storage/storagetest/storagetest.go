@@ -39,3 +39,62 @@ func HDFS(t testing.TB) string {
 	c.Close()
 	return strings.TrimSuffix(uri, "/")
 }
+
+// KerberosHDFS describes the Kerberized MiniDFSCluster and the KDC that
+// scripts/minihdfs/with-kerberos-hdfs.sh starts (GOFL_TEST_HDFS_KERBEROS_*,
+// GOFL_TEST_KDC_*).
+type KerberosHDFS struct {
+	// NameNode is the cluster's URI, hdfs://host:port.
+	NameNode string
+	// WebHDFS is the NameNode's HTTP address (SPNEGO), http://host:port.
+	WebHDFS string
+	// ConfDir holds the clients' core-site.xml and hdfs-site.xml.
+	ConfDir string
+	// Krb5Conf is the KDC's krb5.conf.
+	Krb5Conf string
+	// Realm is the KDC's realm.
+	Realm string
+	// Principal and Keytab are the user gofl logs in as.
+	Principal, Keytab string
+	// WrongKeytab holds a stale key of Principal: logging in with it fails.
+	WrongKeytab string
+	// ServicePrincipal is the NameNode's principal (hdfs/localhost@REALM).
+	ServicePrincipal string
+}
+
+// KerberosHDFSCluster returns the Kerberized test HDFS. If the wrapper did
+// not start one (or it does not answer) the test fails under CI=true and
+// skips elsewhere, as HDFS does.
+func KerberosHDFSCluster(t testing.TB) KerberosHDFS {
+	t.Helper()
+	k := KerberosHDFS{
+		NameNode:         os.Getenv("GOFL_TEST_HDFS_KERBEROS_NAMENODE"),
+		WebHDFS:          os.Getenv("GOFL_TEST_HDFS_KERBEROS_WEBHDFS"),
+		ConfDir:          os.Getenv("GOFL_TEST_HDFS_KERBEROS_CONF_DIR"),
+		Krb5Conf:         os.Getenv("GOFL_TEST_KDC_KRB5_CONF"),
+		Realm:            os.Getenv("GOFL_TEST_KDC_REALM"),
+		Principal:        os.Getenv("GOFL_TEST_KDC_USER_PRINCIPAL"),
+		Keytab:           os.Getenv("GOFL_TEST_KDC_USER_KEYTAB"),
+		WrongKeytab:      os.Getenv("GOFL_TEST_KDC_WRONG_KEYTAB"),
+		ServicePrincipal: os.Getenv("GOFL_TEST_KDC_SERVICE_PRINCIPAL"),
+	}
+	msg := ""
+	if k.NameNode == "" || k.Krb5Conf == "" || k.Keytab == "" {
+		msg = "no Kerberized HDFS: GOFL_TEST_HDFS_KERBEROS_NAMENODE or GOFL_TEST_KDC_* is unset; " +
+			"run the tests through scripts/minihdfs/with-kerberos-hdfs.sh (starts a KDC and the cluster)"
+	} else if u, err := url.Parse(k.NameNode); err != nil || u.Scheme != "hdfs" || u.Host == "" {
+		t.Fatalf("GOFL_TEST_HDFS_KERBEROS_NAMENODE=%q: want hdfs://host:port", k.NameNode)
+	} else if c, err := net.DialTimeout("tcp", u.Host, 2*time.Second); err != nil {
+		msg = "the Kerberized HDFS is not reachable at " + k.NameNode + " (" + err.Error() + ")"
+	} else {
+		c.Close()
+	}
+	if msg != "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI=true, so the Kerberos HDFS tests must run: " + msg)
+		}
+		t.Skip("skipping: " + msg)
+	}
+	k.NameNode = strings.TrimSuffix(k.NameNode, "/")
+	return k
+}

@@ -10,6 +10,7 @@ import java.util.stream.Stream;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.hdfs.MiniDFSCluster;
+import org.apache.hadoop.security.UserGroupInformation;
 
 /**
  * Starts a one-DataNode MiniDFSCluster in the foreground for gofl's storage
@@ -19,6 +20,15 @@ import org.apache.hadoop.hdfs.MiniDFSCluster;
  *
  * <p>System properties: minihdfs.port (9000), minihdfs.http.port (9870),
  * minihdfs.dir (a fresh temporary directory; removed on exit).
+ *
+ * <p>With minihdfs.kerberos.keytab set the cluster is Kerberized
+ * (hadoop.security.authentication=kerberos): the NameNode and DataNode log in
+ * as hdfs/localhost@REALM and WebHDFS takes SPNEGO as HTTP/localhost@REALM,
+ * both from that keytab (REALM: minihdfs.kerberos.realm, GOFL.TEST; the JVM
+ * needs -Djava.security.krb5.conf). Block access tokens are on and data
+ * transfer is SASL-authenticated (dfs.data.transfer.protection=authentication)
+ * on unprivileged ports, which ignore.secure.ports.for.testing allows without
+ * HTTPS.
  */
 public final class MiniHdfs {
   public static void main(String[] args) throws Exception {
@@ -42,6 +52,14 @@ public final class MiniHdfs {
     conf.setInt("dfs.replication", 1);
     // A small block size lets tests cross block boundaries cheaply.
     conf.setLong("dfs.namenode.fs-limits.min-block-size", 1024);
+    // A shared test machine's disk runs low at times; the NameNode's
+    // default 100 MB reserve would put the cluster in safe mode then.
+    conf.setLong("dfs.namenode.resource.du.reserved", 1L << 20);
+
+    String keytab = System.getProperty("minihdfs.kerberos.keytab", "");
+    if (!keytab.isEmpty()) {
+      kerberize(conf, keytab, System.getProperty("minihdfs.kerberos.realm", "GOFL.TEST"));
+    }
 
     long start = System.nanoTime();
     MiniDFSCluster cluster = new MiniDFSCluster.Builder(conf)
@@ -68,10 +86,40 @@ public final class MiniHdfs {
       stopped.countDown();
     }, "minihdfs-shutdown"));
 
-    System.out.printf("MINIHDFS READY hdfs://127.0.0.1:%d webhdfs=http://127.0.0.1:%d dir=%s (%.1fs)%n",
-        port, httpPort, base, (System.nanoTime() - start) / 1e9);
+    System.out.printf("MINIHDFS READY hdfs://127.0.0.1:%d webhdfs=http://127.0.0.1:%d dir=%s%s (%.1fs)%n",
+        port, httpPort, base, keytab.isEmpty() ? "" : " kerberos", (System.nanoTime() - start) / 1e9);
     System.out.flush();
     stopped.await();
+  }
+
+  private static void kerberize(Configuration conf, String keytab, String realm) throws IOException {
+    String service = "hdfs/localhost@" + realm;
+    String http = "HTTP/localhost@" + realm;
+    conf.set("hadoop.security.authentication", "kerberos");
+    conf.set("hadoop.rpc.protection", "authentication");
+    conf.set("dfs.namenode.kerberos.principal", service);
+    conf.set("dfs.namenode.keytab.file", keytab);
+    conf.set("dfs.datanode.kerberos.principal", service);
+    conf.set("dfs.datanode.keytab.file", keytab);
+    conf.set("dfs.web.authentication.kerberos.principal", http);
+    conf.set("dfs.web.authentication.kerberos.keytab", keytab);
+    // Since Hadoop 3.2.1 WebHDFS takes the cluster-wide HTTP (SPNEGO)
+    // authentication filter; without it a request without a delegation
+    // token gets "user not authenticated by filter".
+    conf.set("hadoop.http.filter.initializers", "org.apache.hadoop.security.AuthenticationFilterInitializer");
+    conf.set("hadoop.http.authentication.type", "kerberos");
+    conf.set("hadoop.http.authentication.kerberos.principal", http);
+    conf.set("hadoop.http.authentication.kerberos.keytab", keytab);
+    conf.setBoolean("hadoop.http.authentication.simple.anonymous.allowed", false);
+    conf.setBoolean("dfs.block.access.token.enable", true);
+    conf.set("dfs.data.transfer.protection", "authentication");
+    conf.setBoolean("ignore.secure.ports.for.testing", true);
+    // Delegation tokens: a short renew interval lets tests see renewal
+    // matter (minihdfs.token.renew.interval.ms; Hadoop's default is a day).
+    conf.setLong("dfs.namenode.delegation.token.renew-interval",
+        Long.getLong("minihdfs.token.renew.interval.ms", 24L * 3600 * 1000));
+    UserGroupInformation.setConfiguration(conf);
+    UserGroupInformation.loginUserFromKeytab(service, keytab);
   }
 
   private static void deleteTree(Path p) {

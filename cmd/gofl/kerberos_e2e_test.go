@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gofl/gofl/storage"
+	"github.com/gofl/gofl/storage/storagetest"
+)
+
+// Wordcount on a Kerberized HDFS with a user keytab
+// (security.kerberos.login.*): the client stages the binary and the
+// JobGraph there, the JobManager reads them, the TaskManager fetches the
+// blob, and the job's text source and sink read and write hdfs://. A stale
+// keytab fails the run with a message naming the principal and keytab.
+func TestDeployKerberosHDFSE2E(t *testing.T) {
+	t.Parallel()
+	k := storagetest.KerberosHDFSCluster(t)
+	e := newE2E(t)
+	base := fmt.Sprintf("/gofl-kerberos-e2e/%d", time.Now().UnixNano())
+	e.staging = k.NameNode + base + "/staging"
+	opts := storage.Options{
+		HadoopConfDir: k.ConfDir,
+		Kerberos:      storage.KerberosOptions{Keytab: k.Keytab, Principal: k.Principal, Krb5Conf: k.Krb5Conf},
+	}
+	ctx := context.Background()
+	fsys, _, err := storage.Open(ctx, k.NameNode+"/", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fsys.Close()
+	t.Cleanup(func() { _ = fsys.RemoveAll(context.Background(), base) })
+	if _, err := storage.WriteFileAtomic(ctx, fsys, base+"/input.txt", strings.NewReader(e2eText)); err != nil {
+		t.Fatal(err)
+	}
+	kerberos := func(keytab string) []string {
+		return []string{"-D", "fs.hdfs.hadoopconf=" + k.ConfDir,
+			"-D", "security.kerberos.login.keytab=" + keytab,
+			"-D", "security.kerberos.login.principal=" + k.Principal,
+			"-D", "security.kerberos.krb5-conf.path=" + k.Krb5Conf}
+	}
+
+	// Delegation tokens on (the default): the client obtains one and
+	// stages it, the TaskManagers and the job use it instead of the keytab.
+	e.extraArg = append(kerberos(k.Keytab), "-D", "log.level=info")
+	out := base + "/out"
+	r := e.run("run", "-m", "per-job", e.wc, "--input", k.NameNode+base+"/input.txt", "--output", k.NameNode+out)
+	expectOK(t, r, "run -m per-job on Kerberized HDFS")
+	if !strings.Contains(r.stdout+r.stderr, "obtained an HDFS delegation token for the cluster") {
+		t.Errorf("the client obtained no delegation token:\n%s\n%s", r.stdout, r.stderr)
+	}
+	e.checkHDFSCounts(fsys, out, k.Principal)
+
+	// Off: the keytab everywhere.
+	e.extraArg = append(kerberos(k.Keytab), "-D", "security.delegation.tokens.enabled=false")
+	out = base + "/out-keytab"
+	r = e.run("run", "-m", "per-job", e.wc, "--input", k.NameNode+base+"/input.txt", "--output", k.NameNode+out)
+	expectOK(t, r, "run -m per-job on Kerberized HDFS without delegation tokens")
+	e.checkHDFSCounts(fsys, out, k.Principal)
+
+	e.extraArg = kerberos(k.WrongKeytab)
+	r = e.run("run", "-m", "per-job", e.wc, "--input", k.NameNode+base+"/input.txt", "--output", k.NameNode+base+"/out2")
+	if r.code == 0 || !strings.Contains(r.stderr, k.Principal) || !strings.Contains(r.stderr, k.WrongKeytab) ||
+		!strings.Contains(r.stderr, "keytab incorrect") {
+		t.Fatalf("run with a stale keytab: exit %d, want a failure naming %s, %s and the cause\n%s\n%s",
+			r.code, k.Principal, k.WrongKeytab, r.stdout, r.stderr)
+	}
+}
+
+// checkHDFSCounts checks wordcount's part files in an HDFS directory, and
+// that the principal's user owns them.
+func (e *e2e) checkHDFSCounts(fsys storage.FileSystem, out, principal string) {
+	t := e.t
+	t.Helper()
+	ctx := context.Background()
+	ents, err := fsys.ReadDir(ctx, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, en := range ents {
+		b, err := storage.ReadFile(ctx, fsys, path.Join(out, en.Name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if l != "" {
+				lines = append(lines, l)
+			}
+		}
+		if en.Owner != strings.Split(principal, "@")[0] {
+			t.Errorf("%s is owned by %q, want the principal's user", en.Name, en.Owner)
+		}
+	}
+	sort.Strings(lines)
+	if got, want := strings.Join(lines, ","), "be 4,is 1,not 2,or 2,question 1,that 1,the 1,to 4"; got != want {
+		t.Fatalf("word counts on HDFS = %q, want %q", got, want)
+	}
+}

@@ -1,0 +1,189 @@
+package storage
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DelegationToken is an HDFS delegation token: what a process without a
+// Kerberos keytab presents to one NameNode instead (Flink's delegation
+// token framework ships the same to its TaskManagers). Whoever obtained it
+// renews it before Expires, up to the NameNode's maximum lifetime (7 days
+// by default), and then obtains a new one.
+type DelegationToken struct {
+	// NameNode is the RPC address it was issued by ("host:port").
+	NameNode string `json:"nameNode"`
+	// WebHDFS is the NameNode's HTTP address ("host:port").
+	WebHDFS string `json:"webhdfs"`
+	// Token is Hadoop's URL-safe encoding of the token (identifier,
+	// password, kind, service). A secret: never logged.
+	Token string `json:"token"`
+	// Renewer is the user allowed to renew it.
+	Renewer string `json:"renewer"`
+	// Expires is when it stops working unless renewed.
+	Expires time.Time `json:"expires"`
+}
+
+// String hides the secret.
+func (t DelegationToken) String() string {
+	return fmt.Sprintf("HDFS delegation token for %s (renewer %s, expires %s)", t.NameNode, t.Renewer, t.Expires.UTC().Format(time.RFC3339))
+}
+
+// webHDFSFor connects to the WebHDFS of the NameNode an hdfs:// URI
+// names, logged in to Kerberos from opts (SPNEGO).
+func webHDFSFor(uri string, opts Options) (*webHDFS, string, error) {
+	opts = opts.withDefaults()
+	u, err := url.Parse(uri)
+	if err != nil || u.Scheme != "hdfs" {
+		return nil, "", fmt.Errorf("%w: %q is not an hdfs:// URI", ErrInvalid, uri)
+	}
+	hc, confDir, err := loadHadoopConf(opts)
+	if err != nil {
+		return nil, "", err
+	}
+	addrs, err := nameNodes(u.Host, hc, confDir)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(addrs) != 1 {
+		return nil, "", fmt.Errorf("%w: delegation tokens for HA nameservice %s are not supported yet", ErrInvalid, u.Host)
+	}
+	cl, _, err := kerberosClient(opts.Kerberos, hc)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := cl.Login(); err != nil {
+		return nil, "", kerberosLoginError(opts.Kerberos, err)
+	}
+	httpAddr := webHDFSAddress(addrs[0], hc)
+	return &webHDFS{base: "http://" + httpAddr, http: newWebHDFSClient(opts), krb: cl, spn: webHDFSPrincipal(httpAddr, hc)}, addrs[0], nil
+}
+
+func (w *webHDFS) close() {
+	if w.krb != nil {
+		w.krb.Destroy()
+	}
+	w.http.CloseIdleConnections()
+}
+
+// ObtainDelegationToken logs in to Kerberos from opts and asks the
+// NameNode of an hdfs:// URI for a delegation token that renewer may
+// renew (empty: the logged-in user), over WebHDFS with SPNEGO
+// (GETDELEGATIONTOKEN). Blocking; the caller keeps the token secret.
+func ObtainDelegationToken(ctx context.Context, uri string, opts Options, renewer string) (DelegationToken, error) {
+	w, nn, err := webHDFSFor(uri, opts)
+	if err != nil {
+		return DelegationToken{}, err
+	}
+	defer w.close()
+	if renewer == "" {
+		renewer = w.krb.Credentials.UserName()
+		renewer, _, _ = strings.Cut(renewer, "/") // Hadoop's short name
+	}
+	var out struct {
+		Token struct {
+			URLString string `json:"urlString"`
+		} `json:"Token"`
+	}
+	if err := w.call(ctx, "GET", "/", "GETDELEGATIONTOKEN", url.Values{"renewer": {renewer}}, &out); err != nil {
+		return DelegationToken{}, fmt.Errorf("storage: obtaining an HDFS delegation token from %s: %w", w.base, err)
+	}
+	if out.Token.URLString == "" {
+		return DelegationToken{}, fmt.Errorf("storage: obtaining an HDFS delegation token from %s: the answer has no token", w.base)
+	}
+	t := DelegationToken{NameNode: nn, WebHDFS: strings.TrimPrefix(w.base, "http://"), Token: out.Token.URLString, Renewer: renewer}
+	// A new token's expiry is only known by renewing it (Hadoop's clients
+	// do the same); the renewal also proves that renewer may renew it.
+	if t.Expires, err = w.renew(ctx, t); err != nil {
+		return DelegationToken{}, err
+	}
+	return t, nil
+}
+
+// RenewDelegationToken extends t (RENEWDELEGATIONTOKEN, as the principal
+// of opts, who must be its renewer) and returns its new expiry. Blocking.
+func RenewDelegationToken(ctx context.Context, t DelegationToken, opts Options) (time.Time, error) {
+	w, _, err := webHDFSFor("hdfs://"+t.NameNode, opts)
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer w.close()
+	return w.renew(ctx, t)
+}
+
+func (w *webHDFS) renew(ctx context.Context, t DelegationToken) (time.Time, error) {
+	var out struct {
+		Long json.Number `json:"long"`
+	}
+	if err := w.call(ctx, "PUT", "/", "RENEWDELEGATIONTOKEN", url.Values{"token": {t.Token}}, &out); err != nil {
+		return time.Time{}, fmt.Errorf("storage: renewing the %s: %w", t, err)
+	}
+	ms, err := strconv.ParseInt(out.Long.String(), 10, 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("storage: renewing the %s: bad expiry %q", t, out.Long)
+	}
+	return time.UnixMilli(ms), nil
+}
+
+// CancelDelegationToken revokes t (CANCELDELEGATIONTOKEN) as the principal
+// of opts. Blocking; an already cancelled or expired token is an error
+// wrapping ErrPermission.
+func CancelDelegationToken(ctx context.Context, t DelegationToken, opts Options) error {
+	w, _, err := webHDFSFor("hdfs://"+t.NameNode, opts)
+	if err != nil {
+		return err
+	}
+	defer w.close()
+	if err := w.call(ctx, "PUT", "/", "CANCELDELEGATIONTOKEN", url.Values{"token": {t.Token}}, nil); err != nil {
+		return fmt.Errorf("storage: cancelling the %s: %w", t, err)
+	}
+	return nil
+}
+
+// tokenFile is the JSON form of a delegation token file.
+type tokenFile struct {
+	Tokens []DelegationToken `json:"hdfsDelegationTokens"`
+}
+
+// WriteDelegationTokens writes tokens to a local file readable only by
+// this user (0600), replacing it atomically.
+func WriteDelegationTokens(path string, tokens []DelegationToken) error {
+	b, err := json.MarshalIndent(tokenFile{Tokens: tokens}, "", "  ")
+	if err != nil {
+		return err
+	}
+	if _, err := WriteFilePrivate(context.Background(), Local(), path, bytes.NewReader(b)); err != nil {
+		return fmt.Errorf("storage: writing delegation tokens: %w", err)
+	}
+	return nil
+}
+
+// ReadDelegationTokens reads a file WriteDelegationTokens wrote.
+func ReadDelegationTokens(path string) ([]DelegationToken, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, wrapErr("read delegation tokens", path, err)
+	}
+	var f tokenFile
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("%w: delegation token file %s: %v", ErrInvalid, path, err)
+	}
+	return f.Tokens, nil
+}
+
+// tokenFor picks the token of a NameNode RPC address.
+func tokenFor(tokens []DelegationToken, nn string) (DelegationToken, bool) {
+	for _, t := range tokens {
+		if t.NameNode == nn {
+			return t, true
+		}
+	}
+	return DelegationToken{}, false
+}
