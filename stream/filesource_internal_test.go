@@ -124,6 +124,6 @@ func TestFileSplitBoundaries(t *testing.T) {
 
 type lineOutput struct{ lines []string }
 
-func (o *lineOutput) Collect(v string, _ int64) { o.lines = append(o.lines, v) }
+func (o *lineOutput) Collect(v string, _ int64)                  { o.lines = append(o.lines, v) }
 func (o *lineOutput) ForSplit(string) source.SplitOutput[string] { return o }
-func (o *lineOutput) ReleaseSplit(string) {}
+func (o *lineOutput) ReleaseSplit(string)                        {}
