@@ -37,7 +37,7 @@ const DefaultFileSplitSize = 4 << 20
 
 // TextFileSource reads the lines of a file or directory (as TextFile)
 // through the Source API: the JobMaster's enumerator cuts the files into
-// splits of SplitSize bytes and hands them out one at a time to the reader
+// splits (one per block on HDFS, SplitSize bytes elsewhere) and hands them out one at a time to the reader
 // that asks, so fast readers take more, and a failed reader's unfinished
 // splits go back to the pool. Use it with FromSource.
 type TextFileSource struct {
@@ -178,6 +178,10 @@ func listFileSplits(path string, size int64) ([]FileSplit, error) {
 	}
 	var out []FileSplit
 	for _, f := range files {
+		size := size
+		if f.BlockSize > 0 {
+			size = f.BlockSize // one split per HDFS block
+		}
 		for start := int64(0); start < f.Size; start += size {
 			out = append(out, FileSplit{Path: f.Path, Start: start, End: min(start+size, f.Size)})
 		}
