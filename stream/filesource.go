@@ -95,6 +95,9 @@ type fileEnumerator struct {
 	listed  bool
 	pool    []FileSplit
 	waiting []int
+	// err is the listing's failure, sent to every reader that asks (the
+	// reader fails with it; the job restarts and lists again).
+	err error
 }
 
 func (e *fileEnumerator) Start() error {
@@ -103,16 +106,11 @@ func (e *fileEnumerator) Start() error {
 	}
 	e.ctx.CallAsync(func() (any, error) { return listFileSplits(e.src.Path, e.src.SplitSize) }, func(v any, err error) {
 		if err != nil {
-			// No way to fail from here but to end every reader's input
-			// with nothing: surface it loudly through the readers instead.
-			e.pool, e.listed = nil, true
-			for _, sub := range e.waiting {
-				e.ctx.SendEventToSourceReader(sub, []byte(err.Error()))
-			}
-			e.waiting = nil
-			return
+			e.err = err
+		} else {
+			e.pool = v.([]FileSplit)
 		}
-		e.pool, e.listed = v.([]FileSplit), true
+		e.listed = true
 		waiting := e.waiting
 		e.waiting = nil
 		for _, sub := range waiting {
@@ -125,6 +123,10 @@ func (e *fileEnumerator) Start() error {
 func (e *fileEnumerator) HandleSplitRequest(sub int, _ string) {
 	if !e.listed {
 		e.waiting = append(e.waiting, sub)
+		return
+	}
+	if e.err != nil {
+		e.ctx.SendEventToSourceReader(sub, []byte(e.err.Error()))
 		return
 	}
 	if len(e.pool) == 0 {
@@ -142,7 +144,7 @@ func (e *fileEnumerator) AddSplitsBack(splits []FileSplit, _ int) {
 func (e *fileEnumerator) AddReader(int)                 {}
 func (e *fileEnumerator) HandleSourceEvent(int, []byte) {}
 func (e *fileEnumerator) SnapshotState(int64) (fileEnumState, error) {
-	return fileEnumState{Listed: e.listed, Splits: append([]FileSplit(nil), e.pool...)}, nil
+	return fileEnumState{Listed: e.listed && e.err == nil, Splits: append([]FileSplit(nil), e.pool...)}, nil
 }
 func (e *fileEnumerator) NotifyCheckpointComplete(int64) error { return nil }
 func (e *fileEnumerator) Close() error                         { return nil }

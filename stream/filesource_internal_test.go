@@ -127,3 +127,14 @@ type lineOutput struct{ lines []string }
 func (o *lineOutput) Collect(v string, _ int64)                  { o.lines = append(o.lines, v) }
 func (o *lineOutput) ForSplit(string) source.SplitOutput[string] { return o }
 func (o *lineOutput) ReleaseSplit(string)                        {}
+
+// A path that cannot be listed fails the job (every reader that asks gets
+// the error), instead of finishing it with no lines.
+func TestTextFileSourceListingFailureFailsTheJob(t *testing.T) {
+	env := NewEnvironment(WithParallelism(2))
+	FromSource[string](env, &TextFileSource{Path: filepath.Join(t.TempDir(), "missing")}, SourceWatermarks{NoWatermarks: true}, "files").Collect()
+	_, err := env.Execute(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "listing the files") {
+		t.Fatalf("Execute: %v; want the listing's failure", err)
+	}
+}
