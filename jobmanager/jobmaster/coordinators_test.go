@@ -263,3 +263,55 @@ func TestCoordinatorGivesUncheckpointedSplitsBack(t *testing.T) {
 		return st != eg.Running
 	})
 }
+
+// A job started from a checkpoint restores its enumerator from the
+// coordinator state in the _metadata: what was assigned before the
+// checkpoint is not handed out again.
+func TestCoordinatorRestoredFromCheckpoint(t *testing.T) {
+	clk := clock.NewFake(t0)
+	dir := t.TempDir()
+	cfg := testConfig(clk, 0)
+	cfg.Checkpoint = checkpoint.Config{Interval: time.Second, CheckpointsDir: "file://" + dir}
+	h := start(t, cfg, coordJob("first"), &fakeRM{})
+	h.register("tm1", 3)
+	waitFor(t, "the deployments", func() bool { return len(h.tm("tm1").log("SubmitTask")) == 3 })
+	s0, s1, sink := h.attempt("src", 0), h.attempt("src", 1), h.attempt("sink", 0)
+	for _, a := range []eg.ExecutionAttemptID{s0, s1, sink} {
+		if err := h.report(a, eg.Running); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for seq, k := range []source.EventKind{source.ReaderRegistration, source.SplitRequest} {
+		if err := h.operatorEvent(s0, int64(seq+1), k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the first assignment", func() bool { return len(h.assigned(s0)) == 1 })
+	waitFor(t, "the checkpoint trigger", func() bool {
+		h.advance(time.Second)
+		return len(h.checkpointCalls("tm1", "TriggerCheckpoint", 1)) == 2
+	})
+	for _, a := range []eg.ExecutionAttemptID{s0, s1, sink} {
+		h.ack(a, 1)
+	}
+	waitFor(t, "checkpoint 1", func() bool { return len(h.checkpointCalls("tm1", "NotifyCheckpoint", 1)) == 3 })
+
+	cfg2 := testConfig(nil, 0)
+	cfg2.SavepointPath = "file://" + filepath.Join(dir, "first", "chk-1")
+	h2 := start(t, cfg2, coordJob("second"), &fakeRM{})
+	h2.register("tm1", 3)
+	waitFor(t, "the deployments", func() bool { return len(h2.tm("tm1").log("SubmitTask")) == 3 })
+	r1 := h2.attempt("src", 1)
+	if err := h2.report(r1, eg.Running); err != nil {
+		t.Fatal(err)
+	}
+	for seq, k := range []source.EventKind{source.ReaderRegistration, source.SplitRequest, source.SplitRequest, source.SplitRequest} {
+		if err := h2.operatorEvent(r1, int64(seq+1), k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "three answers", func() bool { return len(h2.assigned(r1)) == 3 })
+	if got := h2.assigned(r1); !slices.Equal(got, []string{"b", "c", "none"}) {
+		t.Errorf("restored enumerator handed out %v; want [b c none] (a was checkpointed in reader 0)", got)
+	}
+}
