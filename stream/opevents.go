@@ -129,7 +129,7 @@ func newLocalCoordinators(g *jobgraph.JobGraph) (*localCoordinators, error) {
 			}
 			f, ok := source.LookupCoordinator(op.Coordinator)
 			if !ok {
-				return nil, fmt.Errorf("operator %q: coordinator %q is not registered", op.Name, op.Coordinator)
+				return nil, errors.Join(fmt.Errorf("operator %q: coordinator %q is not registered", op.Name, op.Coordinator), lc.close())
 			}
 			c := &localCoordinator{lc: lc}
 			for i := 0; i < v.Parallelism; i++ {
@@ -140,7 +140,7 @@ func newLocalCoordinators(g *jobgraph.JobGraph) (*localCoordinators, error) {
 			}
 			coord, err := f(op.CoordinatorConfig, v.Parallelism, c, c)
 			if err != nil {
-				return nil, fmt.Errorf("operator %q: %w", op.Name, err)
+				return nil, errors.Join(fmt.Errorf("operator %q: %w", op.Name, err), lc.close())
 			}
 			c.coord = coord
 			lc.coords[op.ID] = c
@@ -150,11 +150,16 @@ func newLocalCoordinators(g *jobgraph.JobGraph) (*localCoordinators, error) {
 		return nil, nil
 	}
 	lc.mu.Lock()
-	defer lc.mu.Unlock()
+	var err error
 	for _, c := range lc.coords {
-		if err := c.coord.Start(); err != nil {
-			return nil, errors.Join(err, lc.close())
+		if err = c.coord.Start(); err != nil {
+			break
 		}
+	}
+	lc.mu.Unlock()
+	if err != nil {
+		// Without mu: closing waits for async calls that may be posting.
+		return nil, errors.Join(err, lc.close())
 	}
 	return lc, nil
 }

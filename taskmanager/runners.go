@@ -494,9 +494,10 @@ func (t *remoteTask) TriggerCheckpoint(req *pb.TriggerCheckpointRequest) {
 }
 
 // SendOperatorEvent implements OperatorEventTask: the event goes to the
-// runner off the mailbox, in order with the checkpoint calls. One the
-// runner does not take is lost: the reader notices the gap in the
-// numbers at the next event and fails.
+// runner off the mailbox, in order with the checkpoint calls. The runner
+// is local (a Unix socket): it fails to take one only when it is dying or
+// frozen, and then its tasks fail anyway (or its heartbeat timeout kills
+// it); a reader that lives on notices the gap at the next event.
 func (t *remoteTask) SendOperatorEvent(req *pb.OperatorEventRequest) {
 	t.enqueue(func() {
 		proc := t.proc.Load()
