@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,6 +21,9 @@ type FileSplit struct {
 	Path       string
 	Start, End int64
 	Exact      bool
+	// Hosts hold a replica of the split's data (HDFS block hosts); a
+	// reader on one of them is preferred. Empty: no preference.
+	Hosts []string
 }
 
 // SplitID implements source.Split.
@@ -120,7 +124,7 @@ func (e *fileEnumerator) Start() error {
 	return nil
 }
 
-func (e *fileEnumerator) HandleSplitRequest(sub int, _ string) {
+func (e *fileEnumerator) HandleSplitRequest(sub int, host string) {
 	if !e.listed {
 		e.waiting = append(e.waiting, sub)
 		return
@@ -133,8 +137,26 @@ func (e *fileEnumerator) HandleSplitRequest(sub int, _ string) {
 		e.ctx.SignalNoMoreSplits(sub)
 		return
 	}
-	e.ctx.AssignSplits(map[int][]FileSplit{sub: {e.pool[0]}})
-	e.pool = e.pool[1:]
+	i := localSplit(e.pool, host)
+	sp := e.pool[i]
+	e.pool = append(e.pool[:i], e.pool[i+1:]...)
+	e.ctx.AssignSplits(map[int][]FileSplit{sub: {sp}})
+}
+
+// localSplit picks the split for a reader on host, as Flink's
+// LocatableInputSplitAssigner: the first one with a replica on host, else
+// the first one no reader could read locally, else the first.
+func localSplit(pool []FileSplit, host string) int {
+	anyHosts := -1
+	for i, sp := range pool {
+		if host != "" && slices.Contains(sp.Hosts, host) {
+			return i
+		}
+		if len(sp.Hosts) == 0 && anyHosts < 0 {
+			anyHosts = i
+		}
+	}
+	return max(anyHosts, 0)
 }
 
 func (e *fileEnumerator) AddSplitsBack(splits []FileSplit, _ int) {

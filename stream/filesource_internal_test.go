@@ -138,3 +138,24 @@ func TestTextFileSourceListingFailureFailsTheJob(t *testing.T) {
 		t.Fatalf("Execute: %v; want the listing's failure", err)
 	}
 }
+
+// A reader is given a split with a replica on its host when there is one
+// (LocatableInputSplitAssigner), else one without a preferred host.
+func TestLocalSplitPrefersTheReadersHost(t *testing.T) {
+	pool := []FileSplit{
+		{Path: "a", Hosts: []string{"127.0.0.2", "127.0.0.3"}},
+		{Path: "b"},
+		{Path: "c", Hosts: []string{"127.0.0.4"}},
+	}
+	for _, c := range []struct {
+		host string
+		want string
+	}{{"127.0.0.4", "c"}, {"127.0.0.3", "a"}, {"127.0.0.9", "b"}, {"", "b"}} {
+		if got := pool[localSplit(pool, c.host)].Path; got != c.want {
+			t.Errorf("reader on %q got split %s; want %s", c.host, got, c.want)
+		}
+	}
+	if got := localSplit(pool[2:], "127.0.0.9"); got != 0 {
+		t.Errorf("only remote splits: index %d; want the first", got)
+	}
+}
