@@ -72,7 +72,7 @@ func VertexToProto(v *Vertex) *pb.JobVertex {
 func OperatorsToProto(ops []Operator) []*pb.OperatorDescriptor {
 	out := make([]*pb.OperatorDescriptor, len(ops))
 	for i, o := range ops {
-		out[i] = &pb.OperatorDescriptor{Id: o.ID, Name: o.Name, Kind: o.Kind, Config: o.Config}
+		out[i] = &pb.OperatorDescriptor{Id: o.ID, Name: o.Name, Kind: o.Kind, Config: o.Config, Coordinator: o.Coordinator, CoordinatorConfig: o.CoordinatorConfig}
 	}
 	return out
 }
@@ -96,7 +96,7 @@ func FromProto(m *pb.JobGraph) *JobGraph {
 		}
 		ops := make([]Operator, len(v.GetOperators()))
 		for i, o := range v.GetOperators() {
-			ops[i] = Operator{ID: o.GetId(), Name: o.GetName(), Kind: o.GetKind(), Config: o.GetConfig()}
+			ops[i] = Operator{ID: o.GetId(), Name: o.GetName(), Kind: o.GetKind(), Config: o.GetConfig(), Coordinator: o.GetCoordinator(), CoordinatorConfig: o.GetCoordinatorConfig()}
 		}
 		g.Vertices = append(g.Vertices, &Vertex{
 			ID:               VertexID(v.GetId()),

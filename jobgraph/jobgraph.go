@@ -85,6 +85,10 @@ type Operator struct {
 	Name   string
 	Kind   string
 	Config []byte
+	// Coordinator names the operator coordinator the JobMaster runs for
+	// the operator (source.RegisterCoordinator); empty: none.
+	Coordinator       string
+	CoordinatorConfig []byte
 }
 
 // Edge carries one intermediate data set from Source to Target.

@@ -87,6 +87,10 @@ type FileInfo struct {
 	// Owner is the owning user where the file system records one (HDFS,
 	// and file:// on Unix as a numeric UID).
 	Owner string
+	// BlockSize is the file's block size where the file system stores
+	// files in blocks (HDFS); 0 elsewhere. File sources cut splits along
+	// blocks.
+	BlockSize int64
 }
 
 // Options configures Open. The zero value works: every field has a default

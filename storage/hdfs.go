@@ -298,6 +298,9 @@ func hdfsInfo(p string, st fs.FileInfo) FileInfo {
 	fi := FileInfo{Name: path.Base(p), Path: p, Size: st.Size(), ModTime: st.ModTime(), IsDir: st.IsDir()}
 	if hfi, ok := st.(*hdfs.FileInfo); ok {
 		fi.Owner = hfi.Owner()
+		if bs, ok := hfi.Sys().(interface{ GetBlocksize() uint64 }); ok && !st.IsDir() {
+			fi.BlockSize = int64(bs.GetBlocksize())
+		}
 	}
 	return fi
 }

@@ -195,6 +195,10 @@ func TestHadoopUserNameOnHDFS(t *testing.T) {
 	if err != nil || st.Owner != "alice" {
 		t.Fatalf("owner %q (%v), want alice", st.Owner, err)
 	}
+	// File sources cut their splits along the blocks.
+	if st.BlockSize <= 0 {
+		t.Errorf("block size %d; want HDFS's", st.BlockSize)
+	}
 }
 
 func TestKerberosPlumbing(t *testing.T) {

@@ -99,6 +99,9 @@ type clusterTask struct {
 	// responder is the task's, once it has one: checkpoint notices reach
 	// it too (its local state copies follow them).
 	responder atomic.Pointer[checkpointing.Responder]
+	// gateways link the task's operators with their coordinators in the
+	// JobMaster, by operator ID; under ex.mu.
+	gateways map[string]*opGateway
 }
 
 // taskIO is what a task's I/O metrics are sampled from: its partitions and
@@ -239,7 +242,8 @@ func (ex *clusterExecutor) runTask(ctx context.Context, req *pb.SubmitTaskReques
 	taskCtx, failWith := context.WithCancelCause(ctx)
 	defer failWith(nil)
 	env := runtime.TaskEnv{SubtaskIndex: int(tdd.Attempt.SubtaskIndex), Parallelism: int(ti.NumberOfSubtasks), MaxParallelism: int(ti.MaxParallelism),
-		Accumulate: func(name string, v []byte) { acc[name] = append(acc[name], v...) }}
+		Accumulate:     func(name string, v []byte) { acc[name] = append(acc[name], v...) },
+		OperatorEvents: func(opID string) runtime.OperatorEventGateway { return ex.operatorGateway(t, opID) }}
 	tlog := ex.log.With().Str("attempt", attemptString(tdd.Attempt)).Logger()
 	var local *checkpointing.TaskLocalStateStore
 	if t.control != nil && localRecovery(tdd.GetJobInformation().GetConfig()) {

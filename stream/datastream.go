@@ -44,6 +44,10 @@ type node struct {
 	newSource      func() runtime.Source
 	bounded        bool
 	source         bool
+	// coordinator and coordinatorConfig name the operator coordinator the
+	// JobMaster runs for a source (FromSource of a CoordinatedSource).
+	coordinator       string
+	coordinatorConfig []byte
 	// codec serializes the node's output records (see setCodec).
 	codec    runtime.Codec
 	codecErr error

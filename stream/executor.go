@@ -52,6 +52,10 @@ func (p *Plan) ExecuteLocal(ctx context.Context) (*JobResult, error) {
 		c.reset()
 	}
 	g := p.Graph
+	coords, err := newLocalCoordinators(g)
+	if err != nil {
+		return nil, fmt.Errorf("job %q: %w", g.Name, err)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
@@ -144,7 +148,8 @@ func (p *Plan) ExecuteLocal(ctx context.Context) (*JobResult, error) {
 	for _, v := range g.Vertices {
 		spec := p.Tasks[v.ID]
 		for i, s := range subs[v.ID] {
-			env := runtime.TaskEnv{SubtaskIndex: i, Parallelism: v.Parallelism, MaxParallelism: v.EffectiveMaxParallelism(), Writers: s.writers}
+			env := runtime.TaskEnv{SubtaskIndex: i, Parallelism: v.Parallelism, MaxParallelism: v.EffectiveMaxParallelism(), Writers: s.writers,
+				OperatorEvents: coords.gateway(i)}
 			for _, gt := range s.gates {
 				env.Gates = append(env.Gates, gt)
 			}
@@ -163,6 +168,9 @@ func (p *Plan) ExecuteLocal(ctx context.Context) (*JobResult, error) {
 	tasks.Wait()
 	cancel()
 	pumps.Wait()
+	if err := coords.close(); err != nil && firstErr == nil {
+		firstErr = err
+	}
 	res := &JobResult{Name: g.Name, Fingerprint: g.Fingerprint, Duration: time.Since(start)}
 	if firstErr != nil {
 		return res, fmt.Errorf("job %q failed: %w", g.Name, firstErr)

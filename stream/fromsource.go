@@ -49,18 +49,32 @@ type EnumeratorStateMerger[S source.Split, E any] interface {
 }
 
 // FromSource adds a source built on the Source API (package source).
+//
+// The enumerator of a source.CoordinatedSource runs once per job in the
+// JobMaster's operator coordinator (in the local executor, in its
+// stand-in); other sources must be LocallyEnumerable.
 func FromSource[T any, S source.Split, E any](env *Environment, src source.Source[T, S, E], wm SourceWatermarks, name string) DataStream[T] {
-	if _, ok := src.(LocallyEnumerable); !ok {
-		env.fail(fmt.Errorf("FromSource %q: %T does not assign splits deterministically by push (LocallyEnumerable); "+
-			"sources with pull-based enumerators need the JobMaster's coordinator", name, src))
+	var coordName string
+	var coordConfig []byte
+	if cs, ok := src.(source.CoordinatedSource); ok {
+		var err error
+		if coordName, coordConfig, err = cs.Coordinator(); err != nil {
+			env.fail(fmt.Errorf("FromSource %q: %w", name, err))
+		} else if _, ok := source.LookupCoordinator(coordName); !ok {
+			env.fail(fmt.Errorf("FromSource %q: coordinator %q is not registered (source.RegisterSource)", name, coordName))
+		}
+	} else if _, ok := src.(LocallyEnumerable); !ok {
+		env.fail(fmt.Errorf("FromSource %q: %T neither has a registered coordinator (source.CoordinatedSource) nor assigns splits "+
+			"deterministically by push (LocallyEnumerable)", name, src))
 	}
 	sc, err := codec.For[S]()
 	if err != nil {
 		env.fail(fmt.Errorf("FromSource %q: split type %s cannot be serialized: %w", name, reflect.TypeFor[S](), err))
 	}
 	s := addSource[T](env, "source-api", name, src.Boundedness() == source.Bounded, func() runtime.Source {
-		return &apiSource[T, S, E]{src: src, wm: wm, splitCodec: sc}
+		return &apiSource[T, S, E]{src: src, wm: wm, splitCodec: sc, coordinated: coordName != ""}
 	})
+	s.n.coordinator, s.n.coordinatorConfig = coordName, coordConfig
 	return s
 }
 
@@ -86,6 +100,11 @@ type apiSource[T any, S source.Split, E any] struct {
 	src        source.Source[T, S, E]
 	wm         SourceWatermarks
 	splitCodec codec.Codec[S]
+
+	// coordinated: the enumerator runs in the JobMaster, reached through
+	// remote; else coord is this subtask's copy (local enumeration).
+	coordinated bool
+	remote      runtime.OperatorEventGateway
 
 	ctx    *runtime.Context
 	coord  *source.Coordinator[T, S, E]
@@ -118,6 +137,9 @@ func (s *apiSource[T, S, E]) Send(subtask int, ev source.Event) {
 func (s *apiSource[T, S, E]) Open(ctx *runtime.Context) error {
 	s.ctx = ctx
 	s.out = readerOutput[T]{out: ctx.Output, wm: s.wm, now: time.Now, splits: map[string]*splitWatermark{}, last: runtime.MinWatermark}
+	if s.coordinated {
+		return s.openCoordinated(ctx)
+	}
 	coord, err := source.NewCoordinator(s.src, ctx.Parallelism, s, s)
 	if err != nil {
 		return err
@@ -199,9 +221,75 @@ func (s *apiSource[T, S, E]) restore(r *runtime.OperatorRestore) ([]S, error) {
 	return mine, nil
 }
 
+// openCoordinated opens a reader whose enumerator runs in the JobMaster:
+// it restores its own splits (old subtask j's go to j mod p) and
+// registers with the coordinator.
+func (s *apiSource[T, S, E]) openCoordinated(ctx *runtime.Context) error {
+	if ctx.OperatorEvents == nil {
+		return fmt.Errorf("source %q: its enumerator runs in the JobMaster, but this executor has no operator coordinators", ctx.OperatorName)
+	}
+	s.remote = ctx.OperatorEvents
+	var restored []S
+	if r := ctx.Restore; r != nil {
+		for _, b := range r.Lists[apiReaderState] {
+			o, _, err := ownedSplitCodec.Decode(b)
+			if err != nil {
+				return fmt.Errorf("source %q: restoring: %w", ctx.OperatorName, err)
+			}
+			if o.Owner%ctx.Parallelism != ctx.SubtaskIndex {
+				continue
+			}
+			sp, err := source.DecodeSplits(s.splitCodec, [][]byte{o.Split})
+			if err != nil {
+				return fmt.Errorf("source %q: restoring: %w", ctx.OperatorName, err)
+			}
+			restored = append(restored, sp...)
+		}
+	}
+	var err error
+	s.reader, err = s.src.CreateReader(readerContext{s})
+	if err != nil {
+		return fmt.Errorf("source %q: creating the reader: %w", ctx.OperatorName, err)
+	}
+	if len(restored) > 0 {
+		s.reader.AddSplits(restored)
+	}
+	// Registration first: the coordinator keeps assignments for a reader
+	// until it registered.
+	s.toCoord = append(s.toCoord, source.Event{Kind: source.ReaderRegistration})
+	if err := s.reader.Start(); err != nil {
+		return err
+	}
+	return s.pump()
+}
+
+// pumpRemote sends the reader's events to the JobMaster's coordinator and
+// hands the coordinator's events to the reader.
+func (s *apiSource[T, S, E]) pumpRemote() error {
+	for _, ev := range s.toCoord {
+		s.remote.SendEventToCoordinator(source.EventCodec.Append(nil, ev))
+	}
+	s.toCoord = s.toCoord[:0]
+	in, err := s.remote.ReceiveEvents()
+	if err != nil {
+		return fmt.Errorf("source %q: %w", s.ctx.OperatorName, err)
+	}
+	for _, b := range in {
+		ev, _, err := source.EventCodec.Decode(b)
+		if err != nil {
+			return fmt.Errorf("source %q: decoding an operator event: %w", s.ctx.OperatorName, err)
+		}
+		s.toReader = append(s.toReader, ev)
+	}
+	return s.deliverToReader()
+}
+
 // pump runs posted callbacks and delivers queued events until none are
 // left.
 func (s *apiSource[T, S, E]) pump() error {
+	if s.remote != nil {
+		return s.pumpRemote()
+	}
 	for {
 		s.mu.Lock()
 		posted := s.posted
@@ -220,23 +308,31 @@ func (s *apiSource[T, S, E]) pump() error {
 				return err
 			}
 		}
-		for len(s.toReader) > 0 {
-			ev := s.toReader[0]
-			s.toReader = s.toReader[1:]
-			switch ev.Kind {
-			case source.AddSplits:
-				splits, err := source.DecodeSplits(s.splitCodec, ev.Splits)
-				if err != nil {
-					return err
-				}
-				s.reader.AddSplits(splits)
-			case source.NoMoreSplits:
-				s.reader.NotifyNoMoreSplits()
-			case source.CustomEvent:
-				s.reader.HandleSourceEvent(ev.Payload)
-			}
+		if err := s.deliverToReader(); err != nil {
+			return err
 		}
 	}
+}
+
+// deliverToReader hands the queued coordinator events to the reader.
+func (s *apiSource[T, S, E]) deliverToReader() error {
+	for len(s.toReader) > 0 {
+		ev := s.toReader[0]
+		s.toReader = s.toReader[1:]
+		switch ev.Kind {
+		case source.AddSplits:
+			splits, err := source.DecodeSplits(s.splitCodec, ev.Splits)
+			if err != nil {
+				return err
+			}
+			s.reader.AddSplits(splits)
+		case source.NoMoreSplits:
+			s.reader.NotifyNoMoreSplits()
+		case source.CustomEvent:
+			s.reader.HandleSourceEvent(ev.Payload)
+		}
+	}
+	return nil
 }
 
 // pollAgain bounds the wait of NothingAvailable, so that events from the
@@ -268,6 +364,11 @@ func (s *apiSource[T, S, E]) Poll(out runtime.Output) (runtime.PollStatus, time.
 
 // SnapshotState stores the reader's splits and the enumerator.
 func (s *apiSource[T, S, E]) SnapshotState(id int64, snap *runtime.OperatorSnapshot) error {
+	// Splits that arrived before the trigger belong to this checkpoint:
+	// the coordinator counted them in before it triggered.
+	if err := s.pump(); err != nil {
+		return err
+	}
 	splits, err := s.reader.SnapshotState(id)
 	if err != nil {
 		return err
@@ -277,6 +378,9 @@ func (s *apiSource[T, S, E]) SnapshotState(id int64, snap *runtime.OperatorSnaps
 		els[i] = ownedSplitCodec.Append(nil, ownedSplit{Owner: s.ctx.SubtaskIndex, Split: s.splitCodec.Append(nil, sp)})
 	}
 	snap.PutList(apiReaderState, runtime.UnionList, "SourceSplits<"+reflect.TypeFor[S]().String()+">", els)
+	if s.coord == nil {
+		return nil // the JobMaster checkpoints the enumerator
+	}
 	es, err := s.coord.CheckpointCoordinator(id)
 	if err != nil {
 		return err
@@ -288,7 +392,9 @@ func (s *apiSource[T, S, E]) SnapshotState(id int64, snap *runtime.OperatorSnaps
 
 // NotifyCheckpointComplete tells the enumerator, then the reader.
 func (s *apiSource[T, S, E]) NotifyCheckpointComplete(id int64) error {
-	s.coord.NotifyCheckpointComplete(id)
+	if s.coord != nil {
+		s.coord.NotifyCheckpointComplete(id)
+	}
 	return s.reader.NotifyCheckpointComplete(id)
 }
 

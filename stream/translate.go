@@ -224,7 +224,8 @@ func (e *Environment) Plan() (*Plan, error) {
 			if err != nil {
 				return nil, fmt.Errorf("operator %q: config: %w", n.name, err)
 			}
-			v.Operators = append(v.Operators, jobgraph.Operator{ID: nr.opID, Name: n.name, Kind: n.kind, Config: cfg})
+			v.Operators = append(v.Operators, jobgraph.Operator{ID: nr.opID, Name: n.name, Kind: n.kind, Config: cfg,
+				Coordinator: n.coordinator, CoordinatorConfig: n.coordinatorConfig})
 			os := runtime.OperatorSpec{ID: nr.opID, Name: n.name, Kind: n.kind, NewOperator: n.newOperator, NewSource: n.newSource, Input: -1}
 			if n != h {
 				os.Input = res[n.inputs[0].from.id].chainIndex

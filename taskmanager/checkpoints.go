@@ -62,6 +62,20 @@ func (te *TaskExecutor) notifyCheckpoint(req *pb.NotifyCheckpointRequest) error 
 	return nil
 }
 
+// sendOperatorEvent is SendOperatorEventToTask on the mailbox.
+func (te *TaskExecutor) sendOperatorEvent(req *pb.OperatorEventRequest) error {
+	t, err := te.checkpointTask(req.JobId, req.Attempt, fmt.Sprintf("operator event %d", req.Seq))
+	if err != nil {
+		return err
+	}
+	ot, ok := t.run.(OperatorEventTask)
+	if !ok {
+		return status.Errorf(codes.FailedPrecondition, "task %s runs the built-in invokable %q, which has no operator coordinators", t.key, t.invokable)
+	}
+	ot.SendOperatorEvent(req)
+	return nil
+}
+
 func declineReport(req *pb.TriggerCheckpointRequest, reason string) *pb.RunnerCheckpointReport {
 	return &pb.RunnerCheckpointReport{Report: &pb.RunnerCheckpointReport_Decline{Decline: &pb.DeclineCheckpointRequest{
 		JobId: req.JobId, Attempt: req.Attempt, CheckpointId: req.CheckpointId,
@@ -98,6 +112,15 @@ func (te *TaskExecutor) relayCheckpointReport(jobID string, r *pb.RunnerCheckpoi
 		log.Info().Str("reason", req.Reason.GetMessage()).Msg("task declined checkpoint")
 		te.sendReport(jc, fmt.Sprintf("DeclineCheckpoint %d %s", req.CheckpointId, key), log, func(ctx context.Context, c pb.JobMasterServiceClient) error {
 			_, err := c.DeclineCheckpoint(ctx, req)
+			return err
+		})
+	case *pb.RunnerCheckpointReport_OperatorEvent:
+		req := x.OperatorEvent
+		req.JobId = jobID
+		key := attemptKey(req.Attempt)
+		log := jc.log.With().Str("attempt", key).Str("operator_id", req.OperatorId).Int64("seq", req.Seq).Logger()
+		te.sendReport(jc, fmt.Sprintf("SendOperatorEventToCoordinator %d %s", req.Seq, key), log, func(ctx context.Context, c pb.JobMasterServiceClient) error {
+			_, err := c.SendOperatorEventToCoordinator(ctx, req)
 			return err
 		})
 	default:

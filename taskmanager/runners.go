@@ -493,6 +493,26 @@ func (t *remoteTask) TriggerCheckpoint(req *pb.TriggerCheckpointRequest) {
 	}, func() { t.decline(req, "the TaskManager is shutting down") })
 }
 
+// SendOperatorEvent implements OperatorEventTask: the event goes to the
+// runner off the mailbox, in order with the checkpoint calls. The runner
+// is local (a Unix socket): it fails to take one only when it is dying or
+// frozen, and then its tasks fail anyway (or its heartbeat timeout kills
+// it); a reader that lives on notices the gap at the next event.
+func (t *remoteTask) SendOperatorEvent(req *pb.OperatorEventRequest) {
+	t.enqueue(func() {
+		proc := t.proc.Load()
+		if proc == nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), t.pool.rpcTimeout)
+		defer cancel()
+		if err := proc.SendOperatorEventToTask(ctx, req); err != nil {
+			t.pool.log.Warn().Err(err).Str("job_id", t.jobID).Str("operator_id", req.OperatorId).Int64("seq", req.Seq).
+				Msg("forwarding an operator event to the job runner failed")
+		}
+	}, func() {})
+}
+
 // NotifyCheckpoint implements CheckpointingTask; best effort.
 func (t *remoteTask) NotifyCheckpoint(req *pb.NotifyCheckpointRequest) {
 	t.enqueue(func() {

@@ -118,6 +118,15 @@ func (s *service) TriggerCheckpoint(ctx context.Context, req *pb.TriggerCheckpoi
 	return ack(ctx, s.te, func() error { return s.te.triggerCheckpoint(req) })
 }
 
+// SendOperatorEventToTask hands a coordinator's event to a task running
+// here; NOT_FOUND as for TriggerCheckpoint.
+func (s *service) SendOperatorEventToTask(ctx context.Context, req *pb.OperatorEventRequest) (*pb.Ack, error) {
+	if err := checkCheckpointCall("OperatorEventRequest", req.JobId, req.Attempt); err != nil {
+		return nil, err
+	}
+	return ack(ctx, s.te, func() error { return s.te.sendOperatorEvent(req) })
+}
+
 // NotifyCheckpoint tells a task running here that a checkpoint completed
 // or was aborted; NOT_FOUND as for TriggerCheckpoint.
 func (s *service) NotifyCheckpoint(ctx context.Context, req *pb.NotifyCheckpointRequest) (*pb.Ack, error) {

@@ -94,6 +94,16 @@ type CheckpointingTask interface {
 	NotifyCheckpoint(req *pb.NotifyCheckpointRequest)
 }
 
+// OperatorEventTask is a RunningTask whose operators take events from
+// their coordinators in the JobMaster.
+type OperatorEventTask interface {
+	RunningTask
+	// SendOperatorEvent hands an event to the task's operator; it returns
+	// at once and keeps the order of its calls (and of the checkpoint
+	// calls before it). Called on the TaskExecutor's mailbox.
+	SendOperatorEvent(req *pb.OperatorEventRequest)
+}
+
 // TaskRunnerHost is what a TaskRunner is given when the TaskExecutor
 // builds it (Config.TaskRunner).
 type TaskRunnerHost struct {

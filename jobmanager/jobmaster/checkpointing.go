@@ -182,6 +182,7 @@ func (jm *JobMaster) stepCheckpoint(ev checkpoint.Event) {
 func (jm *JobMaster) executeCheckpoint(r *checkpoint.Ready) {
 	jm.trigger(r.Triggers)
 	for _, n := range r.Notifications {
+		jm.coordinatorsCompleted(n.ID, n.Complete)
 		for _, a := range n.Attempts {
 			req := &pb.NotifyCheckpointRequest{JobId: jm.jobID, Attempt: attemptProto(a), CheckpointId: n.ID, Complete: n.Complete, LastCompletedCheckpointId: n.LastCompleted}
 			jm.sendToTask(a, fmt.Sprintf("NotifyCheckpoint %d %s", n.ID, a), func(ctx context.Context, c pb.TaskExecutorServiceClient) error {
@@ -192,6 +193,7 @@ func (jm *JobMaster) executeCheckpoint(r *checkpoint.Ready) {
 	}
 	for _, w := range r.WriteMetadata {
 		w := w
+		jm.addCoordinatorStates(w.Metadata)
 		jm.io(func(ctx context.Context) error {
 			if err := jm.ckStore.Write(ctx, w.Location, w.Metadata); err != nil {
 				return err
@@ -269,6 +271,7 @@ func (jm *JobMaster) trigger(triggers []checkpoint.Trigger) {
 
 func (jm *JobMaster) sendTriggers(triggers []checkpoint.Trigger) {
 	for _, t := range triggers {
+		jm.coordinatorsCheckpoint(t.ID)
 		jm.log.Info().Int64("checkpoint_id", t.ID).Str("type", t.Options.Type.String()).Str("location", t.Options.TargetLocation).
 			Int("trigger_tasks", len(t.Attempts)).Msg("triggering checkpoint")
 		for _, a := range t.Attempts {

@@ -112,6 +112,7 @@ type call struct {
 	complete   bool
 	tdd        *pb.TaskDeploymentDescriptor // SubmitTask
 	options    *pb.CheckpointOptions        // TriggerCheckpoint
+	event      *pb.OperatorEventRequest     // SendOperatorEventToTask
 }
 
 func (c call) String() string { return fmt.Sprintf("%s %s", c.method, c.attempt) }
@@ -158,6 +159,11 @@ func (f *fakeTM) TriggerCheckpoint(_ context.Context, in *pb.TriggerCheckpointRe
 
 func (f *fakeTM) NotifyCheckpoint(_ context.Context, in *pb.NotifyCheckpointRequest, _ ...grpc.CallOption) (*pb.Ack, error) {
 	f.recordCall(call{method: "NotifyCheckpoint", attempt: attemptID(in.GetAttempt()), checkpoint: in.CheckpointId, complete: in.Complete})
+	return &pb.Ack{}, nil
+}
+
+func (f *fakeTM) SendOperatorEventToTask(_ context.Context, in *pb.OperatorEventRequest, _ ...grpc.CallOption) (*pb.Ack, error) {
+	f.recordCall(call{method: "SendOperatorEventToTask", attempt: attemptID(in.GetAttempt()), event: in})
 	return &pb.Ack{}, nil
 }
 

@@ -184,6 +184,9 @@ type JobMaster struct {
 	ended     bool
 	released  bool // TaskManager connections closed
 
+	// coords are the operator coordinators, by operator ID.
+	coords map[string]*opCoordinator
+
 	// checkpointing: the coordinator (built at Start), its timer, and
 	// what REST reads without the mailbox (under ckMu).
 	ck           *checkpoint.Coordinator
@@ -277,6 +280,9 @@ func New(cfg Config, jg *jobgraph.JobGraph, rm ResourceManager, log zerolog.Logg
 		savepoints:   map[string]SavepointStatus{},
 	}
 	jm.rmOut = outbox.New("resourcemanager", mb, jm.outboxConfig(rmRetryable), jm.log)
+	if err := jm.newCoordinators(); err != nil {
+		return nil, err
+	}
 	return jm, nil
 }
 
@@ -332,6 +338,7 @@ func (jm *JobMaster) Start() {
 	jm.wake.Stop()
 	jm.hbTimer = jm.clk.AfterFunc(jm.cfg.HeartbeatInterval, func() { jm.mb.Post(jm.heartbeatTick) })
 	jm.startCheckpointing()
+	jm.mb.Post(jm.startCoordinators)
 	jm.mb.Post(jm.registerWithResourceManager)
 }
 
@@ -346,6 +353,7 @@ func (jm *JobMaster) Run(ctx context.Context) {
 		jm.endTimer.Stop()
 	}
 	jm.releaseConnections()
+	jm.closeCoordinators()
 	if !jm.ended {
 		jm.result = Result{Status: jm.sched.Status(), Cause: errors.New("jobmaster: stopped before the job ended")}
 		jm.final = jm.snapshot()
@@ -500,6 +508,7 @@ func (jm *JobMaster) execute(r *scheduler.Ready) {
 	restores := false
 	for _, d := range r.Deployments {
 		restores = jm.attachRestore(d) || restores
+		jm.coordinatorsDeploying(d)
 		jm.deploy(d)
 	}
 	if restores {
@@ -668,6 +677,7 @@ func (jm *JobMaster) maybeClose() {
 	jm.final = jm.snapshot()
 	jm.log.Info().Str("status", jm.result.Status.String()).Msg("job master stopped")
 	jm.releaseConnections()
+	jm.closeCoordinators()
 	jm.mb.Close()
 	if jm.cfg.Executor != nil {
 		// No Run to return: the job is done now. (Run closes done only

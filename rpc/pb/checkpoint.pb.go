@@ -829,9 +829,12 @@ type OperatorState struct {
 	MaxParallelism int32                         `protobuf:"varint,3,opt,name=max_parallelism,json=maxParallelism,proto3" json:"max_parallelism,omitempty"`
 	Subtasks       []*OperatorSubtaskStateHandle `protobuf:"bytes,4,rep,name=subtasks,proto3" json:"subtasks,omitempty"`
 	// The operator's name when the checkpoint was taken, for messages.
-	OperatorName  string `protobuf:"bytes,5,opt,name=operator_name,json=operatorName,proto3" json:"operator_name,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	OperatorName string `protobuf:"bytes,5,opt,name=operator_name,json=operatorName,proto3" json:"operator_name,omitempty"`
+	// The state of the operator's coordinator in the JobMaster (a source's
+	// split enumerator), taken before the tasks were triggered; empty: none.
+	CoordinatorState []byte `protobuf:"bytes,6,opt,name=coordinator_state,json=coordinatorState,proto3" json:"coordinator_state,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *OperatorState) Reset() {
@@ -897,6 +900,13 @@ func (x *OperatorState) GetOperatorName() string {
 		return x.OperatorName
 	}
 	return ""
+}
+
+func (x *OperatorState) GetCoordinatorState() []byte {
+	if x != nil {
+		return x.CoordinatorState
+	}
+	return nil
 }
 
 type CheckpointMetadata struct {
@@ -1054,14 +1064,15 @@ const file_checkpoint_proto_rawDesc = "" +
 	"\vTaskRestore\x12#\n" +
 	"\rcheckpoint_id\x18\x01 \x01(\x03R\fcheckpointId\x12\x1a\n" +
 	"\blocation\x18\x02 \x01(\tR\blocation\x12A\n" +
-	"\toperators\x18\x03 \x03(\v2#.gofl.v1.OperatorSubtaskStateHandleR\toperators\"\xe1\x01\n" +
+	"\toperators\x18\x03 \x03(\v2#.gofl.v1.OperatorSubtaskStateHandleR\toperators\"\x8e\x02\n" +
 	"\rOperatorState\x12\x1f\n" +
 	"\voperator_id\x18\x01 \x01(\tR\n" +
 	"operatorId\x12 \n" +
 	"\vparallelism\x18\x02 \x01(\x05R\vparallelism\x12'\n" +
 	"\x0fmax_parallelism\x18\x03 \x01(\x05R\x0emaxParallelism\x12?\n" +
 	"\bsubtasks\x18\x04 \x03(\v2#.gofl.v1.OperatorSubtaskStateHandleR\bsubtasks\x12#\n" +
-	"\roperator_name\x18\x05 \x01(\tR\foperatorName\"\xb7\x02\n" +
+	"\roperator_name\x18\x05 \x01(\tR\foperatorName\x12+\n" +
+	"\x11coordinator_state\x18\x06 \x01(\fR\x10coordinatorState\"\xb7\x02\n" +
 	"\x12CheckpointMetadata\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x05R\aversion\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12#\n" +

@@ -1606,6 +1606,7 @@ type RunnerCheckpointReport struct {
 	//
 	//	*RunnerCheckpointReport_Acknowledge
 	//	*RunnerCheckpointReport_Decline
+	//	*RunnerCheckpointReport_OperatorEvent
 	Report        isRunnerCheckpointReport_Report `protobuf_oneof:"report"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1666,6 +1667,15 @@ func (x *RunnerCheckpointReport) GetDecline() *DeclineCheckpointRequest {
 	return nil
 }
 
+func (x *RunnerCheckpointReport) GetOperatorEvent() *OperatorEventRequest {
+	if x != nil {
+		if x, ok := x.Report.(*RunnerCheckpointReport_OperatorEvent); ok {
+			return x.OperatorEvent
+		}
+	}
+	return nil
+}
+
 type isRunnerCheckpointReport_Report interface {
 	isRunnerCheckpointReport_Report()
 }
@@ -1678,9 +1688,18 @@ type RunnerCheckpointReport_Decline struct {
 	Decline *DeclineCheckpointRequest `protobuf:"bytes,2,opt,name=decline,proto3,oneof"`
 }
 
+type RunnerCheckpointReport_OperatorEvent struct {
+	// Not a checkpoint report: an operator event for the JobMaster's
+	// coordinator, carried on this ordered stream so it never overtakes
+	// the acknowledgements sent before it.
+	OperatorEvent *OperatorEventRequest `protobuf:"bytes,3,opt,name=operator_event,json=operatorEvent,proto3,oneof"`
+}
+
 func (*RunnerCheckpointReport_Acknowledge) isRunnerCheckpointReport_Report() {}
 
 func (*RunnerCheckpointReport_Decline) isRunnerCheckpointReport_Report() {}
+
+func (*RunnerCheckpointReport_OperatorEvent) isRunnerCheckpointReport_Report() {}
 
 type WatchCheckpointsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1718,6 +1737,87 @@ func (*WatchCheckpointsRequest) Descriptor() ([]byte, []int) {
 	return file_cluster_proto_rawDescGZIP(), []int{25}
 }
 
+// An OperatorEvent between an operator of a task attempt and its operator
+// coordinator in the JobMaster (Flink's OperatorEvent), either way.
+type OperatorEventRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	JobId   string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Attempt *ExecutionAttemptID    `protobuf:"bytes,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// The operator's ID in the JobGraph (OperatorDescriptor.id).
+	OperatorId string `protobuf:"bytes,3,opt,name=operator_id,json=operatorId,proto3" json:"operator_id,omitempty"`
+	// Numbers the events of one direction of one attempt and operator from 1,
+	// so the receiver drops repeats and notices a lost one.
+	Seq           int64  `protobuf:"varint,4,opt,name=seq,proto3" json:"seq,omitempty"`
+	Payload       []byte `protobuf:"bytes,5,opt,name=payload,proto3" json:"payload,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OperatorEventRequest) Reset() {
+	*x = OperatorEventRequest{}
+	mi := &file_cluster_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OperatorEventRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OperatorEventRequest) ProtoMessage() {}
+
+func (x *OperatorEventRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OperatorEventRequest.ProtoReflect.Descriptor instead.
+func (*OperatorEventRequest) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *OperatorEventRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *OperatorEventRequest) GetAttempt() *ExecutionAttemptID {
+	if x != nil {
+		return x.Attempt
+	}
+	return nil
+}
+
+func (x *OperatorEventRequest) GetOperatorId() string {
+	if x != nil {
+		return x.OperatorId
+	}
+	return ""
+}
+
+func (x *OperatorEventRequest) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *OperatorEventRequest) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
 type RequestSlotRequest struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	AllocationId string                 `protobuf:"bytes,1,opt,name=allocation_id,json=allocationId,proto3" json:"allocation_id,omitempty"`
@@ -1732,7 +1832,7 @@ type RequestSlotRequest struct {
 
 func (x *RequestSlotRequest) Reset() {
 	*x = RequestSlotRequest{}
-	mi := &file_cluster_proto_msgTypes[26]
+	mi := &file_cluster_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1744,7 +1844,7 @@ func (x *RequestSlotRequest) String() string {
 func (*RequestSlotRequest) ProtoMessage() {}
 
 func (x *RequestSlotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[26]
+	mi := &file_cluster_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1757,7 +1857,7 @@ func (x *RequestSlotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestSlotRequest.ProtoReflect.Descriptor instead.
 func (*RequestSlotRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{26}
+	return file_cluster_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RequestSlotRequest) GetAllocationId() string {
@@ -1806,7 +1906,7 @@ type SubmitTaskRequest struct {
 
 func (x *SubmitTaskRequest) Reset() {
 	*x = SubmitTaskRequest{}
-	mi := &file_cluster_proto_msgTypes[27]
+	mi := &file_cluster_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1818,7 +1918,7 @@ func (x *SubmitTaskRequest) String() string {
 func (*SubmitTaskRequest) ProtoMessage() {}
 
 func (x *SubmitTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[27]
+	mi := &file_cluster_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1831,7 +1931,7 @@ func (x *SubmitTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitTaskRequest.ProtoReflect.Descriptor instead.
 func (*SubmitTaskRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{27}
+	return file_cluster_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SubmitTaskRequest) GetJobId() string {
@@ -1865,7 +1965,7 @@ type CancelTaskRequest struct {
 
 func (x *CancelTaskRequest) Reset() {
 	*x = CancelTaskRequest{}
-	mi := &file_cluster_proto_msgTypes[28]
+	mi := &file_cluster_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1877,7 +1977,7 @@ func (x *CancelTaskRequest) String() string {
 func (*CancelTaskRequest) ProtoMessage() {}
 
 func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[28]
+	mi := &file_cluster_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1890,7 +1990,7 @@ func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskRequest.ProtoReflect.Descriptor instead.
 func (*CancelTaskRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{28}
+	return file_cluster_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CancelTaskRequest) GetJobId() string {
@@ -1920,7 +2020,7 @@ type CancelTaskResponse struct {
 
 func (x *CancelTaskResponse) Reset() {
 	*x = CancelTaskResponse{}
-	mi := &file_cluster_proto_msgTypes[29]
+	mi := &file_cluster_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1932,7 +2032,7 @@ func (x *CancelTaskResponse) String() string {
 func (*CancelTaskResponse) ProtoMessage() {}
 
 func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[29]
+	mi := &file_cluster_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1945,7 +2045,7 @@ func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskResponse.ProtoReflect.Descriptor instead.
 func (*CancelTaskResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{29}
+	return file_cluster_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CancelTaskResponse) GetRunning() bool {
@@ -1965,7 +2065,7 @@ type FreeSlotRequest struct {
 
 func (x *FreeSlotRequest) Reset() {
 	*x = FreeSlotRequest{}
-	mi := &file_cluster_proto_msgTypes[30]
+	mi := &file_cluster_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1977,7 +2077,7 @@ func (x *FreeSlotRequest) String() string {
 func (*FreeSlotRequest) ProtoMessage() {}
 
 func (x *FreeSlotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[30]
+	mi := &file_cluster_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1990,7 +2090,7 @@ func (x *FreeSlotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreeSlotRequest.ProtoReflect.Descriptor instead.
 func (*FreeSlotRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{30}
+	return file_cluster_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *FreeSlotRequest) GetAllocationId() string {
@@ -2018,7 +2118,7 @@ type ResultPartitionIDProto struct {
 
 func (x *ResultPartitionIDProto) Reset() {
 	*x = ResultPartitionIDProto{}
-	mi := &file_cluster_proto_msgTypes[31]
+	mi := &file_cluster_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2030,7 +2130,7 @@ func (x *ResultPartitionIDProto) String() string {
 func (*ResultPartitionIDProto) ProtoMessage() {}
 
 func (x *ResultPartitionIDProto) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[31]
+	mi := &file_cluster_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2043,7 +2143,7 @@ func (x *ResultPartitionIDProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultPartitionIDProto.ProtoReflect.Descriptor instead.
 func (*ResultPartitionIDProto) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{31}
+	return file_cluster_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ResultPartitionIDProto) GetResultId() string {
@@ -2077,7 +2177,7 @@ type ReleasePartitionsRequest struct {
 
 func (x *ReleasePartitionsRequest) Reset() {
 	*x = ReleasePartitionsRequest{}
-	mi := &file_cluster_proto_msgTypes[32]
+	mi := &file_cluster_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2089,7 +2189,7 @@ func (x *ReleasePartitionsRequest) String() string {
 func (*ReleasePartitionsRequest) ProtoMessage() {}
 
 func (x *ReleasePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[32]
+	mi := &file_cluster_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2102,7 +2202,7 @@ func (x *ReleasePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleasePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*ReleasePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{32}
+	return file_cluster_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReleasePartitionsRequest) GetJobId() string {
@@ -2130,7 +2230,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_cluster_proto_msgTypes[33]
+	mi := &file_cluster_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2142,7 +2242,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[33]
+	mi := &file_cluster_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2155,7 +2255,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{33}
+	return file_cluster_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *HeartbeatRequest) GetSenderId() string {
@@ -2189,7 +2289,7 @@ type TaskManagerHeartbeatResponse struct {
 
 func (x *TaskManagerHeartbeatResponse) Reset() {
 	*x = TaskManagerHeartbeatResponse{}
-	mi := &file_cluster_proto_msgTypes[34]
+	mi := &file_cluster_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2201,7 +2301,7 @@ func (x *TaskManagerHeartbeatResponse) String() string {
 func (*TaskManagerHeartbeatResponse) ProtoMessage() {}
 
 func (x *TaskManagerHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[34]
+	mi := &file_cluster_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2214,7 +2314,7 @@ func (x *TaskManagerHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskManagerHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*TaskManagerHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{34}
+	return file_cluster_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *TaskManagerHeartbeatResponse) GetSlotReport() *SlotReport {
@@ -2255,7 +2355,7 @@ type DisconnectJobManagerRequest struct {
 
 func (x *DisconnectJobManagerRequest) Reset() {
 	*x = DisconnectJobManagerRequest{}
-	mi := &file_cluster_proto_msgTypes[35]
+	mi := &file_cluster_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2267,7 +2367,7 @@ func (x *DisconnectJobManagerRequest) String() string {
 func (*DisconnectJobManagerRequest) ProtoMessage() {}
 
 func (x *DisconnectJobManagerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[35]
+	mi := &file_cluster_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2280,7 +2380,7 @@ func (x *DisconnectJobManagerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectJobManagerRequest.ProtoReflect.Descriptor instead.
 func (*DisconnectJobManagerRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{35}
+	return file_cluster_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DisconnectJobManagerRequest) GetJobId() string {
@@ -2306,7 +2406,7 @@ type BlobChunk struct {
 
 func (x *BlobChunk) Reset() {
 	*x = BlobChunk{}
-	mi := &file_cluster_proto_msgTypes[36]
+	mi := &file_cluster_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2318,7 +2418,7 @@ func (x *BlobChunk) String() string {
 func (*BlobChunk) ProtoMessage() {}
 
 func (x *BlobChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[36]
+	mi := &file_cluster_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2331,7 +2431,7 @@ func (x *BlobChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlobChunk.ProtoReflect.Descriptor instead.
 func (*BlobChunk) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{36}
+	return file_cluster_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *BlobChunk) GetData() []byte {
@@ -2351,7 +2451,7 @@ type GetBlobByKeyRequest struct {
 
 func (x *GetBlobByKeyRequest) Reset() {
 	*x = GetBlobByKeyRequest{}
-	mi := &file_cluster_proto_msgTypes[37]
+	mi := &file_cluster_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2363,7 +2463,7 @@ func (x *GetBlobByKeyRequest) String() string {
 func (*GetBlobByKeyRequest) ProtoMessage() {}
 
 func (x *GetBlobByKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[37]
+	mi := &file_cluster_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2376,7 +2476,7 @@ func (x *GetBlobByKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBlobByKeyRequest.ProtoReflect.Descriptor instead.
 func (*GetBlobByKeyRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{37}
+	return file_cluster_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetBlobByKeyRequest) GetKey() string {
@@ -2522,12 +2622,20 @@ const file_cluster_proto_rawDesc = "" +
 	"\aattempt\x18\x02 \x01(\v2\x1b.gofl.v1.ExecutionAttemptIDR\aattempt\x12#\n" +
 	"\rcheckpoint_id\x18\x03 \x01(\x03R\fcheckpointId\x12\x1a\n" +
 	"\bcomplete\x18\x04 \x01(\bR\bcomplete\x12?\n" +
-	"\x1clast_completed_checkpoint_id\x18\x05 \x01(\x03R\x19lastCompletedCheckpointId\"\xac\x01\n" +
+	"\x1clast_completed_checkpoint_id\x18\x05 \x01(\x03R\x19lastCompletedCheckpointId\"\xf4\x01\n" +
 	"\x16RunnerCheckpointReport\x12I\n" +
 	"\vacknowledge\x18\x01 \x01(\v2%.gofl.v1.AcknowledgeCheckpointRequestH\x00R\vacknowledge\x12=\n" +
-	"\adecline\x18\x02 \x01(\v2!.gofl.v1.DeclineCheckpointRequestH\x00R\adeclineB\b\n" +
+	"\adecline\x18\x02 \x01(\v2!.gofl.v1.DeclineCheckpointRequestH\x00R\adecline\x12F\n" +
+	"\x0eoperator_event\x18\x03 \x01(\v2\x1d.gofl.v1.OperatorEventRequestH\x00R\roperatorEventB\b\n" +
 	"\x06report\"\x19\n" +
-	"\x17WatchCheckpointsRequest\"\xcd\x01\n" +
+	"\x17WatchCheckpointsRequest\"\xb1\x01\n" +
+	"\x14OperatorEventRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x125\n" +
+	"\aattempt\x18\x02 \x01(\v2\x1b.gofl.v1.ExecutionAttemptIDR\aattempt\x12\x1f\n" +
+	"\voperator_id\x18\x03 \x01(\tR\n" +
+	"operatorId\x12\x10\n" +
+	"\x03seq\x18\x04 \x01(\x03R\x03seq\x12\x18\n" +
+	"\apayload\x18\x05 \x01(\fR\apayload\"\xcd\x01\n" +
 	"\x12RequestSlotRequest\x12#\n" +
 	"\rallocation_id\x18\x01 \x01(\tR\fallocationId\x12\x1d\n" +
 	"\n" +
@@ -2577,7 +2685,7 @@ const file_cluster_proto_rawDesc = "" +
 	"\x16ResourceManagerService\x12c\n" +
 	"\x14RegisterTaskExecutor\x12$.gofl.v1.RegisterTaskExecutorRequest\x1a%.gofl.v1.RegisterTaskExecutorResponse\x12>\n" +
 	"\x0eSendSlotReport\x12\x1e.gofl.v1.SendSlotReportRequest\x1a\f.gofl.v1.Ack\x12N\n" +
-	"\x16DisconnectTaskExecutor\x12&.gofl.v1.DisconnectTaskExecutorRequest\x1a\f.gofl.v1.Ack2\xfb\x04\n" +
+	"\x16DisconnectTaskExecutor\x12&.gofl.v1.DisconnectTaskExecutorRequest\x1a\f.gofl.v1.Ack2\xca\x05\n" +
 	"\x10JobMasterService\x12`\n" +
 	"\x13RegisterTaskManager\x12#.gofl.v1.RegisterTaskManagerRequest\x1a$.gofl.v1.RegisterTaskManagerResponse\x12E\n" +
 	"\n" +
@@ -2587,7 +2695,8 @@ const file_cluster_proto_rawDesc = "" +
 	"\aGetBlob\x12\x17.gofl.v1.GetBlobRequest\x1a\x18.gofl.v1.GetBlobResponse\x12J\n" +
 	"\x14ReportPartitionsLost\x12$.gofl.v1.ReportPartitionsLostRequest\x1a\f.gofl.v1.Ack\x12L\n" +
 	"\x15AcknowledgeCheckpoint\x12%.gofl.v1.AcknowledgeCheckpointRequest\x1a\f.gofl.v1.Ack\x12D\n" +
-	"\x11DeclineCheckpoint\x12!.gofl.v1.DeclineCheckpointRequest\x1a\f.gofl.v1.Ack2\xdd\x05\n" +
+	"\x11DeclineCheckpoint\x12!.gofl.v1.DeclineCheckpointRequest\x1a\f.gofl.v1.Ack\x12M\n" +
+	"\x1eSendOperatorEventToCoordinator\x12\x1d.gofl.v1.OperatorEventRequest\x1a\f.gofl.v1.Ack2\xa5\x06\n" +
 	"\x13TaskExecutorService\x128\n" +
 	"\vRequestSlot\x12\x1b.gofl.v1.RequestSlotRequest\x1a\f.gofl.v1.Ack\x126\n" +
 	"\n" +
@@ -2600,7 +2709,8 @@ const file_cluster_proto_rawDesc = "" +
 	"\x17HeartbeatFromJobManager\x12\x19.gofl.v1.HeartbeatRequest\x1a%.gofl.v1.TaskManagerHeartbeatResponse\x12J\n" +
 	"\x14DisconnectJobManager\x12$.gofl.v1.DisconnectJobManagerRequest\x1a\f.gofl.v1.Ack\x12D\n" +
 	"\x11TriggerCheckpoint\x12!.gofl.v1.TriggerCheckpointRequest\x1a\f.gofl.v1.Ack\x12B\n" +
-	"\x10NotifyCheckpoint\x12 .gofl.v1.NotifyCheckpointRequest\x1a\f.gofl.v1.Ack2Q\n" +
+	"\x10NotifyCheckpoint\x12 .gofl.v1.NotifyCheckpointRequest\x1a\f.gofl.v1.Ack\x12F\n" +
+	"\x17SendOperatorEventToTask\x12\x1d.gofl.v1.OperatorEventRequest\x1a\f.gofl.v1.Ack2Q\n" +
 	"\vBlobService\x12B\n" +
 	"\fGetBlobByKey\x12\x1c.gofl.v1.GetBlobByKeyRequest\x1a\x12.gofl.v1.BlobChunk0\x01B\x1dZ\x1bgithub.com/gofl/gofl/rpc/pbb\x06proto3"
 
@@ -2616,7 +2726,7 @@ func file_cluster_proto_rawDescGZIP() []byte {
 	return file_cluster_proto_rawDescData
 }
 
-var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_cluster_proto_goTypes = []any{
 	(*Ack)(nil),                             // 0: gofl.v1.Ack
 	(*TaskManagerLocation)(nil),             // 1: gofl.v1.TaskManagerLocation
@@ -2644,24 +2754,25 @@ var file_cluster_proto_goTypes = []any{
 	(*NotifyCheckpointRequest)(nil),         // 23: gofl.v1.NotifyCheckpointRequest
 	(*RunnerCheckpointReport)(nil),          // 24: gofl.v1.RunnerCheckpointReport
 	(*WatchCheckpointsRequest)(nil),         // 25: gofl.v1.WatchCheckpointsRequest
-	(*RequestSlotRequest)(nil),              // 26: gofl.v1.RequestSlotRequest
-	(*SubmitTaskRequest)(nil),               // 27: gofl.v1.SubmitTaskRequest
-	(*CancelTaskRequest)(nil),               // 28: gofl.v1.CancelTaskRequest
-	(*CancelTaskResponse)(nil),              // 29: gofl.v1.CancelTaskResponse
-	(*FreeSlotRequest)(nil),                 // 30: gofl.v1.FreeSlotRequest
-	(*ResultPartitionIDProto)(nil),          // 31: gofl.v1.ResultPartitionIDProto
-	(*ReleasePartitionsRequest)(nil),        // 32: gofl.v1.ReleasePartitionsRequest
-	(*HeartbeatRequest)(nil),                // 33: gofl.v1.HeartbeatRequest
-	(*TaskManagerHeartbeatResponse)(nil),    // 34: gofl.v1.TaskManagerHeartbeatResponse
-	(*DisconnectJobManagerRequest)(nil),     // 35: gofl.v1.DisconnectJobManagerRequest
-	(*BlobChunk)(nil),                       // 36: gofl.v1.BlobChunk
-	(*GetBlobByKeyRequest)(nil),             // 37: gofl.v1.GetBlobByKeyRequest
-	nil,                                     // 38: gofl.v1.UpdateTaskExecutionStateRequest.AccumulatorsEntry
-	(*ExecutionAttemptID)(nil),              // 39: gofl.v1.ExecutionAttemptID
-	(*OperatorSubtaskStateHandle)(nil),      // 40: gofl.v1.OperatorSubtaskStateHandle
-	(*CheckpointMetrics)(nil),               // 41: gofl.v1.CheckpointMetrics
-	(*CheckpointOptions)(nil),               // 42: gofl.v1.CheckpointOptions
-	(*TaskDeploymentDescriptor)(nil),        // 43: gofl.v1.TaskDeploymentDescriptor
+	(*OperatorEventRequest)(nil),            // 26: gofl.v1.OperatorEventRequest
+	(*RequestSlotRequest)(nil),              // 27: gofl.v1.RequestSlotRequest
+	(*SubmitTaskRequest)(nil),               // 28: gofl.v1.SubmitTaskRequest
+	(*CancelTaskRequest)(nil),               // 29: gofl.v1.CancelTaskRequest
+	(*CancelTaskResponse)(nil),              // 30: gofl.v1.CancelTaskResponse
+	(*FreeSlotRequest)(nil),                 // 31: gofl.v1.FreeSlotRequest
+	(*ResultPartitionIDProto)(nil),          // 32: gofl.v1.ResultPartitionIDProto
+	(*ReleasePartitionsRequest)(nil),        // 33: gofl.v1.ReleasePartitionsRequest
+	(*HeartbeatRequest)(nil),                // 34: gofl.v1.HeartbeatRequest
+	(*TaskManagerHeartbeatResponse)(nil),    // 35: gofl.v1.TaskManagerHeartbeatResponse
+	(*DisconnectJobManagerRequest)(nil),     // 36: gofl.v1.DisconnectJobManagerRequest
+	(*BlobChunk)(nil),                       // 37: gofl.v1.BlobChunk
+	(*GetBlobByKeyRequest)(nil),             // 38: gofl.v1.GetBlobByKeyRequest
+	nil,                                     // 39: gofl.v1.UpdateTaskExecutionStateRequest.AccumulatorsEntry
+	(*ExecutionAttemptID)(nil),              // 40: gofl.v1.ExecutionAttemptID
+	(*OperatorSubtaskStateHandle)(nil),      // 41: gofl.v1.OperatorSubtaskStateHandle
+	(*CheckpointMetrics)(nil),               // 42: gofl.v1.CheckpointMetrics
+	(*CheckpointOptions)(nil),               // 43: gofl.v1.CheckpointOptions
+	(*TaskDeploymentDescriptor)(nil),        // 44: gofl.v1.TaskDeploymentDescriptor
 }
 var file_cluster_proto_depIdxs = []int32{
 	2,  // 0: gofl.v1.SlotReport.slots:type_name -> gofl.v1.SlotStatus
@@ -2669,79 +2780,85 @@ var file_cluster_proto_depIdxs = []int32{
 	3,  // 2: gofl.v1.SendSlotReportRequest.slot_report:type_name -> gofl.v1.SlotReport
 	1,  // 3: gofl.v1.RegisterTaskManagerRequest.location:type_name -> gofl.v1.TaskManagerLocation
 	10, // 4: gofl.v1.OfferSlotsRequest.slots:type_name -> gofl.v1.SlotOffer
-	39, // 5: gofl.v1.TaskIOMetrics.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	39, // 6: gofl.v1.UpdateTaskExecutionStateRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	40, // 5: gofl.v1.TaskIOMetrics.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	40, // 6: gofl.v1.UpdateTaskExecutionStateRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
 	13, // 7: gofl.v1.UpdateTaskExecutionStateRequest.failure:type_name -> gofl.v1.FailureInfo
 	14, // 8: gofl.v1.UpdateTaskExecutionStateRequest.metrics:type_name -> gofl.v1.TaskIOMetrics
-	38, // 9: gofl.v1.UpdateTaskExecutionStateRequest.accumulators:type_name -> gofl.v1.UpdateTaskExecutionStateRequest.AccumulatorsEntry
-	31, // 10: gofl.v1.ReportPartitionsLostRequest.partitions:type_name -> gofl.v1.ResultPartitionIDProto
-	39, // 11: gofl.v1.AcknowledgeCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	40, // 12: gofl.v1.AcknowledgeCheckpointRequest.operators:type_name -> gofl.v1.OperatorSubtaskStateHandle
-	41, // 13: gofl.v1.AcknowledgeCheckpointRequest.metrics:type_name -> gofl.v1.CheckpointMetrics
-	39, // 14: gofl.v1.DeclineCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	39, // 9: gofl.v1.UpdateTaskExecutionStateRequest.accumulators:type_name -> gofl.v1.UpdateTaskExecutionStateRequest.AccumulatorsEntry
+	32, // 10: gofl.v1.ReportPartitionsLostRequest.partitions:type_name -> gofl.v1.ResultPartitionIDProto
+	40, // 11: gofl.v1.AcknowledgeCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	41, // 12: gofl.v1.AcknowledgeCheckpointRequest.operators:type_name -> gofl.v1.OperatorSubtaskStateHandle
+	42, // 13: gofl.v1.AcknowledgeCheckpointRequest.metrics:type_name -> gofl.v1.CheckpointMetrics
+	40, // 14: gofl.v1.DeclineCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
 	13, // 15: gofl.v1.DeclineCheckpointRequest.reason:type_name -> gofl.v1.FailureInfo
-	39, // 16: gofl.v1.TriggerCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	42, // 17: gofl.v1.TriggerCheckpointRequest.options:type_name -> gofl.v1.CheckpointOptions
-	39, // 18: gofl.v1.NotifyCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	40, // 16: gofl.v1.TriggerCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	43, // 17: gofl.v1.TriggerCheckpointRequest.options:type_name -> gofl.v1.CheckpointOptions
+	40, // 18: gofl.v1.NotifyCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
 	20, // 19: gofl.v1.RunnerCheckpointReport.acknowledge:type_name -> gofl.v1.AcknowledgeCheckpointRequest
 	21, // 20: gofl.v1.RunnerCheckpointReport.decline:type_name -> gofl.v1.DeclineCheckpointRequest
-	43, // 21: gofl.v1.SubmitTaskRequest.tdd:type_name -> gofl.v1.TaskDeploymentDescriptor
-	39, // 22: gofl.v1.CancelTaskRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	39, // 23: gofl.v1.ResultPartitionIDProto.producer:type_name -> gofl.v1.ExecutionAttemptID
-	31, // 24: gofl.v1.ReleasePartitionsRequest.partitions:type_name -> gofl.v1.ResultPartitionIDProto
-	3,  // 25: gofl.v1.TaskManagerHeartbeatResponse.slot_report:type_name -> gofl.v1.SlotReport
-	39, // 26: gofl.v1.TaskManagerHeartbeatResponse.running:type_name -> gofl.v1.ExecutionAttemptID
-	14, // 27: gofl.v1.TaskManagerHeartbeatResponse.metrics:type_name -> gofl.v1.TaskIOMetrics
-	31, // 28: gofl.v1.TaskManagerHeartbeatResponse.partitions:type_name -> gofl.v1.ResultPartitionIDProto
-	4,  // 29: gofl.v1.ResourceManagerService.RegisterTaskExecutor:input_type -> gofl.v1.RegisterTaskExecutorRequest
-	6,  // 30: gofl.v1.ResourceManagerService.SendSlotReport:input_type -> gofl.v1.SendSlotReportRequest
-	7,  // 31: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:input_type -> gofl.v1.DisconnectTaskExecutorRequest
-	8,  // 32: gofl.v1.JobMasterService.RegisterTaskManager:input_type -> gofl.v1.RegisterTaskManagerRequest
-	11, // 33: gofl.v1.JobMasterService.OfferSlots:input_type -> gofl.v1.OfferSlotsRequest
-	15, // 34: gofl.v1.JobMasterService.UpdateTaskExecutionState:input_type -> gofl.v1.UpdateTaskExecutionStateRequest
-	16, // 35: gofl.v1.JobMasterService.DisconnectTaskManager:input_type -> gofl.v1.DisconnectTaskManagerRequest
-	17, // 36: gofl.v1.JobMasterService.GetBlob:input_type -> gofl.v1.GetBlobRequest
-	19, // 37: gofl.v1.JobMasterService.ReportPartitionsLost:input_type -> gofl.v1.ReportPartitionsLostRequest
-	20, // 38: gofl.v1.JobMasterService.AcknowledgeCheckpoint:input_type -> gofl.v1.AcknowledgeCheckpointRequest
-	21, // 39: gofl.v1.JobMasterService.DeclineCheckpoint:input_type -> gofl.v1.DeclineCheckpointRequest
-	26, // 40: gofl.v1.TaskExecutorService.RequestSlot:input_type -> gofl.v1.RequestSlotRequest
-	27, // 41: gofl.v1.TaskExecutorService.SubmitTask:input_type -> gofl.v1.SubmitTaskRequest
-	28, // 42: gofl.v1.TaskExecutorService.CancelTask:input_type -> gofl.v1.CancelTaskRequest
-	30, // 43: gofl.v1.TaskExecutorService.FreeSlot:input_type -> gofl.v1.FreeSlotRequest
-	32, // 44: gofl.v1.TaskExecutorService.ReleasePartitions:input_type -> gofl.v1.ReleasePartitionsRequest
-	33, // 45: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:input_type -> gofl.v1.HeartbeatRequest
-	33, // 46: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:input_type -> gofl.v1.HeartbeatRequest
-	35, // 47: gofl.v1.TaskExecutorService.DisconnectJobManager:input_type -> gofl.v1.DisconnectJobManagerRequest
-	22, // 48: gofl.v1.TaskExecutorService.TriggerCheckpoint:input_type -> gofl.v1.TriggerCheckpointRequest
-	23, // 49: gofl.v1.TaskExecutorService.NotifyCheckpoint:input_type -> gofl.v1.NotifyCheckpointRequest
-	37, // 50: gofl.v1.BlobService.GetBlobByKey:input_type -> gofl.v1.GetBlobByKeyRequest
-	5,  // 51: gofl.v1.ResourceManagerService.RegisterTaskExecutor:output_type -> gofl.v1.RegisterTaskExecutorResponse
-	0,  // 52: gofl.v1.ResourceManagerService.SendSlotReport:output_type -> gofl.v1.Ack
-	0,  // 53: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:output_type -> gofl.v1.Ack
-	9,  // 54: gofl.v1.JobMasterService.RegisterTaskManager:output_type -> gofl.v1.RegisterTaskManagerResponse
-	12, // 55: gofl.v1.JobMasterService.OfferSlots:output_type -> gofl.v1.OfferSlotsResponse
-	0,  // 56: gofl.v1.JobMasterService.UpdateTaskExecutionState:output_type -> gofl.v1.Ack
-	0,  // 57: gofl.v1.JobMasterService.DisconnectTaskManager:output_type -> gofl.v1.Ack
-	18, // 58: gofl.v1.JobMasterService.GetBlob:output_type -> gofl.v1.GetBlobResponse
-	0,  // 59: gofl.v1.JobMasterService.ReportPartitionsLost:output_type -> gofl.v1.Ack
-	0,  // 60: gofl.v1.JobMasterService.AcknowledgeCheckpoint:output_type -> gofl.v1.Ack
-	0,  // 61: gofl.v1.JobMasterService.DeclineCheckpoint:output_type -> gofl.v1.Ack
-	0,  // 62: gofl.v1.TaskExecutorService.RequestSlot:output_type -> gofl.v1.Ack
-	0,  // 63: gofl.v1.TaskExecutorService.SubmitTask:output_type -> gofl.v1.Ack
-	29, // 64: gofl.v1.TaskExecutorService.CancelTask:output_type -> gofl.v1.CancelTaskResponse
-	0,  // 65: gofl.v1.TaskExecutorService.FreeSlot:output_type -> gofl.v1.Ack
-	0,  // 66: gofl.v1.TaskExecutorService.ReleasePartitions:output_type -> gofl.v1.Ack
-	34, // 67: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
-	34, // 68: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
-	0,  // 69: gofl.v1.TaskExecutorService.DisconnectJobManager:output_type -> gofl.v1.Ack
-	0,  // 70: gofl.v1.TaskExecutorService.TriggerCheckpoint:output_type -> gofl.v1.Ack
-	0,  // 71: gofl.v1.TaskExecutorService.NotifyCheckpoint:output_type -> gofl.v1.Ack
-	36, // 72: gofl.v1.BlobService.GetBlobByKey:output_type -> gofl.v1.BlobChunk
-	51, // [51:73] is the sub-list for method output_type
-	29, // [29:51] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	26, // 21: gofl.v1.RunnerCheckpointReport.operator_event:type_name -> gofl.v1.OperatorEventRequest
+	40, // 22: gofl.v1.OperatorEventRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	44, // 23: gofl.v1.SubmitTaskRequest.tdd:type_name -> gofl.v1.TaskDeploymentDescriptor
+	40, // 24: gofl.v1.CancelTaskRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	40, // 25: gofl.v1.ResultPartitionIDProto.producer:type_name -> gofl.v1.ExecutionAttemptID
+	32, // 26: gofl.v1.ReleasePartitionsRequest.partitions:type_name -> gofl.v1.ResultPartitionIDProto
+	3,  // 27: gofl.v1.TaskManagerHeartbeatResponse.slot_report:type_name -> gofl.v1.SlotReport
+	40, // 28: gofl.v1.TaskManagerHeartbeatResponse.running:type_name -> gofl.v1.ExecutionAttemptID
+	14, // 29: gofl.v1.TaskManagerHeartbeatResponse.metrics:type_name -> gofl.v1.TaskIOMetrics
+	32, // 30: gofl.v1.TaskManagerHeartbeatResponse.partitions:type_name -> gofl.v1.ResultPartitionIDProto
+	4,  // 31: gofl.v1.ResourceManagerService.RegisterTaskExecutor:input_type -> gofl.v1.RegisterTaskExecutorRequest
+	6,  // 32: gofl.v1.ResourceManagerService.SendSlotReport:input_type -> gofl.v1.SendSlotReportRequest
+	7,  // 33: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:input_type -> gofl.v1.DisconnectTaskExecutorRequest
+	8,  // 34: gofl.v1.JobMasterService.RegisterTaskManager:input_type -> gofl.v1.RegisterTaskManagerRequest
+	11, // 35: gofl.v1.JobMasterService.OfferSlots:input_type -> gofl.v1.OfferSlotsRequest
+	15, // 36: gofl.v1.JobMasterService.UpdateTaskExecutionState:input_type -> gofl.v1.UpdateTaskExecutionStateRequest
+	16, // 37: gofl.v1.JobMasterService.DisconnectTaskManager:input_type -> gofl.v1.DisconnectTaskManagerRequest
+	17, // 38: gofl.v1.JobMasterService.GetBlob:input_type -> gofl.v1.GetBlobRequest
+	19, // 39: gofl.v1.JobMasterService.ReportPartitionsLost:input_type -> gofl.v1.ReportPartitionsLostRequest
+	20, // 40: gofl.v1.JobMasterService.AcknowledgeCheckpoint:input_type -> gofl.v1.AcknowledgeCheckpointRequest
+	21, // 41: gofl.v1.JobMasterService.DeclineCheckpoint:input_type -> gofl.v1.DeclineCheckpointRequest
+	26, // 42: gofl.v1.JobMasterService.SendOperatorEventToCoordinator:input_type -> gofl.v1.OperatorEventRequest
+	27, // 43: gofl.v1.TaskExecutorService.RequestSlot:input_type -> gofl.v1.RequestSlotRequest
+	28, // 44: gofl.v1.TaskExecutorService.SubmitTask:input_type -> gofl.v1.SubmitTaskRequest
+	29, // 45: gofl.v1.TaskExecutorService.CancelTask:input_type -> gofl.v1.CancelTaskRequest
+	31, // 46: gofl.v1.TaskExecutorService.FreeSlot:input_type -> gofl.v1.FreeSlotRequest
+	33, // 47: gofl.v1.TaskExecutorService.ReleasePartitions:input_type -> gofl.v1.ReleasePartitionsRequest
+	34, // 48: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:input_type -> gofl.v1.HeartbeatRequest
+	34, // 49: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:input_type -> gofl.v1.HeartbeatRequest
+	36, // 50: gofl.v1.TaskExecutorService.DisconnectJobManager:input_type -> gofl.v1.DisconnectJobManagerRequest
+	22, // 51: gofl.v1.TaskExecutorService.TriggerCheckpoint:input_type -> gofl.v1.TriggerCheckpointRequest
+	23, // 52: gofl.v1.TaskExecutorService.NotifyCheckpoint:input_type -> gofl.v1.NotifyCheckpointRequest
+	26, // 53: gofl.v1.TaskExecutorService.SendOperatorEventToTask:input_type -> gofl.v1.OperatorEventRequest
+	38, // 54: gofl.v1.BlobService.GetBlobByKey:input_type -> gofl.v1.GetBlobByKeyRequest
+	5,  // 55: gofl.v1.ResourceManagerService.RegisterTaskExecutor:output_type -> gofl.v1.RegisterTaskExecutorResponse
+	0,  // 56: gofl.v1.ResourceManagerService.SendSlotReport:output_type -> gofl.v1.Ack
+	0,  // 57: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:output_type -> gofl.v1.Ack
+	9,  // 58: gofl.v1.JobMasterService.RegisterTaskManager:output_type -> gofl.v1.RegisterTaskManagerResponse
+	12, // 59: gofl.v1.JobMasterService.OfferSlots:output_type -> gofl.v1.OfferSlotsResponse
+	0,  // 60: gofl.v1.JobMasterService.UpdateTaskExecutionState:output_type -> gofl.v1.Ack
+	0,  // 61: gofl.v1.JobMasterService.DisconnectTaskManager:output_type -> gofl.v1.Ack
+	18, // 62: gofl.v1.JobMasterService.GetBlob:output_type -> gofl.v1.GetBlobResponse
+	0,  // 63: gofl.v1.JobMasterService.ReportPartitionsLost:output_type -> gofl.v1.Ack
+	0,  // 64: gofl.v1.JobMasterService.AcknowledgeCheckpoint:output_type -> gofl.v1.Ack
+	0,  // 65: gofl.v1.JobMasterService.DeclineCheckpoint:output_type -> gofl.v1.Ack
+	0,  // 66: gofl.v1.JobMasterService.SendOperatorEventToCoordinator:output_type -> gofl.v1.Ack
+	0,  // 67: gofl.v1.TaskExecutorService.RequestSlot:output_type -> gofl.v1.Ack
+	0,  // 68: gofl.v1.TaskExecutorService.SubmitTask:output_type -> gofl.v1.Ack
+	30, // 69: gofl.v1.TaskExecutorService.CancelTask:output_type -> gofl.v1.CancelTaskResponse
+	0,  // 70: gofl.v1.TaskExecutorService.FreeSlot:output_type -> gofl.v1.Ack
+	0,  // 71: gofl.v1.TaskExecutorService.ReleasePartitions:output_type -> gofl.v1.Ack
+	35, // 72: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
+	35, // 73: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
+	0,  // 74: gofl.v1.TaskExecutorService.DisconnectJobManager:output_type -> gofl.v1.Ack
+	0,  // 75: gofl.v1.TaskExecutorService.TriggerCheckpoint:output_type -> gofl.v1.Ack
+	0,  // 76: gofl.v1.TaskExecutorService.NotifyCheckpoint:output_type -> gofl.v1.Ack
+	0,  // 77: gofl.v1.TaskExecutorService.SendOperatorEventToTask:output_type -> gofl.v1.Ack
+	37, // 78: gofl.v1.BlobService.GetBlobByKey:output_type -> gofl.v1.BlobChunk
+	55, // [55:79] is the sub-list for method output_type
+	31, // [31:55] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_cluster_proto_init() }
@@ -2754,6 +2871,7 @@ func file_cluster_proto_init() {
 	file_cluster_proto_msgTypes[24].OneofWrappers = []any{
 		(*RunnerCheckpointReport_Acknowledge)(nil),
 		(*RunnerCheckpointReport_Decline)(nil),
+		(*RunnerCheckpointReport_OperatorEvent)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2761,7 +2879,7 @@ func file_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cluster_proto_rawDesc), len(file_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   39,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -211,14 +211,15 @@ var ResourceManagerService_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	JobMasterService_RegisterTaskManager_FullMethodName      = "/gofl.v1.JobMasterService/RegisterTaskManager"
-	JobMasterService_OfferSlots_FullMethodName               = "/gofl.v1.JobMasterService/OfferSlots"
-	JobMasterService_UpdateTaskExecutionState_FullMethodName = "/gofl.v1.JobMasterService/UpdateTaskExecutionState"
-	JobMasterService_DisconnectTaskManager_FullMethodName    = "/gofl.v1.JobMasterService/DisconnectTaskManager"
-	JobMasterService_GetBlob_FullMethodName                  = "/gofl.v1.JobMasterService/GetBlob"
-	JobMasterService_ReportPartitionsLost_FullMethodName     = "/gofl.v1.JobMasterService/ReportPartitionsLost"
-	JobMasterService_AcknowledgeCheckpoint_FullMethodName    = "/gofl.v1.JobMasterService/AcknowledgeCheckpoint"
-	JobMasterService_DeclineCheckpoint_FullMethodName        = "/gofl.v1.JobMasterService/DeclineCheckpoint"
+	JobMasterService_RegisterTaskManager_FullMethodName            = "/gofl.v1.JobMasterService/RegisterTaskManager"
+	JobMasterService_OfferSlots_FullMethodName                     = "/gofl.v1.JobMasterService/OfferSlots"
+	JobMasterService_UpdateTaskExecutionState_FullMethodName       = "/gofl.v1.JobMasterService/UpdateTaskExecutionState"
+	JobMasterService_DisconnectTaskManager_FullMethodName          = "/gofl.v1.JobMasterService/DisconnectTaskManager"
+	JobMasterService_GetBlob_FullMethodName                        = "/gofl.v1.JobMasterService/GetBlob"
+	JobMasterService_ReportPartitionsLost_FullMethodName           = "/gofl.v1.JobMasterService/ReportPartitionsLost"
+	JobMasterService_AcknowledgeCheckpoint_FullMethodName          = "/gofl.v1.JobMasterService/AcknowledgeCheckpoint"
+	JobMasterService_DeclineCheckpoint_FullMethodName              = "/gofl.v1.JobMasterService/DeclineCheckpoint"
+	JobMasterService_SendOperatorEventToCoordinator_FullMethodName = "/gofl.v1.JobMasterService/SendOperatorEventToCoordinator"
 )
 
 // JobMasterServiceClient is the client API for JobMasterService service.
@@ -241,6 +242,11 @@ type JobMasterServiceClient interface {
 	AcknowledgeCheckpoint(ctx context.Context, in *AcknowledgeCheckpointRequest, opts ...grpc.CallOption) (*Ack, error)
 	// A task could not take a checkpoint: the coordinator aborts it.
 	DeclineCheckpoint(ctx context.Context, in *DeclineCheckpointRequest, opts ...grpc.CallOption) (*Ack, error)
+	// An event of a task's operator for its operator coordinator (a source
+	// reader's registration or split request). Events of one attempt carry
+	// seq 1, 2, ...; a repeated seq is ignored; NOT_FOUND for an attempt that
+	// is not the subtask's current one.
+	SendOperatorEventToCoordinator(ctx context.Context, in *OperatorEventRequest, opts ...grpc.CallOption) (*Ack, error)
 }
 
 type jobMasterServiceClient struct {
@@ -331,6 +337,16 @@ func (c *jobMasterServiceClient) DeclineCheckpoint(ctx context.Context, in *Decl
 	return out, nil
 }
 
+func (c *jobMasterServiceClient) SendOperatorEventToCoordinator(ctx context.Context, in *OperatorEventRequest, opts ...grpc.CallOption) (*Ack, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Ack)
+	err := c.cc.Invoke(ctx, JobMasterService_SendOperatorEventToCoordinator_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // JobMasterServiceServer is the server API for JobMasterService service.
 // All implementations must embed UnimplementedJobMasterServiceServer
 // for forward compatibility.
@@ -351,6 +367,11 @@ type JobMasterServiceServer interface {
 	AcknowledgeCheckpoint(context.Context, *AcknowledgeCheckpointRequest) (*Ack, error)
 	// A task could not take a checkpoint: the coordinator aborts it.
 	DeclineCheckpoint(context.Context, *DeclineCheckpointRequest) (*Ack, error)
+	// An event of a task's operator for its operator coordinator (a source
+	// reader's registration or split request). Events of one attempt carry
+	// seq 1, 2, ...; a repeated seq is ignored; NOT_FOUND for an attempt that
+	// is not the subtask's current one.
+	SendOperatorEventToCoordinator(context.Context, *OperatorEventRequest) (*Ack, error)
 	mustEmbedUnimplementedJobMasterServiceServer()
 }
 
@@ -384,6 +405,9 @@ func (UnimplementedJobMasterServiceServer) AcknowledgeCheckpoint(context.Context
 }
 func (UnimplementedJobMasterServiceServer) DeclineCheckpoint(context.Context, *DeclineCheckpointRequest) (*Ack, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DeclineCheckpoint not implemented")
+}
+func (UnimplementedJobMasterServiceServer) SendOperatorEventToCoordinator(context.Context, *OperatorEventRequest) (*Ack, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SendOperatorEventToCoordinator not implemented")
 }
 func (UnimplementedJobMasterServiceServer) mustEmbedUnimplementedJobMasterServiceServer() {}
 func (UnimplementedJobMasterServiceServer) testEmbeddedByValue()                          {}
@@ -550,6 +574,24 @@ func _JobMasterService_DeclineCheckpoint_Handler(srv interface{}, ctx context.Co
 	return interceptor(ctx, in, info, handler)
 }
 
+func _JobMasterService_SendOperatorEventToCoordinator_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(OperatorEventRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobMasterServiceServer).SendOperatorEventToCoordinator(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JobMasterService_SendOperatorEventToCoordinator_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobMasterServiceServer).SendOperatorEventToCoordinator(ctx, req.(*OperatorEventRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // JobMasterService_ServiceDesc is the grpc.ServiceDesc for JobMasterService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -589,6 +631,10 @@ var JobMasterService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "DeclineCheckpoint",
 			Handler:    _JobMasterService_DeclineCheckpoint_Handler,
 		},
+		{
+			MethodName: "SendOperatorEventToCoordinator",
+			Handler:    _JobMasterService_SendOperatorEventToCoordinator_Handler,
+		},
 	},
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "cluster.proto",
@@ -605,6 +651,7 @@ const (
 	TaskExecutorService_DisconnectJobManager_FullMethodName         = "/gofl.v1.TaskExecutorService/DisconnectJobManager"
 	TaskExecutorService_TriggerCheckpoint_FullMethodName            = "/gofl.v1.TaskExecutorService/TriggerCheckpoint"
 	TaskExecutorService_NotifyCheckpoint_FullMethodName             = "/gofl.v1.TaskExecutorService/NotifyCheckpoint"
+	TaskExecutorService_SendOperatorEventToTask_FullMethodName      = "/gofl.v1.TaskExecutorService/SendOperatorEventToTask"
 )
 
 // TaskExecutorServiceClient is the client API for TaskExecutorService service.
@@ -628,6 +675,10 @@ type TaskExecutorServiceClient interface {
 	// Tells a task a checkpoint completed (commit) or was aborted.
 	// Idempotent; NOT_FOUND when the attempt does not run here.
 	NotifyCheckpoint(ctx context.Context, in *NotifyCheckpointRequest, opts ...grpc.CallOption) (*Ack, error)
+	// An event of an operator coordinator for an operator of a task running
+	// here; NOT_FOUND as for TriggerCheckpoint. Delivered to the task in the
+	// order of the calls (and after the checkpoint messages sent before it).
+	SendOperatorEventToTask(ctx context.Context, in *OperatorEventRequest, opts ...grpc.CallOption) (*Ack, error)
 }
 
 type taskExecutorServiceClient struct {
@@ -738,6 +789,16 @@ func (c *taskExecutorServiceClient) NotifyCheckpoint(ctx context.Context, in *No
 	return out, nil
 }
 
+func (c *taskExecutorServiceClient) SendOperatorEventToTask(ctx context.Context, in *OperatorEventRequest, opts ...grpc.CallOption) (*Ack, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Ack)
+	err := c.cc.Invoke(ctx, TaskExecutorService_SendOperatorEventToTask_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TaskExecutorServiceServer is the server API for TaskExecutorService service.
 // All implementations must embed UnimplementedTaskExecutorServiceServer
 // for forward compatibility.
@@ -759,6 +820,10 @@ type TaskExecutorServiceServer interface {
 	// Tells a task a checkpoint completed (commit) or was aborted.
 	// Idempotent; NOT_FOUND when the attempt does not run here.
 	NotifyCheckpoint(context.Context, *NotifyCheckpointRequest) (*Ack, error)
+	// An event of an operator coordinator for an operator of a task running
+	// here; NOT_FOUND as for TriggerCheckpoint. Delivered to the task in the
+	// order of the calls (and after the checkpoint messages sent before it).
+	SendOperatorEventToTask(context.Context, *OperatorEventRequest) (*Ack, error)
 	mustEmbedUnimplementedTaskExecutorServiceServer()
 }
 
@@ -798,6 +863,9 @@ func (UnimplementedTaskExecutorServiceServer) TriggerCheckpoint(context.Context,
 }
 func (UnimplementedTaskExecutorServiceServer) NotifyCheckpoint(context.Context, *NotifyCheckpointRequest) (*Ack, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method NotifyCheckpoint not implemented")
+}
+func (UnimplementedTaskExecutorServiceServer) SendOperatorEventToTask(context.Context, *OperatorEventRequest) (*Ack, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SendOperatorEventToTask not implemented")
 }
 func (UnimplementedTaskExecutorServiceServer) mustEmbedUnimplementedTaskExecutorServiceServer() {}
 func (UnimplementedTaskExecutorServiceServer) testEmbeddedByValue()                             {}
@@ -1000,6 +1068,24 @@ func _TaskExecutorService_NotifyCheckpoint_Handler(srv interface{}, ctx context.
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TaskExecutorService_SendOperatorEventToTask_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(OperatorEventRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TaskExecutorServiceServer).SendOperatorEventToTask(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TaskExecutorService_SendOperatorEventToTask_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TaskExecutorServiceServer).SendOperatorEventToTask(ctx, req.(*OperatorEventRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // TaskExecutorService_ServiceDesc is the grpc.ServiceDesc for TaskExecutorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1046,6 +1132,10 @@ var TaskExecutorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "NotifyCheckpoint",
 			Handler:    _TaskExecutorService_NotifyCheckpoint_Handler,
+		},
+		{
+			MethodName: "SendOperatorEventToTask",
+			Handler:    _TaskExecutorService_SendOperatorEventToTask_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

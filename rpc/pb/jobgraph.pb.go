@@ -176,10 +176,15 @@ type OperatorDescriptor struct {
 	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	// Registered operator kind, resolved by the job binary.
-	Kind          string `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
-	Config        []byte `protobuf:"bytes,4,opt,name=config,proto3" json:"config,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Kind   string `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	Config []byte `protobuf:"bytes,4,opt,name=config,proto3" json:"config,omitempty"`
+	// Name of the operator coordinator the JobMaster runs for this operator
+	// (a registered source's split enumerator); empty: none.
+	Coordinator string `protobuf:"bytes,5,opt,name=coordinator,proto3" json:"coordinator,omitempty"`
+	// The coordinator's serialized configuration.
+	CoordinatorConfig []byte `protobuf:"bytes,6,opt,name=coordinator_config,json=coordinatorConfig,proto3" json:"coordinator_config,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *OperatorDescriptor) Reset() {
@@ -236,6 +241,20 @@ func (x *OperatorDescriptor) GetKind() string {
 func (x *OperatorDescriptor) GetConfig() []byte {
 	if x != nil {
 		return x.Config
+	}
+	return nil
+}
+
+func (x *OperatorDescriptor) GetCoordinator() string {
+	if x != nil {
+		return x.Coordinator
+	}
+	return ""
+}
+
+func (x *OperatorDescriptor) GetCoordinatorConfig() []byte {
+	if x != nil {
+		return x.CoordinatorConfig
 	}
 	return nil
 }
@@ -550,12 +569,14 @@ var File_jobgraph_proto protoreflect.FileDescriptor
 
 const file_jobgraph_proto_rawDesc = "" +
 	"\n" +
-	"\x0ejobgraph.proto\x12\agofl.v1\"d\n" +
+	"\x0ejobgraph.proto\x12\agofl.v1\"\xb5\x01\n" +
 	"\x12OperatorDescriptor\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
 	"\x04kind\x18\x03 \x01(\tR\x04kind\x12\x16\n" +
-	"\x06config\x18\x04 \x01(\fR\x06config\"\xc5\x02\n" +
+	"\x06config\x18\x04 \x01(\fR\x06config\x12 \n" +
+	"\vcoordinator\x18\x05 \x01(\tR\vcoordinator\x12-\n" +
+	"\x12coordinator_config\x18\x06 \x01(\fR\x11coordinatorConfig\"\xc5\x02\n" +
 	"\tJobVertex\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +

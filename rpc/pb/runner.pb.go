@@ -534,7 +534,7 @@ const file_runner_proto_rawDesc = "" +
 	"\bsequence\x18\x01 \x01(\x03R\bsequence\x12\x10\n" +
 	"\x03pid\x18\x02 \x01(\x05R\x03pid\"-\n" +
 	"\x15RunnerShutdownRequest\x12\x14\n" +
-	"\x05cause\x18\x01 \x01(\tR\x05cause2\xa4\x06\n" +
+	"\x05cause\x18\x01 \x01(\tR\x05cause2\xec\x06\n" +
 	"\x10JobRunnerService\x12N\n" +
 	"\tHandshake\x12\x1f.gofl.v1.RunnerHandshakeRequest\x1a .gofl.v1.RunnerHandshakeResponse\x126\n" +
 	"\n" +
@@ -548,7 +548,8 @@ const file_runner_proto_rawDesc = "" +
 	"Heartbeats\x12\x1f.gofl.v1.RunnerHeartbeatRequest\x1a\x18.gofl.v1.RunnerHeartbeat0\x01\x128\n" +
 	"\bShutdown\x12\x1e.gofl.v1.RunnerShutdownRequest\x1a\f.gofl.v1.Ack\x12D\n" +
 	"\x11TriggerCheckpoint\x12!.gofl.v1.TriggerCheckpointRequest\x1a\f.gofl.v1.Ack\x12B\n" +
-	"\x10NotifyCheckpoint\x12 .gofl.v1.NotifyCheckpointRequest\x1a\f.gofl.v1.Ack\x12W\n" +
+	"\x10NotifyCheckpoint\x12 .gofl.v1.NotifyCheckpointRequest\x1a\f.gofl.v1.Ack\x12F\n" +
+	"\x17SendOperatorEventToTask\x12\x1d.gofl.v1.OperatorEventRequest\x1a\f.gofl.v1.Ack\x12W\n" +
 	"\x10WatchCheckpoints\x12 .gofl.v1.WatchCheckpointsRequest\x1a\x1f.gofl.v1.RunnerCheckpointReport0\x01B\x1dZ\x1bgithub.com/gofl/gofl/rpc/pbb\x06proto3"
 
 var (
@@ -583,9 +584,10 @@ var file_runner_proto_goTypes = []any{
 	(*ReleasePartitionsRequest)(nil), // 15: gofl.v1.ReleasePartitionsRequest
 	(*TriggerCheckpointRequest)(nil), // 16: gofl.v1.TriggerCheckpointRequest
 	(*NotifyCheckpointRequest)(nil),  // 17: gofl.v1.NotifyCheckpointRequest
-	(*WatchCheckpointsRequest)(nil),  // 18: gofl.v1.WatchCheckpointsRequest
-	(*Ack)(nil),                      // 19: gofl.v1.Ack
-	(*RunnerCheckpointReport)(nil),   // 20: gofl.v1.RunnerCheckpointReport
+	(*OperatorEventRequest)(nil),     // 18: gofl.v1.OperatorEventRequest
+	(*WatchCheckpointsRequest)(nil),  // 19: gofl.v1.WatchCheckpointsRequest
+	(*Ack)(nil),                      // 20: gofl.v1.Ack
+	(*RunnerCheckpointReport)(nil),   // 21: gofl.v1.RunnerCheckpointReport
 }
 var file_runner_proto_depIdxs = []int32{
 	10, // 0: gofl.v1.RunnerTaskState.attempt:type_name -> gofl.v1.ExecutionAttemptID
@@ -603,20 +605,22 @@ var file_runner_proto_depIdxs = []int32{
 	8,  // 12: gofl.v1.JobRunnerService.Shutdown:input_type -> gofl.v1.RunnerShutdownRequest
 	16, // 13: gofl.v1.JobRunnerService.TriggerCheckpoint:input_type -> gofl.v1.TriggerCheckpointRequest
 	17, // 14: gofl.v1.JobRunnerService.NotifyCheckpoint:input_type -> gofl.v1.NotifyCheckpointRequest
-	18, // 15: gofl.v1.JobRunnerService.WatchCheckpoints:input_type -> gofl.v1.WatchCheckpointsRequest
-	1,  // 16: gofl.v1.JobRunnerService.Handshake:output_type -> gofl.v1.RunnerHandshakeResponse
-	19, // 17: gofl.v1.JobRunnerService.SubmitTask:output_type -> gofl.v1.Ack
-	19, // 18: gofl.v1.JobRunnerService.CancelTask:output_type -> gofl.v1.Ack
-	19, // 19: gofl.v1.JobRunnerService.ReleasePartitions:output_type -> gofl.v1.Ack
-	2,  // 20: gofl.v1.JobRunnerService.WatchTaskStates:output_type -> gofl.v1.RunnerTaskState
-	5,  // 21: gofl.v1.JobRunnerService.WatchTaskMetrics:output_type -> gofl.v1.TaskMetricsReport
-	7,  // 22: gofl.v1.JobRunnerService.Heartbeats:output_type -> gofl.v1.RunnerHeartbeat
-	19, // 23: gofl.v1.JobRunnerService.Shutdown:output_type -> gofl.v1.Ack
-	19, // 24: gofl.v1.JobRunnerService.TriggerCheckpoint:output_type -> gofl.v1.Ack
-	19, // 25: gofl.v1.JobRunnerService.NotifyCheckpoint:output_type -> gofl.v1.Ack
-	20, // 26: gofl.v1.JobRunnerService.WatchCheckpoints:output_type -> gofl.v1.RunnerCheckpointReport
-	16, // [16:27] is the sub-list for method output_type
-	5,  // [5:16] is the sub-list for method input_type
+	18, // 15: gofl.v1.JobRunnerService.SendOperatorEventToTask:input_type -> gofl.v1.OperatorEventRequest
+	19, // 16: gofl.v1.JobRunnerService.WatchCheckpoints:input_type -> gofl.v1.WatchCheckpointsRequest
+	1,  // 17: gofl.v1.JobRunnerService.Handshake:output_type -> gofl.v1.RunnerHandshakeResponse
+	20, // 18: gofl.v1.JobRunnerService.SubmitTask:output_type -> gofl.v1.Ack
+	20, // 19: gofl.v1.JobRunnerService.CancelTask:output_type -> gofl.v1.Ack
+	20, // 20: gofl.v1.JobRunnerService.ReleasePartitions:output_type -> gofl.v1.Ack
+	2,  // 21: gofl.v1.JobRunnerService.WatchTaskStates:output_type -> gofl.v1.RunnerTaskState
+	5,  // 22: gofl.v1.JobRunnerService.WatchTaskMetrics:output_type -> gofl.v1.TaskMetricsReport
+	7,  // 23: gofl.v1.JobRunnerService.Heartbeats:output_type -> gofl.v1.RunnerHeartbeat
+	20, // 24: gofl.v1.JobRunnerService.Shutdown:output_type -> gofl.v1.Ack
+	20, // 25: gofl.v1.JobRunnerService.TriggerCheckpoint:output_type -> gofl.v1.Ack
+	20, // 26: gofl.v1.JobRunnerService.NotifyCheckpoint:output_type -> gofl.v1.Ack
+	20, // 27: gofl.v1.JobRunnerService.SendOperatorEventToTask:output_type -> gofl.v1.Ack
+	21, // 28: gofl.v1.JobRunnerService.WatchCheckpoints:output_type -> gofl.v1.RunnerCheckpointReport
+	17, // [17:29] is the sub-list for method output_type
+	5,  // [5:17] is the sub-list for method input_type
 	5,  // [5:5] is the sub-list for extension type_name
 	5,  // [5:5] is the sub-list for extension extendee
 	0,  // [0:5] is the sub-list for field type_name

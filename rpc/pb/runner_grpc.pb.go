@@ -24,17 +24,18 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	JobRunnerService_Handshake_FullMethodName         = "/gofl.v1.JobRunnerService/Handshake"
-	JobRunnerService_SubmitTask_FullMethodName        = "/gofl.v1.JobRunnerService/SubmitTask"
-	JobRunnerService_CancelTask_FullMethodName        = "/gofl.v1.JobRunnerService/CancelTask"
-	JobRunnerService_ReleasePartitions_FullMethodName = "/gofl.v1.JobRunnerService/ReleasePartitions"
-	JobRunnerService_WatchTaskStates_FullMethodName   = "/gofl.v1.JobRunnerService/WatchTaskStates"
-	JobRunnerService_WatchTaskMetrics_FullMethodName  = "/gofl.v1.JobRunnerService/WatchTaskMetrics"
-	JobRunnerService_Heartbeats_FullMethodName        = "/gofl.v1.JobRunnerService/Heartbeats"
-	JobRunnerService_Shutdown_FullMethodName          = "/gofl.v1.JobRunnerService/Shutdown"
-	JobRunnerService_TriggerCheckpoint_FullMethodName = "/gofl.v1.JobRunnerService/TriggerCheckpoint"
-	JobRunnerService_NotifyCheckpoint_FullMethodName  = "/gofl.v1.JobRunnerService/NotifyCheckpoint"
-	JobRunnerService_WatchCheckpoints_FullMethodName  = "/gofl.v1.JobRunnerService/WatchCheckpoints"
+	JobRunnerService_Handshake_FullMethodName               = "/gofl.v1.JobRunnerService/Handshake"
+	JobRunnerService_SubmitTask_FullMethodName              = "/gofl.v1.JobRunnerService/SubmitTask"
+	JobRunnerService_CancelTask_FullMethodName              = "/gofl.v1.JobRunnerService/CancelTask"
+	JobRunnerService_ReleasePartitions_FullMethodName       = "/gofl.v1.JobRunnerService/ReleasePartitions"
+	JobRunnerService_WatchTaskStates_FullMethodName         = "/gofl.v1.JobRunnerService/WatchTaskStates"
+	JobRunnerService_WatchTaskMetrics_FullMethodName        = "/gofl.v1.JobRunnerService/WatchTaskMetrics"
+	JobRunnerService_Heartbeats_FullMethodName              = "/gofl.v1.JobRunnerService/Heartbeats"
+	JobRunnerService_Shutdown_FullMethodName                = "/gofl.v1.JobRunnerService/Shutdown"
+	JobRunnerService_TriggerCheckpoint_FullMethodName       = "/gofl.v1.JobRunnerService/TriggerCheckpoint"
+	JobRunnerService_NotifyCheckpoint_FullMethodName        = "/gofl.v1.JobRunnerService/NotifyCheckpoint"
+	JobRunnerService_SendOperatorEventToTask_FullMethodName = "/gofl.v1.JobRunnerService/SendOperatorEventToTask"
+	JobRunnerService_WatchCheckpoints_FullMethodName        = "/gofl.v1.JobRunnerService/WatchCheckpoints"
 )
 
 // JobRunnerServiceClient is the client API for JobRunnerService service.
@@ -65,6 +66,7 @@ type JobRunnerServiceClient interface {
 	// Forwarded from the TaskManager; same contracts as on TaskExecutorService.
 	TriggerCheckpoint(ctx context.Context, in *TriggerCheckpointRequest, opts ...grpc.CallOption) (*Ack, error)
 	NotifyCheckpoint(ctx context.Context, in *NotifyCheckpointRequest, opts ...grpc.CallOption) (*Ack, error)
+	SendOperatorEventToTask(ctx context.Context, in *OperatorEventRequest, opts ...grpc.CallOption) (*Ack, error)
 	// Every acknowledgement and decline of the runner's tasks, in order, from
 	// the moment of the call. The TaskManager keeps one such stream open for
 	// the runner's lifetime and relays each report to the JobMaster.
@@ -206,6 +208,16 @@ func (c *jobRunnerServiceClient) NotifyCheckpoint(ctx context.Context, in *Notif
 	return out, nil
 }
 
+func (c *jobRunnerServiceClient) SendOperatorEventToTask(ctx context.Context, in *OperatorEventRequest, opts ...grpc.CallOption) (*Ack, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Ack)
+	err := c.cc.Invoke(ctx, JobRunnerService_SendOperatorEventToTask_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *jobRunnerServiceClient) WatchCheckpoints(ctx context.Context, in *WatchCheckpointsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RunnerCheckpointReport], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &JobRunnerService_ServiceDesc.Streams[3], JobRunnerService_WatchCheckpoints_FullMethodName, cOpts...)
@@ -253,6 +265,7 @@ type JobRunnerServiceServer interface {
 	// Forwarded from the TaskManager; same contracts as on TaskExecutorService.
 	TriggerCheckpoint(context.Context, *TriggerCheckpointRequest) (*Ack, error)
 	NotifyCheckpoint(context.Context, *NotifyCheckpointRequest) (*Ack, error)
+	SendOperatorEventToTask(context.Context, *OperatorEventRequest) (*Ack, error)
 	// Every acknowledgement and decline of the runner's tasks, in order, from
 	// the moment of the call. The TaskManager keeps one such stream open for
 	// the runner's lifetime and relays each report to the JobMaster.
@@ -296,6 +309,9 @@ func (UnimplementedJobRunnerServiceServer) TriggerCheckpoint(context.Context, *T
 }
 func (UnimplementedJobRunnerServiceServer) NotifyCheckpoint(context.Context, *NotifyCheckpointRequest) (*Ack, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method NotifyCheckpoint not implemented")
+}
+func (UnimplementedJobRunnerServiceServer) SendOperatorEventToTask(context.Context, *OperatorEventRequest) (*Ack, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SendOperatorEventToTask not implemented")
 }
 func (UnimplementedJobRunnerServiceServer) WatchCheckpoints(*WatchCheckpointsRequest, grpc.ServerStreamingServer[RunnerCheckpointReport]) error {
 	return status.Errorf(codes.Unimplemented, "method WatchCheckpoints not implemented")
@@ -480,6 +496,24 @@ func _JobRunnerService_NotifyCheckpoint_Handler(srv interface{}, ctx context.Con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _JobRunnerService_SendOperatorEventToTask_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(OperatorEventRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobRunnerServiceServer).SendOperatorEventToTask(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JobRunnerService_SendOperatorEventToTask_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobRunnerServiceServer).SendOperatorEventToTask(ctx, req.(*OperatorEventRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _JobRunnerService_WatchCheckpoints_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(WatchCheckpointsRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -525,6 +559,10 @@ var JobRunnerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "NotifyCheckpoint",
 			Handler:    _JobRunnerService_NotifyCheckpoint_Handler,
+		},
+		{
+			MethodName: "SendOperatorEventToTask",
+			Handler:    _JobRunnerService_SendOperatorEventToTask_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -97,9 +97,25 @@ type Context struct {
 	// Checkpointing is true when the job takes checkpoints: sinks then
 	// stage their output and publish it on NotifyCheckpointComplete.
 	Checkpointing bool
+	// OperatorEvents links the operator with its coordinator (in the
+	// JobMaster, or the local executor's); nil when the executor has none.
+	OperatorEvents OperatorEventGateway
 
 	task  *task
 	index int
+}
+
+// OperatorEventGateway carries an operator's events to and from its
+// operator coordinator (Flink's OperatorEventGateway). Both methods are
+// called on the task's goroutine and never block.
+type OperatorEventGateway interface {
+	// SendEventToCoordinator sends an event; events arrive in order and
+	// are retried until the coordinator has them (or the attempt is gone).
+	SendEventToCoordinator(payload []byte)
+	// ReceiveEvents returns the coordinator's events that arrived since
+	// the last call, in order. An error means events were lost: the
+	// operator must fail.
+	ReceiveEvents() ([][]byte, error)
 }
 
 // ProcessingTime is the task's clock in milliseconds since the epoch.

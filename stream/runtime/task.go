@@ -83,6 +83,9 @@ type TaskEnv struct {
 	Writers        []ResultWriter
 	Now            func() time.Time
 	Accumulate     func(name string, value []byte)
+	// OperatorEvents returns the gateway of an operator to its
+	// coordinator; nil: none.
+	OperatorEvents func(operatorID string) OperatorEventGateway
 	// Control delivers the CheckpointCoordinator's triggers and
 	// notifications; nil when checkpointing is off.
 	Control <-chan CheckpointControl
@@ -244,6 +247,9 @@ func newTask(ctx context.Context, spec *TaskSpec, env TaskEnv) (*task, error) {
 			SubtaskIndex: env.SubtaskIndex, Parallelism: env.Parallelism, MaxParallelism: env.MaxParallelism,
 			Accumulate: env.Accumulate, task: t, index: i,
 			Checkpointing: env.Checkpointing,
+		}
+		if env.OperatorEvents != nil {
+			n.ctx.OperatorEvents = env.OperatorEvents(os.ID)
 		}
 		if env.Restore != nil {
 			n.ctx.Restore = env.Restore.Operators[os.ID]

@@ -473,6 +473,12 @@ func (p *Process) NotifyCheckpoint(ctx context.Context, req *pb.NotifyCheckpoint
 	return p.wrap(err)
 }
 
+// SendOperatorEventToTask forwards a coordinator's event to a task.
+func (p *Process) SendOperatorEventToTask(ctx context.Context, req *pb.OperatorEventRequest) error {
+	_, err := p.client.SendOperatorEventToTask(ctx, req)
+	return p.wrap(err)
+}
+
 // ReleasePartitions forwards a partition release.
 func (p *Process) ReleasePartitions(ctx context.Context, req *pb.ReleasePartitionsRequest) error {
 	_, err := p.client.ReleasePartitions(ctx, req)

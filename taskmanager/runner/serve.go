@@ -107,6 +107,17 @@ type CheckpointExecutor interface {
 	NotifyCheckpoint(req *pb.NotifyCheckpointRequest) error
 }
 
+// OperatorEventExecutor is a CheckpointExecutor whose tasks' operators
+// have coordinators in the JobMaster. Their events to the coordinators go
+// out through the checkpoint reporter (in order with the checkpoint
+// reports).
+type OperatorEventExecutor interface {
+	CheckpointExecutor
+	// SendOperatorEventToTask hands a coordinator's event to the
+	// attempt's operator without blocking. ErrTaskNotFound as above.
+	SendOperatorEventToTask(req *pb.OperatorEventRequest) error
+}
+
 // Info describes the runner to the TaskManager in the handshake.
 type Info struct {
 	JobID string
@@ -268,6 +279,17 @@ func (s *server) NotifyCheckpoint(_ context.Context, req *pb.NotifyCheckpointReq
 		return nil, status.Error(codes.Unimplemented, "runner: this job binary's executor takes no checkpoints")
 	}
 	if err := cx.NotifyCheckpoint(req); err != nil {
+		return nil, checkpointStatus(err)
+	}
+	return &pb.Ack{}, nil
+}
+
+func (s *server) SendOperatorEventToTask(_ context.Context, req *pb.OperatorEventRequest) (*pb.Ack, error) {
+	ox, ok := s.ex.(OperatorEventExecutor)
+	if !ok {
+		return nil, status.Error(codes.Unimplemented, "runner: this job binary's executor has no operator coordinators")
+	}
+	if err := ox.SendOperatorEventToTask(req); err != nil {
 		return nil, checkpointStatus(err)
 	}
 	return &pb.Ack{}, nil

@@ -11,6 +11,12 @@ package main
 // second in each runner process: the producers finish quickly, the
 // consumers run for (words / parallelism / R) seconds.
 //
+//	paced-lines --input PATH --output DIR [--rate R] [--split-size B]
+//
+// reads the lines of PATH with TextFileSource (splits of B bytes handed
+// out by the JobMaster's enumerator) at R lines per second in each runner
+// process, and writes them unchanged, one region per subtask.
+//
 //	paced-numbers --count N --rate R --output DIR [--ledger FILE]
 //
 // streams 0..N-1 at R records per second in total, forwards them POINTWISE
@@ -37,6 +43,7 @@ import (
 func init() {
 	stream.RegisterJob("slow-wordcount", buildSlowWordCount)
 	stream.RegisterJob("paced-numbers", buildPacedNumbers)
+	stream.RegisterJob("paced-lines", buildPacedLines)
 }
 
 // WordCount is a word and how often it occurred.
@@ -106,6 +113,26 @@ func (p *pacer) pace() {
 		p.last = time.Now()
 		p.mu.Unlock()
 	}
+}
+
+func buildPacedLines(env *stream.Environment, args []string) error {
+	fs := flag.NewFlagSet("paced-lines", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	input := fs.String("input", "", "text file or directory")
+	output := fs.String("output", "", "output directory")
+	rate := fs.Float64("rate", 1000, "lines per second in each runner process")
+	splitSize := fs.Int64("split-size", 4096, "split size in bytes")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *input == "" || *output == "" || *rate <= 0 {
+		return errors.New("usage: paced-lines --input PATH --output DIR [--rate R] [--split-size B]")
+	}
+	limit := newPacer(*rate)
+	lines := stream.FromSource[string](env, &stream.TextFileSource{Path: *input, SplitSize: *splitSize},
+		stream.SourceWatermarks{NoWatermarks: true}, "Lines")
+	stream.Map(lines, func(l string) string { limit.pace(); return l }).Name("Paced").WriteAsText(*output).Name("Sink")
+	return nil
 }
 
 func buildPacedNumbers(env *stream.Environment, args []string) error {

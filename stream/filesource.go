@@ -1,0 +1,352 @@
+package stream
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gofl/gofl/storage"
+	"github.com/gofl/gofl/stream/source"
+)
+
+// FileSplit is a byte range of a file; its reader reads the lines that
+// start in it (as TextFile's ranges). Exact marks a Start that is a line
+// start (a split resumed from a checkpoint).
+type FileSplit struct {
+	Path       string
+	Start, End int64
+	Exact      bool
+	// Hosts hold a replica of the split's data (HDFS block hosts); a
+	// reader on one of them is preferred. Empty: no preference.
+	Hosts []string
+}
+
+// SplitID implements source.Split.
+func (s FileSplit) SplitID() string { return fmt.Sprintf("%s:%d", s.Path, s.Start) }
+
+// fileEnumState is the file enumerator's checkpoint: the splits not
+// assigned yet, once the files were listed.
+type fileEnumState struct {
+	Listed bool
+	Splits []FileSplit
+}
+
+// DefaultFileSplitSize is the split size of TextFileSource.
+const DefaultFileSplitSize = 4 << 20
+
+// TextFileSource reads the lines of a file or directory (as TextFile)
+// through the Source API: the JobMaster's enumerator cuts the files into
+// splits (one per block on HDFS, SplitSize bytes elsewhere) and hands them out one at a time to the reader
+// that asks, so fast readers take more, and a failed reader's unfinished
+// splits go back to the pool. Use it with FromSource.
+type TextFileSource struct {
+	Path      string
+	SplitSize int64
+	// pace, for tests, runs before each record of subtask's reader.
+	pace func(subtask int)
+}
+
+const textFileCoordinator = "gofl.text-file"
+
+func init() {
+	source.RegisterSource(textFileCoordinator, func(config []byte) (source.Source[string, FileSplit, fileEnumState], error) {
+		var s TextFileSource
+		if err := json.Unmarshal(config, &s); err != nil {
+			return nil, err
+		}
+		return &s, nil
+	})
+}
+
+// Coordinator implements source.CoordinatedSource.
+func (s *TextFileSource) Coordinator() (string, []byte, error) {
+	if err := checkFileURI(s.Path); err != nil {
+		return "", nil, err
+	}
+	b, err := json.Marshal(s)
+	return textFileCoordinator, b, err
+}
+
+// Boundedness implements source.Source.
+func (s *TextFileSource) Boundedness() source.Boundedness { return source.Bounded }
+
+// CreateEnumerator implements source.Source.
+func (s *TextFileSource) CreateEnumerator(ctx source.SplitEnumeratorContext[FileSplit]) (source.SplitEnumerator[FileSplit, fileEnumState], error) {
+	return &fileEnumerator{src: s, ctx: ctx}, nil
+}
+
+// RestoreEnumerator implements source.Source.
+func (s *TextFileSource) RestoreEnumerator(ctx source.SplitEnumeratorContext[FileSplit], st fileEnumState) (source.SplitEnumerator[FileSplit, fileEnumState], error) {
+	return &fileEnumerator{src: s, ctx: ctx, listed: st.Listed, pool: st.Splits}, nil
+}
+
+// CreateReader implements source.Source.
+func (s *TextFileSource) CreateReader(ctx source.ReaderContext) (source.SourceReader[string, FileSplit], error) {
+	return &fileReader{src: s, ctx: ctx}, nil
+}
+
+// fileEnumerator lists the files off the coordinator's goroutine and then
+// answers requests from its pool; requests that came before the listing
+// wait for it.
+type fileEnumerator struct {
+	src     *TextFileSource
+	ctx     source.SplitEnumeratorContext[FileSplit]
+	listed  bool
+	pool    []FileSplit
+	waiting []int
+	// err is the listing's failure, sent to every reader that asks (the
+	// reader fails with it; the job restarts and lists again).
+	err error
+}
+
+func (e *fileEnumerator) Start() error {
+	if e.listed {
+		return nil
+	}
+	e.ctx.CallAsync(func() (any, error) { return listFileSplits(e.src.Path, e.src.SplitSize) }, func(v any, err error) {
+		if err != nil {
+			e.err = err
+		} else {
+			e.pool = v.([]FileSplit)
+		}
+		e.listed = true
+		waiting := e.waiting
+		e.waiting = nil
+		for _, sub := range waiting {
+			e.HandleSplitRequest(sub, "")
+		}
+	}, 0, 0)
+	return nil
+}
+
+func (e *fileEnumerator) HandleSplitRequest(sub int, host string) {
+	if !e.listed {
+		e.waiting = append(e.waiting, sub)
+		return
+	}
+	if e.err != nil {
+		e.ctx.SendEventToSourceReader(sub, []byte(e.err.Error()))
+		return
+	}
+	if len(e.pool) == 0 {
+		e.ctx.SignalNoMoreSplits(sub)
+		return
+	}
+	i := localSplit(e.pool, host)
+	sp := e.pool[i]
+	e.pool = append(e.pool[:i], e.pool[i+1:]...)
+	e.ctx.AssignSplits(map[int][]FileSplit{sub: {sp}})
+}
+
+// localSplit picks the split for a reader on host, as Flink's
+// LocatableInputSplitAssigner: the first one with a replica on host, else
+// the first one no reader could read locally, else the first.
+func localSplit(pool []FileSplit, host string) int {
+	anyHosts := -1
+	for i, sp := range pool {
+		if host != "" && slices.Contains(sp.Hosts, host) {
+			return i
+		}
+		if len(sp.Hosts) == 0 && anyHosts < 0 {
+			anyHosts = i
+		}
+	}
+	return max(anyHosts, 0)
+}
+
+func (e *fileEnumerator) AddSplitsBack(splits []FileSplit, _ int) {
+	e.pool = append(append([]FileSplit(nil), splits...), e.pool...)
+}
+
+func (e *fileEnumerator) AddReader(int)                 {}
+func (e *fileEnumerator) HandleSourceEvent(int, []byte) {}
+func (e *fileEnumerator) SnapshotState(int64) (fileEnumState, error) {
+	return fileEnumState{Listed: e.listed && e.err == nil, Splits: append([]FileSplit(nil), e.pool...)}, nil
+}
+func (e *fileEnumerator) NotifyCheckpointComplete(int64) error { return nil }
+func (e *fileEnumerator) Close() error                         { return nil }
+
+// listFileSplits cuts the files of path into ranges of size bytes.
+func listFileSplits(path string, size int64) ([]FileSplit, error) {
+	if size <= 0 {
+		size = DefaultFileSplitSize
+	}
+	fs, root, err := openFileSystem(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	fi, err := fs.Stat(ctx, root)
+	if err != nil {
+		return nil, err
+	}
+	files := []storage.FileInfo{fi}
+	if fi.IsDir {
+		ents, err := fs.ReadDir(ctx, root)
+		if err != nil {
+			return nil, err
+		}
+		files = files[:0]
+		for _, e := range ents {
+			if !e.IsDir && !strings.HasPrefix(e.Name, ".") && !strings.HasPrefix(e.Name, "_") {
+				files = append(files, e)
+			}
+		}
+	}
+	var out []FileSplit
+	for _, f := range files {
+		size := size
+		if f.BlockSize > 0 {
+			size = f.BlockSize // one split per HDFS block
+		}
+		for start := int64(0); start < f.Size; start += size {
+			out = append(out, FileSplit{Path: f.Path, Start: start, End: min(start+size, f.Size)})
+		}
+	}
+	return out, nil
+}
+
+// fileReader reads one split at a time and asks for the next when it is
+// done with it (Flink's FileSourceReader).
+type fileReader struct {
+	src       *TextFileSource
+	ctx       source.ReaderContext
+	fs        storage.FileSystem
+	queue     []FileSplit
+	noMore    bool
+	requested bool
+	failure   error
+
+	f   io.ReadCloser
+	r   *bufio.Reader
+	cur FileSplit
+	pos int64
+}
+
+func (r *fileReader) Start() error {
+	fs, _, err := openFileSystem(r.src.Path)
+	if err != nil {
+		return err
+	}
+	r.fs = fs
+	return nil
+}
+
+func (r *fileReader) AddSplits(splits []FileSplit) {
+	r.queue = append(r.queue, splits...)
+	r.requested = false
+}
+func (r *fileReader) NotifyNoMoreSplits() { r.noMore = true }
+func (r *fileReader) HandleSourceEvent(ev []byte) {
+	r.failure = fmt.Errorf("listing the files of %s: %s", r.src.Path, ev)
+}
+
+func (r *fileReader) PollNext(out source.ReaderOutput[string]) (source.InputStatus, time.Time, error) {
+	if r.failure != nil {
+		return 0, time.Time{}, r.failure
+	}
+	for i := 0; i < pollBatch; i++ {
+		if r.f == nil {
+			if len(r.queue) == 0 {
+				if r.noMore {
+					return source.EndOfInput, time.Time{}, nil
+				}
+				if !r.requested {
+					r.requested = true
+					r.ctx.SendSplitRequest()
+				}
+				return source.NothingAvailable, time.Now().Add(time.Second), nil
+			}
+			sp := r.queue[0]
+			r.queue = r.queue[1:]
+			if err := r.open(sp); err != nil {
+				return 0, time.Time{}, err
+			}
+		}
+		if r.pos >= r.cur.End {
+			r.close()
+			continue
+		}
+		line, err := r.r.ReadString('\n')
+		r.pos += int64(len(line))
+		if len(line) > 0 {
+			if r.src.pace != nil {
+				r.src.pace(r.ctx.SubtaskIndex())
+			}
+			line = strings.TrimSuffix(strings.TrimSuffix(line, "\n"), "\r")
+			out.Collect(line, time.Now().UnixMilli())
+		}
+		if err == io.EOF {
+			r.close()
+		} else if err != nil {
+			return 0, time.Time{}, err
+		}
+	}
+	return source.MoreAvailable, time.Time{}, nil
+}
+
+// open positions the reader at the first line starting in sp.
+func (r *fileReader) open(sp FileSplit) error {
+	f, err := r.fs.Open(context.Background(), sp.Path)
+	if err != nil {
+		return err
+	}
+	r.f, r.cur, r.pos = f, sp, sp.Start
+	skipTo := sp.Start
+	if !sp.Exact && sp.Start > 0 {
+		skipTo = sp.Start - 1 // the line that contains Start-1 belongs to the split before
+	}
+	if seeker, ok := f.(io.Seeker); ok {
+		_, err = seeker.Seek(skipTo, io.SeekStart)
+	} else {
+		_, err = io.CopyN(io.Discard, f, skipTo)
+	}
+	if err != nil {
+		return err
+	}
+	r.r = bufio.NewReaderSize(f, 64<<10)
+	if !sp.Exact && sp.Start > 0 {
+		skip, err := r.r.ReadString('\n')
+		r.pos = skipTo + int64(len(skip))
+		if err == io.EOF {
+			r.pos = sp.End
+		} else if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *fileReader) close() {
+	if r.f != nil {
+		r.f.Close()
+		r.f, r.r = nil, nil
+	}
+}
+
+// SnapshotState returns the rest of the current split (from the next
+// line) and the splits not started.
+func (r *fileReader) SnapshotState(int64) ([]FileSplit, error) {
+	var out []FileSplit
+	if r.f != nil && r.pos < r.cur.End {
+		out = append(out, FileSplit{Path: r.cur.Path, Start: r.pos, End: r.cur.End, Exact: true})
+	}
+	return append(out, r.queue...), nil
+}
+
+func (r *fileReader) NotifyCheckpointComplete(int64) error { return nil }
+
+func (r *fileReader) Close() error {
+	r.close()
+	if r.fs != nil {
+		return r.fs.Close()
+	}
+	return nil
+}
