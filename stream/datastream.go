@@ -26,6 +26,17 @@ type streamEdge struct {
 	from  *node
 	input int // logical input of the target (0, or 1 for the second input)
 	part  partitioning
+	// side, when set, is the side output of from that the edge carries.
+	side *sideOutput
+}
+
+// sideOutput is a side output of a node: its tag and the codec of its
+// records.
+type sideOutput struct {
+	tag      string
+	codec    runtime.Codec
+	codecErr error
+	typeName string
 }
 
 // node is one operator of the stream graph.
@@ -56,6 +67,9 @@ type DataStream[T any] struct {
 	env  *Environment
 	n    *node
 	part partitioning
+	// side is set on a side output stream (GetSideOutput): n is then the
+	// operator that produces it, and the setters configure that operator.
+	side *sideOutput
 }
 
 // Env is the stream's environment.
@@ -131,7 +145,7 @@ func as[T any](v any) T {
 }
 
 func edgeOf[T any](s DataStream[T], input int) streamEdge {
-	return streamEdge{from: s.n, input: input, part: s.part}
+	return streamEdge{from: s.n, input: input, part: s.part, side: s.side}
 }
 
 func oneInput[T, U any](s DataStream[T], kind, name string, newOp func() runtime.Operator) DataStream[U] {
@@ -295,4 +309,12 @@ func (s DataStream[T]) AssignTimestampsAndWatermarks(strategy WatermarkStrategy[
 	out.n.params["outOfOrderness_ms"] = strategy.bound.Milliseconds()
 	out.n.params["interval_ms"] = strategy.interval.Milliseconds()
 	return out
+}
+
+// tag is the side output the edge carries, "" for the main output.
+func (e streamEdge) tag() string {
+	if e.side == nil {
+		return ""
+	}
+	return e.side.tag
 }

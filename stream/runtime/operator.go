@@ -100,6 +100,18 @@ type Context struct {
 
 	task  *task
 	index int
+	side  map[string]Output
+}
+
+// SideOutput is the output of side output tag (Flink's OutputTag): the
+// records collected there reach the operators that read that tag, and
+// nothing when none does. Its EmitWatermark does nothing: Output's
+// watermarks reach side outputs too. Call it from the operator's methods.
+func (c *Context) SideOutput(tag string) Output {
+	if o, ok := c.side[tag]; ok {
+		return o
+	}
+	return discard{}
 }
 
 // ProcessingTime is the task's clock in milliseconds since the epoch.
