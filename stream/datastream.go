@@ -256,7 +256,21 @@ type Aggregator[T, ACC, OUT any] struct {
 	Create func() ACC
 	Add_   func(v T, acc ACC) ACC
 	Result func(acc ACC) OUT
+	// MergeFn, optional, merges two accumulators (session windows need
+	// it); see WithMerge.
+	MergeFn func(a, b ACC) ACC
 }
+
+// WithMerge sets the function that merges two accumulators, which makes
+// the Aggregator a MergingAggregateFunction for session windows.
+func (a Aggregator[T, ACC, OUT]) WithMerge(merge func(a, b ACC) ACC) Aggregator[T, ACC, OUT] {
+	a.MergeFn = merge
+	return a
+}
+
+// Merge implements MergingAggregateFunction; it panics when MergeFn is
+// nil (the window operator checks before it calls).
+func (a Aggregator[T, ACC, OUT]) Merge(x, y ACC) ACC { return a.MergeFn(x, y) }
 
 // NewAggregator returns an AggregateFunction from three functions.
 func NewAggregator[T, ACC, OUT any](create func() ACC, add func(T, ACC) ACC, result func(ACC) OUT) Aggregator[T, ACC, OUT] {
