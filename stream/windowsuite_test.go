@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/gofl/gofl/stream"
-	"github.com/gofl/gofl/stream/internal/windowsuite"
+	"github.com/gofl/gofl/internal/windowsuite"
 )
 
 // The window suite (session, global, count windows; custom, count and
