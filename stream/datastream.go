@@ -196,6 +196,9 @@ func (c *ProcessContext) Parallelism() int { return c.rctx.Parallelism }
 // ProcessingTime is the clock in milliseconds.
 func (c *ProcessContext) ProcessingTime() int64 { return c.rctx.ProcessingTime() }
 
+// MetricGroup is the operator's user metric group.
+func (c *ProcessContext) MetricGroup() MetricGroup { return c.rctx.Metrics }
+
 // Union merges streams of the same type. Records of one input keep their
 // order; inputs interleave arbitrarily.
 func Union[T any](streams ...DataStream[T]) DataStream[T] {
@@ -299,9 +302,15 @@ func Aggregate[T any, K comparable, ACC, OUT any](k KeyedStream[T, K], agg Aggre
 
 // KeyedProcessFunction handles the records of a keyed stream with keyed
 // state and timers. OnTimer may be nil when no timers are registered.
+//
+// Open and Close, optional, make it a rich function: Open runs before the
+// first record (with the subtask's RuntimeContext), Close after the last
+// or after a failure, once Open has run.
 type KeyedProcessFunction[K comparable, T, O any] struct {
 	ProcessElement func(ctx *KeyedContext[K], v T, out Collector[O]) error
 	OnTimer        func(ctx *KeyedContext[K], ts int64, out Collector[O]) error
+	Open           func(ctx *RuntimeContext) error
+	Close          func() error
 }
 
 // KeyedProcess runs fn on a keyed stream.

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gofl/gofl/stream"
 	"github.com/gofl/gofl/internal/windowsuite"
+	"github.com/gofl/gofl/stream"
 )
 
 // The window suite (session, global, count windows; custom, count and

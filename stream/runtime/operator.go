@@ -97,6 +97,8 @@ type Context struct {
 	// Checkpointing is true when the job takes checkpoints: sinks then
 	// stage their output and publish it on NotifyCheckpointComplete.
 	Checkpointing bool
+	// Metrics is the operator's user metric group (see TaskEnv.Metrics).
+	Metrics MetricGroup
 
 	task  *task
 	index int

@@ -105,6 +105,11 @@ type TaskEnv struct {
 	// StateBackend configures the keyed state backends operators create
 	// with Context.NewKeyedStateBackend (zero value: hashmap).
 	StateBackend StateBackendOptions
+	// Metrics is the subtask's metric group; each operator gets its
+	// subgroup named by the operator's name as Context.Metrics (Flink's
+	// operator scope). Nil: a
+	// LocalMetrics per task.
+	Metrics MetricGroup
 }
 
 // OperatorError is a failure of one operator: an error it returned or a
@@ -228,6 +233,10 @@ func newTask(ctx context.Context, spec *TaskSpec, env TaskEnv) (*task, error) {
 		}
 		t.ck = newCheckpointer(env.Responder, env.Checkpointing)
 	}
+	metrics := env.Metrics
+	if metrics == nil {
+		metrics = NewLocalMetrics()
+	}
 	for i := range spec.Operators {
 		os := &spec.Operators[i]
 		n := &opNode{t: t, index: i, spec: os}
@@ -254,6 +263,7 @@ func newTask(ctx context.Context, spec *TaskSpec, env TaskEnv) (*task, error) {
 			SubtaskIndex: env.SubtaskIndex, Parallelism: env.Parallelism, MaxParallelism: env.MaxParallelism,
 			Accumulate: env.Accumulate, task: t, index: i,
 			Checkpointing: env.Checkpointing, side: map[string]Output{},
+			Metrics: metrics.AddGroup(os.Name),
 		}
 		if env.Restore != nil {
 			n.ctx.Restore = env.Restore.Operators[os.ID]

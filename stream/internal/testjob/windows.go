@@ -5,8 +5,8 @@ import (
 	"flag"
 	"io"
 
-	"github.com/gofl/gofl/stream"
 	"github.com/gofl/gofl/internal/windowsuite"
+	"github.com/gofl/gofl/stream"
 )
 
 //	window-suite [--events N] --output DIR
