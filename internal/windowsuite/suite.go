@@ -132,7 +132,7 @@ func Build(env *stream.Environment, events []Event) stream.DataStream[string] {
 		}
 		return nil
 	}).Name("Fives")
-	outs = append(outs, stream.Map(stream.GetSideOutput(proc, fives).Rebalance(), func(v int) string { return fmt.Sprintf("side|%d", v) }))
+	outs = append(outs, stream.MapWith(stream.GetSideOutput(proc, fives).Rebalance(), func() stream.MapFunction[int, string] { return &sideFormat{} }))
 	return stream.Union(outs...)
 }
 
@@ -262,3 +262,16 @@ func Expected(events []Event) []string {
 	sort.Strings(out)
 	return out
 }
+
+// sideFormat is a rich function: its prefix is set in Open.
+type sideFormat struct{ prefix string }
+
+func (f *sideFormat) Open(ctx *stream.RuntimeContext) error {
+	f.prefix = "side"
+	ctx.MetricGroup().Counter("opened").Inc()
+	return nil
+}
+
+func (f *sideFormat) Close() error { return nil }
+
+func (f *sideFormat) Map(v int) (string, error) { return fmt.Sprintf("%s|%d", f.prefix, v), nil }
