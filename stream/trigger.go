@@ -66,7 +66,7 @@ type Trigger interface {
 }
 
 // TriggerContext is a Trigger's access to time, timers and its state for
-// one key and window. State is a set of named int64 values per window,
+// one key and window, valid during the call it is passed to. State is a set of named int64 values per window,
 // snapshotted with the window (what Flink's built-in triggers keep in
 // ValueState or ReducingState of Long).
 type TriggerContext struct {

@@ -89,3 +89,50 @@ func TestEvictors(t *testing.T) {
 		})
 	}
 }
+
+// A ProcessWindowFunction keeps per-window state (fires of one window,
+// re-fired by late records within the allowed lateness) and keyed state
+// across the key's windows.
+func TestProcessWindowState(t *testing.T) {
+	events := []ev{{"a", 1000, 1}, {"a", 6000, 2}, {"a", 4000, 4}, {"a", 4500, 8}, {"a", 12000, 16}, {"a", 3000, 32}}
+	env := stream.NewEnvironment()
+	src := stream.FromCollection(env, events).AssignTimestampsAndWatermarks(stream.MonotonousTimestamps(func(e ev) int64 { return e.Ts }))
+	fires := stream.NewWindowValueState[int]("fires")
+	windows := stream.NewValueState[int]("windows")
+	res := stream.ProcessWindow(stream.Window(stream.KeyBy(src, func(e ev) string { return e.Key }), stream.TumblingEventTime(5*time.Second)).
+		AllowedLateness(5*time.Second), stream.ProcessWindowFunction[ev, string, string]{
+		Process: func(ctx *stream.WindowContext[string], es []ev, out stream.Collector[string]) error {
+			n, _, err := fires.Value(ctx)
+			if err != nil {
+				return err
+			}
+			if err := fires.Update(ctx, n+1); err != nil {
+				return err
+			}
+			w, _ := windows.Value(ctx)
+			if n == 0 {
+				w++
+				windows.Update(ctx, w)
+			}
+			s := 0
+			for _, e := range es {
+				s += e.V
+			}
+			out.Collect(fmt.Sprintf("%v fire %d window %d sum %d", ctx.Window(), n+1, w, s))
+			return nil
+		}}).Collect()
+	if _, err := env.Execute(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := res.Values()
+	// [0, 5000) fires at watermark 5999 (1), again for 4000 and 4500 (late
+	// within 5 s), not for 3000 (watermark 11999: past 4999 + 5000, dropped);
+	// [5000, 10000) at 11999; [10000, 15000) at the end.
+	want := []string{
+		"[0, 5000) fire 1 window 1 sum 1", "[0, 5000) fire 2 window 1 sum 5", "[0, 5000) fire 3 window 1 sum 13",
+		"[5000, 10000) fire 1 window 2 sum 2", "[10000, 15000) fire 1 window 3 sum 16",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %q\nwant %q", got, want)
+	}
+}

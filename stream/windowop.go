@@ -84,8 +84,9 @@ type windowOp struct {
 	buf      []TimeWindow
 	// key and m are the current key and its windows while handling an
 	// element or timer (m nil until read).
-	key any
-	m   map[TimeWindow]*winContents
+	key  any
+	m    map[TimeWindow]*winContents
+	tctx TriggerContext
 	// Dropped counts late records dropped (not sent to a side output).
 	Dropped int64
 }
@@ -146,8 +147,10 @@ func (o *windowOp) done() {
 	o.m = nil
 }
 
+// triggerCtx points the operator's one TriggerContext at window w.
 func (o *windowOp) triggerCtx(w TimeWindow, c *winContents) *TriggerContext {
-	return &TriggerContext{op: o, w: w, c: c}
+	o.tctx = TriggerContext{op: o, w: w, c: c}
+	return &o.tctx
 }
 
 // cleanupTime is when w's state goes: its end plus the allowed lateness in
