@@ -52,14 +52,19 @@ func setCodec[T any](n *node) {
 
 // exchangeCodec is the codec of the records from node from, or a plan
 // error naming the operator and the type.
-func exchangeCodec(from, to *node) (runtime.Codec, error) {
-	if from.codec == nil {
-		err := from.codecErr
+func exchangeCodec(in streamEdge, to *node) (runtime.Codec, error) {
+	from := in.from
+	c, cerr, typ := from.codec, from.codecErr, from.typeName
+	if in.side != nil {
+		c, cerr, typ = in.side.codec, in.side.codecErr, in.side.typeName
+	}
+	if c == nil {
+		err := cerr
 		if err == nil {
 			err = fmt.Errorf("no codec")
 		}
 		return nil, fmt.Errorf("operator %q sends records of type %s to %q over an exchange, but they cannot be serialized: %w",
-			from.name, from.typeName, to.name, err)
+			from.name, typ, to.name, err)
 	}
-	return from.codec, nil
+	return c, nil
 }

@@ -26,6 +26,17 @@ type streamEdge struct {
 	from  *node
 	input int // logical input of the target (0, or 1 for the second input)
 	part  partitioning
+	// side, when set, is the side output of from that the edge carries.
+	side *sideOutput
+}
+
+// sideOutput is a side output of a node: its tag and the codec of its
+// records.
+type sideOutput struct {
+	tag      string
+	codec    runtime.Codec
+	codecErr error
+	typeName string
 }
 
 // node is one operator of the stream graph.
@@ -60,6 +71,9 @@ type DataStream[T any] struct {
 	env  *Environment
 	n    *node
 	part partitioning
+	// side is set on a side output stream (GetSideOutput): n is then the
+	// operator that produces it, and the setters configure that operator.
+	side *sideOutput
 }
 
 // Env is the stream's environment.
@@ -135,7 +149,7 @@ func as[T any](v any) T {
 }
 
 func edgeOf[T any](s DataStream[T], input int) streamEdge {
-	return streamEdge{from: s.n, input: input, part: s.part}
+	return streamEdge{from: s.n, input: input, part: s.part, side: s.side}
 }
 
 func oneInput[T, U any](s DataStream[T], kind, name string, newOp func() runtime.Operator) DataStream[U] {
@@ -185,6 +199,9 @@ func (c *ProcessContext) Parallelism() int { return c.rctx.Parallelism }
 
 // ProcessingTime is the clock in milliseconds.
 func (c *ProcessContext) ProcessingTime() int64 { return c.rctx.ProcessingTime() }
+
+// MetricGroup is the operator's user metric group.
+func (c *ProcessContext) MetricGroup() MetricGroup { return c.rctx.Metrics }
 
 // Union merges streams of the same type. Records of one input keep their
 // order; inputs interleave arbitrarily.
@@ -246,7 +263,21 @@ type Aggregator[T, ACC, OUT any] struct {
 	Create func() ACC
 	Add_   func(v T, acc ACC) ACC
 	Result func(acc ACC) OUT
+	// MergeFn, optional, merges two accumulators (session windows need
+	// it); see WithMerge.
+	MergeFn func(a, b ACC) ACC
 }
+
+// WithMerge sets the function that merges two accumulators, which makes
+// the Aggregator a MergingAggregateFunction for session windows.
+func (a Aggregator[T, ACC, OUT]) WithMerge(merge func(a, b ACC) ACC) Aggregator[T, ACC, OUT] {
+	a.MergeFn = merge
+	return a
+}
+
+// Merge implements MergingAggregateFunction; it panics when MergeFn is
+// nil (the window operator checks before it calls).
+func (a Aggregator[T, ACC, OUT]) Merge(x, y ACC) ACC { return a.MergeFn(x, y) }
 
 // NewAggregator returns an AggregateFunction from three functions.
 func NewAggregator[T, ACC, OUT any](create func() ACC, add func(T, ACC) ACC, result func(ACC) OUT) Aggregator[T, ACC, OUT] {
@@ -275,9 +306,15 @@ func Aggregate[T any, K comparable, ACC, OUT any](k KeyedStream[T, K], agg Aggre
 
 // KeyedProcessFunction handles the records of a keyed stream with keyed
 // state and timers. OnTimer may be nil when no timers are registered.
+//
+// Open and Close, optional, make it a rich function: Open runs before the
+// first record (with the subtask's RuntimeContext), Close after the last
+// or after a failure, once Open has run.
 type KeyedProcessFunction[K comparable, T, O any] struct {
 	ProcessElement func(ctx *KeyedContext[K], v T, out Collector[O]) error
 	OnTimer        func(ctx *KeyedContext[K], ts int64, out Collector[O]) error
+	Open           func(ctx *RuntimeContext) error
+	Close          func() error
 }
 
 // KeyedProcess runs fn on a keyed stream.
@@ -299,4 +336,12 @@ func (s DataStream[T]) AssignTimestampsAndWatermarks(strategy WatermarkStrategy[
 	out.n.params["outOfOrderness_ms"] = strategy.bound.Milliseconds()
 	out.n.params["interval_ms"] = strategy.interval.Milliseconds()
 	return out
+}
+
+// tag is the side output the edge carries, "" for the main output.
+func (e streamEdge) tag() string {
+	if e.side == nil {
+		return ""
+	}
+	return e.side.tag
 }

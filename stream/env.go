@@ -49,6 +49,8 @@ type Environment struct {
 	// BuildJob: what a cluster's runners rebuild the job from.
 	job  string
 	args []string
+	// metrics receives the user metrics of the local executor's tasks.
+	metrics MetricGroup
 }
 
 // Option configures a new Environment.
@@ -65,6 +67,12 @@ func WithRuntimeMode(m RuntimeMode) Option { return func(e *Environment) { e.Set
 
 // WithJobName names the job (the JobGraph's Name).
 func WithJobName(name string) Option { return func(e *Environment) { e.name = name } }
+
+// WithMetrics makes the local executor register the operators' user
+// metrics in g, scoped "<task>.<subtask>.<operator>.<name>" (by default
+// each task keeps its own in-memory group). On a cluster the TaskManager
+// decides where they go.
+func WithMetrics(g MetricGroup) Option { return func(e *Environment) { e.metrics = g } }
 
 // WithStdout redirects Print sinks (default os.Stdout).
 func WithStdout(w io.Writer) Option { return func(e *Environment) { e.stdout = w } }

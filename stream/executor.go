@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -150,6 +151,9 @@ func (p *Plan) ExecuteLocal(ctx context.Context) (*JobResult, error) {
 		for i, s := range subs[v.ID] {
 			env := runtime.TaskEnv{SubtaskIndex: i, Parallelism: v.Parallelism, MaxParallelism: v.EffectiveMaxParallelism(), Writers: s.writers,
 				OperatorEvents: coords.gateway(i)}
+			if m := p.env.metrics; m != nil {
+				env.Metrics = m.AddGroup(v.Name).AddGroup(strconv.Itoa(i))
+			}
 			for _, gt := range s.gates {
 				env.Gates = append(env.Gates, gt)
 			}

@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/gofl/gofl/stream/runtime"
@@ -310,6 +311,9 @@ func (c *KeyedContext[K]) DeleteProcessingTimeTimer(ts int64) {
 // SubtaskIndex is the index of the running subtask.
 func (c *KeyedContext[K]) SubtaskIndex() int { return c.rctx.SubtaskIndex }
 
+// MetricGroup is the operator's user metric group.
+func (c *KeyedContext[K]) MetricGroup() MetricGroup { return c.rctx.Metrics }
+
 type keyedProcessOp[T any, K comparable, O any] struct {
 	keyed
 	key    func(T) K
@@ -317,6 +321,7 @@ type keyedProcessOp[T any, K comparable, O any] struct {
 	timers *runtime.TimerService
 	kctx   KeyedContext[K]
 	out    collector[O]
+	opened bool
 }
 
 func (o *keyedProcessOp[T, K, O]) Open(ctx *runtime.Context) error {
@@ -325,7 +330,26 @@ func (o *keyedProcessOp[T, K, O]) Open(ctx *runtime.Context) error {
 	}
 	o.timers = runtime.NewTimerService(ctx, o.state, o.onTimer, o.onTimer)
 	o.kctx = KeyedContext[K]{scope: &o.scope, timers: o.timers, rctx: ctx}
-	return o.restoreTimers(o.timers, nilCodec{})
+	if err := o.restoreTimers(o.timers, nilCodec{}); err != nil {
+		return err
+	}
+	if o.fn.Open != nil {
+		o.opened = true
+		if err := o.fn.Open(&FunctionContext{rctx: ctx, store: &OperatorStateStore{ctx: ctx}}); err != nil {
+			return fmt.Errorf("operator %q: opening the function: %w", ctx.OperatorName, err)
+		}
+	}
+	return nil
+}
+
+// Close closes the function (once opened), then the state backend.
+func (o *keyedProcessOp[T, K, O]) Close() error {
+	var err error
+	if o.opened && o.fn.Close != nil {
+		o.opened = false
+		err = o.fn.Close()
+	}
+	return errors.Join(err, o.keyed.Close())
 }
 
 // SnapshotState writes the keyed state and the timers.

@@ -65,13 +65,15 @@ type vertexConfig struct {
 }
 
 type chainedOp struct {
-	ID    string `json:"id"`
-	Input int    `json:"input"`
+	ID       string `json:"id"`
+	Input    int    `json:"input"`
+	InputTag string `json:"inputTag,omitempty"`
 }
 
 type vertexOutput struct {
 	Edge           int    `json:"edge"`
 	From           int    `json:"from"`
+	Tag            string `json:"tag,omitempty"`
 	Partitioner    string `json:"partitioner"`
 	MaxParallelism int    `json:"maxParallelism"`
 }
@@ -137,6 +139,9 @@ func (e *Environment) Plan() (*Plan, error) {
 			fmt.Fprintf(h, "node:%d|%s|%s", n.id, n.kind, n.name)
 			for _, in := range n.inputs {
 				fmt.Fprintf(h, "|in:%s/%d/%s", res[in.from.id].opID, in.input, in.part.kind)
+				if in.side != nil {
+					fmt.Fprintf(h, "/side:%s", in.side.tag)
+				}
 			}
 		}
 		r.opID = hex.EncodeToString(h.Sum(nil))[:32]
@@ -229,6 +234,7 @@ func (e *Environment) Plan() (*Plan, error) {
 			os := runtime.OperatorSpec{ID: nr.opID, Name: n.name, Kind: n.kind, NewOperator: n.newOperator, NewSource: n.newSource, Input: -1}
 			if n != h {
 				os.Input = res[n.inputs[0].from.id].chainIndex
+				os.InputTag = n.inputs[0].tag()
 			}
 			spec.Operators = append(spec.Operators, os)
 		}
@@ -267,13 +273,13 @@ func (e *Environment) Plan() (*Plan, error) {
 			g.Edges = append(g.Edges, edge)
 			p.Inputs[v.ID] = append(p.Inputs[v.ID], TaskInput{Edge: idx, Input: in.input})
 			p.Outputs[src.ID] = append(p.Outputs[src.ID], idx)
-			outs[up.head] = append(outs[up.head], vertexOutput{Edge: idx, From: up.chainIndex, Partitioner: k, MaxParallelism: res[h.id].maxPar})
-			c, err := exchangeCodec(in.from, h)
+			outs[up.head] = append(outs[up.head], vertexOutput{Edge: idx, From: up.chainIndex, Tag: in.tag(), Partitioner: k, MaxParallelism: res[h.id].maxPar})
+			c, err := exchangeCodec(in, h)
 			if err != nil {
 				return nil, err
 			}
 			spec := p.Tasks[src.ID]
-			spec.Outputs = append(spec.Outputs, runtime.OutputSpec{From: up.chainIndex, NewPartitioner: newPartitioner(k, in.part, res[h.id].maxPar), Codec: c})
+			spec.Outputs = append(spec.Outputs, runtime.OutputSpec{From: up.chainIndex, Tag: in.tag(), NewPartitioner: newPartitioner(k, in.part, res[h.id].maxPar), Codec: c})
 			tspec := p.Tasks[v.ID]
 			for len(tspec.InputCodecs) <= in.input {
 				tspec.InputCodecs = append(tspec.InputCodecs, nil)
@@ -286,7 +292,7 @@ func (e *Environment) Plan() (*Plan, error) {
 		spec := p.Tasks[v.ID]
 		vc := vertexConfig{NumInputs: spec.NumInputs, Inputs: p.Inputs[v.ID], Outputs: outs[h]}
 		for _, o := range spec.Operators {
-			vc.Chain = append(vc.Chain, chainedOp{ID: o.ID, Input: o.Input})
+			vc.Chain = append(vc.Chain, chainedOp{ID: o.ID, Input: o.Input, InputTag: o.InputTag})
 		}
 		cfg, err := json.Marshal(vc)
 		if err != nil {

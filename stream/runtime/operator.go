@@ -100,9 +100,23 @@ type Context struct {
 	// OperatorEvents links the operator with its coordinator (in the
 	// JobMaster, or the local executor's); nil when the executor has none.
 	OperatorEvents OperatorEventGateway
+	// Metrics is the operator's user metric group (see TaskEnv.Metrics).
+	Metrics MetricGroup
 
 	task  *task
 	index int
+	side  map[string]Output
+}
+
+// SideOutput is the output of side output tag (Flink's OutputTag): the
+// records collected there reach the operators that read that tag, and
+// nothing when none does. Its EmitWatermark does nothing: Output's
+// watermarks reach side outputs too. Call it from the operator's methods.
+func (c *Context) SideOutput(tag string) Output {
+	if o, ok := c.side[tag]; ok {
+		return o
+	}
+	return discard{}
 }
 
 // OperatorEventGateway carries an operator's events to and from its

@@ -46,6 +46,9 @@ type OperatorSpec struct {
 	// Input is the chain index of the operator feeding this one, or -1 for
 	// the head (fed by the task's input gates).
 	Input int
+	// InputTag, for a chained operator, names the side output of its input
+	// operator it reads (Context.SideOutput); "" is the main output.
+	InputTag string
 }
 
 // OutputSpec is one produced result of a chain.
@@ -56,6 +59,10 @@ type OutputSpec struct {
 	NewPartitioner func(subtask int) Partitioner
 	// Codec encodes the records of this output for the network.
 	Codec Codec
+	// Tag names the side output of operator From this output carries
+	// (Context.SideOutput); "" is the main output. Watermarks reach side
+	// outputs too.
+	Tag string
 }
 
 // TaskSpec is the chain a vertex runs: operators in chain order (the head
@@ -101,6 +108,11 @@ type TaskEnv struct {
 	// StateBackend configures the keyed state backends operators create
 	// with Context.NewKeyedStateBackend (zero value: hashmap).
 	StateBackend StateBackendOptions
+	// Metrics is the subtask's metric group; each operator gets its
+	// subgroup named by the operator's name as Context.Metrics (Flink's
+	// operator scope). Nil: a
+	// LocalMetrics per task.
+	Metrics MetricGroup
 }
 
 // OperatorError is a failure of one operator: an error it returned or a
@@ -129,14 +141,17 @@ func (e *OperatorError) Unwrap() error { return e.Err }
 type abort struct{ err error }
 
 type opNode struct {
-	t      *task
-	index  int
-	spec   *OperatorSpec
-	op     Operator
-	src    Source
-	ctx    *Context
-	outs   []Output
-	opened bool
+	t     *task
+	index int
+	spec  *OperatorSpec
+	op    Operator
+	src   Source
+	ctx   *Context
+	outs  []Output
+	// side holds the outputs of each side output tag, in sideTags order.
+	side     map[string][]Output
+	sideTags []string
+	opened   bool
 	// ckOp and listener are the operator's checkpoint interfaces, nil when
 	// it does not implement them.
 	ckOp     CheckpointedOperator
@@ -221,6 +236,10 @@ func newTask(ctx context.Context, spec *TaskSpec, env TaskEnv) (*task, error) {
 		}
 		t.ck = newCheckpointer(env.Responder, env.Checkpointing)
 	}
+	metrics := env.Metrics
+	if metrics == nil {
+		metrics = NewLocalMetrics()
+	}
 	for i := range spec.Operators {
 		os := &spec.Operators[i]
 		n := &opNode{t: t, index: i, spec: os}
@@ -240,13 +259,14 @@ func newTask(ctx context.Context, spec *TaskSpec, env TaskEnv) (*task, error) {
 				return nil, fmt.Errorf("task %q: operator %q has chain input %d", spec.Name, os.Name, os.Input)
 			}
 			up := t.nodes[os.Input]
-			up.outs = append(up.outs, n)
+			up.addOutput(os.InputTag, n)
 		}
 		n.ctx = &Context{
 			TaskName: spec.Name, OperatorID: os.ID, OperatorName: os.Name,
 			SubtaskIndex: env.SubtaskIndex, Parallelism: env.Parallelism, MaxParallelism: env.MaxParallelism,
 			Accumulate: env.Accumulate, task: t, index: i,
-			Checkpointing: env.Checkpointing,
+			Checkpointing: env.Checkpointing, side: map[string]Output{},
+			Metrics: metrics.AddGroup(os.Name),
 		}
 		if env.OperatorEvents != nil {
 			n.ctx.OperatorEvents = env.OperatorEvents(os.ID)
@@ -275,16 +295,19 @@ func newTask(ctx context.Context, spec *TaskSpec, env TaskEnv) (*task, error) {
 			return nil, fmt.Errorf("task %q: output %d comes from operator %d", spec.Name, i, o.From)
 		}
 		w := env.Writers[i]
-		t.nodes[o.From].outs = append(t.nodes[o.From].outs, &writerOutput{w: w, p: o.NewPartitioner(env.SubtaskIndex), n: w.NumSubpartitions()})
+		t.nodes[o.From].addOutput(o.Tag, &writerOutput{w: w, p: o.NewPartitioner(env.SubtaskIndex), n: w.NumSubpartitions()})
 	}
 	for _, n := range t.nodes {
-		switch len(n.outs) {
-		case 0:
-			n.ctx.Output = discard{}
-		case 1:
-			n.ctx.Output = n.outs[0]
-		default:
-			n.ctx.Output = fanout(n.outs)
+		outs := n.outs
+		for _, tag := range n.sideTags {
+			// The main output carries the watermarks to the side outputs.
+			for _, o := range n.side[tag] {
+				outs = append(outs, watermarkOnly{o})
+			}
+		}
+		n.ctx.Output = outputOf(outs)
+		for tag, os := range n.side {
+			n.ctx.side[tag] = sideOutput{outputOf(os)}
 		}
 	}
 	return t, nil
@@ -870,6 +893,45 @@ func (n *opNode) fail(err error) any {
 	}
 	return &OperatorError{Task: n.t.spec.Name, Subtask: n.t.env.SubtaskIndex, Operator: n.spec.Name, OperatorID: n.spec.ID, Err: err}
 }
+
+// addOutput adds o to the main output (tag "") or to side output tag.
+func (n *opNode) addOutput(tag string, o Output) {
+	if tag == "" {
+		n.outs = append(n.outs, o)
+		return
+	}
+	if n.side == nil {
+		n.side = map[string][]Output{}
+	}
+	if _, ok := n.side[tag]; !ok {
+		n.sideTags = append(n.sideTags, tag)
+	}
+	n.side[tag] = append(n.side[tag], o)
+}
+
+func outputOf(outs []Output) Output {
+	switch len(outs) {
+	case 0:
+		return discard{}
+	case 1:
+		return outs[0]
+	}
+	return fanout(outs)
+}
+
+// watermarkOnly passes only the watermarks of a main output to a side
+// output's consumer.
+type watermarkOnly struct{ o Output }
+
+func (watermarkOnly) Collect(Record)           {}
+func (w watermarkOnly) EmitWatermark(wm int64) { w.o.EmitWatermark(wm) }
+
+// sideOutput passes only the records to a side output's consumer: its
+// watermarks come through the main output.
+type sideOutput struct{ o Output }
+
+func (s sideOutput) Collect(r Record)  { s.o.Collect(r) }
+func (sideOutput) EmitWatermark(int64) {}
 
 type discard struct{}
 
