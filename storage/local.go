@@ -63,14 +63,27 @@ func (l localFS) Create(ctx context.Context, p string) (io.WriteCloser, error) {
 	return &localWriter{f: f, uri: l.URI(p)}, nil
 }
 
-// localWriter makes Close durable, as HDFS's is.
+// localWriter makes Close durable, as HDFS's is. It starts the disk
+// writing every writebackBytes, so that a large file's Close does not wait
+// for all of it (checkpoint files, part files).
 type localWriter struct {
 	f   *os.File
 	uri string
+	// written counts the bytes written; queued those handed to writeback.
+	written, queued int64
 }
+
+// writebackBytes is how much a local writer lets the page cache hold
+// before it starts writeback of it.
+const writebackBytes = 8 << 20
 
 func (w *localWriter) Write(b []byte) (int, error) {
 	n, err := w.f.Write(b)
+	w.written += int64(n)
+	if w.written-w.queued >= writebackBytes {
+		startWriteback(w.f, w.queued, w.written-w.queued)
+		w.queued = w.written
+	}
 	if err != nil {
 		return n, wrapErr("write", w.uri, err)
 	}

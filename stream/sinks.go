@@ -150,6 +150,9 @@ func (o *textSinkOp) Open(ctx *runtime.Context) error {
 }
 
 func (o *textSinkOp) ProcessElement(_ int, r runtime.Record) error {
+	if s, ok := r.Value.(string); ok {
+		return writeLine(o.w, s)
+	}
 	_, err := fmt.Fprintln(o.w, r.Value)
 	return err
 }

@@ -11,6 +11,7 @@ import (
 	"path"
 	"regexp"
 	"strconv"
+	"sync"
 
 	"github.com/gofl/gofl/storage"
 	"github.com/gofl/gofl/stream/codec"
@@ -92,6 +93,52 @@ type textTxnSink[T any] struct {
 	root    string
 	seq     int64
 	cleaned bool
+	// unpersisted are the pre-committed files whose persist has not run:
+	// Close closes them, for a snapshot that was never written.
+	unpersisted openFiles
+}
+
+// errSinkClosed: a persist that ran after its sink closed.
+var errSinkClosed = errors.New("stream: the sink closed before its pre-committed file was persisted")
+
+// openFiles is a set of files shared by a sink's goroutine and the
+// persists of its checkpoints.
+type openFiles struct {
+	mu     sync.Mutex
+	files  map[io.Closer]bool
+	closed bool
+}
+
+func (s *openFiles) add(f io.Closer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.files == nil {
+		s.files = map[io.Closer]bool{}
+	}
+	s.files[f] = true
+}
+
+// remove takes f out of the set; false when the set was closed first.
+func (s *openFiles) remove(f io.Closer) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	delete(s.files, f)
+	return true
+}
+
+// closeAll closes the files still in the set, without making them
+// durable: their checkpoints were not written.
+func (s *openFiles) closeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	for f := range s.files {
+		f.Close()
+	}
+	s.files = nil
 }
 
 func (s *textTxnSink[T]) Open(*SinkContext) error {
@@ -107,6 +154,7 @@ func (s *textTxnSink[T]) Close() error {
 	if s.fs == nil {
 		return nil
 	}
+	s.unpersisted.closeAll()
 	err := s.fs.Close()
 	s.fs = nil
 	return err
@@ -166,29 +214,62 @@ func (s *textTxnSink[T]) Write(_ *SinkContext, txn *textTxn, v T) error {
 		}
 		txn.f, txn.w = f, bufio.NewWriterSize(f, 64<<10)
 	}
+	// Asserting on any(v) does not allocate; passing v to fmt would box
+	// it again, once per record.
+	if str, ok := any(v).(string); ok {
+		return writeLine(txn.w, str)
+	}
 	_, err := fmt.Fprintln(txn.w, v)
 	return err
+}
+
+// writeLine writes s and a newline, as fmt.Fprintln(w, s) does without
+// fmt's cost: the text sinks' common case.
+func writeLine(w *bufio.Writer, s string) error {
+	w.WriteString(s)
+	return w.WriteByte('\n')
 }
 
 // PreCommit closes the in-progress file and renames it to a pending one
 // named after the checkpoint.
 func (s *textTxnSink[T]) PreCommit(ctx *SinkContext, txn *textTxn) error {
+	persist, err := s.PreCommitAsync(ctx, txn)
+	if err != nil || persist == nil {
+		return err
+	}
+	return persist()
+}
+
+// PreCommitAsync flushes the in-progress file and names its pending and
+// final names; persist closes it (durably) and renames it to the pending
+// name off the task's goroutine.
+func (s *textTxnSink[T]) PreCommitAsync(ctx *SinkContext, txn *textTxn) (func() error, error) {
 	if txn.w == nil {
 		txn.Empty = true
-		return nil
+		return nil, nil
 	}
+	f := txn.f
 	err := txn.w.Flush()
-	if cerr := txn.f.Close(); err == nil {
-		err = cerr
-	}
 	txn.f, txn.w = nil, nil
 	if err != nil {
-		return err
+		f.Close()
+		return nil, err
 	}
 	id := ctx.CheckpointID()
 	txn.Pending = fmt.Sprintf(".part-%d-%d.pending", ctx.SubtaskIndex(), id)
 	txn.Final = fmt.Sprintf("part-%d-%d", ctx.SubtaskIndex(), id)
-	return s.fs.Rename(context.Background(), path.Join(s.root, txn.InProgress), path.Join(s.root, txn.Pending))
+	from, to := path.Join(s.root, txn.InProgress), path.Join(s.root, txn.Pending)
+	fsys := s.fs
+	s.unpersisted.add(f)
+	return func() error {
+		if !s.unpersisted.remove(f) {
+			return errSinkClosed
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+		return fsys.Rename(context.Background(), from, to)
+	}, nil
 }
 
 // Commit renames the pending file to its final name; already renamed is

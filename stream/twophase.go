@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sync"
+	"sync/atomic"
 
 	"github.com/gofl/gofl/stream/codec"
 	"github.com/gofl/gofl/stream/runtime"
@@ -37,6 +39,19 @@ type TwoPhaseCommitSink[T, TXN any] interface {
 	// open when the sink closes, and on restore the one that was open at
 	// the checkpoint. It must tolerate a transaction already gone.
 	Abort(ctx *SinkContext, txn TXN) error
+}
+
+// AsyncPreCommitter is a TwoPhaseCommitSink whose pre-commit can finish
+// off the sink's goroutine, so the task does not wait for the disk at each
+// checkpoint (the text sink's fsync and rename). The checkpoint is
+// acknowledged only after persist returned nil.
+type AsyncPreCommitter[TXN any] interface {
+	// PreCommitAsync is PreCommit in two parts. On the sink's goroutine it
+	// stops writing txn and may change it (as PreCommit); it returns
+	// persist, nil when there is nothing left to do, which makes txn
+	// durable. persist runs once on another goroutine, after the persists
+	// of earlier checkpoints, and must touch only what it captured.
+	PreCommitAsync(ctx *SinkContext, txn TXN) (persist func() error, err error)
 }
 
 // SinkLifecycle is implemented by a TwoPhaseCommitSink with set-up and
@@ -114,6 +129,11 @@ type twoPhaseCommitOp[T, TXN any] struct {
 	open    bool
 	pending []txnState[TXN]
 	last    int64
+	// persisted is closed when the last checkpoint's persist has run;
+	// persistErr is the first persist failure: every transaction after it
+	// is unusable, so the task fails.
+	persisted  chan struct{}
+	persistErr atomic.Pointer[error]
 }
 
 func (o *twoPhaseCommitOp[T, TXN]) Open(ctx *runtime.Context) error {
@@ -181,6 +201,9 @@ func (o *twoPhaseCommitOp[T, TXN]) begin() error {
 }
 
 func (o *twoPhaseCommitOp[T, TXN]) ProcessElement(_ int, r runtime.Record) error {
+	if p := o.persistErr.Load(); p != nil {
+		return *p
+	}
 	return o.sink.Write(&o.sctx, o.current, as[T](r.Value))
 }
 
@@ -189,8 +212,19 @@ func (o *twoPhaseCommitOp[T, TXN]) ProcessWatermark(int64) error { return nil }
 // SnapshotState pre-commits the open transaction, starts the next one and
 // stores both with every transaction still awaiting its commit.
 func (o *twoPhaseCommitOp[T, TXN]) SnapshotState(id int64, snap *runtime.OperatorSnapshot) error {
+	if p := o.persistErr.Load(); p != nil {
+		return *p
+	}
 	o.sctx.checkpoint = id
-	err := o.sink.PreCommit(&o.sctx, o.current)
+	var err error
+	if a, ok := o.sink.(AsyncPreCommitter[TXN]); ok {
+		var persist func() error
+		if persist, err = a.PreCommitAsync(&o.sctx, o.current); err == nil && persist != nil {
+			snap.Persist = o.chain(persist)
+		}
+	} else {
+		err = o.sink.PreCommit(&o.sctx, o.current)
+	}
 	o.sctx.checkpoint = 0
 	if err != nil {
 		return err
@@ -208,6 +242,33 @@ func (o *twoPhaseCommitOp[T, TXN]) SnapshotState(id int64, snap *runtime.Operato
 	els = append(els, o.codec.Append(nil, txnState[TXN]{CheckpointID: id, Txn: o.current, Subtask: o.Ctx.SubtaskIndex}))
 	snap.PutList(twoPhaseState, runtime.UnionList, o.typeName(), els)
 	return nil
+}
+
+// chain orders persist after the earlier checkpoints' and makes it run
+// once: a transaction is committed only with every earlier one, so after a
+// failure the later persists fail too.
+func (o *twoPhaseCommitOp[T, TXN]) chain(persist func() error) func() error {
+	prev, done := o.persisted, make(chan struct{})
+	o.persisted = done
+	var once sync.Once
+	var err error
+	return func() error {
+		once.Do(func() {
+			defer close(done)
+			if prev != nil {
+				<-prev
+			}
+			if p := o.persistErr.Load(); p != nil {
+				err = *p
+				return
+			}
+			if err = persist(); err != nil {
+				err = fmt.Errorf("sink %q: persisting the pre-committed transaction: %w", o.Ctx.OperatorName, err)
+				o.persistErr.CompareAndSwap(nil, &err)
+			}
+		})
+		return err
+	}
 }
 
 // NotifyCheckpointComplete commits every transaction pre-committed up to

@@ -532,3 +532,39 @@ func TestRestoreCorruptRegionPositionedReads(t *testing.T) {
 		t.Fatalf("want a checksum error naming %s, got %v", h.File.Path, err)
 	}
 }
+
+// An operator's Persist runs before the state is written and its failure
+// declines the checkpoint without a file; one that succeeds is acknowledged.
+func TestPersistRunsBeforeTheAcknowledgement(t *testing.T) {
+	dir := t.TempDir()
+	fss := NewFileSystems(storage.Options{})
+	defer fss.Close()
+	rep := newReports()
+	r := NewResponder(ResponderConfig{JobID: "job", Attempt: attempt(0), Parallelism: 1, MaxParallelism: maxPar,
+		FileSystems: fss, Report: rep.report, InlineThreshold: -1, Log: zerolog.Nop()})
+	defer r.Close()
+	for _, tc := range []struct {
+		id  int64
+		err error
+	}{{4, errors.New("injected persist failure")}, {5, nil}} {
+		loc := fmt.Sprintf("file://%s/chk-%d", dir, tc.id)
+		snap := snapshotOf(0, 1)
+		ran := 0
+		snap.Operators[0].Persist = func() error { ran++; return tc.err }
+		r.Acknowledge(runtime.CheckpointBarrier{ID: tc.id, Options: runtime.CheckpointOptions{TargetLocation: loc}}, snap, runtime.CheckpointSyncMetrics{})
+		got := rep.next(t)
+		if ran != 1 {
+			t.Fatalf("checkpoint %d: Persist ran %d times, want once", tc.id, ran)
+		}
+		if tc.err != nil {
+			if d := got.GetDecline(); d == nil || !strings.Contains(d.Reason.GetMessage(), "injected persist failure") {
+				t.Fatalf("checkpoint %d: want a decline naming the persist failure, got %v", tc.id, got)
+			}
+			if ents, _ := os.ReadDir(filepath.Join(dir, fmt.Sprintf("chk-%d", tc.id))); len(ents) != 0 {
+				t.Fatalf("a declined checkpoint left %v", ents)
+			}
+		} else if got.GetAcknowledge() == nil {
+			t.Fatalf("checkpoint %d: want an acknowledgement, got %v", tc.id, got)
+		}
+	}
+}

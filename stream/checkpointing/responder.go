@@ -97,7 +97,14 @@ func (r *Responder) Acknowledge(b runtime.CheckpointBarrier, snap *runtime.TaskS
 	go func() {
 		defer r.wg.Done()
 		start := time.Now()
-		hs, size, err := r.writeWithShared(b, snap)
+		// The operators' own asynchronous parts (a transactional sink's
+		// fsync), then the state: the checkpoint needs both.
+		err := snap.Persist()
+		var hs []*pb.OperatorSubtaskStateHandle
+		var size sizes
+		if err == nil {
+			hs, size, err = r.writeWithShared(b, snap)
+		}
 		snap.Release() // after a failure before the keyed state was streamed
 		if err != nil {
 			if r.ctx.Err() != nil {

@@ -145,6 +145,14 @@ type OperatorSnapshot struct {
 	// will not be called (a declined or abandoned snapshot), so the task
 	// stops copying on write. Idempotent; KeyedStream releases by itself.
 	ReleaseKeyed func()
+	// Persist, when set, is the rest of the operator's own snapshot work,
+	// which may run off the task's goroutine: a transactional sink making
+	// its pre-committed output durable. The writer of the snapshot calls
+	// it (TaskSnapshot.Persist) before it acknowledges the checkpoint; an
+	// error declines it. Release calls it when the snapshot is not
+	// written. TaskSnapshot.Persist and Materialize run it at most once;
+	// it may block.
+	Persist func() error
 
 	// keep holds what Keyed's bytes may alias (a restore whose sections
 	// are carried over undecoded, see OperatorRestore.Keyed), so that it
@@ -152,10 +160,19 @@ type OperatorSnapshot struct {
 	keep []any
 }
 
-// Materialize runs KeyedStream now, copying its sections into Keyed, and
-// clears it, so that snap is all in Keyed (for writers of the synchronous
-// form and tests).
+// Materialize runs Persist and KeyedStream now, copying the sections into
+// Keyed, and clears both, so that snap is whole and complete (for writers
+// of the synchronous form and tests).
 func (s *OperatorSnapshot) Materialize() error {
+	if persist := s.Persist; persist != nil {
+		s.Persist = nil
+		if err := persist(); err != nil {
+			if s.ReleaseKeyed != nil {
+				s.ReleaseKeyed()
+			}
+			return err
+		}
+	}
 	stream := s.KeyedStream
 	if stream == nil {
 		return nil
@@ -170,7 +187,8 @@ func (s *OperatorSnapshot) Materialize() error {
 }
 
 // Release drops the frozen state of every operator's KeyedStream that
-// will not run (see OperatorSnapshot.ReleaseKeyed). Idempotent.
+// will not run (see OperatorSnapshot.ReleaseKeyed), and runs the Persists
+// not run yet, whose errors no one waits for. Idempotent.
 func (s *TaskSnapshot) Release() {
 	if s == nil {
 		return
@@ -180,6 +198,27 @@ func (s *TaskSnapshot) Release() {
 			op.ReleaseKeyed()
 		}
 	}
+	_ = s.Persist()
+}
+
+// Persist runs every operator's Persist not run yet, in chain order, and
+// returns the first error; later operators' still run. Not safe for
+// concurrent use: the snapshot's writer calls it.
+func (s *TaskSnapshot) Persist() error {
+	if s == nil {
+		return nil
+	}
+	var first error
+	for _, op := range s.Operators {
+		if op != nil && op.Persist != nil {
+			persist := op.Persist
+			op.Persist = nil
+			if err := persist(); err != nil && first == nil {
+				first = fmt.Errorf("operator %s: %w", op.OperatorID, err)
+			}
+		}
+	}
+	return first
 }
 
 // ListStateSnapshot is one operator list state.
