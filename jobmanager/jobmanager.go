@@ -120,7 +120,7 @@ func Start(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*Job
 		handler = dep.handler(handler)
 		trusted = dep.isDriver
 	}
-	handler = rest.Authenticate(restToken, handler, trusted)
+	handler = withDashboard(rest.Authenticate(restToken, handler, trusted))
 	httpServer := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -272,6 +272,6 @@ func newLeading(c *conf.Configuration, address string, workers providers.WorkerD
 	pb.RegisterJobMasterServiceServer(srv, disp.JobMasterService())
 	pb.RegisterBlobServiceServer(srv, blob.NewService(blobs))
 	h := rest.NewHandler(disp, log.With().Str("component", "rest").Logger(), rest.Options{Blobs: blobs, Uploads: uploads,
-		DisableSubmit: !conf.WebSubmitEnabled(c), DisableCancel: !conf.WebCancelEnable.Get(c)})
+		DisableSubmit: !conf.WebSubmitEnabled(c), DisableCancel: !conf.WebCancelEnable.Get(c), Version: version.Version, Config: configEntries(c)})
 	return leading{rm: rm, disp: disp, grpc: srv, rest: h}
 }

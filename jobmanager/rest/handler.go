@@ -51,6 +51,14 @@ type Options struct {
 	// DisableCancel refuses cancel and stop-with-savepoint with 403
 	// (web.cancel.enable: false).
 	DisableCancel bool
+	// Version is the cluster's version, for GET /config.
+	Version string
+	// RefreshInterval is how often a dashboard polls, for GET /config
+	// (default DefaultRefreshInterval).
+	RefreshInterval time.Duration
+	// Config is GET /jobmanager/config: the options set on the cluster,
+	// secrets already masked (conf.Configuration.Settings masks them).
+	Config []restapi.ConfigEntry
 }
 
 // gate names what a route changes, for web.submit.enable and
@@ -94,6 +102,9 @@ func NewHandler(d Dispatcher, log zerolog.Logger, opts Options) http.Handler {
 	}
 	if opts.RequestTimeout <= 0 {
 		opts.RequestTimeout = DefaultRequestTimeout
+	}
+	if opts.RefreshInterval <= 0 {
+		opts.RefreshInterval = DefaultRefreshInterval
 	}
 	h := &handler{d: d, log: log, opts: opts, mux: http.NewServeMux(), denied: map[string]bool{}}
 	h.routes()
@@ -145,6 +156,7 @@ func (h *handler) routes() {
 	h.handle("GET /taskmanagers", h.taskManagers)
 	h.handle("GET /taskmanagers/{tmid}", h.taskManager)
 	h.metricRoutes()
+	h.dashboardRoutes()
 	slices.Sort(h.methods)
 }
 
@@ -344,6 +356,9 @@ func (h *handler) jobDetails(ctx context.Context, _ http.ResponseWriter, r *http
 	j, err := h.d.JobDetails(ctx, r.PathValue("jobid"))
 	if j.Vertices == nil {
 		j.Vertices = []restapi.JobVertexDetails{}
+	}
+	if j.Plan.Nodes == nil {
+		j.Plan.Nodes = []restapi.JobPlanNode{}
 	}
 	return http.StatusOK, j, err
 }
