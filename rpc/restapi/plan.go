@@ -1,6 +1,8 @@
 package restapi
 
 import (
+	"strings"
+
 	"github.com/gofl/gofl/jobgraph"
 )
 
@@ -24,7 +26,7 @@ func NewJobPlan(jobID string, jg *jobgraph.JobGraph) JobPlan {
 		if !ok {
 			continue
 		}
-		ship := e.ShipStrategy
+		ship := strings.ToUpper(e.ShipStrategy)
 		if ship == "" {
 			ship = "REBALANCE"
 			if e.Distribution == jobgraph.Pointwise {

@@ -49,7 +49,7 @@ async function start() {
     document.getElementById('version').textContent = config['flink-version'] ? 'gofl ' + config['flink-version'] : '';
     showBanner('');
   } catch (e) {
-    showBanner('Cannot reach the REST API: ' + e.message);
+    if (!(e instanceof api.HTTPError && e.status === 401)) showBanner('Cannot reach the REST API: ' + e.message);
     return;
   }
   route();
@@ -86,7 +86,7 @@ window.addEventListener('hashchange', route);
 function slot(title, id) {
   const body = el('div', { class: 'body' });
   const s = el('section', { class: 'card', id }, title ? el('h2', {}, title) : null, body);
-  s.fill = (...children) => body.replaceChildren(...children.flat());
+  s.fill = (...children) => body.replaceChildren(...children.flat(2).filter((c) => c !== null && c !== undefined && c !== false));
   return s;
 }
 
@@ -95,7 +95,7 @@ function overviewPage() {
   const stats = el('div', { class: 'stats', id: 'cluster-stats' });
   const running = slot('Running jobs', 'running-jobs');
   const finished = slot('Completed jobs', 'completed-jobs');
-  main.replaceChildren(el('h1', {}, 'Cluster overview'), stats, el('h2', {}, ''), running, finished);
+  main.replaceChildren(el('h1', {}, 'Cluster overview'), stats, el('div', { class: 'spacer' }), running, finished);
   return async () => {
     const [ov, jobs] = await Promise.all([api.get('/overview'), api.get('/jobs/overview')]);
     const stat = (n, l, key) => el('div', { class: 'stat', 'data-stat': key }, el('div', { class: 'n' }, String(n)), el('div', { class: 'l' }, l));
