@@ -19,6 +19,17 @@ func (h *handler) dashboardRoutes() {
 	h.handle("GET /config", h.dashboardConfig)
 	h.handle("GET /jobmanager/config", h.jobManagerConfig)
 	h.handle("GET /jobs/{jobid}/plan", h.jobPlan)
+	h.handle("GET /jobs/{jobid}/vertices/{vertexid}/watermarks", h.vertexWatermarks)
+}
+
+// vertexWatermarks is Flink's watermarks view: the subtasks'
+// currentInputWatermark metrics. The JobManager does not collect them yet,
+// so the list is empty, as Flink answers for a vertex without them.
+func (h *handler) vertexWatermarks(ctx context.Context, _ http.ResponseWriter, r *http.Request) (int, any, error) {
+	if _, err := h.d.JobVertex(ctx, r.PathValue("jobid"), r.PathValue("vertexid")); err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, []metricItem{}, nil
 }
 
 func (h *handler) dashboardConfig(context.Context, http.ResponseWriter, *http.Request) (int, any, error) {
