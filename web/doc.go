@@ -8,7 +8,8 @@
 //	                    back-pressure and busy ratio, subtasks and the
 //	                    TaskManagers they run on, exception history,
 //	                    checkpoints, cancel and stop-with-savepoint
-//	#/taskmanagers      TaskManagers, slots, memory, logs and stdout
+//	#/taskmanagers      TaskManagers, slots, memory (where the cluster
+//	                    reports it), logs and stdout (where served)
 //	#/jobmanager        the cluster's configuration and log
 //
 // Handler serves the pages; Mount puts them beside a REST API handler, the
