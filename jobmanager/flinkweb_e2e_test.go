@@ -136,11 +136,11 @@ func TestFlinkDashboardAgainstGofl(t *testing.T) {
 	b.Screenshot("flink-running-jobs")
 
 	b.Go("#/job/running/" + id + "/overview")
-	// Flink's job graph (flink-dagre): the vertices in its node group, drawn
-	// with a size, and the edge between them in its link group.
+	// Flink's job graph (flink-dagre): each vertex a node group drawn with a
+	// size, and the edge between them in its link group.
 	for _, v := range det.Vertices {
-		b.WaitFor("the job graph's node "+v.Name, fmt.Sprintf(`(() => { const g = document.querySelector('g.node-group');
-			if (!g) return false; const r = g.getBoundingClientRect(); return r.width > 0 && r.height > 0 && g.textContent.includes(%q) })()`, v.Name))
+		b.WaitFor("the job graph's node "+v.Name, fmt.Sprintf(`[...document.querySelectorAll('g.node-group')].some((g) => {
+			const r = g.getBoundingClientRect(); return r.width > 0 && r.height > 0 && g.textContent.includes(%q) })`, v.Name))
 	}
 	b.WaitFor("the job graph's edge", `document.querySelectorAll('g.link-group path').length >= 1`)
 	b.Screenshot("flink-job-graph")
