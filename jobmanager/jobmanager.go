@@ -133,7 +133,7 @@ func Start(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*Job
 		handler = dep.handler(handler)
 		trusted = dep.isDriver
 	}
-	handler = rest.Authenticate(restToken, handler, trusted)
+	handler = withDashboard(rest.Authenticate(restToken, handler, trusted))
 	httpServer := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -309,7 +309,8 @@ func newLeading(c *conf.Configuration, address string, internalTLS *tls.Config, 
 	pb.RegisterJobMasterServiceServer(srv, disp.JobMasterService())
 	pb.RegisterBlobServiceServer(srv, blob.NewService(blobs))
 	h := rest.NewHandler(disp, log.With().Str("component", "rest").Logger(), rest.Options{Blobs: blobs, Uploads: uploads,
-		DisableSubmit: !conf.WebSubmitEnabled(c), DisableCancel: !conf.WebCancelEnable.Get(c), Logs: newLogFiles(disp)})
+		DisableSubmit: !conf.WebSubmitEnabled(c), DisableCancel: !conf.WebCancelEnable.Get(c), Logs: newLogFiles(disp),
+		Version: version.Version, Config: configEntries(c)})
 	if onTerminal != nil {
 		archiver = historyserver.NewArchiver(conf.ExpandEnv(conf.JobManagerArchiveDir.Get(c)), storage.OptionsFromConf(c), h,
 			log.With().Str("component", "archiver").Logger())

@@ -260,7 +260,7 @@ func (p *leaderProcess) startTerm(ctx context.Context, session ha.SessionID) err
 	lead := newLeading(c, p.j.RPCAddress, p.internalTLS, workers, p.blobs, nil, &dispatcher.HA{Services: p.services, Session: session}, log)
 	rm, disp := lead.rm, lead.disp
 	t.grpc, t.disp = lead.grpc, disp
-	t.handler = rest.Authenticate(p.restToken, lead.rest, nil)
+	t.handler = withDashboard(rest.Authenticate(p.restToken, lead.rest, nil))
 	t.wg.Add(3)
 	go func() { defer t.wg.Done(); rm.Run(tctx) }()
 	go func() { defer t.wg.Done(); disp.Run(tctx) }()

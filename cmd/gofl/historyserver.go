@@ -17,6 +17,7 @@ import (
 	"github.com/gofl/gofl/conf"
 	"github.com/gofl/gofl/historyserver"
 	"github.com/gofl/gofl/storage"
+	"github.com/gofl/gofl/web"
 )
 
 func historyServerCommand() *cli.Command {
@@ -64,7 +65,7 @@ func runHistoryServer(c *cli.Context) error {
 	// The web dashboard mounts through Options.UI (package web's Handler)
 	// once it is part of the build; until then / lists the archived jobs.
 	srv := historyserver.New(historyserver.Options{Dirs: dirs, Refresh: conf.HistoryServerRefreshInterval.Get(cfg),
-		Storage: storage.OptionsFromConf(cfg), Log: log.With().Str("component", "historyserver").Logger()})
+		Storage: storage.OptionsFromConf(cfg), UI: web.Handler(""), Log: log.With().Str("component", "historyserver").Logger()})
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}

@@ -135,7 +135,7 @@ func (jm *JobMaster) snapshot() Snapshot {
 		Duration: duration.Milliseconds(), LastModification: millis(lastMod), Tasks: counts}
 	det := restapi.JobDetails{ID: jm.jobID, Name: jm.jg.Name, State: st.String(), JobType: jm.jg.Type.String(),
 		StartTime: millis(start), EndTime: millis(end), Duration: duration.Milliseconds(), Now: now.UnixMilli(),
-		Timestamps: timestamps, Vertices: vertices, StatusCounts: statusCounts}
+		Timestamps: timestamps, Vertices: vertices, StatusCounts: statusCounts, Plan: restapi.NewJobPlan(jm.jobID, jm.jg)}
 	return Snapshot{Overview: ov, Details: det, Exceptions: jm.exceptions(), Vertices: infos, Result: jm.executionResult(st, duration.Milliseconds()),
 		NumRestarts: jm.sched.NumRestarts()}
 }

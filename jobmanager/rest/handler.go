@@ -53,6 +53,14 @@ type Options struct {
 	DisableCancel bool
 	// Logs, if set, serves the log endpoints (logs.go).
 	Logs LogFiles
+	// Version is the cluster's version, for GET /config.
+	Version string
+	// RefreshInterval is how often a dashboard polls, for GET /config
+	// (default DefaultRefreshInterval).
+	RefreshInterval time.Duration
+	// Config is GET /jobmanager/config: the options set on the cluster,
+	// secrets already masked (conf.Configuration.Settings masks them).
+	Config []restapi.ConfigEntry
 }
 
 // gate names what a route changes, for web.submit.enable and
@@ -96,6 +104,9 @@ func NewHandler(d Dispatcher, log zerolog.Logger, opts Options) http.Handler {
 	}
 	if opts.RequestTimeout <= 0 {
 		opts.RequestTimeout = DefaultRequestTimeout
+	}
+	if opts.RefreshInterval <= 0 {
+		opts.RefreshInterval = DefaultRefreshInterval
 	}
 	h := &handler{d: d, log: log, opts: opts, mux: http.NewServeMux(), denied: map[string]bool{}}
 	h.routes()
@@ -150,6 +161,7 @@ func (h *handler) routes() {
 	if h.opts.Logs != nil {
 		h.logRoutes()
 	}
+	h.dashboardRoutes()
 	slices.Sort(h.methods)
 }
 
@@ -353,6 +365,9 @@ func (h *handler) jobDetails(ctx context.Context, _ http.ResponseWriter, r *http
 	j, err := h.d.JobDetails(ctx, r.PathValue("jobid"))
 	if j.Vertices == nil {
 		j.Vertices = []restapi.JobVertexDetails{}
+	}
+	if j.Plan.Nodes == nil {
+		j.Plan.Nodes = []restapi.JobPlanNode{}
 	}
 	return http.StatusOK, j, err
 }

@@ -263,7 +263,7 @@ func TestReadRoutes(t *testing.T) {
 		{"/overview", []string{"taskmanagers", "slots-total", "slots-available", "jobs-running", "jobs-finished", "jobs-cancelled", "jobs-failed", "flink-version", "flink-commit"}, &ov},
 		{"/jobs", []string{"jobs"}, &js},
 		{"/jobs/overview", []string{"jobs"}, &jo},
-		{"/jobs/" + id, []string{"jid", "name", "isStoppable", "state", "job-type", "start-time", "end-time", "duration", "now", "timestamps", "vertices", "status-counts"}, &jd},
+		{"/jobs/" + id, []string{"jid", "name", "isStoppable", "state", "job-type", "start-time", "end-time", "duration", "now", "timestamps", "vertices", "status-counts", "plan"}, &jd},
 		{"/jobs/" + id + "/exceptions", []string{"exceptionHistory", "root-exception", "timestamp"}, &ex},
 		{"/taskmanagers", []string{"taskmanagers"}, &tms},
 		{"/taskmanagers/tm-1", []string{"id", "path", "dataPort", "timeSinceLastHeartbeat", "slotsNumber", "freeSlots"}, &tm},

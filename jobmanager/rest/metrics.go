@@ -107,6 +107,14 @@ func subtaskMetrics(v restapi.JobVertexInfo) []map[string]float64 {
 			"accumulatedBusyTimeMs":          m.AccumulatedBusyTime,
 		}
 	}
+	// The last sampling interval's shares, as Flink's per-second times.
+	for _, b := range v.BackPressure.Subtasks {
+		if b.Subtask >= 0 && b.Subtask < len(out) {
+			out[b.Subtask]["backPressuredTimeMsPerSecond"] = b.Ratio * 1000
+			out[b.Subtask]["busyTimeMsPerSecond"] = b.BusyRatio * 1000
+			out[b.Subtask]["idleTimeMsPerSecond"] = b.IdleRatio * 1000
+		}
+	}
 	return out
 }
 

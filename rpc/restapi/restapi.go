@@ -179,6 +179,8 @@ type JobDetails struct {
 	Timestamps   map[string]int64   `json:"timestamps"`
 	Vertices     []JobVertexDetails `json:"vertices"`
 	StatusCounts map[string]int     `json:"status-counts"`
+	// Plan is the logical plan, with the edges between vertices.
+	Plan JobPlan `json:"plan"`
 }
 
 // ExceptionEntry is one failure in a job's exception history.
@@ -301,3 +303,67 @@ type BlobInfo struct {
 
 // BlobKeyHeader carries the key a client expects its upload to hash to.
 const BlobKeyHeader = "X-Gofl-Blob-Key"
+
+// JobPlan is the job's logical plan in Flink's JobPlanInfo shape: the
+// "plan" of GET /jobs/{jobid} and the body of GET /jobs/{jobid}/plan. The
+// dashboard draws the job graph from it.
+type JobPlan struct {
+	ID    string        `json:"jid"`
+	Name  string        `json:"name"`
+	Type  string        `json:"type"`
+	Nodes []JobPlanNode `json:"nodes"`
+}
+
+// JobPlanNode is one vertex of a JobPlan; Inputs are its incoming edges in
+// input order.
+type JobPlanNode struct {
+	ID                  string            `json:"id"`
+	Parallelism         int               `json:"parallelism"`
+	Operator            string            `json:"operator"`
+	OperatorStrategy    string            `json:"operator_strategy"`
+	Description         string            `json:"description"`
+	Inputs              []JobPlanInput    `json:"inputs,omitempty"`
+	OptimizerProperties map[string]string `json:"optimizer_properties"`
+}
+
+// JobPlanInput is an edge into a JobPlanNode from the node ID: its input
+// number, ship strategy (FORWARD, HASH, REBALANCE, ...) and exchange mode
+// (pipelined_bounded or blocking, as Flink names them).
+type JobPlanInput struct {
+	Num          int    `json:"num"`
+	ID           string `json:"id"`
+	ShipStrategy string `json:"ship_strategy"`
+	Exchange     string `json:"exchange"`
+}
+
+// JobPlanResponse is GET /jobs/{jobid}/plan.
+type JobPlanResponse struct {
+	Plan JobPlan `json:"plan"`
+}
+
+// DashboardConfiguration is GET /config (Flink's DashboardConfiguration):
+// what a dashboard needs before its first page, including which actions the
+// cluster allows (web.submit.enable, web.cancel.enable).
+type DashboardConfiguration struct {
+	RefreshInterval int64             `json:"refresh-interval"`
+	TimezoneName    string            `json:"timezone-name"`
+	TimezoneOffset  int64             `json:"timezone-offset"`
+	Version         string            `json:"flink-version"`
+	Revision        string            `json:"flink-revision"`
+	Features        DashboardFeatures `json:"features"`
+}
+
+// DashboardFeatures are the actions a dashboard may offer.
+type DashboardFeatures struct {
+	WebSubmit  bool `json:"web-submit"`
+	WebCancel  bool `json:"web-cancel"`
+	WebRescale bool `json:"web-rescale"`
+	WebHistory bool `json:"web-history"`
+}
+
+// ConfigEntry is one entry of GET /jobmanager/config: an option set on the
+// cluster, a secret's value masked.
+type ConfigEntry struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}

@@ -303,7 +303,7 @@ func (d *Dispatcher) JobDetails(ctx context.Context, jobID string) (restapi.JobD
 	ts := taskState(j.state)
 	out := restapi.JobDetails{ID: jobID, Name: j.graph.Name, State: j.state, JobType: j.graph.Type.String(),
 		StartTime: j.start, EndTime: j.end, Duration: d.duration(j), Now: d.now().UnixMilli(),
-		Timestamps: map[string]int64{StateRunning: j.start}, StatusCounts: map[string]int{}}
+		Timestamps: map[string]int64{StateRunning: j.start}, StatusCounts: map[string]int{}, Plan: restapi.NewJobPlan(jobID, j.graph)}
 	for _, v := range j.graph.Vertices {
 		out.Vertices = append(out.Vertices, restapi.JobVertexDetails{ID: string(v.ID), Name: v.Name,
 			Parallelism: v.Parallelism, MaxParallelism: v.EffectiveMaxParallelism(), Status: ts,
