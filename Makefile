@@ -17,10 +17,11 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/gofl ./cmd/gofl
 
 # Starts a MiniDFSCluster, a real Nomad dev agent, a standalone ZooKeeper and
-# a Kafka broker (each shared by every package) for the hdfs://, real-Nomad,
-# HA and Kafka tests; see the four scripts.
+# a Kafka broker, an MIT KDC with a Kerberized MiniDFSCluster and Chromium
+# (each shared by every package) for the hdfs://, real-Nomad, HA, Kafka,
+# Kerberos and dashboard tests; see the scripts.
 test:
-	scripts/minihdfs/with-hdfs.sh scripts/nomad/with-nomad.sh scripts/zookeeper/with-zk.sh scripts/kafka/with-kafka.sh $(GO) test -race -count=1 -timeout 25m ./...
+	scripts/minihdfs/with-hdfs.sh scripts/minihdfs/with-kerberos-hdfs.sh scripts/nomad/with-nomad.sh scripts/zookeeper/with-zk.sh scripts/kafka/with-kafka.sh scripts/chromium/with-chromium.sh $(GO) test -race -count=1 -timeout 25m ./...
 
 # Every fuzz target (scripts/fuzz.sh) for FUZZTIME each (default 60s);
 # CI runs them for 8s each after make test.
