@@ -2,6 +2,7 @@ package taskmanager
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -604,4 +605,31 @@ func TestFailingStateUpdatesLoseTheJobMaster(t *testing.T) {
 	if s := c.snapshot(); len(s.Jobs) != 1 || !s.Slots[0].Active {
 		t.Errorf("FAILED_PRECONDITION lost the JobMaster: %+v", s)
 	}
+}
+
+// Without high availability a TaskManager whose ResourceManager went
+// silent stops, failing its tasks, instead of registering again.
+func TestResourceManagerLossStopsTheTaskManagerWithoutHA(t *testing.T) {
+	rm, jm := newFakeRM(), newFakeJM()
+	rm.heartbeatTimeoutMs, jm.heartbeatTimeoutMs = 10_000, 3_600_000
+	clk := clock.NewFake(time.Unix(1000, 0))
+	c := newCluster(t, rm, jm, Config{Clock: clk, ResourceID: "tm-a", ExitOnResourceManagerLoss: true})
+	c.activeSlot("a1", 0, testJobID)
+	a := attempt("sleeper", 0, 0)
+	if err := c.submit(testJobID, tdd(testJobID, "a1", "sleep", `{"duration":"1 min"}`, a)); err != nil {
+		t.Fatal(err)
+	}
+	c.states(a, 2)
+	clk.Advance(9 * time.Second)
+	c.snapshot() // the timers' turns ran
+	none(t, rm.registers, 0, "re-registration before the heartbeat timeout")
+	clk.Advance(time.Second)
+	err := c.run.wait(t)
+	if !errors.Is(err, ErrResourceManagerLost) || !strings.Contains(err.Error(), "without high availability") {
+		t.Fatalf("Run = %v, want ErrResourceManagerLost", err)
+	}
+	if u := c.states(a, 1)[0]; u.State != StateFailed {
+		t.Errorf("task update on the loss = %v", u)
+	}
+	none(t, rm.registers, 0, "re-registration after the loss")
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gofl/gofl/jobmanager"
+	"github.com/gofl/gofl/providers/local"
 )
 
 func jobmanagerCommand() *cli.Command {
@@ -52,5 +53,7 @@ func runJobManager(c *cli.Context) error {
 	case <-ctx.Done():
 	case <-jm.Done(): // a per-job or application cluster's work ended
 	}
-	return jm.Wait()
+	err = jm.Wait()
+	local.WriteExitFile(err) // not failed: it ended by itself
+	return err
 }

@@ -57,6 +57,9 @@ func runTaskManager(c *cli.Context) error {
 		}
 		defer services.Close()
 		tcfg.LeaderRetrieval = services
+	} else {
+		// No HA: a lost JobManager is not coming back with its jobs.
+		tcfg.ExitOnResourceManagerLoss = true
 	}
 	te, err := taskmanager.New(tcfg, log)
 	if err != nil {

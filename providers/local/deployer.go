@@ -92,6 +92,9 @@ type record struct {
 	// Standbys are the further JobManager processes of a cluster with
 	// several (ClusterSpec.JobManagers, high availability).
 	Standbys []jobManagerRecord `json:"standby_jobmanagers,omitempty"`
+	// Failure, if set, is why the cluster failed for good (the JobManager
+	// was out of restart attempts).
+	Failure string `json:"failure,omitempty"`
 }
 
 // jobManagerRecord is one further JobManager process of a cluster.
@@ -151,8 +154,8 @@ func (d *Deployer) Deploy(ctx context.Context, spec providers.ClusterSpec) (prov
 		if !errors.Is(err, fs.ErrExist) {
 			return providers.ClusterInfo{}, fmt.Errorf("local: %w", err)
 		}
-		// In use, unless stale.
-		if info, rerr := d.Retrieve(ctx, spec.ClusterID); rerr == nil && info.Status != providers.StatusTerminated {
+		// In use, unless stale or failed (what is left of it goes).
+		if info, rerr := d.Retrieve(ctx, spec.ClusterID); rerr == nil && info.Status != providers.StatusTerminated && info.Status != providers.StatusFailed {
 			return providers.ClusterInfo{}, fmt.Errorf("%w: %s (JobManager pid %s)", providers.ErrClusterExists, spec.ClusterID, info.Details["pid"])
 		}
 		_ = d.clean(spec.ClusterID, dir)
@@ -171,7 +174,6 @@ func (d *Deployer) Deploy(ctx context.Context, spec providers.ClusterSpec) (prov
 }
 
 func (d *Deployer) deploy(ctx context.Context, spec providers.ClusterSpec, dir, bin string) (providers.ClusterInfo, error) {
-	jmDir := filepath.Join(dir, jobManagerDir)
 	cfg := map[string]string{}
 	for k, v := range spec.Config {
 		cfg[k] = v
@@ -208,10 +210,7 @@ func (d *Deployer) deploy(ctx context.Context, spec providers.ClusterSpec, dir, 
 	procs := make([]*proc, n)
 	dirs := make([]string, n)
 	for i := range procs {
-		dirs[i] = jmDir
-		if i > 0 {
-			dirs[i] = jmDir + "-" + strconv.Itoa(i+1)
-		}
+		dirs[i] = filepath.Join(dir, jobManagerDirName(i))
 		if err := os.Mkdir(dirs[i], 0o755); err != nil {
 			return providers.ClusterInfo{}, fmt.Errorf("local: %w", err)
 		}
@@ -320,6 +319,10 @@ func startProcess(bin, role, dir, clusterID string, cfg map[string]string) (*pro
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOFL_CLUSTER_ID="+clusterID)
+	if role == "jobmanager" {
+		_ = os.Remove(filepath.Join(dir, exitFile)) // a restart's
+		cmd.Env = append(cmd.Env, ExitFileEnv+"="+filepath.Join(dir, exitFile))
+	}
 	cmd.Stdout, cmd.Stderr = lf, lf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -382,8 +385,21 @@ func (d *Deployer) info(rec record, dir string) providers.ClusterInfo {
 	// With standbys, a live JobManager's address: a standby answers with
 	// the leader's.
 	jm, alive := rec.live()
+	details := map[string]string{
+		"pid":    strconv.Itoa(jm.Proc.PID),
+		"dir":    dir,
+		"log":    filepath.Join(dir, jobManagerDir, logFile),
+		"binary": rec.Binary,
+	}
 	if !alive {
+		// Ended by itself (a per-job or application cluster's work is
+		// over, or it was stopped) or not: killed, crashed, out of
+		// attempts. Only the latter is failed, and kept until Kill.
 		status = providers.StatusTerminated
+		if why, failed := rec.failure(dir); failed {
+			status = providers.StatusFailed
+			details["error"] = why
+		}
 	}
 	return providers.ClusterInfo{
 		ClusterID:   rec.ClusterID,
@@ -393,17 +409,42 @@ func (d *Deployer) info(rec record, dir string) providers.ClusterInfo {
 		RESTAddress: jm.RESTAddress,
 		RPCAddress:  jm.RPCAddress,
 		Created:     rec.Created,
-		Details: map[string]string{
-			"pid":    strconv.Itoa(jm.Proc.PID),
-			"dir":    dir,
-			"log":    filepath.Join(dir, jobManagerDir, logFile),
-			"binary": rec.Binary,
-		},
+		Details:     details,
 	}
 }
 
+// failure tells why a cluster none of whose JobManagers runs ended
+// abnormally; false if one of them exited by itself without an error.
+func (rec record) failure(dir string) (string, bool) {
+	if rec.Failure != "" {
+		return rec.Failure, true
+	}
+	why := "the JobManager ended without a word (killed?)"
+	for i := range len(rec.Standbys) + 1 {
+		b, err := os.ReadFile(filepath.Join(dir, jobManagerDirName(i), exitFile))
+		if err != nil {
+			continue
+		}
+		if msg := strings.TrimSpace(string(b)); msg != "" {
+			why = "the JobManager failed: " + msg
+			continue
+		}
+		return "", false
+	}
+	return why, true
+}
+
+// jobManagerDirName is the working directory's name of the i-th JobManager.
+func jobManagerDirName(i int) string {
+	if i == 0 {
+		return jobManagerDir
+	}
+	return jobManagerDir + "-" + strconv.Itoa(i+1)
+}
+
 // Retrieve implements providers.ClusterDeployer. A cluster whose
-// JobManager is gone is reported terminated once, and cleaned.
+// JobManager ended by itself is reported terminated once, and cleaned; one
+// whose JobManager was killed or failed is reported failed until Kill.
 func (d *Deployer) Retrieve(_ context.Context, clusterID string) (providers.ClusterInfo, error) {
 	dir, err := d.clusterDir(clusterID)
 	if err != nil {
@@ -420,7 +461,7 @@ func (d *Deployer) Retrieve(_ context.Context, clusterID string) (providers.Clus
 	if info.Status == providers.StatusTerminated {
 		_ = d.clean(clusterID, dir)
 	}
-	return info, nil
+	return info, nil // a failed cluster stays until Kill
 }
 
 // List implements providers.ClusterDeployer; it cleans stale records.

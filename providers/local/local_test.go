@@ -299,34 +299,53 @@ func TestDeployFailuresLeaveNothing(t *testing.T) {
 	}
 }
 
-func TestStaleRecordIsCleaned(t *testing.T) {
+// Without high availability a JobManager killed -9 takes its cluster
+// down: its TaskManager exits within heartbeat.timeout, the cluster is
+// reported failed (also by List) until Kill removes what is left, while a
+// JobManager that ended by itself leaves a terminated record, cleaned.
+func TestKilledJobManagerLeavesAFailedCluster(t *testing.T) {
 	base := t.TempDir()
 	d := newDeployer(t, base)
 	const id = "stale"
-	info, err := d.Deploy(ctxT(t, time.Minute), providers.ClusterSpec{ClusterID: id, Mode: providers.ModePerJob, Config: fastCluster(), TaskManagers: 1})
+	cfg := fastCluster()
+	cfg["heartbeat.timeout"] = "3s"
+	info, err := d.Deploy(ctxT(t, time.Minute), providers.ClusterSpec{ClusterID: id, Mode: providers.ModeSession, Config: cfg, TaskManagers: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = d.Kill(context.Background(), id) })
 	eventually(t, time.Minute, "a TaskManager registers", func() bool { return len(taskManagerIDs(t, info.RESTAddress)) == 1 })
-	// The JobManager dies hard: its TaskManagers are orphans.
 	jmPid, _ := strconv.Atoi(info.Details["pid"])
-	if err := syscall.Kill(-jmPid, syscall.SIGKILL); err != nil {
+	if err := syscall.Kill(jmPid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "the JobManager is gone", func() bool {
-		got, err := newDeployer(t, base).Retrieve(context.Background(), id)
-		return err == nil && got.Status == providers.StatusTerminated || errors.Is(err, providers.ErrClusterNotFound)
-	})
-	list, err := d.List(ctxT(t, time.Minute))
-	if err != nil || len(list) != 0 {
-		t.Fatalf("List = %+v, %v", list, err)
+	killed := time.Now()
+	// The TaskManager notices the silence after heartbeat.timeout (3 s);
+	// slack for a loaded machine.
+	eventually(t, 40*time.Second, "the orphaned TaskManager exits", func() bool { return len(processesOf(t, id)) == 0 })
+	t.Logf("processes gone %v after the kill", time.Since(killed).Round(time.Millisecond))
+	tmLog, _ := os.ReadFile(filepath.Join(base, "clusters", id, "taskmanager-1", "gofl.log"))
+	if !bytes.Contains(tmLog, []byte("without high availability nothing recovers its jobs")) {
+		t.Errorf("TaskManager log lacks the reason:\n%s", tmLog)
 	}
-	if left := processesOf(t, id); len(left) != 0 {
-		t.Fatalf("processes of the stale cluster left: %v", left)
+	for range 2 { // Retrieve and List keep reporting it
+		got, err := newDeployer(t, base).Retrieve(context.Background(), id)
+		if err != nil || got.Status != providers.StatusFailed || !strings.Contains(got.Details["error"], "killed") {
+			t.Fatalf("Retrieve = %+v, %v; want failed", got, err)
+		}
+		list, err := d.List(ctxT(t, time.Minute))
+		if err != nil || len(list) != 1 || list[0].Status != providers.StatusFailed {
+			t.Fatalf("List = %+v, %v", list, err)
+		}
+	}
+	if err := d.Kill(ctxT(t, time.Minute), id); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(base, "clusters", id)); !os.IsNotExist(err) {
-		t.Fatalf("stale directory: %v", err)
+		t.Fatalf("directory after Kill: %v", err)
+	}
+	if list, err := d.List(ctxT(t, time.Minute)); err != nil || len(list) != 0 {
+		t.Fatalf("List after Kill = %+v, %v", list, err)
 	}
 }
 
