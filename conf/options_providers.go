@@ -1,6 +1,9 @@
 package conf
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Deployment and resource providers.
 
@@ -23,7 +26,24 @@ var (
 	LocalProviderDir = StringOption("provider.local.dir", "$HOME/.local/state/gofl",
 		"Base directory of the local provider: each cluster's processes get working directories and log files under <dir>/clusters/<cluster-id>/, and its record (pid, REST address, mode) lets other clients retrieve, list and kill it; $VARS are expanded.").
 		WithCheck(nonEmpty)
+	// LocalJobManagerAttempts is how often the local provider starts a
+	// cluster's JobManager (Flink's yarn.application-attempts).
+	LocalJobManagerAttempts = IntOption("provider.local.jobmanager.attempts", 0,
+		"How many times the local provider starts a cluster's JobManager, the first start included, as Flink's yarn.application-attempts: a JobManager that exits abnormally (killed, crashed) is restarted on the same ports until this many starts; then the cluster is failed and its processes stopped. 0 means 1 without high availability (a restarted JobManager would not know its jobs) and 2 with it, as in Flink.").
+		WithCheck(atLeast(0))
 )
+
+// JobManagerAttempts is provider.local.jobmanager.attempts with its
+// default resolved: 1 without high availability, 2 with it.
+func JobManagerAttempts(c *Configuration) int {
+	if n := LocalJobManagerAttempts.Get(c); n > 0 {
+		return n
+	}
+	if t := HighAvailability(c); t == "" || strings.EqualFold(t, HighAvailabilityNone) {
+		return 1
+	}
+	return 2
+}
 
 // Active resource management (any provider but standalone).
 

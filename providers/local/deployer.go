@@ -95,6 +95,13 @@ type record struct {
 	// Failure, if set, is why the cluster failed for good (the JobManager
 	// was out of restart attempts).
 	Failure string `json:"failure,omitempty"`
+	// Attempts counts the starts of the JobManager (1 after Deploy);
+	// Restarted is the latest restart's time.
+	Attempts  int       `json:"attempts,omitempty"`
+	Restarted time.Time `json:"restarted,omitzero"`
+	// Supervisor is the process that restarts the JobManager (Supervise),
+	// when provider.local.jobmanager.attempts allows restarts.
+	Supervisor procID `json:"supervisor,omitzero"`
 }
 
 // jobManagerRecord is one further JobManager process of a cluster.
@@ -187,6 +194,8 @@ func (d *Deployer) deploy(ctx context.Context, spec providers.ClusterSpec, dir, 
 	setDefault(conf.JobManagerRPCPort.Key(), "0")
 	setDefault(conf.RestAddress.Key(), "127.0.0.1")
 	setDefault(conf.JobManagerRPCAddress.Key(), "127.0.0.1")
+	// As on YARN, each cluster's HA data is its own unless configured.
+	setDefault(conf.HAClusterID.Key(), "/"+spec.ClusterID)
 	cfg[conf.DeploymentProvider.Key()] = Name
 	cfg[conf.DeploymentClusterID.Key()] = spec.ClusterID
 	cfg[conf.DeploymentBinary.Key()] = bin
@@ -269,12 +278,49 @@ func (d *Deployer) deploy(ctx context.Context, spec providers.ClusterSpec, dir, 
 	for i := range rec.Standbys {
 		rec.Standbys[i].RPCAddress, rec.Standbys[i].RESTAddress = addrs[i+1][0], addrs[i+1][1]
 	}
-	rec.Status = providers.StatusRunning
+	rec.Status, rec.Attempts = providers.StatusRunning, 1
+	if err := d.startSupervisor(dir, bin, cfg, &rec); err != nil {
+		return providers.ClusterInfo{}, err
+	}
 	if err := d.writeRecord(dir, rec); err != nil {
 		return providers.ClusterInfo{}, err
 	}
 	d.opts.Log.Info().Str("cluster_id", spec.ClusterID).Str("rest", rec.RESTAddress).Msg("cluster deployed")
 	return d.info(rec, dir), nil
+}
+
+// startSupervisor starts the process that restarts the JobManager
+// (Supervise) if provider.local.jobmanager.attempts allows restarts.
+func (d *Deployer) startSupervisor(dir, bin string, cfg map[string]string, rec *record) error {
+	c, err := conf.FromMap(cfg)
+	if err != nil {
+		return fmt.Errorf("local: %w", err)
+	}
+	attempts := conf.JobManagerAttempts(c)
+	if attempts <= 1 {
+		return nil
+	}
+	b, err := json.Marshal(launch{Binary: bin, Config: cfg, Attempts: attempts})
+	if err != nil {
+		return fmt.Errorf("local: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, jobManagerDir, launchFile), b, 0o600); err != nil {
+		return fmt.Errorf("local: %w", err)
+	}
+	supDir := filepath.Join(dir, supervisorDir)
+	if err := os.Mkdir(supDir, 0o755); err != nil {
+		return fmt.Errorf("local: %w", err)
+	}
+	p, err := startProcess(bin, SupervisorRole, supDir, rec.ClusterID, map[string]string{
+		conf.LocalProviderDir.Key(): d.opts.Dir, conf.DeploymentClusterID.Key(): rec.ClusterID,
+		"log.level": cfg["log.level"],
+	})
+	if err != nil {
+		return err
+	}
+	rec.Supervisor = p.id
+	d.opts.Log.Info().Str("cluster_id", rec.ClusterID).Int("pid", p.id.PID).Int("attempts", attempts).Msg("JobManager supervisor started")
+	return nil
 }
 
 func readFile(path string) []byte {
@@ -399,7 +445,15 @@ func (d *Deployer) info(rec record, dir string) providers.ClusterInfo {
 		if why, failed := rec.failure(dir); failed {
 			status = providers.StatusFailed
 			details["error"] = why
+			if rec.Failure == "" && rec.Supervisor.alive() {
+				// The supervisor restarts it (or is about to fail it).
+				status = providers.StatusStarting
+				details["restarting"] = why
+			}
 		}
+	}
+	if rec.Attempts > 1 {
+		details["attempt"] = strconv.Itoa(rec.Attempts)
 	}
 	return providers.ClusterInfo{
 		ClusterID:   rec.ClusterID,
@@ -536,13 +590,19 @@ func (d *Deployer) clean(clusterID, dir string) error {
 // TaskManager with a pid file in dir, gracefully first.
 // A TaskManager started meanwhile is found by scanning again.
 func (d *Deployer) stopCluster(dir string, deadline time.Time) []procID {
+	return d.stopClusterExcept(dir, "", deadline)
+}
+
+// stopClusterExcept is stopCluster sparing the process of the working
+// directory except (the supervisor stopping the rest).
+func (d *Deployer) stopClusterExcept(dir, except string, deadline time.Time) []procID {
 	seen := map[procID]bool{}
 	var left []procID
 	for range 3 {
 		var groups []procID
 		entries, _ := os.ReadDir(dir)
 		for _, e := range entries {
-			if !e.IsDir() {
+			if !e.IsDir() || e.Name() == except {
 				continue
 			}
 			if p, ok := readPidFile(filepath.Join(dir, e.Name())); ok && !seen[p] {
