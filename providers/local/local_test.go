@@ -476,3 +476,49 @@ func TestRegistry(t *testing.T) {
 		t.Fatalf("standalone worker driver = %v, %v", drv, err)
 	}
 }
+
+// With provider.local.jobmanager.attempts 2 the supervisor restarts a
+// JobManager killed -9 on its REST port; killed again, the cluster is
+// failed naming the attempts, and nothing of it runs; Kill removes it.
+func TestSupervisorRestartsTheJobManagerUpToTheAttempts(t *testing.T) {
+	base := t.TempDir()
+	d := newDeployer(t, base)
+	const id = "restarts"
+	cfg := fastCluster()
+	cfg["provider.local.jobmanager.attempts"] = "2"
+	info, err := d.Deploy(ctxT(t, time.Minute), providers.ClusterSpec{ClusterID: id, Mode: providers.ModeSession, Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Kill(context.Background(), id) })
+	kill := func(pid string) {
+		t.Helper()
+		n, _ := strconv.Atoi(pid)
+		if err := syscall.Kill(n, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kill(info.Details["pid"])
+	var again providers.ClusterInfo
+	eventually(t, time.Minute, "the JobManager restarted on its REST port", func() bool {
+		again, err = d.Retrieve(context.Background(), id)
+		var o restapi.ClusterOverview
+		return err == nil && again.Status == providers.StatusRunning && again.Details["pid"] != info.Details["pid"] &&
+			getJSON(t, "http://"+info.RESTAddress+"/overview", &o)
+	})
+	if again.RESTAddress != info.RESTAddress || again.Details["attempt"] != "2" {
+		t.Errorf("after the restart: %+v", again)
+	}
+	kill(again.Details["pid"])
+	eventually(t, time.Minute, "the cluster failed, nothing runs", func() bool {
+		got, err := d.Retrieve(context.Background(), id)
+		return err == nil && got.Status == providers.StatusFailed && strings.Contains(got.Details["error"], "attempt 2 of 2") &&
+			len(processesOf(t, id)) == 0
+	})
+	if err := d.Kill(ctxT(t, time.Minute), id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(base, "clusters", id)); !os.IsNotExist(err) {
+		t.Fatalf("directory after Kill: %v", err)
+	}
+}
