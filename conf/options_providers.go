@@ -33,10 +33,11 @@ var (
 		WithCheck(atLeast(0))
 )
 
-// JobManagerAttempts is provider.local.jobmanager.attempts with its
-// default resolved: 1 without high availability, 2 with it.
-func JobManagerAttempts(c *Configuration) int {
-	if n := LocalJobManagerAttempts.Get(c); n > 0 {
+// JobManagerAttempts is a provider's JobManager attempts option
+// (LocalJobManagerAttempts, NomadJobManagerAttempts) with its default
+// resolved: 1 without high availability, 2 with it.
+func JobManagerAttempts(c *Configuration, opt *Option[int]) int {
+	if n := opt.Get(c); n > 0 {
 		return n
 	}
 	if t := HighAvailability(c); t == "" || strings.EqualFold(t, HighAvailabilityNone) {
@@ -70,3 +71,20 @@ var (
 var SlotManagerMinSlots = IntOption("slotmanager.number-of-slots.min", 0,
 	"Slots an active ResourceManager keeps available even without jobs: it starts TaskManagers until they hold this many slots and never releases idle ones below it. Providers set it for a cluster's initial TaskManagers.").
 	WithCheck(atLeast(0))
+
+// JobManagerAttemptsOf is JobManagerAttempts of a provider's settings as
+// given to a JobManager, reading only opt and the high-availability type
+// (other values there may be placeholders the provider fills in later).
+func JobManagerAttemptsOf(settings map[string]string, opt *Option[int]) (int, error) {
+	m := map[string]string{}
+	for _, k := range []string{opt.Key(), HighAvailabilityType.Key(), HighAvailabilityTypeDeprecated.Key()} {
+		if v, ok := settings[k]; ok {
+			m[k] = v
+		}
+	}
+	c, err := FromMap(m)
+	if err != nil {
+		return 0, err
+	}
+	return JobManagerAttempts(c, opt), nil
+}

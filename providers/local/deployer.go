@@ -292,11 +292,10 @@ func (d *Deployer) deploy(ctx context.Context, spec providers.ClusterSpec, dir, 
 // startSupervisor starts the process that restarts the JobManager
 // (Supervise) if provider.local.jobmanager.attempts allows restarts.
 func (d *Deployer) startSupervisor(dir, bin string, cfg map[string]string, rec *record) error {
-	c, err := conf.FromMap(cfg)
+	attempts, err := conf.JobManagerAttemptsOf(cfg, conf.LocalJobManagerAttempts)
 	if err != nil {
 		return fmt.Errorf("local: %w", err)
 	}
-	attempts := conf.JobManagerAttempts(c)
 	if attempts <= 1 {
 		return nil
 	}
