@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -177,21 +175,5 @@ func checkKeyedCountsOutput(t *testing.T, dir string, count, keys int) {
 
 // testJobBinaryForCLI builds stream/internal/testjob (once per test binary).
 func testJobBinaryForCLI(t *testing.T) string {
-	t.Helper()
-	g, _ := e2eBinaries(t)
-	bin := filepath.Join(filepath.Dir(g), "testjob")
-	testJobOnce.Do(func() {
-		if out, err := exec.Command("go", "build", "-o", bin, "../../stream/internal/testjob").CombinedOutput(); err != nil {
-			testJobErr = fmt.Errorf("building stream/internal/testjob: %v\n%s", err, out)
-		}
-	})
-	if testJobErr != nil {
-		t.Fatal(testJobErr)
-	}
-	return bin
+	return builtBinary(t, "testjob", "../../stream/internal/testjob")
 }
-
-var (
-	testJobOnce sync.Once
-	testJobErr  error
-)
