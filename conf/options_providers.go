@@ -1,6 +1,7 @@
 package conf
 
 import (
+	"fmt"
 	"strings"
 	"time"
 )
@@ -76,15 +77,24 @@ var SlotManagerMinSlots = IntOption("slotmanager.number-of-slots.min", 0,
 // given to a JobManager, reading only opt and the high-availability type
 // (other values there may be placeholders the provider fills in later).
 func JobManagerAttemptsOf(settings map[string]string, opt *Option[int]) (int, error) {
-	m := map[string]string{}
-	for _, k := range []string{opt.Key(), HighAvailabilityType.Key(), HighAvailabilityTypeDeprecated.Key()} {
-		if v, ok := settings[k]; ok {
-			m[k] = v
+	if v, ok := settings[opt.Key()]; ok {
+		n, err := opt.Parse(v)
+		if err != nil {
+			return 0, fmt.Errorf("conf: %s: %w", opt.Key(), err)
+		}
+		if n < 0 {
+			return 0, fmt.Errorf("conf: %s: %d is negative", opt.Key(), n)
+		}
+		if n > 0 {
+			return n, nil
 		}
 	}
-	c, err := FromMap(m)
-	if err != nil {
-		return 0, err
+	t, ok := settings[HighAvailabilityType.Key()]
+	if !ok {
+		t = settings[HighAvailabilityTypeDeprecated.Key()]
 	}
-	return JobManagerAttempts(c, opt), nil
+	if t = strings.TrimSpace(t); t == "" || strings.EqualFold(t, HighAvailabilityNone) {
+		return 1, nil
+	}
+	return 2, nil
 }
