@@ -131,7 +131,7 @@ func (d *ClusterDescriptor) DeploySessionCluster(ctx context.Context, spec Sessi
 	}
 	// A running cluster of that name keeps its staging directory: refuse
 	// before staging anything into it.
-	if info, err := d.dep.Retrieve(ctx, id); err == nil && info.Status != providers.StatusTerminated {
+	if info, err := d.dep.Retrieve(ctx, id); err == nil && info.Status != providers.StatusTerminated && info.Status != providers.StatusFailed {
 		return nil, fmt.Errorf("client: %w: %s (%s)", providers.ErrClusterExists, id, info.Status)
 	}
 	return d.deploy(ctx, id, providers.ModeSession, "", providers.ClusterSpec{TaskManagers: spec.TaskManagers, JobManagers: spec.JobManagers},
@@ -252,8 +252,12 @@ func (d *ClusterDescriptor) RetrieveCluster(ctx context.Context, clusterID strin
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
-	if info.Status == providers.StatusTerminated {
+	switch info.Status {
+	case providers.StatusTerminated:
 		return nil, fmt.Errorf("client: %w: %s has terminated", providers.ErrClusterNotFound, clusterID)
+	case providers.StatusFailed:
+		return nil, fmt.Errorf("client: %w: %s has failed (%s); gofl session stop %s removes what is left of it",
+			providers.ErrClusterNotFound, clusterID, info.Details["error"], clusterID)
 	}
 	info.RESTAddress = leaderAddress(ctx, info.RESTAddress)
 	opts, err := ConfigOptions(d.cfg)

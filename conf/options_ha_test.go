@@ -89,3 +89,24 @@ func TestHAPathsAreZnodePaths(t *testing.T) {
 		}
 	}
 }
+
+func TestJobManagerAttemptsOf(t *testing.T) {
+	for _, tc := range []struct {
+		settings map[string]string
+		want     int
+	}{
+		{map[string]string{}, 1},
+		{map[string]string{"high-availability.type": "NONE"}, 1},
+		{map[string]string{"high-availability.type": "zookeeper", "jobmanager.rpc.port": "${NOMAD_PORT_rpc}"}, 2},
+		{map[string]string{"high-availability": "zookeeper"}, 2},
+		{map[string]string{"high-availability.type": "zookeeper", "provider.local.jobmanager.attempts": "5"}, 5},
+		{map[string]string{"provider.local.jobmanager.attempts": "0"}, 1},
+	} {
+		if got, err := JobManagerAttemptsOf(tc.settings, LocalJobManagerAttempts); err != nil || got != tc.want {
+			t.Errorf("JobManagerAttemptsOf(%v) = %d, %v; want %d", tc.settings, got, err, tc.want)
+		}
+	}
+	if _, err := JobManagerAttemptsOf(map[string]string{"provider.local.jobmanager.attempts": "x"}, LocalJobManagerAttempts); err == nil {
+		t.Error("a bad value passed")
+	}
+}

@@ -23,6 +23,9 @@ var (
 		"Client key file for Nomad's HTTPS API; empty: $NOMAD_CLIENT_KEY.")
 	NomadTLSInsecure = BoolOption("provider.nomad.tls.insecure", false,
 		"Skip verification of Nomad's TLS certificate.")
+	NomadJobManagerAttempts = IntOption("provider.nomad.jobmanager.attempts", 0,
+		"How many times the JobManager's task runs, the first start included, as Flink's yarn.application-attempts: the JobManager job's restart policy restarts a task that failed (killed, crashed; a per-job or application JobManager's exit 0 is its end) in place, on the same ports, this many times minus one, then fails it (no rescheduling). 0 means 1 without high availability and 2 with it, as in Flink.").
+		WithCheck(atLeast(0))
 	NomadJobManagerCPU = IntOption("provider.nomad.jobmanager.cpu", 500,
 		"CPU (MHz) reserved for a JobManager task.")
 	NomadJobManagerMemory = MemorySizeOption("provider.nomad.jobmanager.memory", 512*Mebibyte,

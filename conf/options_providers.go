@@ -1,6 +1,10 @@
 package conf
 
-import "time"
+import (
+	"fmt"
+	"strings"
+	"time"
+)
 
 // Deployment and resource providers.
 
@@ -23,7 +27,25 @@ var (
 	LocalProviderDir = StringOption("provider.local.dir", "$HOME/.local/state/gofl",
 		"Base directory of the local provider: each cluster's processes get working directories and log files under <dir>/clusters/<cluster-id>/, and its record (pid, REST address, mode) lets other clients retrieve, list and kill it; $VARS are expanded.").
 		WithCheck(nonEmpty)
+	// LocalJobManagerAttempts is how often the local provider starts a
+	// cluster's JobManager (Flink's yarn.application-attempts).
+	LocalJobManagerAttempts = IntOption("provider.local.jobmanager.attempts", 0,
+		"How many times the local provider starts a cluster's JobManager, the first start included, as Flink's yarn.application-attempts: a JobManager that exits abnormally (killed, crashed) is restarted on the same ports until this many starts; then the cluster is failed and its processes stopped. 0 means 1 without high availability (a restarted JobManager would not know its jobs) and 2 with it, as in Flink.").
+		WithCheck(atLeast(0))
 )
+
+// JobManagerAttempts is a provider's JobManager attempts option
+// (LocalJobManagerAttempts, NomadJobManagerAttempts) with its default
+// resolved: 1 without high availability, 2 with it.
+func JobManagerAttempts(c *Configuration, opt *Option[int]) int {
+	if n := opt.Get(c); n > 0 {
+		return n
+	}
+	if t := HighAvailability(c); t == "" || strings.EqualFold(t, HighAvailabilityNone) {
+		return 1
+	}
+	return 2
+}
 
 // Active resource management (any provider but standalone).
 
@@ -50,3 +72,29 @@ var (
 var SlotManagerMinSlots = IntOption("slotmanager.number-of-slots.min", 0,
 	"Slots an active ResourceManager keeps available even without jobs: it starts TaskManagers until they hold this many slots and never releases idle ones below it. Providers set it for a cluster's initial TaskManagers.").
 	WithCheck(atLeast(0))
+
+// JobManagerAttemptsOf is JobManagerAttempts of a provider's settings as
+// given to a JobManager, reading only opt and the high-availability type
+// (other values there may be placeholders the provider fills in later).
+func JobManagerAttemptsOf(settings map[string]string, opt *Option[int]) (int, error) {
+	if v, ok := settings[opt.Key()]; ok {
+		n, err := opt.Parse(v)
+		if err != nil {
+			return 0, fmt.Errorf("conf: %s: %w", opt.Key(), err)
+		}
+		if n < 0 {
+			return 0, fmt.Errorf("conf: %s: %d is negative", opt.Key(), n)
+		}
+		if n > 0 {
+			return n, nil
+		}
+	}
+	t, ok := settings[HighAvailabilityType.Key()]
+	if !ok {
+		t = settings[HighAvailabilityTypeDeprecated.Key()]
+	}
+	if t = strings.TrimSpace(t); t == "" || strings.EqualFold(t, HighAvailabilityNone) {
+		return 1, nil
+	}
+	return 2, nil
+}

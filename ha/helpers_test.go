@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -53,11 +51,11 @@ func (c *cluster) config() Config {
 }
 
 // open starts one process's services; a non-nil proxy carries its traffic.
-func (c *cluster) open(p *proxy) *zkServices {
+func (c *cluster) open(p *zktest.Proxy) *zkServices {
 	c.t.Helper()
 	cfg := c.config()
 	if p != nil {
-		cfg.Dialer = p.dial
+		cfg.Dialer = p.Dial
 	}
 	s, err := New(context.Background(), cfg)
 	if err != nil {
@@ -132,114 +130,6 @@ func (l *listener) await(t *testing.T, what string, ok func(LeaderInformation) b
 			t.Fatalf("retrieval never reported %s", what)
 		}
 	}
-}
-
-// proxy forwards TCP connections to ZooKeeper and can stall them, as a
-// stopped process or a partition would: nothing gets through while paused,
-// so the client's pings stop and the server expires its session.
-type proxy struct {
-	t      *testing.T
-	target string
-	ln     net.Listener
-
-	mu     sync.Mutex
-	paused bool
-	gate   chan struct{} // closed when not paused
-	conns  map[net.Conn]struct{}
-	wg     sync.WaitGroup
-}
-
-func newProxy(t *testing.T, target string) *proxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gate := make(chan struct{})
-	close(gate)
-	p := &proxy{t: t, target: target, ln: ln, gate: gate, conns: map[net.Conn]struct{}{}}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(p.close)
-	return p
-}
-
-// dial ignores the address the client picked and goes through the proxy.
-func (p *proxy) dial(_, _ string, timeout time.Duration) (net.Conn, error) {
-	return net.DialTimeout("tcp", p.ln.Addr().String(), timeout)
-}
-
-func (p *proxy) accept() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		s, err := net.Dial("tcp", p.target)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns[c], p.conns[s] = struct{}{}, struct{}{}
-		p.mu.Unlock()
-		p.wg.Add(2)
-		go p.pipe(c, s)
-		go p.pipe(s, c)
-	}
-}
-
-func (p *proxy) pipe(from, to net.Conn) {
-	defer p.wg.Done()
-	defer to.Close()
-	defer from.Close()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := from.Read(buf)
-		if n > 0 {
-			p.mu.Lock()
-			gate := p.gate
-			p.mu.Unlock()
-			<-gate
-			if _, werr := to.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// pause holds every byte until resume. Connections that the client gives
-// up on are dropped when it closes them.
-func (p *proxy) pause() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.paused {
-		p.paused, p.gate = true, make(chan struct{})
-	}
-}
-
-func (p *proxy) resume() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.paused {
-		p.paused = false
-		close(p.gate)
-	}
-}
-
-func (p *proxy) close() {
-	p.ln.Close()
-	p.resume()
-	p.mu.Lock()
-	for c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
 }
 
 func isNotLeader(err error) bool { return errors.Is(err, ErrNotLeader) }

@@ -14,6 +14,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/gofl/gofl/conf"
+	"github.com/gofl/gofl/ha/zktest"
 )
 
 // Three processes contend; exactly one leads. Closing the leader elects
@@ -149,7 +150,7 @@ func (s *zkServices) leadingNow() bool {
 func TestZKExpiredLeaderIsRevokedAndFenced(t *testing.T) {
 	c := newCluster(t)
 	ctx := context.Background()
-	px := newProxy(t, strings.Split(c.quorum, ",")[0])
+	px := zktest.NewProxy(t, strings.Split(c.quorum, ",")[0])
 	a, ac := c.open(px), newContender()
 	ae, err := a.LeaderElection(DispatcherComponent, ac)
 	if err != nil {
@@ -183,7 +184,7 @@ func TestZKExpiredLeaderIsRevokedAndFenced(t *testing.T) {
 	}
 	l.await(t, "a:1", func(i LeaderInformation) bool { return i.Address == "a:1" && i.SessionID == old })
 
-	px.pause()
+	px.Pause()
 	paused := time.Now()
 	ac.awaitRevoke(t) // suspended: revoked at once
 	if err := a.JobGraphStore().PutJobGraph(ctx, old, "job1", []byte("v2")); !isNotLeader(err) {
@@ -214,7 +215,7 @@ func TestZKExpiredLeaderIsRevokedAndFenced(t *testing.T) {
 	}
 
 	oldZK := a.conn.SessionID()
-	px.resume() // A reconnects to find its session expired, and rejoins as a standby.
+	px.Resume() // A reconnects to find its session expired, and rejoins as a standby.
 	awaitState(t, a, func(state sessionState, id int64) bool { return state == stateConnected && id != oldZK })
 	if err := b.JobGraphStore().PutJobGraph(ctx, newSession, "job1", []byte("v3")); err != nil {
 		t.Fatal(err)

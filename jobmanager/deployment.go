@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -246,12 +247,22 @@ func (d *deployment) run(ctx context.Context, disp *dispatcher.Dispatcher, restA
 
 func (d *deployment) addJob(id string) {
 	d.mu.Lock()
-	d.status.Jobs = append(d.status.Jobs, id)
+	if !slices.Contains(d.status.Jobs, id) {
+		d.status.Jobs = append(d.status.Jobs, id)
+	}
 	d.mu.Unlock()
 }
 
 func (d *deployment) runPerJob(ctx context.Context, disp *dispatcher.Dispatcher) error {
-	id, err := disp.SubmitJob(ctx, d.jobGraph)
+	id := d.jobGraph.JobID
+	var err error
+	if _, derr := disp.JobDetails(ctx, id); id == "" || derr != nil {
+		id, err = disp.SubmitJob(ctx, d.jobGraph)
+	} else {
+		// Recovered from the HA stores (high availability): a previous
+		// JobManager of this cluster submitted it.
+		d.log.Info().Str("job_id", id).Msg("the staged job was recovered, not submitted again")
+	}
 	d.submitOnce.Do(func() { close(d.submitted) })
 	if err != nil {
 		return fmt.Errorf("submitting the staged job: %w", err)

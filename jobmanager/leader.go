@@ -35,8 +35,8 @@ import (
 // Flink), stops its ResourceManager (and the TaskManagers it started), and
 // campaigns again; the next leader recovers the jobs.
 func startHA(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*JobManager, error) {
-	if mode := conf.DeploymentMode.Get(c); mode != conf.ModeSession {
-		return nil, fmt.Errorf("jobmanager: high-availability.type %s works with session clusters only so far, not %s", conf.HighAvailability(c), mode)
+	if mode := conf.DeploymentMode.Get(c); mode == conf.ModeApplication {
+		return nil, fmt.Errorf("jobmanager: high-availability.type %s works with session and per-job clusters so far, not %s", conf.HighAvailability(c), mode)
 	}
 	haCfg := ha.ConfigFromConf(c, log.With().Str("component", "ha").Logger())
 	services, err := ha.New(ctx, haCfg)
@@ -77,10 +77,19 @@ func startHA(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*J
 	if err != nil {
 		return fail(err, rpcLis.Close, restLis.Close)
 	}
+	// A per-job cluster loads its staged job first, at every start: a
+	// restarted JobManager (the provider's next attempt) finds the job in
+	// the HA stores and recovers it instead of submitting it again.
+	var dep *deployment
+	if conf.DeploymentMode.Get(c) == conf.ModePerJob {
+		if dep, err = prepareDeployment(ctx, c, blobs, log); err != nil {
+			return fail(err, rpcLis.Close, restLis.Close)
+		}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	j := &JobManager{RPCAddress: rpcLis.Addr().String(), RESTAddress: restLis.Addr().String(), cancel: cancel, ctx: ctx}
 	p := &leaderProcess{j: j, c: c, log: log, restToken: restToken, internalTLS: internalTLS, services: services, blobs: blobs, rpc: rpcLis,
-		events: make(chan leaderEvent, 16)}
+		dep: dep, events: make(chan leaderEvent, 16)}
 	httpServer := &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
 
 	// The standby answers REST with the leader's address.
@@ -137,6 +146,11 @@ func startHA(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*J
 		if tempBlobs {
 			_ = os.RemoveAll(blobDir)
 		}
+		if dep != nil {
+			// Its staging stays unless the work ended (removed then):
+			// the provider's next attempt needs it.
+			dep.staging.Close()
+		}
 	})
 	log.Info().Str("rpc", j.RPCAddress).Str("rest", j.RESTAddress).Str("version", version.Version).
 		Str("high_availability", haCfg.Type).Str("cluster_id", haCfg.ClusterID).Msg("JobManager started; campaigning for leadership")
@@ -169,8 +183,10 @@ type leaderProcess struct {
 	services    ha.Services
 	blobs       *blob.Store
 	rpc         net.Listener
-	elections   []componentElection
-	events      chan leaderEvent
+	// dep is a per-job cluster's work; nil for a session.
+	dep       *deployment
+	elections []componentElection
+	events    chan leaderEvent
 
 	mu sync.Mutex
 	// cur is the term this process leads; nil while standby.
@@ -261,6 +277,9 @@ func (p *leaderProcess) startTerm(ctx context.Context, session ha.SessionID) err
 	rm, disp := lead.rm, lead.disp
 	t.grpc, t.disp = lead.grpc, disp
 	t.handler = withDashboard(rest.Authenticate(p.restToken, lead.rest, nil))
+	if p.dep != nil {
+		t.handler = withDashboard(rest.Authenticate(p.restToken, p.dep.handler(lead.rest), p.dep.isDriver))
+	}
 	t.wg.Add(3)
 	go func() { defer t.wg.Done(); rm.Run(tctx) }()
 	go func() { defer t.wg.Done(); disp.Run(tctx) }()
@@ -285,7 +304,32 @@ func (p *leaderProcess) startTerm(ctx context.Context, session ha.SessionID) err
 		}
 	}
 	log.Info().Strs("recovered_jobs", recovered).Dur("took", time.Since(t.started)).Msg("leading: Dispatcher and ResourceManager started")
+	if p.dep != nil {
+		t.wg.Add(1)
+		go func() { defer t.wg.Done(); p.runDeployment(tctx, disp, workers) }()
+	}
 	return nil
+}
+
+// runDeployment does a per-job cluster's work while this term leads (the
+// job, recovered or submitted) and ends the JobManager once it is over.
+// A term that ends first leaves the job to the next leader.
+func (p *leaderProcess) runDeployment(ctx context.Context, disp *dispatcher.Dispatcher, workers providers.WorkerDriver) {
+	err := p.dep.run(ctx, disp, driverRESTAddress(p.j.RESTAddress))
+	if ctx.Err() != nil {
+		return
+	}
+	if workers != nil {
+		// As without HA: stop the TaskManagers while they are answered.
+		stopCtx, done := context.WithTimeout(context.Background(), 30*time.Second)
+		_ = workers.Close(stopCtx)
+		done()
+	}
+	p.dep.removeStaging()
+	if err != nil {
+		p.j.fail(fmt.Errorf("jobmanager: %s cluster %s: %w", p.dep.mode, p.dep.clusterID, err))
+	}
+	p.j.cancel()
 }
 
 // stopTerm ends the term this process leads, if any: no new RPC or REST

@@ -120,6 +120,10 @@ const (
 	// StatusTerminated: the JobManager ended (a finished per-job or
 	// application cluster, or a crash) and the provider still remembers it.
 	StatusTerminated ClusterStatus = "terminated"
+	// StatusFailed: the JobManager ended abnormally (killed, crashed, or
+	// out of restart attempts) and nothing brings it back; the provider
+	// keeps the cluster's record, and Kill removes what is left of it.
+	StatusFailed ClusterStatus = "failed"
 	// StatusUnknown: the provider cannot tell (e.g. the scheduler is
 	// unreachable).
 	StatusUnknown ClusterStatus = "unknown"
@@ -159,10 +163,11 @@ type ClusterDeployer interface {
 	// Blocks only for the provider's bookkeeping (a file read, an API
 	// call). An unknown ID fails with ErrClusterNotFound; a cluster whose
 	// JobManager ended may be reported terminated or, once cleaned, not
-	// found.
+	// found; one that ended abnormally may be reported failed until Kill.
 	Retrieve(ctx context.Context, clusterID string) (ClusterInfo, error)
 	// List returns every cluster the provider remembers, sorted by ID, and
-	// cleans records of clusters whose processes are gone. Blocks like
+	// cleans records of clusters whose processes are gone, except failed
+	// ones, which it lists until Kill. Blocks like
 	// Retrieve.
 	List(ctx context.Context) ([]ClusterInfo, error)
 	// Kill stops every process or container of the cluster (JobManager and

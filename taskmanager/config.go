@@ -104,6 +104,13 @@ type Config struct {
 	// instead of at ResourceManagerAddress: every re-registration reaches
 	// the leader of the moment. The caller owns and closes it.
 	LeaderRetrieval ha.Services
+	// ExitOnResourceManagerLoss makes the TaskExecutor stop (Run returns
+	// ErrResourceManagerLost) once the registered ResourceManager's
+	// heartbeats stop for the heartbeat timeout, instead of registering
+	// again: without high availability nothing recovers the JobManager's
+	// jobs, so its TaskManagers and their runners go (gofl taskmanager sets
+	// it when high-availability.type is none).
+	ExitOnResourceManagerLoss bool
 	// Rand draws IDs and retry jitter; default seeded from crypto/rand.
 	// Only the TaskExecutor's goroutine uses it after New.
 	Rand *rand.Rand

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/gofl/gofl/ha"
 	"github.com/gofl/gofl/internal/backoff"
 	"github.com/gofl/gofl/internal/clock"
 	"github.com/gofl/gofl/internal/outbox"
@@ -43,6 +44,12 @@ type jobConnection struct {
 	// it goes to the JobMaster in the registration, and from there into
 	// the shuffle descriptors of what this TaskManager produces.
 	dataAddr string
+
+	// leaderSession is the ResourceManager leader session known when the
+	// connection was made (nil: none yet, or no high availability): the
+	// JobMasters lead with it, so a new leader session means this
+	// connection's JobMaster lost its leadership, whatever its address.
+	leaderSession *ha.SessionID
 
 	connected   bool
 	jobMasterID string
@@ -115,6 +122,7 @@ func (te *TaskExecutor) connectJob(jobID, address string) error {
 		out:            te.newJobOutbox(jobID, address),
 		log:            te.log.With().Str("job_id", jobID).Logger(),
 		lostRunners:    map[uint64]error{},
+		leaderSession:  te.rmSession,
 	}
 	// The data address is needed now, for the registration; while the
 	// job's runner lives it is the address the runner listens on.

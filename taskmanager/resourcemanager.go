@@ -18,6 +18,10 @@ import (
 	"github.com/gofl/gofl/rpc/pb"
 )
 
+// ErrResourceManagerLost is what Run returns when the ResourceManager was
+// lost and Config.ExitOnResourceManagerLoss is set.
+var ErrResourceManagerLost = errors.New("taskmanager: ResourceManager lost")
+
 // slotReportKey makes slot reports latest-value-wins in the outbox.
 const slotReportKey = "slot-report"
 
@@ -152,6 +156,11 @@ func (te *TaskExecutor) watchResourceManager(gen uint64) {
 			return
 		}
 		if silent := te.clk.Now().Sub(rm.lastSeen); silent >= rm.timeout {
+			if te.cfg.ExitOnResourceManagerLoss {
+				te.fail(fmt.Errorf("%w: ResourceManager %s at %s silent for the heartbeat timeout %v; without high availability nothing recovers its jobs",
+					ErrResourceManagerLost, rm.id, te.cfg.ResourceManagerAddress, rm.timeout))
+				return
+			}
 			te.log.Warn().Str("resource_manager_id", rm.id).Dur("heartbeat_timeout", rm.timeout).
 				Msg("ResourceManager heartbeat timed out; registering again")
 			te.connectToResourceManager(fmt.Sprintf("heartbeat of ResourceManager %s timed out after %v", rm.id, rm.timeout), false)

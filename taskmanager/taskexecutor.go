@@ -336,11 +336,13 @@ func (te *TaskExecutor) resourceManagerLeader(info ha.LeaderInformation) {
 	}
 	te.log.Info().Str("address", info.Address).Stringer("leader_session", info.SessionID).Msg("a new ResourceManager leader; registering there")
 	// The JobMasters lead with the ResourceManager, in one process: the
-	// jobs of any other address lost theirs. Their tasks are cancelled and
+	// jobs connected under an older leader session, or at another address,
+	// lost theirs, even when the new leader has the old one's address (a
+	// JobManager restarted on its ports). Their tasks are cancelled and
 	// their slots freed for the new leader, which recovers the jobs.
 	for _, jc := range te.sortedJobs() {
-		if jc.address != info.Address {
-			te.jobMasterLost(jc, "the JobManager lost its leadership to "+info.Address, false)
+		if jc.address != info.Address || jc.leaderSession == nil || *jc.leaderSession != info.SessionID {
+			te.jobMasterLost(jc, "the JobManager lost its leadership to "+info.Address+" (leader session "+info.SessionID.String()+")", false)
 		}
 	}
 	te.connectToResourceManager("a new ResourceManager leader", false)

@@ -2,6 +2,10 @@ package taskmanager
 
 import (
 	"context"
+	"errors"
+	"github.com/gofl/gofl/ha"
+	"google.golang.org/grpc/credentials/insecure"
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -604,4 +608,73 @@ func TestFailingStateUpdatesLoseTheJobMaster(t *testing.T) {
 	if s := c.snapshot(); len(s.Jobs) != 1 || !s.Slots[0].Active {
 		t.Errorf("FAILED_PRECONDITION lost the JobMaster: %+v", s)
 	}
+}
+
+// Without high availability a TaskManager whose ResourceManager went
+// silent stops, failing its tasks, instead of registering again.
+func TestResourceManagerLossStopsTheTaskManagerWithoutHA(t *testing.T) {
+	rm, jm := newFakeRM(), newFakeJM()
+	rm.heartbeatTimeoutMs, jm.heartbeatTimeoutMs = 10_000, 3_600_000
+	clk := clock.NewFake(time.Unix(1000, 0))
+	c := newCluster(t, rm, jm, Config{Clock: clk, ResourceID: "tm-a", ExitOnResourceManagerLoss: true})
+	c.activeSlot("a1", 0, testJobID)
+	a := attempt("sleeper", 0, 0)
+	if err := c.submit(testJobID, tdd(testJobID, "a1", "sleep", `{"duration":"1 min"}`, a)); err != nil {
+		t.Fatal(err)
+	}
+	c.states(a, 2)
+	clk.Advance(9 * time.Second)
+	c.snapshot() // the timers' turns ran
+	none(t, rm.registers, 0, "re-registration before the heartbeat timeout")
+	clk.Advance(time.Second)
+	err := c.run.wait(t)
+	if !errors.Is(err, ErrResourceManagerLost) || !strings.Contains(err.Error(), "without high availability") {
+		t.Fatalf("Run = %v, want ErrResourceManagerLost", err)
+	}
+	if u := c.states(a, 1)[0]; u.State != StateFailed {
+		t.Errorf("task update on the loss = %v", u)
+	}
+	none(t, rm.registers, 0, "re-registration after the loss")
+}
+
+// fakeLeaderHA hands the test the TaskExecutor's ResourceManager leader
+// listener; nothing else of ha.Services is used.
+type fakeLeaderHA struct {
+	ha.Services
+	listeners chan ha.LeaderRetrievalListener
+}
+
+func (f *fakeLeaderHA) LeaderRetriever(component string, l ha.LeaderRetrievalListener) (ha.LeaderRetriever, error) {
+	f.listeners <- l
+	return nopCloser{}, nil
+}
+
+// A new leader session at the old leader's address (a JobManager restarted
+// on its ports) still means the JobMasters connected before lost their
+// leadership: the job's tasks are cancelled, its slots freed, and the
+// TaskManager registers at the new leader.
+func TestNewLeaderAtTheSameAddressLosesTheOldJobMasters(t *testing.T) {
+	f := &fakeLeaderHA{listeners: make(chan ha.LeaderRetrievalListener, 1)}
+	dial := func(addr string) (pb.ResourceManagerServiceClient, io.Closer, error) {
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return nil, nil, err
+		}
+		return pb.NewResourceManagerServiceClient(cc), cc, nil
+	}
+	c := newCluster(t, nil, nil, Config{LeaderRetrieval: f, DialResourceManager: dial})
+	l := recv(t, f.listeners, "leader listener")
+	l.NotifyLeaderAddress(ha.LeaderInformation{SessionID: ha.NewSessionID(), Address: c.jmAddr})
+	c.activeSlot("a1", 0, testJobID)
+	a := attempt("sleeper", 0, 0)
+	if err := c.submit(testJobID, tdd(testJobID, "a1", "sleep", `{"duration":"1 min"}`, a)); err != nil {
+		t.Fatal(err)
+	}
+	c.states(a, 2)
+	l.NotifyLeaderAddress(ha.LeaderInformation{SessionID: ha.NewSessionID(), Address: c.jmAddr})
+	recv(t, c.rm.registers, "registration at the new leader")
+	eventually(t, "the old leader's job is gone", func() bool {
+		s := c.snapshot()
+		return len(s.Tasks) == 0 && len(s.Jobs) == 0 && s.Slots[0].AllocationID == ""
+	})
 }

@@ -55,7 +55,7 @@ Examples:
 		Commands: []*cli.Command{
 			configCommand(),
 			simulateCommand(),
-			jobmanagerCommand(),
+			jobmanagerCommand(), localSupervisorCommand(),
 			taskManagerCommand(),
 			runCommand(), sessionCommand(), submitCommand(), listCommand(), infoCommand(), cancelCommand(),
 			savepointCommand(), stopCommand(), cacheCommand(),

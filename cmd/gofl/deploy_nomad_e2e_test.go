@@ -387,23 +387,41 @@ func TestNomadTaskManagerStoppedMidJob(t *testing.T) {
 
 // gatedCountBinary builds testdata/gatedcount (once per test binary).
 func gatedCountBinary(t *testing.T) string {
+	return builtBinary(t, "gatedcount", "./testdata/gatedcount")
+}
+
+// builtBinary builds the main package pkg as name beside the e2e binaries,
+// once per test binary.
+func builtBinary(t *testing.T, name, pkg string) string {
 	t.Helper()
 	g, _ := e2eBinaries(t)
-	bin := filepath.Join(filepath.Dir(g), "gatedcount")
-	gatedOnce.Do(func() {
-		if out, err := exec.Command("go", "build", "-o", bin, "./testdata/gatedcount").CombinedOutput(); err != nil {
-			gatedErr = fmt.Errorf("building testdata/gatedcount: %v\n%s", err, out)
+	bin := filepath.Join(filepath.Dir(g), name)
+	builtMu.Lock()
+	b := built[name]
+	if b == nil {
+		b = &builtOnce{}
+		built[name] = b
+	}
+	builtMu.Unlock()
+	b.once.Do(func() {
+		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("building %s: %v\n%s", pkg, err, out)
 		}
 	})
-	if gatedErr != nil {
-		t.Fatal(gatedErr)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
 	return bin
 }
 
+type builtOnce struct {
+	once sync.Once
+	err  error
+}
+
 var (
-	gatedOnce sync.Once
-	gatedErr  error
+	builtMu sync.Mutex
+	built   = map[string]*builtOnce{}
 )
 
 // checkGatedCount checks gatedcount's output for n=1000: the sums of

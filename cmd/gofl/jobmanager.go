@@ -9,6 +9,7 @@ import (
 
 	"github.com/gofl/gofl/conf"
 	"github.com/gofl/gofl/jobmanager"
+	"github.com/gofl/gofl/providers/local"
 )
 
 func jobmanagerCommand() *cli.Command {
@@ -59,5 +60,25 @@ func runJobManager(c *cli.Context) error {
 	}
 	err = jm.Wait()
 	archiveJobManagerLog(cfg, log)
+	local.WriteExitFile(err) // not failed: it ended by itself
 	return err
+}
+
+// localSupervisorCommand is the local provider's JobManager supervisor
+// (local.Supervise), which the provider starts itself.
+func localSupervisorCommand() *cli.Command {
+	return &cli.Command{
+		Name:   local.SupervisorRole,
+		Usage:  "restart a local cluster's JobManager (started by the local provider)",
+		Hidden: true,
+		Action: func(c *cli.Context) error {
+			cfg, log, err := setup(c)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return local.Supervise(ctx, conf.ExpandEnv(conf.LocalProviderDir.Get(cfg)), conf.DeploymentClusterID.Get(cfg), log)
+		},
+	}
 }

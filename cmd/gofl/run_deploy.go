@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +15,7 @@ import (
 	"github.com/gofl/gofl/client"
 	"github.com/gofl/gofl/conf"
 	"github.com/gofl/gofl/jobgraph"
+	"github.com/gofl/gofl/providers"
 )
 
 // deployTimeout bounds staging plus deploying a per-job or application cluster.
@@ -75,9 +79,10 @@ func runOwnCluster(c *cli.Context, mode string) error {
 	}
 	var ferr error
 	if jg != nil {
-		ferr = followJob(c, cc.Client, jg, cc.JobIDs(ctx)[0])
+		id := cc.JobIDs(ctx)[0]
+		ferr = followOverFailovers(c, desc, cc, func(cl *client.Client) error { return followJob(c, cl, jg, id) })
 	} else {
-		ferr = followApplication(c, cc.Client)
+		ferr = followOverFailovers(c, desc, cc, func(cl *client.Client) error { return followApplication(c, cl) })
 	}
 	if stoppedEarly(ferr) {
 		return attachedRun{cl: cc.Client, jobs: cc.JobIDs, own: cc, target: desc.Provider()}.leave(c, ferr)
@@ -96,6 +101,71 @@ func runOwnCluster(c *cli.Context, mode string) error {
 		fmt.Fprintf(c.App.Writer, "Logs of cluster %s (Print() output in taskmanager-*.log): %s\n", cc.ClusterID(), logs)
 	}
 	return ferr
+}
+
+// followOverFailovers runs follow against the cluster and, when its
+// JobManager stops answering, asks the provider: while it restarts the
+// JobManager (provider.local.jobmanager.attempts; with high availability
+// the job is recovered) the client waits, prints "JobManager failed over"
+// once the JobManager answers again, and follows on; a cluster the
+// provider reports failed ends the run with the provider's reason.
+func followOverFailovers(c *cli.Context, desc *client.ClusterDescriptor, cc *client.ClusterClient, follow func(*client.Client) error) error {
+	cl := cc.Client
+	for {
+		err := follow(cl)
+		if err == nil || !jobManagerUnreachable(err) {
+			return err
+		}
+		fmt.Fprintf(c.App.ErrWriter, "[%s] the JobManager at %s does not answer (%v); asking provider %s\n",
+			time.Now().Format("15:04:05.000"), cl.Address(), err, desc.Provider())
+		next, rerr := waitJobManagerBack(c, desc, cc.ClusterID())
+		if errors.Is(rerr, providers.ErrClusterNotFound) {
+			// Failed for good: what is left of it goes (record, staging).
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			if serr := cc.Shutdown(ctx); serr != nil {
+				fmt.Fprintf(c.App.ErrWriter, "removing cluster %s: %v\n", cc.ClusterID(), serr)
+			}
+			cancel()
+		}
+		if rerr != nil {
+			return fmt.Errorf("run: %w", rerr)
+		}
+		cl = next.Client
+		fmt.Fprintf(c.App.Writer, "[%s] JobManager failed over: %s answers again (attempt %s); following on\n",
+			time.Now().Format("15:04:05.000"), cl.Address(), next.Info.Details["attempt"])
+	}
+}
+
+// jobManagerUnreachable tells a JobManager that is gone or not serving
+// (connection refused or reset, 502/503) from an answer about the job.
+func jobManagerUnreachable(err error) bool {
+	var ue *url.Error
+	var ce *client.Error
+	return errors.As(err, &ue) || errors.As(err, &ce) && (ce.StatusCode == http.StatusServiceUnavailable || ce.StatusCode == http.StatusBadGateway)
+}
+
+// waitJobManagerBack polls the provider until the cluster's JobManager
+// answers again, the provider reports the cluster failed or gone, or the
+// run's --timeout passed.
+func waitJobManagerBack(c *cli.Context, desc *client.ClusterDescriptor, id string) (*client.ClusterClient, error) {
+	ctx, cancel := context.WithTimeoutCause(c.Context, c.Duration("timeout"), errFollowTimeout)
+	defer cancel()
+	for {
+		cc, err := desc.RetrieveCluster(ctx, id)
+		if err != nil && errors.Is(err, providers.ErrClusterNotFound) {
+			return nil, fmt.Errorf("the JobManager of cluster %s is gone and not coming back: %w", id, err)
+		}
+		if err == nil && cc.Info.Status == providers.StatusRunning {
+			if _, aerr := cc.Application(ctx); aerr == nil {
+				return cc, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for the JobManager of cluster %s to come back: %w", id, context.Cause(ctx))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 func titleMode(mode string) string {

@@ -81,7 +81,9 @@ Examples:
 				Description: `Lists the provider's running clusters of every mode (session, per-job,
 application): ID, provider, mode, status, REST address and creation time.
 The remembered default session is marked with *. Sessions gofl remembers
-that no longer run are forgotten.
+that no longer run are forgotten. A cluster whose JobManager was killed or
+failed (without high availability, or out of restart attempts) is listed
+as failed until 'gofl session stop' removes what is left of it.
 
 Examples:
    gofl session list

@@ -65,6 +65,9 @@ func runTaskManager(c *cli.Context) error {
 		}
 		defer services.Close()
 		tcfg.LeaderRetrieval = services
+	} else {
+		// No HA: a lost JobManager is not coming back with its jobs.
+		tcfg.ExitOnResourceManagerLoss = true
 	}
 	tcfg.LogFile = os.Getenv(logs.EnvLogFile)
 	if tcfg.LogArchive = openProcessLogArchive(c.Context, cfg, log); tcfg.LogArchive != nil {

@@ -97,6 +97,16 @@ type record struct {
 	// Standbys are the further JobManager processes of a cluster with
 	// several (ClusterSpec.JobManagers, high availability).
 	Standbys []jobManagerRecord `json:"standby_jobmanagers,omitempty"`
+	// Failure, if set, is why the cluster failed for good (the JobManager
+	// was out of restart attempts).
+	Failure string `json:"failure,omitempty"`
+	// Attempts counts the starts of the JobManager (1 after Deploy);
+	// Restarted is the latest restart's time.
+	Attempts  int       `json:"attempts,omitempty"`
+	Restarted time.Time `json:"restarted,omitzero"`
+	// Supervisor is the process that restarts the JobManager (Supervise),
+	// when provider.local.jobmanager.attempts allows restarts.
+	Supervisor procID `json:"supervisor,omitzero"`
 }
 
 // jobManagerRecord is one further JobManager process of a cluster.
@@ -156,8 +166,8 @@ func (d *Deployer) Deploy(ctx context.Context, spec providers.ClusterSpec) (prov
 		if !errors.Is(err, fs.ErrExist) {
 			return providers.ClusterInfo{}, fmt.Errorf("local: %w", err)
 		}
-		// In use, unless stale.
-		if info, rerr := d.Retrieve(ctx, spec.ClusterID); rerr == nil && info.Status != providers.StatusTerminated {
+		// In use, unless stale or failed (what is left of it goes).
+		if info, rerr := d.Retrieve(ctx, spec.ClusterID); rerr == nil && info.Status != providers.StatusTerminated && info.Status != providers.StatusFailed {
 			return providers.ClusterInfo{}, fmt.Errorf("%w: %s (JobManager pid %s)", providers.ErrClusterExists, spec.ClusterID, info.Details["pid"])
 		}
 		_ = d.clean(spec.ClusterID, dir)
@@ -176,7 +186,6 @@ func (d *Deployer) Deploy(ctx context.Context, spec providers.ClusterSpec) (prov
 }
 
 func (d *Deployer) deploy(ctx context.Context, spec providers.ClusterSpec, dir, bin string) (providers.ClusterInfo, error) {
-	jmDir := filepath.Join(dir, jobManagerDir)
 	cfg := map[string]string{}
 	for k, v := range spec.Config {
 		cfg[k] = v
@@ -190,6 +199,8 @@ func (d *Deployer) deploy(ctx context.Context, spec providers.ClusterSpec, dir, 
 	setDefault(conf.JobManagerRPCPort.Key(), "0")
 	setDefault(conf.RestAddress.Key(), "127.0.0.1")
 	setDefault(conf.JobManagerRPCAddress.Key(), "127.0.0.1")
+	// As on YARN, each cluster's HA data is its own unless configured.
+	setDefault(conf.HAClusterID.Key(), "/"+spec.ClusterID)
 	cfg[conf.DeploymentProvider.Key()] = Name
 	cfg[conf.DeploymentClusterID.Key()] = spec.ClusterID
 	cfg[conf.DeploymentBinary.Key()] = bin
@@ -213,10 +224,7 @@ func (d *Deployer) deploy(ctx context.Context, spec providers.ClusterSpec, dir, 
 	procs := make([]*proc, n)
 	dirs := make([]string, n)
 	for i := range procs {
-		dirs[i] = jmDir
-		if i > 0 {
-			dirs[i] = jmDir + "-" + strconv.Itoa(i+1)
-		}
+		dirs[i] = filepath.Join(dir, jobManagerDirName(i))
 		if err := os.Mkdir(dirs[i], 0o755); err != nil {
 			return providers.ClusterInfo{}, fmt.Errorf("local: %w", err)
 		}
@@ -275,12 +283,48 @@ func (d *Deployer) deploy(ctx context.Context, spec providers.ClusterSpec, dir, 
 	for i := range rec.Standbys {
 		rec.Standbys[i].RPCAddress, rec.Standbys[i].RESTAddress = addrs[i+1][0], addrs[i+1][1]
 	}
-	rec.Status = providers.StatusRunning
+	rec.Status, rec.Attempts = providers.StatusRunning, 1
+	if err := d.startSupervisor(dir, bin, cfg, &rec); err != nil {
+		return providers.ClusterInfo{}, err
+	}
 	if err := d.writeRecord(dir, rec); err != nil {
 		return providers.ClusterInfo{}, err
 	}
 	d.opts.Log.Info().Str("cluster_id", spec.ClusterID).Str("rest", rec.RESTAddress).Msg("cluster deployed")
 	return d.info(rec, dir), nil
+}
+
+// startSupervisor starts the process that restarts the JobManager
+// (Supervise) if provider.local.jobmanager.attempts allows restarts.
+func (d *Deployer) startSupervisor(dir, bin string, cfg map[string]string, rec *record) error {
+	attempts, err := conf.JobManagerAttemptsOf(cfg, conf.LocalJobManagerAttempts)
+	if err != nil {
+		return fmt.Errorf("local: %w", err)
+	}
+	if attempts <= 1 {
+		return nil
+	}
+	b, err := json.Marshal(launch{Binary: bin, Config: cfg, Attempts: attempts})
+	if err != nil {
+		return fmt.Errorf("local: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, jobManagerDir, launchFile), b, 0o600); err != nil {
+		return fmt.Errorf("local: %w", err)
+	}
+	supDir := filepath.Join(dir, supervisorDir)
+	if err := os.Mkdir(supDir, 0o755); err != nil {
+		return fmt.Errorf("local: %w", err)
+	}
+	p, err := startProcess(bin, SupervisorRole, supDir, rec.ClusterID, map[string]string{
+		conf.LocalProviderDir.Key(): d.opts.Dir, conf.DeploymentClusterID.Key(): rec.ClusterID,
+		"log.level": cfg["log.level"],
+	})
+	if err != nil {
+		return err
+	}
+	rec.Supervisor = p.id
+	d.opts.Log.Info().Str("cluster_id", rec.ClusterID).Int("pid", p.id.PID).Int("attempts", attempts).Msg("JobManager supervisor started")
+	return nil
 }
 
 func readFile(path string) []byte {
@@ -325,6 +369,10 @@ func startProcess(bin, role, dir, clusterID string, cfg map[string]string) (*pro
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOFL_CLUSTER_ID="+clusterID, logs.EnvLogFile+"="+filepath.Join(dir, logFile))
+	if role == "jobmanager" {
+		_ = os.Remove(filepath.Join(dir, exitFile)) // a restart's
+		cmd.Env = append(cmd.Env, ExitFileEnv+"="+filepath.Join(dir, exitFile))
+	}
 	cmd.Stdout, cmd.Stderr = lf, lf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -387,8 +435,29 @@ func (d *Deployer) info(rec record, dir string) providers.ClusterInfo {
 	// With standbys, a live JobManager's address: a standby answers with
 	// the leader's.
 	jm, alive := rec.live()
+	details := map[string]string{
+		"pid":    strconv.Itoa(jm.Proc.PID),
+		"dir":    dir,
+		"log":    filepath.Join(dir, jobManagerDir, logFile),
+		"binary": rec.Binary,
+	}
 	if !alive {
+		// Ended by itself (a per-job or application cluster's work is
+		// over, or it was stopped) or not: killed, crashed, out of
+		// attempts. Only the latter is failed, and kept until Kill.
 		status = providers.StatusTerminated
+		if why, failed := rec.failure(dir); failed {
+			status = providers.StatusFailed
+			details["error"] = why
+			if rec.Failure == "" && rec.Supervisor.alive() {
+				// The supervisor restarts it (or is about to fail it).
+				status = providers.StatusStarting
+				details["restarting"] = why
+			}
+		}
+	}
+	if rec.Attempts > 1 {
+		details["attempt"] = strconv.Itoa(rec.Attempts)
 	}
 	return providers.ClusterInfo{
 		ClusterID:   rec.ClusterID,
@@ -398,17 +467,42 @@ func (d *Deployer) info(rec record, dir string) providers.ClusterInfo {
 		RESTAddress: jm.RESTAddress,
 		RPCAddress:  jm.RPCAddress,
 		Created:     rec.Created,
-		Details: map[string]string{
-			"pid":    strconv.Itoa(jm.Proc.PID),
-			"dir":    dir,
-			"log":    filepath.Join(dir, jobManagerDir, logFile),
-			"binary": rec.Binary,
-		},
+		Details:     details,
 	}
 }
 
+// failure tells why a cluster none of whose JobManagers runs ended
+// abnormally; false if one of them exited by itself without an error.
+func (rec record) failure(dir string) (string, bool) {
+	if rec.Failure != "" {
+		return rec.Failure, true
+	}
+	why := "the JobManager ended without a word (killed?)"
+	for i := range len(rec.Standbys) + 1 {
+		b, err := os.ReadFile(filepath.Join(dir, jobManagerDirName(i), exitFile))
+		if err != nil {
+			continue
+		}
+		if msg := strings.TrimSpace(string(b)); msg != "" {
+			why = "the JobManager failed: " + msg
+			continue
+		}
+		return "", false
+	}
+	return why, true
+}
+
+// jobManagerDirName is the working directory's name of the i-th JobManager.
+func jobManagerDirName(i int) string {
+	if i == 0 {
+		return jobManagerDir
+	}
+	return jobManagerDir + "-" + strconv.Itoa(i+1)
+}
+
 // Retrieve implements providers.ClusterDeployer. A cluster whose
-// JobManager is gone is reported terminated once, and cleaned.
+// JobManager ended by itself is reported terminated once, and cleaned; one
+// whose JobManager was killed or failed is reported failed until Kill.
 func (d *Deployer) Retrieve(_ context.Context, clusterID string) (providers.ClusterInfo, error) {
 	dir, err := d.clusterDir(clusterID)
 	if err != nil {
@@ -425,7 +519,7 @@ func (d *Deployer) Retrieve(_ context.Context, clusterID string) (providers.Clus
 	if info.Status == providers.StatusTerminated {
 		_ = d.clean(clusterID, dir)
 	}
-	return info, nil
+	return info, nil // a failed cluster stays until Kill
 }
 
 // List implements providers.ClusterDeployer; it cleans stale records.
@@ -504,13 +598,19 @@ func (d *Deployer) clean(clusterID, dir string) error {
 // TaskManager with a pid file in dir, gracefully first.
 // A TaskManager started meanwhile is found by scanning again.
 func (d *Deployer) stopCluster(dir string, deadline time.Time) []procID {
+	return d.stopClusterExcept(dir, "", deadline)
+}
+
+// stopClusterExcept is stopCluster sparing the process of the working
+// directory except (the supervisor stopping the rest).
+func (d *Deployer) stopClusterExcept(dir, except string, deadline time.Time) []procID {
 	seen := map[procID]bool{}
 	var left []procID
 	for range 3 {
 		var groups []procID
 		entries, _ := os.ReadDir(dir)
 		for _, e := range entries {
-			if !e.IsDir() {
+			if !e.IsDir() || e.Name() == except {
 				continue
 			}
 			if p, ok := readPidFile(filepath.Join(dir, e.Name())); ok && !seen[p] {

@@ -31,7 +31,18 @@
 // listed or retrieved. Kill sends SIGTERM to the process group of every
 // process of the cluster (the JobManager and every TaskManager with a pid
 // file), then SIGKILL to what still runs after the grace period, and
-// removes the directory once nothing runs.
+// removes the directory once nothing runs. A JobManager notes an orderly
+// exit in jobmanager/exited (WriteExitFile); a cluster whose JobManager
+// ended without it (killed) is reported failed, and kept until Kill.
+//
+// # Restarts (Supervise)
+//
+// With provider.local.jobmanager.attempts above 1 (the default with high
+// availability), Deploy also starts <cluster>/supervisor/, `gofl
+// local-supervisor`, which restarts a JobManager that ended abnormally on
+// its ports from jobmanager/launch.json, counting attempts in the record;
+// out of attempts it notes the failure in the record and stops the
+// cluster's processes.
 //
 // # JobManager half (WorkerDriver)
 //

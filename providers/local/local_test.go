@@ -1,9 +1,9 @@
 package local_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
-	"github.com/gofl/gofl/internal/clustertest"
 	"net"
 	"os"
 	"path/filepath"
@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gofl/gofl/conf"
+	"github.com/gofl/gofl/internal/clustertest"
 	"github.com/gofl/gofl/jobmanager"
 	"github.com/gofl/gofl/providers"
 	"github.com/gofl/gofl/providers/local"
@@ -215,34 +216,53 @@ func TestDeployFailuresLeaveNothing(t *testing.T) {
 	}
 }
 
-func TestStaleRecordIsCleaned(t *testing.T) {
+// Without high availability a JobManager killed -9 takes its cluster
+// down: its TaskManager exits within heartbeat.timeout, the cluster is
+// reported failed (also by List) until Kill removes what is left, while a
+// JobManager that ended by itself leaves a terminated record, cleaned.
+func TestKilledJobManagerLeavesAFailedCluster(t *testing.T) {
 	base := t.TempDir()
 	d := newDeployer(t, base)
 	const id = "stale"
-	info, err := d.Deploy(ctxT(t, time.Minute), providers.ClusterSpec{ClusterID: id, Mode: providers.ModePerJob, Config: fastCluster(), TaskManagers: 1})
+	cfg := fastCluster()
+	cfg["heartbeat.timeout"] = "3s"
+	info, err := d.Deploy(ctxT(t, time.Minute), providers.ClusterSpec{ClusterID: id, Mode: providers.ModeSession, Config: cfg, TaskManagers: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = d.Kill(context.Background(), id) })
 	eventually(t, time.Minute, "a TaskManager registers", func() bool { return len(taskManagerIDs(t, info.RESTAddress)) == 1 })
-	// The JobManager dies hard: its TaskManagers are orphans.
 	jmPid, _ := strconv.Atoi(info.Details["pid"])
-	if err := syscall.Kill(-jmPid, syscall.SIGKILL); err != nil {
+	if err := syscall.Kill(jmPid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "the JobManager is gone", func() bool {
-		got, err := newDeployer(t, base).Retrieve(context.Background(), id)
-		return err == nil && got.Status == providers.StatusTerminated || errors.Is(err, providers.ErrClusterNotFound)
-	})
-	list, err := d.List(ctxT(t, time.Minute))
-	if err != nil || len(list) != 0 {
-		t.Fatalf("List = %+v, %v", list, err)
+	killed := time.Now()
+	// The TaskManager notices the silence after heartbeat.timeout (3 s);
+	// slack for a loaded machine.
+	eventually(t, 40*time.Second, "the orphaned TaskManager exits", func() bool { return len(processesOf(t, id)) == 0 })
+	t.Logf("processes gone %v after the kill", time.Since(killed).Round(time.Millisecond))
+	tmLog, _ := os.ReadFile(filepath.Join(base, "clusters", id, "taskmanager-1", "gofl.log"))
+	if !bytes.Contains(tmLog, []byte("without high availability nothing recovers its jobs")) {
+		t.Errorf("TaskManager log lacks the reason:\n%s", tmLog)
 	}
-	if left := processesOf(t, id); len(left) != 0 {
-		t.Fatalf("processes of the stale cluster left: %v", left)
+	for range 2 { // Retrieve and List keep reporting it
+		got, err := newDeployer(t, base).Retrieve(context.Background(), id)
+		if err != nil || got.Status != providers.StatusFailed || !strings.Contains(got.Details["error"], "killed") {
+			t.Fatalf("Retrieve = %+v, %v; want failed", got, err)
+		}
+		list, err := d.List(ctxT(t, time.Minute))
+		if err != nil || len(list) != 1 || list[0].Status != providers.StatusFailed {
+			t.Fatalf("List = %+v, %v", list, err)
+		}
+	}
+	if err := d.Kill(ctxT(t, time.Minute), id); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(base, "clusters", id)); !os.IsNotExist(err) {
-		t.Fatalf("stale directory: %v", err)
+		t.Fatalf("directory after Kill: %v", err)
+	}
+	if list, err := d.List(ctxT(t, time.Minute)); err != nil || len(list) != 0 {
+		t.Fatalf("List after Kill = %+v, %v", list, err)
 	}
 }
 
@@ -371,5 +391,51 @@ func TestRegistry(t *testing.T) {
 	}
 	if drv, err := providers.NewWorkerDriver("standalone", providers.DriverContext{}); drv != nil || err != nil {
 		t.Fatalf("standalone worker driver = %v, %v", drv, err)
+	}
+}
+
+// With provider.local.jobmanager.attempts 2 the supervisor restarts a
+// JobManager killed -9 on its REST port; killed again, the cluster is
+// failed naming the attempts, and nothing of it runs; Kill removes it.
+func TestSupervisorRestartsTheJobManagerUpToTheAttempts(t *testing.T) {
+	base := t.TempDir()
+	d := newDeployer(t, base)
+	const id = "restarts"
+	cfg := fastCluster()
+	cfg["provider.local.jobmanager.attempts"] = "2"
+	info, err := d.Deploy(ctxT(t, time.Minute), providers.ClusterSpec{ClusterID: id, Mode: providers.ModeSession, Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Kill(context.Background(), id) })
+	kill := func(pid string) {
+		t.Helper()
+		n, _ := strconv.Atoi(pid)
+		if err := syscall.Kill(n, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kill(info.Details["pid"])
+	var again providers.ClusterInfo
+	eventually(t, time.Minute, "the JobManager restarted on its REST port", func() bool {
+		again, err = d.Retrieve(context.Background(), id)
+		var o restapi.ClusterOverview
+		return err == nil && again.Status == providers.StatusRunning && again.Details["pid"] != info.Details["pid"] &&
+			getJSON(t, "http://"+info.RESTAddress+"/overview", &o)
+	})
+	if again.RESTAddress != info.RESTAddress || again.Details["attempt"] != "2" {
+		t.Errorf("after the restart: %+v", again)
+	}
+	kill(again.Details["pid"])
+	eventually(t, time.Minute, "the cluster failed, nothing runs", func() bool {
+		got, err := d.Retrieve(context.Background(), id)
+		return err == nil && got.Status == providers.StatusFailed && strings.Contains(got.Details["error"], "attempt 2 of 2") &&
+			len(processesOf(t, id)) == 0
+	})
+	if err := d.Kill(ctxT(t, time.Minute), id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(base, "clusters", id)); !os.IsNotExist(err) {
+		t.Fatalf("directory after Kill: %v", err)
 	}
 }

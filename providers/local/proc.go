@@ -18,6 +18,31 @@ const pidFile = "pid"
 // logFile is the name of a process's log file in its working directory.
 const logFile = "gofl.log"
 
+// exitFile is where a JobManager notes that it ended by itself: empty for
+// success, else its error. Without it, its end was abnormal (kill -9).
+const exitFile = "exited"
+
+// ExitFileEnv names the environment variable that tells a JobManager the
+// local provider started where to note its exit (WriteExitFile).
+const ExitFileEnv = "GOFL_EXIT_FILE"
+
+// WriteExitFile notes, for the local provider that started this process
+// (ExitFileEnv set), that it ends by itself with err (nil: success), so
+// the cluster counts as terminated rather than failed when it ends with
+// nil. Called once by `gofl jobmanager` right before it exits; a no-op
+// in a process the local provider did not start.
+func WriteExitFile(err error) {
+	path := os.Getenv(ExitFileEnv)
+	if path == "" {
+		return
+	}
+	msg := ""
+	if err != nil {
+		msg = err.Error() + "\n"
+	}
+	_ = writeFileAtomic(path, []byte(msg))
+}
+
 // procID identifies a process across pid reuse: its pid and, where the
 // system tells (Linux), its start time in clock ticks since boot.
 type procID struct {

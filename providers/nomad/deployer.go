@@ -85,7 +85,10 @@ func (d *Deployer) Deploy(ctx context.Context, spec providers.ClusterSpec) (prov
 		return providers.ClusterInfo{}, err
 	}
 	jobID := JobManagerJobID(spec.ClusterID)
-	job := d.jobManagerJob(spec, bin)
+	job, err := d.jobManagerJob(spec, bin)
+	if err != nil {
+		return providers.ClusterInfo{}, err
+	}
 
 	// Registration is not cut short by ctx (callTimeout bounds it): a
 	// request that ends with ctx may still have registered the job, and
@@ -129,7 +132,7 @@ func (d *Deployer) Deploy(ctx context.Context, spec providers.ClusterSpec) (prov
 }
 
 // jobManagerJob renders the cluster's JobManager job.
-func (d *Deployer) jobManagerJob(spec providers.ClusterSpec, bin binary) *api.Job {
+func (d *Deployer) jobManagerJob(spec providers.ClusterSpec, bin binary) (*api.Job, error) {
 	cfg := map[string]string{}
 	for k, v := range spec.Config {
 		cfg[k] = v
@@ -153,6 +156,10 @@ func (d *Deployer) jobManagerJob(spec providers.ClusterSpec, bin binary) *api.Jo
 	cfg[conf.JobManagerRPCPort.Key()] = "${NOMAD_PORT_" + portRPC + "}"
 	cfg[conf.RestAddress.Key()] = "${NOMAD_IP_" + portREST + "}"
 	cfg[conf.RestPort.Key()] = "${NOMAD_PORT_" + portREST + "}"
+	if _, ok := cfg[conf.HAClusterID.Key()]; !ok {
+		// As on YARN, each cluster's HA data is its own unless configured.
+		cfg[conf.HAClusterID.Key()] = "/" + spec.ClusterID
+	}
 	cfg[conf.DeploymentProvider.Key()] = Name
 	cfg[conf.DeploymentClusterID.Key()] = spec.ClusterID
 	cfg[conf.DeploymentBinary.Key()] = bin.String()
@@ -182,10 +189,16 @@ func (d *Deployer) jobManagerJob(spec providers.ClusterSpec, bin binary) *api.Jo
 	if spec.Mode == providers.ModeSession {
 		jobType = "service"
 	}
+	attempts, err := conf.JobManagerAttemptsOf(cfg, conf.NomadJobManagerAttempts)
+	if err != nil {
+		return nil, fmt.Errorf("nomad: %w", err)
+	}
+	meta[metaAttempts] = strconv.Itoa(attempts)
 	return buildJob(d.opts, taskParams{
 		jobID: JobManagerJobID(spec.ClusterID), jobType: jobType, role: roleJobManager,
 		meta: meta, env: env, cfg: cfg, cpu: d.opts.JobManagerCPU, memoryMB: d.opts.JobManagerMemoryMB, bin: bin,
-	})
+		restarts: attempts - 1,
+	}), nil
 }
 
 // awaitJobManager waits for the placement, the task to run and the REST
@@ -305,6 +318,13 @@ func (d *Deployer) infoFrom(jobID, clusterID string, meta map[string]string, job
 		info.Details["node_id"] = a.NodeID
 		info.Details["node"] = a.NodeName
 		info.Details["client_status"] = a.ClientStatus
+		if ts := a.TaskStates[roleJobManager]; ts != nil {
+			// The provider's attempt counter: Nomad's in-place restarts.
+			info.Details["attempt"] = strconv.FormatUint(ts.Restarts+1, 10)
+		}
+		if n := meta[metaAttempts]; n != "" {
+			info.Details["attempts"] = n
+		}
 		if info.Status == providers.StatusRunning {
 			info.RESTAddress = portAddr(a, portREST)
 			info.RPCAddress = portAddr(a, portRPC)

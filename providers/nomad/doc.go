@@ -14,10 +14,13 @@
 // "rpc" (and "rest" for the JobManager) passed as
 // -D jobmanager.rpc.port=${NOMAD_PORT_rpc} etc. (Nomad interpolates task
 // arguments), GOFL_CLUSTER_ID in the environment, and meta gofl.cluster-id,
-// gofl.role, gofl.mode, gofl.worker-id, gofl.created. Tasks neither restart
-// (attempts 0, mode fail) nor reschedule (attempts 0): when a process
-// ends, its allocation ends and the provider reports it, the same on a real
-// Nomad and on the test agent. Stopping sends SIGTERM, then SIGKILL after
+// gofl.role, gofl.mode, gofl.worker-id, gofl.created. Tasks never
+// reschedule (attempts 0), and only a JobManager restarts: in place, same
+// allocation and ports, provider.nomad.jobmanager.attempts - 1 times (mode
+// fail; its job's meta gofl.jobmanager-attempts, the provider's attempt
+// counter the task's restarts + 1). Otherwise, when a process ends, its
+// allocation ends and the provider reports it, the same on a real Nomad
+// and on the test agent. Stopping sends SIGTERM, then SIGKILL after
 // provider.nomad.kill-timeout. Nomad is the only record: Retrieve, List
 // and Kill work from any client.
 //

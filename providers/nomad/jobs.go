@@ -28,6 +28,8 @@ const (
 	metaMode      = "gofl.mode"
 	metaWorkerID  = "gofl.worker-id"
 	metaCreated   = "gofl.created"
+	// metaAttempts is a JobManager job's JobManager attempts.
+	metaAttempts = "gofl.jobmanager-attempts"
 	// metaJobManagerJob is set on TaskManager jobs started by a JobManager
 	// that itself runs in Nomad: its job ID (so orphans can be recognized).
 	metaJobManagerJob = "gofl.jobmanager-job"
@@ -114,11 +116,16 @@ type taskParams struct {
 	cfg                  map[string]string // -D flags
 	cpu, memoryMB        int
 	bin                  binary
+	// restarts is how often Nomad restarts the task in place after it
+	// failed (JobManagers: provider.nomad.jobmanager.attempts - 1).
+	restarts int
 }
 
 // buildJob renders a single-group, single-task job with dynamic ports rpc
-// (and rest for JobManagers), no restarts and no rescheduling: when the
-// process ends, the allocation ends, and the provider reports it.
+// (and rest for JobManagers) and no rescheduling: when the process ends,
+// the allocation ends, and the provider reports it, unless p.restarts
+// lets Nomad restart a failed task in place first (same allocation, same
+// ports: a JobManager's attempts).
 func buildJob(o Options, p taskParams) *api.Job {
 	args := []string{p.role}
 	for _, k := range slices.Sorted(maps.Keys(p.cfg)) {
@@ -161,12 +168,10 @@ func buildJob(o Options, p taskParams) *api.Job {
 		ports = append(ports, api.Port{Label: portREST})
 	}
 	group := &api.TaskGroup{
-		Name:     ptr(p.role),
-		Count:    ptr(1),
-		Networks: []*api.NetworkResource{{DynamicPorts: ports}},
-		RestartPolicy: &api.RestartPolicy{
-			Attempts: ptr(0), Interval: ptr(30 * time.Minute), Delay: ptr(15 * time.Second), Mode: ptr("fail"),
-		},
+		Name:             ptr(p.role),
+		Count:            ptr(1),
+		Networks:         []*api.NetworkResource{{DynamicPorts: ports}},
+		RestartPolicy:    restartPolicy(p.restarts),
 		ReschedulePolicy: &api.ReschedulePolicy{Attempts: ptr(0), Unlimited: ptr(false)},
 		Tasks:            []*api.Task{task},
 	}
@@ -328,6 +333,16 @@ func sortedKeys(m map[string]int) []string {
 }
 
 // terminal reports an allocation that ended.
+// restartPolicy restarts a failed task n times (a second after it ended;
+// Nomad adds up to 25% jitter) within 30 minutes, then fails it.
+func restartPolicy(n int) *api.RestartPolicy {
+	delay := 15 * time.Second // no restarts: unused, Nomad's default
+	if n > 0 {
+		delay = time.Second
+	}
+	return &api.RestartPolicy{Attempts: ptr(n), Interval: ptr(30 * time.Minute), Delay: ptr(delay), Mode: ptr("fail")}
+}
+
 func terminal(clientStatus string) bool {
 	return clientStatus == "complete" || clientStatus == "failed" || clientStatus == "lost"
 }

@@ -954,3 +954,55 @@ func testJobManagerStartupFailure(t *testing.T, a agentT) {
 // insecure is the configuration of a deployment that only tests a failure
 // before anything runs.
 func insecure() map[string]string { return map[string]string{"security.insecure": "true"} }
+
+// With provider.nomad.jobmanager.attempts 2 the JobManager job's restart
+// policy lets the (test) agent restart a killed JobManager in place, on
+// its ports, and the provider counts the attempt; killed again, the task
+// fails for good and the cluster is terminated.
+func TestJobManagerRestartedInPlace(t *testing.T) {
+	a := testAgent(t, testagent.Config{})
+	nc := apiClient(t, a, "")
+	d := newDeployer(t, options(a))
+	id := a.id("restarts")
+	cfg := fastCluster()
+	cfg["provider.nomad.jobmanager.attempts"] = "2"
+	info, err := d.Deploy(ctxT(t, 2*time.Minute), providers.ClusterSpec{ClusterID: id, Mode: providers.ModeSession, Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Kill(context.Background(), id) })
+	job, _, err := nc.Jobs().Info(nomad.JobManagerJobID(id), nil)
+	if err != nil || *job.TaskGroups[0].RestartPolicy.Attempts != 1 || *job.TaskGroups[0].RestartPolicy.Mode != "fail" ||
+		*job.TaskGroups[0].ReschedulePolicy.Attempts != 0 {
+		t.Fatalf("JobManager job's policies: %+v, %v", job.TaskGroups[0], err)
+	}
+	kill := func() {
+		t.Helper()
+		jms := processesOf(t, id, "\x00jobmanager\x00")
+		if len(jms) != 1 {
+			t.Fatalf("JobManager processes: %v", jms)
+		}
+		if err := syscall.Kill(jms[0], syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if info.Details["attempt"] != "1" || info.Details["attempts"] != "2" {
+		t.Errorf("attempt counter after Deploy: %v", info.Details)
+	}
+	kill()
+	var again providers.ClusterInfo
+	eventually(t, time.Minute, "the JobManager restarted in place", func() bool {
+		again, err = d.Retrieve(context.Background(), id)
+		var o restapi.ClusterOverview
+		return err == nil && again.Status == providers.StatusRunning && again.Details["attempt"] == "2" &&
+			getJSON("http://"+info.RESTAddress+"/overview", &o)
+	})
+	if again.RESTAddress != info.RESTAddress || again.Details["alloc_id"] != info.Details["alloc_id"] {
+		t.Errorf("after the restart: %+v, was %+v", again, info)
+	}
+	kill()
+	eventually(t, time.Minute, "the cluster ended after its last attempt", func() bool {
+		got, err := d.Retrieve(context.Background(), id)
+		return err == nil && got.Status == providers.StatusTerminated && len(processesOf(t, id, "\x00jobmanager\x00")) == 0
+	})
+}

@@ -1,0 +1,137 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/gofl/gofl/conf"
+	"github.com/gofl/gofl/providers"
+)
+
+// supervisorDir is the supervisor's working directory's name in the
+// cluster directory; SupervisorRole is its gofl command.
+const (
+	supervisorDir = "supervisor"
+	// SupervisorRole is the hidden gofl command that runs Supervise.
+	SupervisorRole = "local-supervisor"
+	// launchFile holds, in the JobManager's directory, what a restart
+	// starts again: binary and configuration (0600: it may hold secrets).
+	launchFile = "launch.json"
+)
+
+// launch is what the supervisor needs to start the JobManager again.
+type launch struct {
+	Binary   string            `json:"binary"`
+	Config   map[string]string `json:"config"`
+	Attempts int               `json:"attempts"`
+}
+
+// superviseInterval is how often the supervisor looks at the JobManager.
+const superviseInterval = 100 * time.Millisecond
+
+// Supervise restarts the JobManager of the cluster clusterID in base (the
+// provider's directory) when it ends abnormally, until it has been started
+// launch.Attempts times, as YARN restarts an ApplicationMaster up to
+// yarn.application-attempts. It runs in its own process (`gofl
+// local-supervisor`, started by Deploy when attempts exceed 1) and
+// returns when the cluster ended: the JobManager exited by itself (its
+// work is over or it was stopped), the cluster was killed (its record is
+// gone), it ran out of attempts (the record notes the failure), or ctx
+// ended. Before it returns, it stops what is left of the cluster but
+// itself, unless ctx ended (Kill stops everything then). A restart binds
+// the same RPC and REST ports, so clients and TaskManagers find the new
+// JobManager where the old one was; under high availability it recovers
+// the cluster's jobs from the HA stores.
+func Supervise(ctx context.Context, base, clusterID string, log zerolog.Logger) error {
+	d := NewDeployer(Options{Dir: base, Log: log})
+	dir, err := d.clusterDir(clusterID)
+	if err != nil {
+		return err
+	}
+	jmDir := filepath.Join(dir, jobManagerDir)
+	var l launch
+	b, err := os.ReadFile(filepath.Join(jmDir, launchFile))
+	if err != nil {
+		return fmt.Errorf("local: supervisor: %w", err)
+	}
+	if err := json.Unmarshal(b, &l); err != nil {
+		return fmt.Errorf("local: supervisor: %s: %w", launchFile, err)
+	}
+	log = log.With().Str("cluster_id", clusterID).Logger()
+	tick := time.NewTicker(superviseInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		rec, err := d.readRecord(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			log.Info().Msg("the cluster's record is gone; supervisor ends")
+			return nil
+		}
+		if err != nil || rec.Status != providers.StatusRunning && rec.Status != providers.StatusStarting || rec.JobManager.alive() {
+			continue
+		}
+		if rec.Status == providers.StatusStarting {
+			continue // Deploy sees a first start fail and cleans up
+		}
+		if _, err := os.Stat(filepath.Join(jmDir, exitFile)); err == nil {
+			log.Info().Msg("the JobManager ended by itself; stopping what is left of the cluster")
+			d.stopClusterExcept(dir, supervisorDir, time.Time{})
+			return nil
+		}
+		if rec.Attempts >= l.Attempts {
+			rec.Failure = fmt.Sprintf("the JobManager ended abnormally (killed or crashed) on its attempt %d of %d (%s); the cluster is failed and its processes stopped",
+				rec.Attempts, l.Attempts, conf.LocalJobManagerAttempts.Key())
+			log.Warn().Int("attempts", rec.Attempts).Msg(rec.Failure)
+			if err := d.writeRecord(dir, rec); err != nil {
+				log.Error().Err(err).Msg("noting the failure")
+			}
+			d.stopClusterExcept(dir, supervisorDir, time.Time{})
+			return nil
+		}
+		if err := d.restart(dir, &rec, l, log); err != nil {
+			rec.Failure = fmt.Sprintf("restarting the JobManager (attempt %d of %d): %v", rec.Attempts+1, l.Attempts, err)
+			log.Error().Err(err).Msg("restarting the JobManager")
+			_ = d.writeRecord(dir, rec)
+			d.stopClusterExcept(dir, supervisorDir, time.Time{})
+			return nil
+		}
+	}
+}
+
+// restart starts the JobManager again on its previous ports and records
+// the attempt.
+func (d *Deployer) restart(dir string, rec *record, l launch, log zerolog.Logger) error {
+	cfg := make(map[string]string, len(l.Config)+2)
+	for k, v := range l.Config {
+		cfg[k] = v
+	}
+	if _, port, err := net.SplitHostPort(rec.RESTAddress); err == nil {
+		cfg[conf.RestPort.Key()] = port
+	}
+	if _, port, err := net.SplitHostPort(rec.RPCAddress); err == nil {
+		cfg[conf.JobManagerRPCPort.Key()] = port
+	}
+	p, err := startProcess(l.Binary, "jobmanager", filepath.Join(dir, jobManagerDir), rec.ClusterID, cfg)
+	if err != nil {
+		return err
+	}
+	rec.JobManager = p.id
+	rec.Attempts++
+	rec.Restarted = time.Now().UTC().Truncate(time.Millisecond)
+	log.Warn().Int("pid", p.id.PID).Int("attempt", rec.Attempts).Int("attempts", l.Attempts).
+		Msg("the JobManager ended abnormally; restarted it on its ports")
+	return d.writeRecord(dir, *rec)
+}
