@@ -126,9 +126,15 @@ func (w *world) stagingDirs() []string {
 	ents, _ := os.ReadDir(filepath.Join(w.home, ".gofl"))
 	var out []string
 	for _, e := range ents {
-		if e.Name() != "blobs" {
-			out = append(out, e.Name())
+		if e.Name() == "blobs" {
+			continue
 		}
+		// A removed cluster keeps only its archived logs (gofl logs).
+		sub, _ := os.ReadDir(filepath.Join(w.home, ".gofl", e.Name()))
+		if len(sub) == 1 && sub[0].Name() == "logs" {
+			continue
+		}
+		out = append(out, e.Name())
 	}
 	return out
 }
