@@ -309,7 +309,7 @@ func newLeading(c *conf.Configuration, address string, internalTLS *tls.Config, 
 	pb.RegisterJobMasterServiceServer(srv, disp.JobMasterService())
 	pb.RegisterBlobServiceServer(srv, blob.NewService(blobs))
 	h := rest.NewHandler(disp, log.With().Str("component", "rest").Logger(), rest.Options{Blobs: blobs, Uploads: uploads,
-		DisableSubmit: !conf.WebSubmitEnabled(c), DisableCancel: !conf.WebCancelEnable.Get(c), Logs: newLogFiles(disp),
+		DisableSubmit: !conf.WebSubmitEnabled(c), DisableCancel: !conf.WebCancelEnable.Get(c), Logs: newLogFiles(disp, creds),
 		Version: version.Version, Config: configEntries(c)})
 	if onTerminal != nil {
 		archiver = historyserver.NewArchiver(conf.ExpandEnv(conf.JobManagerArchiveDir.Get(c)), storage.OptionsFromConf(c), h,

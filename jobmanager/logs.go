@@ -6,7 +6,7 @@ import (
 	"os"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/rs/zerolog"
 
@@ -22,10 +22,12 @@ import (
 type logFiles struct {
 	disp *dispatcher.Dispatcher
 	own  logs.Source
+	// creds are the internal link's, as for every call to a TaskManager.
+	creds credentials.TransportCredentials
 }
 
-func newLogFiles(disp *dispatcher.Dispatcher) logFiles {
-	return logFiles{disp: disp, own: logs.Source{Own: os.Getenv(logs.EnvLogFile), OwnName: logs.JobManagerLog}}
+func newLogFiles(disp *dispatcher.Dispatcher, creds credentials.TransportCredentials) logFiles {
+	return logFiles{disp: disp, own: logs.Source{Own: os.Getenv(logs.EnvLogFile), OwnName: logs.JobManagerLog}, creds: creds}
 }
 
 func (l logFiles) JobManager() logs.Source { return l.own }
@@ -35,7 +37,7 @@ func (l logFiles) TaskManager(ctx context.Context, id string) (pb.LogServiceClie
 	if err != nil {
 		return nil, nil, err
 	}
-	conn, err := grpc.NewClient(info.Path, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(info.Path, grpc.WithTransportCredentials(l.creds))
 	if err != nil {
 		return nil, nil, fmt.Errorf("jobmanager: TaskManager %s at %s: %w", id, info.Path, err)
 	}
