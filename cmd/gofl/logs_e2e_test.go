@@ -134,6 +134,8 @@ func TestLogsOfKilledPerJobClusterFromArchive(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "logs-e2e-panic") {
 		t.Fatalf("archived stderr after the staging dir was removed: exit %d %q %q", r.code, tail(r.stdout), r.stderr)
 	}
+	// A killed cluster stays failed until it is stopped.
+	expectOK(t, e.run("session", "stop", cluster), "session stop of the failed cluster")
 }
 
 func tail(s string) string {

@@ -516,10 +516,28 @@ func (d *Deployer) Retrieve(_ context.Context, clusterID string) (providers.Clus
 		return providers.ClusterInfo{}, err
 	}
 	info := d.info(rec, dir)
-	if info.Status == providers.StatusTerminated {
+	switch info.Status {
+	case providers.StatusTerminated:
 		_ = d.clean(clusterID, dir)
+	case providers.StatusFailed:
+		d.archiveFailed(clusterID, dir)
 	}
 	return info, nil // a failed cluster stays until Kill
+}
+
+// archiveFailedMarker marks a failed cluster whose logs were archived.
+const archiveFailedMarker = "logs-archived"
+
+// archiveFailed archives, once, the logs a failed cluster's processes
+// left (gofl logs reads them from the archive; Kill archives again what
+// came later).
+func (d *Deployer) archiveFailed(clusterID, dir string) {
+	marker := filepath.Join(dir, archiveFailedMarker)
+	if _, err := os.Stat(marker); err == nil {
+		return
+	}
+	archiveLogs(d.opts.Config, clusterID, dir, "", d.opts.Log)
+	_ = os.WriteFile(marker, nil, 0o644)
 }
 
 // List implements providers.ClusterDeployer; it cleans stale records.
@@ -550,6 +568,9 @@ func (d *Deployer) List(ctx context.Context) ([]providers.ClusterInfo, error) {
 			continue
 		}
 		info := d.info(rec, dir)
+		if info.Status == providers.StatusFailed {
+			d.archiveFailed(rec.ClusterID, dir)
+		}
 		if info.Status == providers.StatusTerminated {
 			d.opts.Log.Info().Str("cluster_id", rec.ClusterID).Int("pid", rec.JobManager.PID).Msg("cleaning the record of a cluster whose JobManager is gone")
 			_ = d.clean(rec.ClusterID, dir)
