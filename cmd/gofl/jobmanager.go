@@ -68,8 +68,16 @@ func runJobManager(c *cli.Context) error {
 // (local.Supervise), which the provider starts itself.
 func localSupervisorCommand() *cli.Command {
 	return &cli.Command{
-		Name:   local.SupervisorRole,
-		Usage:  "restart a local cluster's JobManager (started by the local provider)",
+		Name:  local.SupervisorRole,
+		Usage: "restart a local cluster's JobManager (started by the local provider)",
+		Description: `Watches the JobManager of a local cluster and starts it again, on the
+same ports, when it ends abnormally (kill -9, crash), up to
+provider.local.jobmanager.attempts. The local provider starts it itself;
+there is no need to run it by hand.
+
+Examples:
+   # what the provider runs
+   gofl local-supervisor -D provider.local.dir=$HOME/.local/state/gofl -D deployment.cluster-id=job-1a2b3c`,
 		Hidden: true,
 		Action: func(c *cli.Context) error {
 			cfg, log, err := setup(c)

@@ -472,24 +472,19 @@ func (d *Deployer) info(rec record, dir string) providers.ClusterInfo {
 }
 
 // failure tells why a cluster none of whose JobManagers runs ended
-// abnormally; false if one of them exited by itself without an error.
+// abnormally; false if one of them exited by itself, with or without an
+// error: a per-job cluster whose job failed ended its work, and the job's
+// result says how.
 func (rec record) failure(dir string) (string, bool) {
 	if rec.Failure != "" {
 		return rec.Failure, true
 	}
-	why := "the JobManager ended without a word (killed?)"
 	for i := range len(rec.Standbys) + 1 {
-		b, err := os.ReadFile(filepath.Join(dir, jobManagerDirName(i), exitFile))
-		if err != nil {
-			continue
+		if _, err := os.Stat(filepath.Join(dir, jobManagerDirName(i), exitFile)); err == nil {
+			return "", false
 		}
-		if msg := strings.TrimSpace(string(b)); msg != "" {
-			why = "the JobManager failed: " + msg
-			continue
-		}
-		return "", false
 	}
-	return why, true
+	return "the JobManager ended without a word (killed?)", true
 }
 
 // jobManagerDirName is the working directory's name of the i-th JobManager.
