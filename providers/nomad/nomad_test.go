@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -89,8 +90,11 @@ func (a agentT) URL() string { return a.url }
 
 // id returns a cluster ID unique to this test process on the real agent.
 func (a agentT) id(base string) string {
+	// Unique per test process: other packages' tests (the local
+	// provider's "session-1") run at the same time, and processes are
+	// found by their cluster ID.
 	if !a.real {
-		return base
+		return base + "-t" + strconv.Itoa(os.Getpid())
 	}
 	return base + "-r" + strconv.Itoa(os.Getpid())
 }
@@ -297,7 +301,8 @@ func testSessionCluster(t *testing.T, a agentT) {
 		t.Fatal(err)
 	}
 	if left := processesOf(t, id); len(left) != 0 {
-		t.Fatalf("processes left after Kill: %v (were %v)", left, pids)
+		out, _ := exec.Command("ps", "-o", "pid,ppid,stat,args", "-p", fmt.Sprint(left[0])).CombinedOutput()
+		t.Fatalf("processes left after Kill: %v (were %v): %s", left, pids, out)
 	}
 	if jobs := goflJobs(t, nc, id); len(jobs) != 0 {
 		t.Fatalf("jobs left after Kill: %v", jobs)
@@ -687,7 +692,8 @@ func testArtifactBinary(t *testing.T, a agentT) {
 		t.Fatal(err)
 	}
 	if left := processesOf(t, id); len(left) != 0 {
-		t.Fatalf("processes left after Kill: %v", left)
+		out, _ := exec.Command("ps", "-o", "pid,ppid,stat,args", "-p", fmt.Sprint(left[0])).CombinedOutput()
+		t.Fatalf("processes left after Kill: %v: %s", left, out)
 	}
 	if jobs := goflJobs(t, nc, id); len(jobs) != 0 {
 		t.Fatalf("jobs left: %v", jobs)
