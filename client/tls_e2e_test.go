@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,28 +21,13 @@ import (
 
 	"github.com/gofl/gofl/client"
 	"github.com/gofl/gofl/conf"
+	"github.com/gofl/gofl/internal/clustertest"
 	"github.com/gofl/gofl/internal/tlsconf"
 	"github.com/gofl/gofl/internal/version"
 	"github.com/gofl/gofl/rpc/pb"
 )
 
-// syncBuffer collects a process's output for polling.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = clustertest.SyncBuffer
 
 // waitFor polls cond; the deadline only bounds a hang on a loaded machine.
 func waitFor(t *testing.T, what string, cond func() bool, diag ...fmt.Stringer) {

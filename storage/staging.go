@@ -115,16 +115,11 @@ func (s *Staging) clusterFile(clusterID, name string) (string, error) {
 // PutDelegationTokens stages the cluster's HDFS delegation tokens, readable
 // by the staging directory's owner only (0600).
 func (s *Staging) PutDelegationTokens(ctx context.Context, clusterID string, tokens []DelegationToken) error {
-	p, err := s.clusterFile(clusterID, DelegationTokensFile)
-	if err != nil {
-		return err
-	}
 	b, err := json.Marshal(tokenFile{Tokens: tokens})
 	if err != nil {
 		return err
 	}
-	_, err = WriteFilePrivate(ctx, s.fs, p, bytes.NewReader(b))
-	return err
+	return s.PutClusterSecretFile(ctx, clusterID, DelegationTokensFile, bytes.NewReader(b))
 }
 
 // GetDelegationTokens reads the cluster's staged delegation tokens;

@@ -1,37 +1,20 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 
+	"github.com/gofl/gofl/internal/clustertest"
 	"github.com/gofl/gofl/rpc/pb"
 )
 
-// syncBuffer is a bytes.Buffer safe for the TaskExecutor's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = clustertest.SyncBuffer
 
 type cliTestRM struct {
 	pb.UnimplementedResourceManagerServiceServer

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -155,4 +156,23 @@ func ClusterProcesses(clusterID string, match ...string) ([]int, error) {
 		}
 	}
 	return out, nil
+}
+
+// SyncBuffer is a bytes.Buffer safe for concurrent writers (a process's
+// output, a logger's goroutines) and a polling reader.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
