@@ -379,6 +379,30 @@ func TestCheckpointRetainedOnCancelRestores(t *testing.T) {
 	checkKeyedCounts(t, out, count, keys)
 }
 
+// TestCheckpointFinalAtEndOfData runs a bounded checkpointed job whose
+// interval is far longer than the job: its tasks tell the JobMaster when
+// they ended their data, so the final checkpoint (FLIP-147) is triggered
+// at once and the job ends long before the first interval would.
+func TestCheckpointFinalAtEndOfData(t *testing.T) {
+	settings := checkpointSettings("file://" + filepath.Join(t.TempDir(), "checkpoints"))
+	settings["execution.checkpointing.interval"] = "30 min"
+	c := newCluster(t, settings)
+	c.startTaskManagerProcessWith("tm-0", 4, nil)
+	c.waitForTaskManagers(1)
+	const count, keys = 5000, 16
+	out := filepath.Join(t.TempDir(), "out")
+	id := c.keyedCountsJob(2, count, keys, 1e12, out)
+	c.waitFor(id, 3*time.Minute, "FINISHED")
+	checkKeyedCounts(t, out, count, keys)
+	st, err := c.client.JobCheckpoints(c.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Counts.Completed != 1 || st.Latest.Completed == nil {
+		t.Fatalf("completed checkpoints %d (latest %+v), want exactly the final one", st.Counts.Completed, st.Latest.Completed)
+	}
+}
+
 // TestCheckpointRegionFailoverRestoresOnlyItsRegions runs paced-numbers
 // (four pointwise pipelined regions) with checkpoints and kills -9 the
 // TaskManager of two of them: only those regions restart, from the latest

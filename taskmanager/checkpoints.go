@@ -123,6 +123,15 @@ func (te *TaskExecutor) relayCheckpointReport(jobID string, r *pb.RunnerCheckpoi
 			_, err := c.SendOperatorEventToCoordinator(ctx, req)
 			return err
 		})
+	case *pb.RunnerCheckpointReport_EndOfData:
+		req := x.EndOfData
+		req.JobId = jobID
+		key := attemptKey(req.Attempt)
+		log := jc.log.With().Str("attempt", key).Logger()
+		te.sendReport(jc, "NotifyEndOfData "+key, log, func(ctx context.Context, c pb.JobMasterServiceClient) error {
+			_, err := c.NotifyEndOfData(ctx, req)
+			return err
+		})
 	default:
 		te.log.Warn().Str("job_id", jobID).Msg("empty checkpoint report from the job runner; dropped")
 	}

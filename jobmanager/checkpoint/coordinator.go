@@ -90,13 +90,20 @@ type Coordinator struct {
 	hasCompletion  bool
 	failures       int // consecutive failed checkpoints
 
-	tasks    map[subtask]Task
-	pending  map[int64]*pending
-	store    []Completed // retained checkpoints, oldest first
-	latest   *Completed  // newest completed (or restored) checkpoint or savepoint
-	outcomes map[int64]outcome
-	oldest   []int64 // ids in outcomes, in insertion order
-	shared   *SharedStateRegistry
+	tasks map[subtask]Task
+	// endOfData are the current RUNNING attempts that ended their data;
+	// allEnded is whether every unfinished task had at the last change,
+	// and finalDue that the next checkpoint is due at once (set when
+	// allEnded turns true, cleared by the next periodic trigger).
+	endOfData map[eg.ExecutionAttemptID]bool
+	allEnded  bool
+	finalDue  bool
+	pending   map[int64]*pending
+	store     []Completed // retained checkpoints, oldest first
+	latest    *Completed  // newest completed (or restored) checkpoint or savepoint
+	outcomes  map[int64]outcome
+	oldest    []int64 // ids in outcomes, in insertion order
+	shared    *SharedStateRegistry
 
 	stats   statsState
 	ready   Ready
@@ -116,7 +123,7 @@ func New(cfg Config, jg *jobgraph.JobGraph, restored *Restored) (*Coordinator, e
 		return nil, err
 	}
 	c := &Coordinator{cfg: cfg, jobID: jg.JobID, jg: jg, upstream: map[jobgraph.VertexID][]*jobgraph.Edge{},
-		nextID: 1, tasks: map[subtask]Task{}, pending: map[int64]*pending{}, outcomes: map[int64]outcome{},
+		nextID: 1, tasks: map[subtask]Task{}, endOfData: map[eg.ExecutionAttemptID]bool{}, pending: map[int64]*pending{}, outcomes: map[int64]outcome{},
 		shared: newSharedStateRegistry()}
 	for _, e := range jg.Edges {
 		c.upstream[e.Target] = append(c.upstream[e.Target], e)
@@ -184,6 +191,11 @@ func (c *Coordinator) Step(now time.Duration, ev Event) error {
 		c.triggerSavepoint(ev)
 	case Acknowledge:
 		c.acknowledge(ev)
+	case EndOfData:
+		if t, ok := c.tasks[subtask{ev.Attempt.JobVertex, ev.Attempt.Subtask}]; ok && t.Attempt == ev.Attempt && t.State == eg.Running {
+			c.endOfData[ev.Attempt] = true
+			c.updateAllEnded()
+		}
 	case Decline:
 		if p := c.pending[ev.ID]; p != nil && !p.writing {
 			reason := ev.Reason
@@ -227,6 +239,7 @@ func (c *Coordinator) advance() {
 	if !ok || c.now < at {
 		return
 	}
+	c.finalDue = false
 	if err := c.trigger(pb.CheckpointType_CHECKPOINT_TYPE_CHECKPOINT, "", ""); err != nil {
 		// Not all tasks run (deploying, restarting, finishing): try again
 		// an interval later, as Flink does; not a checkpoint failure.
@@ -250,6 +263,9 @@ func (c *Coordinator) nextTriggerAt() (time.Duration, bool) {
 		return 0, false
 	}
 	at := c.nextPeriodic
+	if c.finalDue {
+		at = min(at, c.now)
+	}
 	if c.hasCompletion && c.lastCompletion+c.cfg.MinPause > at {
 		at = c.lastCompletion + c.cfg.MinPause
 	}
@@ -566,6 +582,12 @@ func (c *Coordinator) tasksChanged(ev TasksChanged) {
 	for _, t := range ev.Tasks {
 		c.tasks[subtask{t.Attempt.JobVertex, t.Attempt.Subtask}] = t
 	}
+	for a := range c.endOfData {
+		if t, ok := c.tasks[subtask{a.JobVertex, a.Subtask}]; !ok || t.Attempt != a || t.State != eg.Running {
+			delete(c.endOfData, a)
+		}
+	}
+	c.updateAllEnded()
 	for _, p := range c.pendingInOrder() {
 		if p.writing {
 			continue
@@ -577,6 +599,26 @@ func (c *Coordinator) tasksChanged(ev TasksChanged) {
 			}
 		}
 	}
+}
+
+// updateAllEnded makes the next checkpoint due at once when every
+// unfinished task has just ended its data: it is their final checkpoint.
+func (c *Coordinator) updateAllEnded() {
+	all, running := true, 0
+	for _, t := range c.tasks {
+		switch {
+		case t.State == eg.Finished:
+		case t.State == eg.Running && c.endOfData[t.Attempt]:
+			running++
+		default:
+			all = false
+		}
+	}
+	all = all && running > 0
+	if all && !c.allEnded {
+		c.finalDue = true
+	}
+	c.allEnded = all
 }
 
 // runningAttempts are the current RUNNING attempts, only those in among

@@ -52,6 +52,13 @@ type Decline struct {
 	Reason  error
 }
 
+// EndOfData says a task attempt ended its data and waits for a final
+// checkpoint (FLIP-147). Once every unfinished task has, the next periodic
+// checkpoint is due at once (min-pause and max-concurrent still apply):
+// a bounded job need not wait up to an interval to end. Repeats and
+// attempts that are not current and RUNNING are ignored.
+type EndOfData struct{ Attempt eg.ExecutionAttemptID }
+
 // Failover says tasks are being restarted: every pending checkpoint and
 // savepoint is aborted (not counted as a checkpoint failure).
 type Failover struct{ Cause error }
@@ -85,5 +92,6 @@ func (TriggerSavepoint) isEvent() {}
 func (Acknowledge) isEvent()      {}
 func (Decline) isEvent()          {}
 func (Failover) isEvent()         {}
+func (EndOfData) isEvent()        {}
 func (MetadataWritten) isEvent()  {}
 func (JobEnded) isEvent()         {}

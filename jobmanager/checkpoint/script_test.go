@@ -33,6 +33,7 @@ import (
 //	decline V#S ID
 //	savepoint REQ [dir=D] [type=suspend|terminate]
 //	written ID [err=MSG]       outcome of a metadata write
+//	eod V[#S]                  the subtasks ended their data (EndOfData)
 //	failover
 //	end finished|canceled|failed
 //	stats                      print the statistics
@@ -172,6 +173,12 @@ func (sc *script) exec(cmd string) []string {
 			err = errors.New(m)
 		}
 		return sc.step(MetadataWritten{ID: id, Err: err})
+	case "eod":
+		var out []string
+		for _, key := range sc.match(f[1]) {
+			out = append(out, sc.step(EndOfData{Attempt: sc.tasks[key].Attempt})...)
+		}
+		return out
 	case "failover":
 		return sc.step(Failover{Cause: errors.New("task failed")})
 	case "end":

@@ -589,6 +589,14 @@ func (r jobMasterRouter) DeclineCheckpoint(ctx context.Context, req *pb.DeclineC
 	return jm.DeclineCheckpoint(ctx, req)
 }
 
+func (r jobMasterRouter) NotifyEndOfData(ctx context.Context, req *pb.NotifyEndOfDataRequest) (*pb.Ack, error) {
+	jm, err := r.jobMaster(ctx, req.JobId)
+	if err != nil {
+		return nil, err
+	}
+	return jm.NotifyEndOfData(ctx, req)
+}
+
 func (r jobMasterRouter) SendOperatorEventToCoordinator(ctx context.Context, req *pb.OperatorEventRequest) (*pb.Ack, error) {
 	jm, err := r.jobMaster(ctx, req.JobId)
 	if err != nil {

@@ -418,6 +418,23 @@ func (jm *JobMaster) AcknowledgeCheckpoint(ctx context.Context, req *pb.Acknowle
 	})
 }
 
+// NotifyEndOfData records that a task ended its data and waits for a
+// final checkpoint. Idempotent; ignored for an attempt that is not current.
+func (jm *JobMaster) NotifyEndOfData(ctx context.Context, req *pb.NotifyEndOfDataRequest) (*pb.Ack, error) {
+	if req.Attempt == nil {
+		return nil, status.Error(codes.InvalidArgument, "jobmaster: end-of-data notice without an attempt")
+	}
+	ev := checkpoint.EndOfData{Attempt: attemptID(req.Attempt)}
+	return mailbox.Call(ctx, jm.mb, func() (*pb.Ack, error) {
+		if jm.ck != nil {
+			jm.log.Debug().Str("attempt", ev.Attempt.String()).Msg("task ended its data")
+			jm.syncCheckpointTasks()
+			jm.stepCheckpoint(ev)
+		}
+		return &pb.Ack{}, nil
+	})
+}
+
 // DeclineCheckpoint aborts a checkpoint a task could not take. Idempotent.
 func (jm *JobMaster) DeclineCheckpoint(ctx context.Context, req *pb.DeclineCheckpointRequest) (*pb.Ack, error) {
 	if req.Attempt == nil {

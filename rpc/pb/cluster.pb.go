@@ -1233,6 +1233,58 @@ func (x *GetBlobResponse) GetData() []byte {
 	return nil
 }
 
+type NotifyEndOfDataRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Attempt       *ExecutionAttemptID    `protobuf:"bytes,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NotifyEndOfDataRequest) Reset() {
+	*x = NotifyEndOfDataRequest{}
+	mi := &file_cluster_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotifyEndOfDataRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotifyEndOfDataRequest) ProtoMessage() {}
+
+func (x *NotifyEndOfDataRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotifyEndOfDataRequest.ProtoReflect.Descriptor instead.
+func (*NotifyEndOfDataRequest) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *NotifyEndOfDataRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *NotifyEndOfDataRequest) GetAttempt() *ExecutionAttemptID {
+	if x != nil {
+		return x.Attempt
+	}
+	return nil
+}
+
 type ReportPartitionsLostRequest struct {
 	state         protoimpl.MessageState    `protogen:"open.v1"`
 	JobId         string                    `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
@@ -1245,7 +1297,7 @@ type ReportPartitionsLostRequest struct {
 
 func (x *ReportPartitionsLostRequest) Reset() {
 	*x = ReportPartitionsLostRequest{}
-	mi := &file_cluster_proto_msgTypes[19]
+	mi := &file_cluster_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1257,7 +1309,7 @@ func (x *ReportPartitionsLostRequest) String() string {
 func (*ReportPartitionsLostRequest) ProtoMessage() {}
 
 func (x *ReportPartitionsLostRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[19]
+	mi := &file_cluster_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1270,7 +1322,7 @@ func (x *ReportPartitionsLostRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportPartitionsLostRequest.ProtoReflect.Descriptor instead.
 func (*ReportPartitionsLostRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{19}
+	return file_cluster_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReportPartitionsLostRequest) GetJobId() string {
@@ -1314,7 +1366,7 @@ type AcknowledgeCheckpointRequest struct {
 
 func (x *AcknowledgeCheckpointRequest) Reset() {
 	*x = AcknowledgeCheckpointRequest{}
-	mi := &file_cluster_proto_msgTypes[20]
+	mi := &file_cluster_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1326,7 +1378,7 @@ func (x *AcknowledgeCheckpointRequest) String() string {
 func (*AcknowledgeCheckpointRequest) ProtoMessage() {}
 
 func (x *AcknowledgeCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[20]
+	mi := &file_cluster_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1339,7 +1391,7 @@ func (x *AcknowledgeCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcknowledgeCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*AcknowledgeCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{20}
+	return file_cluster_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AcknowledgeCheckpointRequest) GetJobId() string {
@@ -1389,7 +1441,7 @@ type DeclineCheckpointRequest struct {
 
 func (x *DeclineCheckpointRequest) Reset() {
 	*x = DeclineCheckpointRequest{}
-	mi := &file_cluster_proto_msgTypes[21]
+	mi := &file_cluster_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1401,7 +1453,7 @@ func (x *DeclineCheckpointRequest) String() string {
 func (*DeclineCheckpointRequest) ProtoMessage() {}
 
 func (x *DeclineCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[21]
+	mi := &file_cluster_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1414,7 +1466,7 @@ func (x *DeclineCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclineCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*DeclineCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{21}
+	return file_cluster_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DeclineCheckpointRequest) GetJobId() string {
@@ -1458,7 +1510,7 @@ type TriggerCheckpointRequest struct {
 
 func (x *TriggerCheckpointRequest) Reset() {
 	*x = TriggerCheckpointRequest{}
-	mi := &file_cluster_proto_msgTypes[22]
+	mi := &file_cluster_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1470,7 +1522,7 @@ func (x *TriggerCheckpointRequest) String() string {
 func (*TriggerCheckpointRequest) ProtoMessage() {}
 
 func (x *TriggerCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[22]
+	mi := &file_cluster_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1483,7 +1535,7 @@ func (x *TriggerCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*TriggerCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{22}
+	return file_cluster_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TriggerCheckpointRequest) GetJobId() string {
@@ -1536,7 +1588,7 @@ type NotifyCheckpointRequest struct {
 
 func (x *NotifyCheckpointRequest) Reset() {
 	*x = NotifyCheckpointRequest{}
-	mi := &file_cluster_proto_msgTypes[23]
+	mi := &file_cluster_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1548,7 +1600,7 @@ func (x *NotifyCheckpointRequest) String() string {
 func (*NotifyCheckpointRequest) ProtoMessage() {}
 
 func (x *NotifyCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[23]
+	mi := &file_cluster_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1561,7 +1613,7 @@ func (x *NotifyCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*NotifyCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{23}
+	return file_cluster_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *NotifyCheckpointRequest) GetJobId() string {
@@ -1607,6 +1659,7 @@ type RunnerCheckpointReport struct {
 	//	*RunnerCheckpointReport_Acknowledge
 	//	*RunnerCheckpointReport_Decline
 	//	*RunnerCheckpointReport_OperatorEvent
+	//	*RunnerCheckpointReport_EndOfData
 	Report        isRunnerCheckpointReport_Report `protobuf_oneof:"report"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1614,7 +1667,7 @@ type RunnerCheckpointReport struct {
 
 func (x *RunnerCheckpointReport) Reset() {
 	*x = RunnerCheckpointReport{}
-	mi := &file_cluster_proto_msgTypes[24]
+	mi := &file_cluster_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +1679,7 @@ func (x *RunnerCheckpointReport) String() string {
 func (*RunnerCheckpointReport) ProtoMessage() {}
 
 func (x *RunnerCheckpointReport) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[24]
+	mi := &file_cluster_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1639,7 +1692,7 @@ func (x *RunnerCheckpointReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunnerCheckpointReport.ProtoReflect.Descriptor instead.
 func (*RunnerCheckpointReport) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{24}
+	return file_cluster_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RunnerCheckpointReport) GetReport() isRunnerCheckpointReport_Report {
@@ -1676,6 +1729,15 @@ func (x *RunnerCheckpointReport) GetOperatorEvent() *OperatorEventRequest {
 	return nil
 }
 
+func (x *RunnerCheckpointReport) GetEndOfData() *NotifyEndOfDataRequest {
+	if x != nil {
+		if x, ok := x.Report.(*RunnerCheckpointReport_EndOfData); ok {
+			return x.EndOfData
+		}
+	}
+	return nil
+}
+
 type isRunnerCheckpointReport_Report interface {
 	isRunnerCheckpointReport_Report()
 }
@@ -1695,11 +1757,18 @@ type RunnerCheckpointReport_OperatorEvent struct {
 	OperatorEvent *OperatorEventRequest `protobuf:"bytes,3,opt,name=operator_event,json=operatorEvent,proto3,oneof"`
 }
 
+type RunnerCheckpointReport_EndOfData struct {
+	// Not a checkpoint report either: the task ended its data.
+	EndOfData *NotifyEndOfDataRequest `protobuf:"bytes,4,opt,name=end_of_data,json=endOfData,proto3,oneof"`
+}
+
 func (*RunnerCheckpointReport_Acknowledge) isRunnerCheckpointReport_Report() {}
 
 func (*RunnerCheckpointReport_Decline) isRunnerCheckpointReport_Report() {}
 
 func (*RunnerCheckpointReport_OperatorEvent) isRunnerCheckpointReport_Report() {}
+
+func (*RunnerCheckpointReport_EndOfData) isRunnerCheckpointReport_Report() {}
 
 type WatchCheckpointsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1709,7 +1778,7 @@ type WatchCheckpointsRequest struct {
 
 func (x *WatchCheckpointsRequest) Reset() {
 	*x = WatchCheckpointsRequest{}
-	mi := &file_cluster_proto_msgTypes[25]
+	mi := &file_cluster_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1721,7 +1790,7 @@ func (x *WatchCheckpointsRequest) String() string {
 func (*WatchCheckpointsRequest) ProtoMessage() {}
 
 func (x *WatchCheckpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[25]
+	mi := &file_cluster_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1734,7 +1803,7 @@ func (x *WatchCheckpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchCheckpointsRequest.ProtoReflect.Descriptor instead.
 func (*WatchCheckpointsRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{25}
+	return file_cluster_proto_rawDescGZIP(), []int{26}
 }
 
 // An OperatorEvent between an operator of a task attempt and its operator
@@ -1755,7 +1824,7 @@ type OperatorEventRequest struct {
 
 func (x *OperatorEventRequest) Reset() {
 	*x = OperatorEventRequest{}
-	mi := &file_cluster_proto_msgTypes[26]
+	mi := &file_cluster_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1767,7 +1836,7 @@ func (x *OperatorEventRequest) String() string {
 func (*OperatorEventRequest) ProtoMessage() {}
 
 func (x *OperatorEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[26]
+	mi := &file_cluster_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1780,7 +1849,7 @@ func (x *OperatorEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorEventRequest.ProtoReflect.Descriptor instead.
 func (*OperatorEventRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{26}
+	return file_cluster_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *OperatorEventRequest) GetJobId() string {
@@ -1832,7 +1901,7 @@ type RequestSlotRequest struct {
 
 func (x *RequestSlotRequest) Reset() {
 	*x = RequestSlotRequest{}
-	mi := &file_cluster_proto_msgTypes[27]
+	mi := &file_cluster_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1844,7 +1913,7 @@ func (x *RequestSlotRequest) String() string {
 func (*RequestSlotRequest) ProtoMessage() {}
 
 func (x *RequestSlotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[27]
+	mi := &file_cluster_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1857,7 +1926,7 @@ func (x *RequestSlotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestSlotRequest.ProtoReflect.Descriptor instead.
 func (*RequestSlotRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{27}
+	return file_cluster_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RequestSlotRequest) GetAllocationId() string {
@@ -1906,7 +1975,7 @@ type SubmitTaskRequest struct {
 
 func (x *SubmitTaskRequest) Reset() {
 	*x = SubmitTaskRequest{}
-	mi := &file_cluster_proto_msgTypes[28]
+	mi := &file_cluster_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1918,7 +1987,7 @@ func (x *SubmitTaskRequest) String() string {
 func (*SubmitTaskRequest) ProtoMessage() {}
 
 func (x *SubmitTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[28]
+	mi := &file_cluster_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1931,7 +2000,7 @@ func (x *SubmitTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitTaskRequest.ProtoReflect.Descriptor instead.
 func (*SubmitTaskRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{28}
+	return file_cluster_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SubmitTaskRequest) GetJobId() string {
@@ -1965,7 +2034,7 @@ type CancelTaskRequest struct {
 
 func (x *CancelTaskRequest) Reset() {
 	*x = CancelTaskRequest{}
-	mi := &file_cluster_proto_msgTypes[29]
+	mi := &file_cluster_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1977,7 +2046,7 @@ func (x *CancelTaskRequest) String() string {
 func (*CancelTaskRequest) ProtoMessage() {}
 
 func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[29]
+	mi := &file_cluster_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1990,7 +2059,7 @@ func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskRequest.ProtoReflect.Descriptor instead.
 func (*CancelTaskRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{29}
+	return file_cluster_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CancelTaskRequest) GetJobId() string {
@@ -2020,7 +2089,7 @@ type CancelTaskResponse struct {
 
 func (x *CancelTaskResponse) Reset() {
 	*x = CancelTaskResponse{}
-	mi := &file_cluster_proto_msgTypes[30]
+	mi := &file_cluster_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2032,7 +2101,7 @@ func (x *CancelTaskResponse) String() string {
 func (*CancelTaskResponse) ProtoMessage() {}
 
 func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[30]
+	mi := &file_cluster_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2045,7 +2114,7 @@ func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskResponse.ProtoReflect.Descriptor instead.
 func (*CancelTaskResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{30}
+	return file_cluster_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CancelTaskResponse) GetRunning() bool {
@@ -2065,7 +2134,7 @@ type FreeSlotRequest struct {
 
 func (x *FreeSlotRequest) Reset() {
 	*x = FreeSlotRequest{}
-	mi := &file_cluster_proto_msgTypes[31]
+	mi := &file_cluster_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2077,7 +2146,7 @@ func (x *FreeSlotRequest) String() string {
 func (*FreeSlotRequest) ProtoMessage() {}
 
 func (x *FreeSlotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[31]
+	mi := &file_cluster_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2090,7 +2159,7 @@ func (x *FreeSlotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreeSlotRequest.ProtoReflect.Descriptor instead.
 func (*FreeSlotRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{31}
+	return file_cluster_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *FreeSlotRequest) GetAllocationId() string {
@@ -2118,7 +2187,7 @@ type ResultPartitionIDProto struct {
 
 func (x *ResultPartitionIDProto) Reset() {
 	*x = ResultPartitionIDProto{}
-	mi := &file_cluster_proto_msgTypes[32]
+	mi := &file_cluster_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2130,7 +2199,7 @@ func (x *ResultPartitionIDProto) String() string {
 func (*ResultPartitionIDProto) ProtoMessage() {}
 
 func (x *ResultPartitionIDProto) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[32]
+	mi := &file_cluster_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2143,7 +2212,7 @@ func (x *ResultPartitionIDProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultPartitionIDProto.ProtoReflect.Descriptor instead.
 func (*ResultPartitionIDProto) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{32}
+	return file_cluster_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ResultPartitionIDProto) GetResultId() string {
@@ -2177,7 +2246,7 @@ type ReleasePartitionsRequest struct {
 
 func (x *ReleasePartitionsRequest) Reset() {
 	*x = ReleasePartitionsRequest{}
-	mi := &file_cluster_proto_msgTypes[33]
+	mi := &file_cluster_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2189,7 +2258,7 @@ func (x *ReleasePartitionsRequest) String() string {
 func (*ReleasePartitionsRequest) ProtoMessage() {}
 
 func (x *ReleasePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[33]
+	mi := &file_cluster_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2202,7 +2271,7 @@ func (x *ReleasePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleasePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*ReleasePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{33}
+	return file_cluster_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReleasePartitionsRequest) GetJobId() string {
@@ -2230,7 +2299,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_cluster_proto_msgTypes[34]
+	mi := &file_cluster_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2242,7 +2311,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[34]
+	mi := &file_cluster_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2255,7 +2324,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{34}
+	return file_cluster_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *HeartbeatRequest) GetSenderId() string {
@@ -2289,7 +2358,7 @@ type TaskManagerHeartbeatResponse struct {
 
 func (x *TaskManagerHeartbeatResponse) Reset() {
 	*x = TaskManagerHeartbeatResponse{}
-	mi := &file_cluster_proto_msgTypes[35]
+	mi := &file_cluster_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2301,7 +2370,7 @@ func (x *TaskManagerHeartbeatResponse) String() string {
 func (*TaskManagerHeartbeatResponse) ProtoMessage() {}
 
 func (x *TaskManagerHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[35]
+	mi := &file_cluster_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2314,7 +2383,7 @@ func (x *TaskManagerHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskManagerHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*TaskManagerHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{35}
+	return file_cluster_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *TaskManagerHeartbeatResponse) GetSlotReport() *SlotReport {
@@ -2355,7 +2424,7 @@ type DisconnectJobManagerRequest struct {
 
 func (x *DisconnectJobManagerRequest) Reset() {
 	*x = DisconnectJobManagerRequest{}
-	mi := &file_cluster_proto_msgTypes[36]
+	mi := &file_cluster_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2367,7 +2436,7 @@ func (x *DisconnectJobManagerRequest) String() string {
 func (*DisconnectJobManagerRequest) ProtoMessage() {}
 
 func (x *DisconnectJobManagerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[36]
+	mi := &file_cluster_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2380,7 +2449,7 @@ func (x *DisconnectJobManagerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectJobManagerRequest.ProtoReflect.Descriptor instead.
 func (*DisconnectJobManagerRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{36}
+	return file_cluster_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DisconnectJobManagerRequest) GetJobId() string {
@@ -2406,7 +2475,7 @@ type BlobChunk struct {
 
 func (x *BlobChunk) Reset() {
 	*x = BlobChunk{}
-	mi := &file_cluster_proto_msgTypes[37]
+	mi := &file_cluster_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2418,7 +2487,7 @@ func (x *BlobChunk) String() string {
 func (*BlobChunk) ProtoMessage() {}
 
 func (x *BlobChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[37]
+	mi := &file_cluster_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2431,7 +2500,7 @@ func (x *BlobChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlobChunk.ProtoReflect.Descriptor instead.
 func (*BlobChunk) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{37}
+	return file_cluster_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *BlobChunk) GetData() []byte {
@@ -2451,7 +2520,7 @@ type GetBlobByKeyRequest struct {
 
 func (x *GetBlobByKeyRequest) Reset() {
 	*x = GetBlobByKeyRequest{}
-	mi := &file_cluster_proto_msgTypes[38]
+	mi := &file_cluster_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2463,7 +2532,7 @@ func (x *GetBlobByKeyRequest) String() string {
 func (*GetBlobByKeyRequest) ProtoMessage() {}
 
 func (x *GetBlobByKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[38]
+	mi := &file_cluster_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2476,7 +2545,7 @@ func (x *GetBlobByKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBlobByKeyRequest.ProtoReflect.Descriptor instead.
 func (*GetBlobByKeyRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{38}
+	return file_cluster_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetBlobByKeyRequest) GetKey() string {
@@ -2591,7 +2660,10 @@ const file_cluster_proto_rawDesc = "" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\"%\n" +
 	"\x0fGetBlobResponse\x12\x12\n" +
-	"\x04data\x18\x01 \x01(\fR\x04data\"\xac\x01\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"f\n" +
+	"\x16NotifyEndOfDataRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x125\n" +
+	"\aattempt\x18\x02 \x01(\v2\x1b.gofl.v1.ExecutionAttemptIDR\aattempt\"\xac\x01\n" +
 	"\x1bReportPartitionsLostRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1f\n" +
 	"\vresource_id\x18\x02 \x01(\tR\n" +
@@ -2622,11 +2694,12 @@ const file_cluster_proto_rawDesc = "" +
 	"\aattempt\x18\x02 \x01(\v2\x1b.gofl.v1.ExecutionAttemptIDR\aattempt\x12#\n" +
 	"\rcheckpoint_id\x18\x03 \x01(\x03R\fcheckpointId\x12\x1a\n" +
 	"\bcomplete\x18\x04 \x01(\bR\bcomplete\x12?\n" +
-	"\x1clast_completed_checkpoint_id\x18\x05 \x01(\x03R\x19lastCompletedCheckpointId\"\xf4\x01\n" +
+	"\x1clast_completed_checkpoint_id\x18\x05 \x01(\x03R\x19lastCompletedCheckpointId\"\xb7\x02\n" +
 	"\x16RunnerCheckpointReport\x12I\n" +
 	"\vacknowledge\x18\x01 \x01(\v2%.gofl.v1.AcknowledgeCheckpointRequestH\x00R\vacknowledge\x12=\n" +
 	"\adecline\x18\x02 \x01(\v2!.gofl.v1.DeclineCheckpointRequestH\x00R\adecline\x12F\n" +
-	"\x0eoperator_event\x18\x03 \x01(\v2\x1d.gofl.v1.OperatorEventRequestH\x00R\roperatorEventB\b\n" +
+	"\x0eoperator_event\x18\x03 \x01(\v2\x1d.gofl.v1.OperatorEventRequestH\x00R\roperatorEvent\x12A\n" +
+	"\vend_of_data\x18\x04 \x01(\v2\x1f.gofl.v1.NotifyEndOfDataRequestH\x00R\tendOfDataB\b\n" +
 	"\x06report\"\x19\n" +
 	"\x17WatchCheckpointsRequest\"\xb1\x01\n" +
 	"\x14OperatorEventRequest\x12\x15\n" +
@@ -2685,7 +2758,7 @@ const file_cluster_proto_rawDesc = "" +
 	"\x16ResourceManagerService\x12c\n" +
 	"\x14RegisterTaskExecutor\x12$.gofl.v1.RegisterTaskExecutorRequest\x1a%.gofl.v1.RegisterTaskExecutorResponse\x12>\n" +
 	"\x0eSendSlotReport\x12\x1e.gofl.v1.SendSlotReportRequest\x1a\f.gofl.v1.Ack\x12N\n" +
-	"\x16DisconnectTaskExecutor\x12&.gofl.v1.DisconnectTaskExecutorRequest\x1a\f.gofl.v1.Ack2\xca\x05\n" +
+	"\x16DisconnectTaskExecutor\x12&.gofl.v1.DisconnectTaskExecutorRequest\x1a\f.gofl.v1.Ack2\x8c\x06\n" +
 	"\x10JobMasterService\x12`\n" +
 	"\x13RegisterTaskManager\x12#.gofl.v1.RegisterTaskManagerRequest\x1a$.gofl.v1.RegisterTaskManagerResponse\x12E\n" +
 	"\n" +
@@ -2696,7 +2769,8 @@ const file_cluster_proto_rawDesc = "" +
 	"\x14ReportPartitionsLost\x12$.gofl.v1.ReportPartitionsLostRequest\x1a\f.gofl.v1.Ack\x12L\n" +
 	"\x15AcknowledgeCheckpoint\x12%.gofl.v1.AcknowledgeCheckpointRequest\x1a\f.gofl.v1.Ack\x12D\n" +
 	"\x11DeclineCheckpoint\x12!.gofl.v1.DeclineCheckpointRequest\x1a\f.gofl.v1.Ack\x12M\n" +
-	"\x1eSendOperatorEventToCoordinator\x12\x1d.gofl.v1.OperatorEventRequest\x1a\f.gofl.v1.Ack2\xa5\x06\n" +
+	"\x1eSendOperatorEventToCoordinator\x12\x1d.gofl.v1.OperatorEventRequest\x1a\f.gofl.v1.Ack\x12@\n" +
+	"\x0fNotifyEndOfData\x12\x1f.gofl.v1.NotifyEndOfDataRequest\x1a\f.gofl.v1.Ack2\xa5\x06\n" +
 	"\x13TaskExecutorService\x128\n" +
 	"\vRequestSlot\x12\x1b.gofl.v1.RequestSlotRequest\x1a\f.gofl.v1.Ack\x126\n" +
 	"\n" +
@@ -2726,7 +2800,7 @@ func file_cluster_proto_rawDescGZIP() []byte {
 	return file_cluster_proto_rawDescData
 }
 
-var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_cluster_proto_goTypes = []any{
 	(*Ack)(nil),                             // 0: gofl.v1.Ack
 	(*TaskManagerLocation)(nil),             // 1: gofl.v1.TaskManagerLocation
@@ -2747,32 +2821,33 @@ var file_cluster_proto_goTypes = []any{
 	(*DisconnectTaskManagerRequest)(nil),    // 16: gofl.v1.DisconnectTaskManagerRequest
 	(*GetBlobRequest)(nil),                  // 17: gofl.v1.GetBlobRequest
 	(*GetBlobResponse)(nil),                 // 18: gofl.v1.GetBlobResponse
-	(*ReportPartitionsLostRequest)(nil),     // 19: gofl.v1.ReportPartitionsLostRequest
-	(*AcknowledgeCheckpointRequest)(nil),    // 20: gofl.v1.AcknowledgeCheckpointRequest
-	(*DeclineCheckpointRequest)(nil),        // 21: gofl.v1.DeclineCheckpointRequest
-	(*TriggerCheckpointRequest)(nil),        // 22: gofl.v1.TriggerCheckpointRequest
-	(*NotifyCheckpointRequest)(nil),         // 23: gofl.v1.NotifyCheckpointRequest
-	(*RunnerCheckpointReport)(nil),          // 24: gofl.v1.RunnerCheckpointReport
-	(*WatchCheckpointsRequest)(nil),         // 25: gofl.v1.WatchCheckpointsRequest
-	(*OperatorEventRequest)(nil),            // 26: gofl.v1.OperatorEventRequest
-	(*RequestSlotRequest)(nil),              // 27: gofl.v1.RequestSlotRequest
-	(*SubmitTaskRequest)(nil),               // 28: gofl.v1.SubmitTaskRequest
-	(*CancelTaskRequest)(nil),               // 29: gofl.v1.CancelTaskRequest
-	(*CancelTaskResponse)(nil),              // 30: gofl.v1.CancelTaskResponse
-	(*FreeSlotRequest)(nil),                 // 31: gofl.v1.FreeSlotRequest
-	(*ResultPartitionIDProto)(nil),          // 32: gofl.v1.ResultPartitionIDProto
-	(*ReleasePartitionsRequest)(nil),        // 33: gofl.v1.ReleasePartitionsRequest
-	(*HeartbeatRequest)(nil),                // 34: gofl.v1.HeartbeatRequest
-	(*TaskManagerHeartbeatResponse)(nil),    // 35: gofl.v1.TaskManagerHeartbeatResponse
-	(*DisconnectJobManagerRequest)(nil),     // 36: gofl.v1.DisconnectJobManagerRequest
-	(*BlobChunk)(nil),                       // 37: gofl.v1.BlobChunk
-	(*GetBlobByKeyRequest)(nil),             // 38: gofl.v1.GetBlobByKeyRequest
-	nil,                                     // 39: gofl.v1.UpdateTaskExecutionStateRequest.AccumulatorsEntry
-	(*ExecutionAttemptID)(nil),              // 40: gofl.v1.ExecutionAttemptID
-	(*OperatorSubtaskStateHandle)(nil),      // 41: gofl.v1.OperatorSubtaskStateHandle
-	(*CheckpointMetrics)(nil),               // 42: gofl.v1.CheckpointMetrics
-	(*CheckpointOptions)(nil),               // 43: gofl.v1.CheckpointOptions
-	(*TaskDeploymentDescriptor)(nil),        // 44: gofl.v1.TaskDeploymentDescriptor
+	(*NotifyEndOfDataRequest)(nil),          // 19: gofl.v1.NotifyEndOfDataRequest
+	(*ReportPartitionsLostRequest)(nil),     // 20: gofl.v1.ReportPartitionsLostRequest
+	(*AcknowledgeCheckpointRequest)(nil),    // 21: gofl.v1.AcknowledgeCheckpointRequest
+	(*DeclineCheckpointRequest)(nil),        // 22: gofl.v1.DeclineCheckpointRequest
+	(*TriggerCheckpointRequest)(nil),        // 23: gofl.v1.TriggerCheckpointRequest
+	(*NotifyCheckpointRequest)(nil),         // 24: gofl.v1.NotifyCheckpointRequest
+	(*RunnerCheckpointReport)(nil),          // 25: gofl.v1.RunnerCheckpointReport
+	(*WatchCheckpointsRequest)(nil),         // 26: gofl.v1.WatchCheckpointsRequest
+	(*OperatorEventRequest)(nil),            // 27: gofl.v1.OperatorEventRequest
+	(*RequestSlotRequest)(nil),              // 28: gofl.v1.RequestSlotRequest
+	(*SubmitTaskRequest)(nil),               // 29: gofl.v1.SubmitTaskRequest
+	(*CancelTaskRequest)(nil),               // 30: gofl.v1.CancelTaskRequest
+	(*CancelTaskResponse)(nil),              // 31: gofl.v1.CancelTaskResponse
+	(*FreeSlotRequest)(nil),                 // 32: gofl.v1.FreeSlotRequest
+	(*ResultPartitionIDProto)(nil),          // 33: gofl.v1.ResultPartitionIDProto
+	(*ReleasePartitionsRequest)(nil),        // 34: gofl.v1.ReleasePartitionsRequest
+	(*HeartbeatRequest)(nil),                // 35: gofl.v1.HeartbeatRequest
+	(*TaskManagerHeartbeatResponse)(nil),    // 36: gofl.v1.TaskManagerHeartbeatResponse
+	(*DisconnectJobManagerRequest)(nil),     // 37: gofl.v1.DisconnectJobManagerRequest
+	(*BlobChunk)(nil),                       // 38: gofl.v1.BlobChunk
+	(*GetBlobByKeyRequest)(nil),             // 39: gofl.v1.GetBlobByKeyRequest
+	nil,                                     // 40: gofl.v1.UpdateTaskExecutionStateRequest.AccumulatorsEntry
+	(*ExecutionAttemptID)(nil),              // 41: gofl.v1.ExecutionAttemptID
+	(*OperatorSubtaskStateHandle)(nil),      // 42: gofl.v1.OperatorSubtaskStateHandle
+	(*CheckpointMetrics)(nil),               // 43: gofl.v1.CheckpointMetrics
+	(*CheckpointOptions)(nil),               // 44: gofl.v1.CheckpointOptions
+	(*TaskDeploymentDescriptor)(nil),        // 45: gofl.v1.TaskDeploymentDescriptor
 }
 var file_cluster_proto_depIdxs = []int32{
 	2,  // 0: gofl.v1.SlotReport.slots:type_name -> gofl.v1.SlotStatus
@@ -2780,85 +2855,89 @@ var file_cluster_proto_depIdxs = []int32{
 	3,  // 2: gofl.v1.SendSlotReportRequest.slot_report:type_name -> gofl.v1.SlotReport
 	1,  // 3: gofl.v1.RegisterTaskManagerRequest.location:type_name -> gofl.v1.TaskManagerLocation
 	10, // 4: gofl.v1.OfferSlotsRequest.slots:type_name -> gofl.v1.SlotOffer
-	40, // 5: gofl.v1.TaskIOMetrics.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	40, // 6: gofl.v1.UpdateTaskExecutionStateRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	41, // 5: gofl.v1.TaskIOMetrics.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	41, // 6: gofl.v1.UpdateTaskExecutionStateRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
 	13, // 7: gofl.v1.UpdateTaskExecutionStateRequest.failure:type_name -> gofl.v1.FailureInfo
 	14, // 8: gofl.v1.UpdateTaskExecutionStateRequest.metrics:type_name -> gofl.v1.TaskIOMetrics
-	39, // 9: gofl.v1.UpdateTaskExecutionStateRequest.accumulators:type_name -> gofl.v1.UpdateTaskExecutionStateRequest.AccumulatorsEntry
-	32, // 10: gofl.v1.ReportPartitionsLostRequest.partitions:type_name -> gofl.v1.ResultPartitionIDProto
-	40, // 11: gofl.v1.AcknowledgeCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	41, // 12: gofl.v1.AcknowledgeCheckpointRequest.operators:type_name -> gofl.v1.OperatorSubtaskStateHandle
-	42, // 13: gofl.v1.AcknowledgeCheckpointRequest.metrics:type_name -> gofl.v1.CheckpointMetrics
-	40, // 14: gofl.v1.DeclineCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	13, // 15: gofl.v1.DeclineCheckpointRequest.reason:type_name -> gofl.v1.FailureInfo
-	40, // 16: gofl.v1.TriggerCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	43, // 17: gofl.v1.TriggerCheckpointRequest.options:type_name -> gofl.v1.CheckpointOptions
-	40, // 18: gofl.v1.NotifyCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	20, // 19: gofl.v1.RunnerCheckpointReport.acknowledge:type_name -> gofl.v1.AcknowledgeCheckpointRequest
-	21, // 20: gofl.v1.RunnerCheckpointReport.decline:type_name -> gofl.v1.DeclineCheckpointRequest
-	26, // 21: gofl.v1.RunnerCheckpointReport.operator_event:type_name -> gofl.v1.OperatorEventRequest
-	40, // 22: gofl.v1.OperatorEventRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	44, // 23: gofl.v1.SubmitTaskRequest.tdd:type_name -> gofl.v1.TaskDeploymentDescriptor
-	40, // 24: gofl.v1.CancelTaskRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	40, // 25: gofl.v1.ResultPartitionIDProto.producer:type_name -> gofl.v1.ExecutionAttemptID
-	32, // 26: gofl.v1.ReleasePartitionsRequest.partitions:type_name -> gofl.v1.ResultPartitionIDProto
-	3,  // 27: gofl.v1.TaskManagerHeartbeatResponse.slot_report:type_name -> gofl.v1.SlotReport
-	40, // 28: gofl.v1.TaskManagerHeartbeatResponse.running:type_name -> gofl.v1.ExecutionAttemptID
-	14, // 29: gofl.v1.TaskManagerHeartbeatResponse.metrics:type_name -> gofl.v1.TaskIOMetrics
-	32, // 30: gofl.v1.TaskManagerHeartbeatResponse.partitions:type_name -> gofl.v1.ResultPartitionIDProto
-	4,  // 31: gofl.v1.ResourceManagerService.RegisterTaskExecutor:input_type -> gofl.v1.RegisterTaskExecutorRequest
-	6,  // 32: gofl.v1.ResourceManagerService.SendSlotReport:input_type -> gofl.v1.SendSlotReportRequest
-	7,  // 33: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:input_type -> gofl.v1.DisconnectTaskExecutorRequest
-	8,  // 34: gofl.v1.JobMasterService.RegisterTaskManager:input_type -> gofl.v1.RegisterTaskManagerRequest
-	11, // 35: gofl.v1.JobMasterService.OfferSlots:input_type -> gofl.v1.OfferSlotsRequest
-	15, // 36: gofl.v1.JobMasterService.UpdateTaskExecutionState:input_type -> gofl.v1.UpdateTaskExecutionStateRequest
-	16, // 37: gofl.v1.JobMasterService.DisconnectTaskManager:input_type -> gofl.v1.DisconnectTaskManagerRequest
-	17, // 38: gofl.v1.JobMasterService.GetBlob:input_type -> gofl.v1.GetBlobRequest
-	19, // 39: gofl.v1.JobMasterService.ReportPartitionsLost:input_type -> gofl.v1.ReportPartitionsLostRequest
-	20, // 40: gofl.v1.JobMasterService.AcknowledgeCheckpoint:input_type -> gofl.v1.AcknowledgeCheckpointRequest
-	21, // 41: gofl.v1.JobMasterService.DeclineCheckpoint:input_type -> gofl.v1.DeclineCheckpointRequest
-	26, // 42: gofl.v1.JobMasterService.SendOperatorEventToCoordinator:input_type -> gofl.v1.OperatorEventRequest
-	27, // 43: gofl.v1.TaskExecutorService.RequestSlot:input_type -> gofl.v1.RequestSlotRequest
-	28, // 44: gofl.v1.TaskExecutorService.SubmitTask:input_type -> gofl.v1.SubmitTaskRequest
-	29, // 45: gofl.v1.TaskExecutorService.CancelTask:input_type -> gofl.v1.CancelTaskRequest
-	31, // 46: gofl.v1.TaskExecutorService.FreeSlot:input_type -> gofl.v1.FreeSlotRequest
-	33, // 47: gofl.v1.TaskExecutorService.ReleasePartitions:input_type -> gofl.v1.ReleasePartitionsRequest
-	34, // 48: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:input_type -> gofl.v1.HeartbeatRequest
-	34, // 49: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:input_type -> gofl.v1.HeartbeatRequest
-	36, // 50: gofl.v1.TaskExecutorService.DisconnectJobManager:input_type -> gofl.v1.DisconnectJobManagerRequest
-	22, // 51: gofl.v1.TaskExecutorService.TriggerCheckpoint:input_type -> gofl.v1.TriggerCheckpointRequest
-	23, // 52: gofl.v1.TaskExecutorService.NotifyCheckpoint:input_type -> gofl.v1.NotifyCheckpointRequest
-	26, // 53: gofl.v1.TaskExecutorService.SendOperatorEventToTask:input_type -> gofl.v1.OperatorEventRequest
-	38, // 54: gofl.v1.BlobService.GetBlobByKey:input_type -> gofl.v1.GetBlobByKeyRequest
-	5,  // 55: gofl.v1.ResourceManagerService.RegisterTaskExecutor:output_type -> gofl.v1.RegisterTaskExecutorResponse
-	0,  // 56: gofl.v1.ResourceManagerService.SendSlotReport:output_type -> gofl.v1.Ack
-	0,  // 57: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:output_type -> gofl.v1.Ack
-	9,  // 58: gofl.v1.JobMasterService.RegisterTaskManager:output_type -> gofl.v1.RegisterTaskManagerResponse
-	12, // 59: gofl.v1.JobMasterService.OfferSlots:output_type -> gofl.v1.OfferSlotsResponse
-	0,  // 60: gofl.v1.JobMasterService.UpdateTaskExecutionState:output_type -> gofl.v1.Ack
-	0,  // 61: gofl.v1.JobMasterService.DisconnectTaskManager:output_type -> gofl.v1.Ack
-	18, // 62: gofl.v1.JobMasterService.GetBlob:output_type -> gofl.v1.GetBlobResponse
-	0,  // 63: gofl.v1.JobMasterService.ReportPartitionsLost:output_type -> gofl.v1.Ack
-	0,  // 64: gofl.v1.JobMasterService.AcknowledgeCheckpoint:output_type -> gofl.v1.Ack
-	0,  // 65: gofl.v1.JobMasterService.DeclineCheckpoint:output_type -> gofl.v1.Ack
-	0,  // 66: gofl.v1.JobMasterService.SendOperatorEventToCoordinator:output_type -> gofl.v1.Ack
-	0,  // 67: gofl.v1.TaskExecutorService.RequestSlot:output_type -> gofl.v1.Ack
-	0,  // 68: gofl.v1.TaskExecutorService.SubmitTask:output_type -> gofl.v1.Ack
-	30, // 69: gofl.v1.TaskExecutorService.CancelTask:output_type -> gofl.v1.CancelTaskResponse
-	0,  // 70: gofl.v1.TaskExecutorService.FreeSlot:output_type -> gofl.v1.Ack
-	0,  // 71: gofl.v1.TaskExecutorService.ReleasePartitions:output_type -> gofl.v1.Ack
-	35, // 72: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
-	35, // 73: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
-	0,  // 74: gofl.v1.TaskExecutorService.DisconnectJobManager:output_type -> gofl.v1.Ack
-	0,  // 75: gofl.v1.TaskExecutorService.TriggerCheckpoint:output_type -> gofl.v1.Ack
-	0,  // 76: gofl.v1.TaskExecutorService.NotifyCheckpoint:output_type -> gofl.v1.Ack
-	0,  // 77: gofl.v1.TaskExecutorService.SendOperatorEventToTask:output_type -> gofl.v1.Ack
-	37, // 78: gofl.v1.BlobService.GetBlobByKey:output_type -> gofl.v1.BlobChunk
-	55, // [55:79] is the sub-list for method output_type
-	31, // [31:55] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	40, // 9: gofl.v1.UpdateTaskExecutionStateRequest.accumulators:type_name -> gofl.v1.UpdateTaskExecutionStateRequest.AccumulatorsEntry
+	41, // 10: gofl.v1.NotifyEndOfDataRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	33, // 11: gofl.v1.ReportPartitionsLostRequest.partitions:type_name -> gofl.v1.ResultPartitionIDProto
+	41, // 12: gofl.v1.AcknowledgeCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	42, // 13: gofl.v1.AcknowledgeCheckpointRequest.operators:type_name -> gofl.v1.OperatorSubtaskStateHandle
+	43, // 14: gofl.v1.AcknowledgeCheckpointRequest.metrics:type_name -> gofl.v1.CheckpointMetrics
+	41, // 15: gofl.v1.DeclineCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	13, // 16: gofl.v1.DeclineCheckpointRequest.reason:type_name -> gofl.v1.FailureInfo
+	41, // 17: gofl.v1.TriggerCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	44, // 18: gofl.v1.TriggerCheckpointRequest.options:type_name -> gofl.v1.CheckpointOptions
+	41, // 19: gofl.v1.NotifyCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	21, // 20: gofl.v1.RunnerCheckpointReport.acknowledge:type_name -> gofl.v1.AcknowledgeCheckpointRequest
+	22, // 21: gofl.v1.RunnerCheckpointReport.decline:type_name -> gofl.v1.DeclineCheckpointRequest
+	27, // 22: gofl.v1.RunnerCheckpointReport.operator_event:type_name -> gofl.v1.OperatorEventRequest
+	19, // 23: gofl.v1.RunnerCheckpointReport.end_of_data:type_name -> gofl.v1.NotifyEndOfDataRequest
+	41, // 24: gofl.v1.OperatorEventRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	45, // 25: gofl.v1.SubmitTaskRequest.tdd:type_name -> gofl.v1.TaskDeploymentDescriptor
+	41, // 26: gofl.v1.CancelTaskRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	41, // 27: gofl.v1.ResultPartitionIDProto.producer:type_name -> gofl.v1.ExecutionAttemptID
+	33, // 28: gofl.v1.ReleasePartitionsRequest.partitions:type_name -> gofl.v1.ResultPartitionIDProto
+	3,  // 29: gofl.v1.TaskManagerHeartbeatResponse.slot_report:type_name -> gofl.v1.SlotReport
+	41, // 30: gofl.v1.TaskManagerHeartbeatResponse.running:type_name -> gofl.v1.ExecutionAttemptID
+	14, // 31: gofl.v1.TaskManagerHeartbeatResponse.metrics:type_name -> gofl.v1.TaskIOMetrics
+	33, // 32: gofl.v1.TaskManagerHeartbeatResponse.partitions:type_name -> gofl.v1.ResultPartitionIDProto
+	4,  // 33: gofl.v1.ResourceManagerService.RegisterTaskExecutor:input_type -> gofl.v1.RegisterTaskExecutorRequest
+	6,  // 34: gofl.v1.ResourceManagerService.SendSlotReport:input_type -> gofl.v1.SendSlotReportRequest
+	7,  // 35: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:input_type -> gofl.v1.DisconnectTaskExecutorRequest
+	8,  // 36: gofl.v1.JobMasterService.RegisterTaskManager:input_type -> gofl.v1.RegisterTaskManagerRequest
+	11, // 37: gofl.v1.JobMasterService.OfferSlots:input_type -> gofl.v1.OfferSlotsRequest
+	15, // 38: gofl.v1.JobMasterService.UpdateTaskExecutionState:input_type -> gofl.v1.UpdateTaskExecutionStateRequest
+	16, // 39: gofl.v1.JobMasterService.DisconnectTaskManager:input_type -> gofl.v1.DisconnectTaskManagerRequest
+	17, // 40: gofl.v1.JobMasterService.GetBlob:input_type -> gofl.v1.GetBlobRequest
+	20, // 41: gofl.v1.JobMasterService.ReportPartitionsLost:input_type -> gofl.v1.ReportPartitionsLostRequest
+	21, // 42: gofl.v1.JobMasterService.AcknowledgeCheckpoint:input_type -> gofl.v1.AcknowledgeCheckpointRequest
+	22, // 43: gofl.v1.JobMasterService.DeclineCheckpoint:input_type -> gofl.v1.DeclineCheckpointRequest
+	27, // 44: gofl.v1.JobMasterService.SendOperatorEventToCoordinator:input_type -> gofl.v1.OperatorEventRequest
+	19, // 45: gofl.v1.JobMasterService.NotifyEndOfData:input_type -> gofl.v1.NotifyEndOfDataRequest
+	28, // 46: gofl.v1.TaskExecutorService.RequestSlot:input_type -> gofl.v1.RequestSlotRequest
+	29, // 47: gofl.v1.TaskExecutorService.SubmitTask:input_type -> gofl.v1.SubmitTaskRequest
+	30, // 48: gofl.v1.TaskExecutorService.CancelTask:input_type -> gofl.v1.CancelTaskRequest
+	32, // 49: gofl.v1.TaskExecutorService.FreeSlot:input_type -> gofl.v1.FreeSlotRequest
+	34, // 50: gofl.v1.TaskExecutorService.ReleasePartitions:input_type -> gofl.v1.ReleasePartitionsRequest
+	35, // 51: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:input_type -> gofl.v1.HeartbeatRequest
+	35, // 52: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:input_type -> gofl.v1.HeartbeatRequest
+	37, // 53: gofl.v1.TaskExecutorService.DisconnectJobManager:input_type -> gofl.v1.DisconnectJobManagerRequest
+	23, // 54: gofl.v1.TaskExecutorService.TriggerCheckpoint:input_type -> gofl.v1.TriggerCheckpointRequest
+	24, // 55: gofl.v1.TaskExecutorService.NotifyCheckpoint:input_type -> gofl.v1.NotifyCheckpointRequest
+	27, // 56: gofl.v1.TaskExecutorService.SendOperatorEventToTask:input_type -> gofl.v1.OperatorEventRequest
+	39, // 57: gofl.v1.BlobService.GetBlobByKey:input_type -> gofl.v1.GetBlobByKeyRequest
+	5,  // 58: gofl.v1.ResourceManagerService.RegisterTaskExecutor:output_type -> gofl.v1.RegisterTaskExecutorResponse
+	0,  // 59: gofl.v1.ResourceManagerService.SendSlotReport:output_type -> gofl.v1.Ack
+	0,  // 60: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:output_type -> gofl.v1.Ack
+	9,  // 61: gofl.v1.JobMasterService.RegisterTaskManager:output_type -> gofl.v1.RegisterTaskManagerResponse
+	12, // 62: gofl.v1.JobMasterService.OfferSlots:output_type -> gofl.v1.OfferSlotsResponse
+	0,  // 63: gofl.v1.JobMasterService.UpdateTaskExecutionState:output_type -> gofl.v1.Ack
+	0,  // 64: gofl.v1.JobMasterService.DisconnectTaskManager:output_type -> gofl.v1.Ack
+	18, // 65: gofl.v1.JobMasterService.GetBlob:output_type -> gofl.v1.GetBlobResponse
+	0,  // 66: gofl.v1.JobMasterService.ReportPartitionsLost:output_type -> gofl.v1.Ack
+	0,  // 67: gofl.v1.JobMasterService.AcknowledgeCheckpoint:output_type -> gofl.v1.Ack
+	0,  // 68: gofl.v1.JobMasterService.DeclineCheckpoint:output_type -> gofl.v1.Ack
+	0,  // 69: gofl.v1.JobMasterService.SendOperatorEventToCoordinator:output_type -> gofl.v1.Ack
+	0,  // 70: gofl.v1.JobMasterService.NotifyEndOfData:output_type -> gofl.v1.Ack
+	0,  // 71: gofl.v1.TaskExecutorService.RequestSlot:output_type -> gofl.v1.Ack
+	0,  // 72: gofl.v1.TaskExecutorService.SubmitTask:output_type -> gofl.v1.Ack
+	31, // 73: gofl.v1.TaskExecutorService.CancelTask:output_type -> gofl.v1.CancelTaskResponse
+	0,  // 74: gofl.v1.TaskExecutorService.FreeSlot:output_type -> gofl.v1.Ack
+	0,  // 75: gofl.v1.TaskExecutorService.ReleasePartitions:output_type -> gofl.v1.Ack
+	36, // 76: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
+	36, // 77: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
+	0,  // 78: gofl.v1.TaskExecutorService.DisconnectJobManager:output_type -> gofl.v1.Ack
+	0,  // 79: gofl.v1.TaskExecutorService.TriggerCheckpoint:output_type -> gofl.v1.Ack
+	0,  // 80: gofl.v1.TaskExecutorService.NotifyCheckpoint:output_type -> gofl.v1.Ack
+	0,  // 81: gofl.v1.TaskExecutorService.SendOperatorEventToTask:output_type -> gofl.v1.Ack
+	38, // 82: gofl.v1.BlobService.GetBlobByKey:output_type -> gofl.v1.BlobChunk
+	58, // [58:83] is the sub-list for method output_type
+	33, // [33:58] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_cluster_proto_init() }
@@ -2868,10 +2947,11 @@ func file_cluster_proto_init() {
 	}
 	file_deployment_proto_init()
 	file_checkpoint_proto_init()
-	file_cluster_proto_msgTypes[24].OneofWrappers = []any{
+	file_cluster_proto_msgTypes[25].OneofWrappers = []any{
 		(*RunnerCheckpointReport_Acknowledge)(nil),
 		(*RunnerCheckpointReport_Decline)(nil),
 		(*RunnerCheckpointReport_OperatorEvent)(nil),
+		(*RunnerCheckpointReport_EndOfData)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2879,7 +2959,7 @@ func file_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cluster_proto_rawDesc), len(file_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   40,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -220,6 +220,7 @@ const (
 	JobMasterService_AcknowledgeCheckpoint_FullMethodName          = "/gofl.v1.JobMasterService/AcknowledgeCheckpoint"
 	JobMasterService_DeclineCheckpoint_FullMethodName              = "/gofl.v1.JobMasterService/DeclineCheckpoint"
 	JobMasterService_SendOperatorEventToCoordinator_FullMethodName = "/gofl.v1.JobMasterService/SendOperatorEventToCoordinator"
+	JobMasterService_NotifyEndOfData_FullMethodName                = "/gofl.v1.JobMasterService/NotifyEndOfData"
 )
 
 // JobMasterServiceClient is the client API for JobMasterService service.
@@ -247,6 +248,11 @@ type JobMasterServiceClient interface {
 	// seq 1, 2, ...; a repeated seq is ignored; NOT_FOUND for an attempt that
 	// is not the subtask's current one.
 	SendOperatorEventToCoordinator(ctx context.Context, in *OperatorEventRequest, opts ...grpc.CallOption) (*Ack, error)
+	// A task ended its data (FLIP-147: it emitted EndOfData and now only
+	// waits for a final checkpoint). Once every unfinished task has, the
+	// coordinator triggers that checkpoint at once rather than at the next
+	// interval. Idempotent; ignored for an attempt that is not current.
+	NotifyEndOfData(ctx context.Context, in *NotifyEndOfDataRequest, opts ...grpc.CallOption) (*Ack, error)
 }
 
 type jobMasterServiceClient struct {
@@ -347,6 +353,16 @@ func (c *jobMasterServiceClient) SendOperatorEventToCoordinator(ctx context.Cont
 	return out, nil
 }
 
+func (c *jobMasterServiceClient) NotifyEndOfData(ctx context.Context, in *NotifyEndOfDataRequest, opts ...grpc.CallOption) (*Ack, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Ack)
+	err := c.cc.Invoke(ctx, JobMasterService_NotifyEndOfData_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // JobMasterServiceServer is the server API for JobMasterService service.
 // All implementations must embed UnimplementedJobMasterServiceServer
 // for forward compatibility.
@@ -372,6 +388,11 @@ type JobMasterServiceServer interface {
 	// seq 1, 2, ...; a repeated seq is ignored; NOT_FOUND for an attempt that
 	// is not the subtask's current one.
 	SendOperatorEventToCoordinator(context.Context, *OperatorEventRequest) (*Ack, error)
+	// A task ended its data (FLIP-147: it emitted EndOfData and now only
+	// waits for a final checkpoint). Once every unfinished task has, the
+	// coordinator triggers that checkpoint at once rather than at the next
+	// interval. Idempotent; ignored for an attempt that is not current.
+	NotifyEndOfData(context.Context, *NotifyEndOfDataRequest) (*Ack, error)
 	mustEmbedUnimplementedJobMasterServiceServer()
 }
 
@@ -408,6 +429,9 @@ func (UnimplementedJobMasterServiceServer) DeclineCheckpoint(context.Context, *D
 }
 func (UnimplementedJobMasterServiceServer) SendOperatorEventToCoordinator(context.Context, *OperatorEventRequest) (*Ack, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method SendOperatorEventToCoordinator not implemented")
+}
+func (UnimplementedJobMasterServiceServer) NotifyEndOfData(context.Context, *NotifyEndOfDataRequest) (*Ack, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method NotifyEndOfData not implemented")
 }
 func (UnimplementedJobMasterServiceServer) mustEmbedUnimplementedJobMasterServiceServer() {}
 func (UnimplementedJobMasterServiceServer) testEmbeddedByValue()                          {}
@@ -592,6 +616,24 @@ func _JobMasterService_SendOperatorEventToCoordinator_Handler(srv interface{}, c
 	return interceptor(ctx, in, info, handler)
 }
 
+func _JobMasterService_NotifyEndOfData_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NotifyEndOfDataRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobMasterServiceServer).NotifyEndOfData(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JobMasterService_NotifyEndOfData_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobMasterServiceServer).NotifyEndOfData(ctx, req.(*NotifyEndOfDataRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // JobMasterService_ServiceDesc is the grpc.ServiceDesc for JobMasterService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -634,6 +676,10 @@ var JobMasterService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SendOperatorEventToCoordinator",
 			Handler:    _JobMasterService_SendOperatorEventToCoordinator_Handler,
+		},
+		{
+			MethodName: "NotifyEndOfData",
+			Handler:    _JobMasterService_NotifyEndOfData_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

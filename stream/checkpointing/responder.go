@@ -133,6 +133,14 @@ func (r *Responder) Decline(id int64, cause error) {
 	}}})
 }
 
+// NotifyEndOfData implements runtime.EndOfDataNotifier: the report goes
+// on the ordered stream, after the acknowledgements sent before it.
+func (r *Responder) NotifyEndOfData() {
+	r.cfg.Report(&pb.RunnerCheckpointReport{Report: &pb.RunnerCheckpointReport_EndOfData{EndOfData: &pb.NotifyEndOfDataRequest{
+		JobId: r.cfg.JobID, Attempt: r.cfg.Attempt,
+	}}})
+}
+
 // Close stops the writes in flight (they decline) and waits for them.
 // Idempotent; call it once the task ended.
 func (r *Responder) Close() {

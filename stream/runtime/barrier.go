@@ -328,6 +328,9 @@ func (t *task) endData(drain bool) {
 	ck.dataEnded, ck.drained = true, drain
 	t.broadcast(Event{Kind: EventEndOfData, Drain: drain})
 	t.flushOrAbort()
+	if n, ok := ck.resp.(EndOfDataNotifier); ok {
+		n.NotifyEndOfData()
+	}
 }
 
 // performCheckpoint takes checkpoint b: snapshot, acknowledge, forward the

@@ -27,8 +27,21 @@ type declineCall struct {
 // fakeResponder records the task's Acknowledge and Decline calls.
 type fakeResponder struct {
 	mu       sync.Mutex
-	acks     []ackCall
-	declines []declineCall
+	acks      []ackCall
+	declines  []declineCall
+	endOfData int
+}
+
+func (r *fakeResponder) NotifyEndOfData() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.endOfData++
+}
+
+func (r *fakeResponder) endOfDataNotices() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.endOfData
 }
 
 func (r *fakeResponder) Acknowledge(b CheckpointBarrier, snap *TaskSnapshot, m CheckpointSyncMetrics) {
@@ -791,6 +804,8 @@ func TestSourceTriggerSnapshotsChainAndNotifiesInChainOrder(t *testing.T) {
 func TestFinalCheckpointBeforeEndOfPartition(t *testing.T) {
 	c := startSourceChain(t, []int{1, 2}, true, TaskEnv{}, true)
 	eventually(t, "end of data", func() bool { return c.out.has(0, isKind(EventEndOfData)) })
+	// The coordinator is told, so it can trigger the final checkpoint at once.
+	eventually(t, "end-of-data notice", func() bool { return c.resp.endOfDataNotices() == 1 })
 	// A checkpoint the task took no part in after finishing does not end it.
 	c.control(complete(5))
 	c.control(trigger(6, Checkpoint))
@@ -828,6 +843,9 @@ func TestNoCheckpointingEndsAsBefore(t *testing.T) {
 	}
 	if c.ops[0].checkpointing || !c.ops[1].finished {
 		t.Fatal("lifecycle changed without checkpointing")
+	}
+	if n := c.resp.endOfDataNotices(); n != 0 {
+		t.Fatalf("%d end-of-data notices without a final checkpoint to wait for", n)
 	}
 }
 

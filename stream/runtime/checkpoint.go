@@ -359,6 +359,15 @@ type CheckpointResponder interface {
 	Decline(id int64, cause error)
 }
 
+// EndOfDataNotifier is an optional part of a CheckpointResponder. The
+// task calls NotifyEndOfData once, on its goroutine, when it ended its
+// data and waits for a final checkpoint (FLIP-147), so the coordinator can
+// trigger that checkpoint as soon as every task has, instead of at the
+// next interval. Non-blocking.
+type EndOfDataNotifier interface {
+	NotifyEndOfData()
+}
+
 // CheckpointedOperator is an Operator or Source with state to checkpoint.
 // SnapshotState is called on the task's goroutine between records, after
 // the barrier of the checkpoint was received on every input (aligned) and
