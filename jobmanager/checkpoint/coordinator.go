@@ -91,7 +91,7 @@ type Coordinator struct {
 	failures       int // consecutive failed checkpoints
 
 	tasks map[subtask]Task
-	// endOfData are the current RUNNING attempts that ended their data;
+	// endOfData are the current attempts that ended their data;
 	// allEnded is whether every unfinished task had at the last change,
 	// and finalDue that the next checkpoint is due at once (set when
 	// allEnded turns true, cleared by the next periodic trigger).
@@ -192,7 +192,9 @@ func (c *Coordinator) Step(now time.Duration, ev Event) error {
 	case Acknowledge:
 		c.acknowledge(ev)
 	case EndOfData:
-		if t, ok := c.tasks[subtask{ev.Attempt.JobVertex, ev.Attempt.Subtask}]; ok && t.Attempt == ev.Attempt && t.State == eg.Running {
+		// The notice can overtake the task's RUNNING state (they travel
+		// separate streams from the runner): a current attempt's counts.
+		if t, ok := c.tasks[subtask{ev.Attempt.JobVertex, ev.Attempt.Subtask}]; ok && t.Attempt == ev.Attempt && !t.State.IsTerminal() && t.State != eg.Canceling {
 			c.endOfData[ev.Attempt] = true
 			c.updateAllEnded()
 		}
@@ -583,7 +585,7 @@ func (c *Coordinator) tasksChanged(ev TasksChanged) {
 		c.tasks[subtask{t.Attempt.JobVertex, t.Attempt.Subtask}] = t
 	}
 	for a := range c.endOfData {
-		if t, ok := c.tasks[subtask{a.JobVertex, a.Subtask}]; !ok || t.Attempt != a || t.State != eg.Running {
+		if t, ok := c.tasks[subtask{a.JobVertex, a.Subtask}]; !ok || t.Attempt != a || t.State.IsTerminal() || t.State == eg.Canceling {
 			delete(c.endOfData, a)
 		}
 	}

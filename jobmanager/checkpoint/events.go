@@ -56,7 +56,8 @@ type Decline struct {
 // checkpoint (FLIP-147). Once every unfinished task has, the next periodic
 // checkpoint is due at once (min-pause and max-concurrent still apply):
 // a bounded job need not wait up to an interval to end. Repeats and
-// attempts that are not current and RUNNING are ignored.
+// attempts that are not current are ignored; a notice may come before
+// the attempt's RUNNING state.
 type EndOfData struct{ Attempt eg.ExecutionAttemptID }
 
 // Failover says tasks are being restarted: every pending checkpoint and
