@@ -34,6 +34,18 @@ func Name(parts ...string) string {
 	return "flink_" + strings.Join(parts, "_")
 }
 
+// Sanitize turns a metric name into a valid Prometheus name part, as
+// Flink's PrometheusReporter: every character other than letters, digits,
+// ':' and '_' becomes '_'.
+func Sanitize(name string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '_' || r == ':' || ('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9') {
+			return r
+		}
+		return '_'
+	}, name)
+}
+
 // goStatus reports the Go runtime in Flink's Status group shape.
 type goStatus struct{ prefix string }
 

@@ -53,6 +53,13 @@ func metricsAnswer(r *http.Request, values map[string]float64) []metricItem {
 }
 
 func formatMetric(v float64) string {
+	// Watermarks' bounds, as Flink's longs (float64 rounds them).
+	switch {
+	case v <= math.MinInt64:
+		return strconv.FormatInt(math.MinInt64, 10)
+	case v >= math.MaxInt64:
+		return strconv.FormatInt(math.MaxInt64, 10)
+	}
 	if v == math.Trunc(v) && math.Abs(v) < 1<<53 {
 		return strconv.FormatInt(int64(v), 10)
 	}
@@ -105,6 +112,11 @@ func subtaskMetrics(v restapi.JobVertexInfo) []map[string]float64 {
 			"accumulatedBackPressuredTimeMs": float64(m.AccumulatedBackpressuredTime),
 			"accumulatedIdleTimeMs":          float64(m.AccumulatedIdleTime),
 			"accumulatedBusyTimeMs":          m.AccumulatedBusyTime,
+		}
+	}
+	for i, s := range v.Subtasks {
+		for n, x := range s.TaskMetrics {
+			out[i][n] = x
 		}
 	}
 	// The last sampling interval's shares, as Flink's per-second times.

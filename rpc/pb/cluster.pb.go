@@ -26,6 +26,58 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type UserMetric_Type int32
+
+const (
+	UserMetric_TYPE_UNSPECIFIED UserMetric_Type = 0
+	UserMetric_TYPE_COUNTER     UserMetric_Type = 1
+	UserMetric_TYPE_GAUGE       UserMetric_Type = 2
+	UserMetric_TYPE_HISTOGRAM   UserMetric_Type = 3
+)
+
+// Enum value maps for UserMetric_Type.
+var (
+	UserMetric_Type_name = map[int32]string{
+		0: "TYPE_UNSPECIFIED",
+		1: "TYPE_COUNTER",
+		2: "TYPE_GAUGE",
+		3: "TYPE_HISTOGRAM",
+	}
+	UserMetric_Type_value = map[string]int32{
+		"TYPE_UNSPECIFIED": 0,
+		"TYPE_COUNTER":     1,
+		"TYPE_GAUGE":       2,
+		"TYPE_HISTOGRAM":   3,
+	}
+)
+
+func (x UserMetric_Type) Enum() *UserMetric_Type {
+	p := new(UserMetric_Type)
+	*p = x
+	return p
+}
+
+func (x UserMetric_Type) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (UserMetric_Type) Descriptor() protoreflect.EnumDescriptor {
+	return file_cluster_proto_enumTypes[0].Descriptor()
+}
+
+func (UserMetric_Type) Type() protoreflect.EnumType {
+	return &file_cluster_proto_enumTypes[0]
+}
+
+func (x UserMetric_Type) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use UserMetric_Type.Descriptor instead.
+func (UserMetric_Type) EnumDescriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{15, 0}
+}
+
 type Ack struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -858,7 +910,23 @@ type TaskIOMetrics struct {
 	IdleTimeMsPerSecond          float64                `protobuf:"fixed64,10,opt,name=idle_time_ms_per_second,json=idleTimeMsPerSecond,proto3" json:"idle_time_ms_per_second,omitempty"`
 	BusyTimeMsPerSecond          float64                `protobuf:"fixed64,11,opt,name=busy_time_ms_per_second,json=busyTimeMsPerSecond,proto3" json:"busy_time_ms_per_second,omitempty"`
 	// When the sample was taken, epoch milliseconds.
-	TimestampMs   int64 `protobuf:"varint,12,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	TimestampMs int64 `protobuf:"varint,12,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	// When the attempt started, epoch milliseconds: the zero point of its
+	// counters for the record rates. 0: unknown.
+	StartTimestampMs int64 `protobuf:"varint,13,opt,name=start_timestamp_ms,json=startTimestampMs,proto3" json:"start_timestamp_ms,omitempty"`
+	// Flink's MeterView rates over the last minute (at most), set by the
+	// runner from successive samples.
+	NumRecordsInPerSecond  float64 `protobuf:"fixed64,14,opt,name=num_records_in_per_second,json=numRecordsInPerSecond,proto3" json:"num_records_in_per_second,omitempty"`
+	NumRecordsOutPerSecond float64 `protobuf:"fixed64,15,opt,name=num_records_out_per_second,json=numRecordsOutPerSecond,proto3" json:"num_records_out_per_second,omitempty"`
+	NumBytesInPerSecond    float64 `protobuf:"fixed64,16,opt,name=num_bytes_in_per_second,json=numBytesInPerSecond,proto3" json:"num_bytes_in_per_second,omitempty"`
+	NumBytesOutPerSecond   float64 `protobuf:"fixed64,17,opt,name=num_bytes_out_per_second,json=numBytesOutPerSecond,proto3" json:"num_bytes_out_per_second,omitempty"`
+	// The task's combined input watermark and the last watermark it emitted
+	// (Flink's currentInputWatermark, currentOutputWatermark), epoch ms;
+	// math.MinInt64 before the first.
+	CurrentInputWatermark  int64 `protobuf:"varint,18,opt,name=current_input_watermark,json=currentInputWatermark,proto3" json:"current_input_watermark,omitempty"`
+	CurrentOutputWatermark int64 `protobuf:"varint,19,opt,name=current_output_watermark,json=currentOutputWatermark,proto3" json:"current_output_watermark,omitempty"`
+	// The user metrics the task's operators registered through the SDK.
+	UserMetrics   []*UserMetric `protobuf:"bytes,20,rep,name=user_metrics,json=userMetrics,proto3" json:"user_metrics,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -977,6 +1045,235 @@ func (x *TaskIOMetrics) GetTimestampMs() int64 {
 	return 0
 }
 
+func (x *TaskIOMetrics) GetStartTimestampMs() int64 {
+	if x != nil {
+		return x.StartTimestampMs
+	}
+	return 0
+}
+
+func (x *TaskIOMetrics) GetNumRecordsInPerSecond() float64 {
+	if x != nil {
+		return x.NumRecordsInPerSecond
+	}
+	return 0
+}
+
+func (x *TaskIOMetrics) GetNumRecordsOutPerSecond() float64 {
+	if x != nil {
+		return x.NumRecordsOutPerSecond
+	}
+	return 0
+}
+
+func (x *TaskIOMetrics) GetNumBytesInPerSecond() float64 {
+	if x != nil {
+		return x.NumBytesInPerSecond
+	}
+	return 0
+}
+
+func (x *TaskIOMetrics) GetNumBytesOutPerSecond() float64 {
+	if x != nil {
+		return x.NumBytesOutPerSecond
+	}
+	return 0
+}
+
+func (x *TaskIOMetrics) GetCurrentInputWatermark() int64 {
+	if x != nil {
+		return x.CurrentInputWatermark
+	}
+	return 0
+}
+
+func (x *TaskIOMetrics) GetCurrentOutputWatermark() int64 {
+	if x != nil {
+		return x.CurrentOutputWatermark
+	}
+	return 0
+}
+
+func (x *TaskIOMetrics) GetUserMetrics() []*UserMetric {
+	if x != nil {
+		return x.UserMetrics
+	}
+	return nil
+}
+
+// UserMetric is one metric user code registered (Flink's operator scope).
+type UserMetric struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The operator's name; "" for a metric of the task's group.
+	OperatorName string `protobuf:"bytes,1,opt,name=operator_name,json=operatorName,proto3" json:"operator_name,omitempty"`
+	// The dotted name below the operator's group ("group.name").
+	Name string          `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Type UserMetric_Type `protobuf:"varint,3,opt,name=type,proto3,enum=gofl.v1.UserMetric_Type" json:"type,omitempty"`
+	// A counter's count or a gauge's value.
+	Value float64 `protobuf:"fixed64,4,opt,name=value,proto3" json:"value,omitempty"`
+	// A histogram's statistics over its window; count is all updates.
+	Histogram     *HistogramStatistics `protobuf:"bytes,5,opt,name=histogram,proto3" json:"histogram,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UserMetric) Reset() {
+	*x = UserMetric{}
+	mi := &file_cluster_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UserMetric) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UserMetric) ProtoMessage() {}
+
+func (x *UserMetric) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UserMetric.ProtoReflect.Descriptor instead.
+func (*UserMetric) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *UserMetric) GetOperatorName() string {
+	if x != nil {
+		return x.OperatorName
+	}
+	return ""
+}
+
+func (x *UserMetric) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UserMetric) GetType() UserMetric_Type {
+	if x != nil {
+		return x.Type
+	}
+	return UserMetric_TYPE_UNSPECIFIED
+}
+
+func (x *UserMetric) GetValue() float64 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
+func (x *UserMetric) GetHistogram() *HistogramStatistics {
+	if x != nil {
+		return x.Histogram
+	}
+	return nil
+}
+
+type HistogramStatistics struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Count         int64                  `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	Min           int64                  `protobuf:"varint,2,opt,name=min,proto3" json:"min,omitempty"`
+	Max           int64                  `protobuf:"varint,3,opt,name=max,proto3" json:"max,omitempty"`
+	Mean          float64                `protobuf:"fixed64,4,opt,name=mean,proto3" json:"mean,omitempty"`
+	P50           float64                `protobuf:"fixed64,5,opt,name=p50,proto3" json:"p50,omitempty"`
+	P95           float64                `protobuf:"fixed64,6,opt,name=p95,proto3" json:"p95,omitempty"`
+	P99           float64                `protobuf:"fixed64,7,opt,name=p99,proto3" json:"p99,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistogramStatistics) Reset() {
+	*x = HistogramStatistics{}
+	mi := &file_cluster_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistogramStatistics) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistogramStatistics) ProtoMessage() {}
+
+func (x *HistogramStatistics) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistogramStatistics.ProtoReflect.Descriptor instead.
+func (*HistogramStatistics) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *HistogramStatistics) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *HistogramStatistics) GetMin() int64 {
+	if x != nil {
+		return x.Min
+	}
+	return 0
+}
+
+func (x *HistogramStatistics) GetMax() int64 {
+	if x != nil {
+		return x.Max
+	}
+	return 0
+}
+
+func (x *HistogramStatistics) GetMean() float64 {
+	if x != nil {
+		return x.Mean
+	}
+	return 0
+}
+
+func (x *HistogramStatistics) GetP50() float64 {
+	if x != nil {
+		return x.P50
+	}
+	return 0
+}
+
+func (x *HistogramStatistics) GetP95() float64 {
+	if x != nil {
+		return x.P95
+	}
+	return 0
+}
+
+func (x *HistogramStatistics) GetP99() float64 {
+	if x != nil {
+		return x.P99
+	}
+	return 0
+}
+
 type UpdateTaskExecutionStateRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	JobId   string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
@@ -997,7 +1294,7 @@ type UpdateTaskExecutionStateRequest struct {
 
 func (x *UpdateTaskExecutionStateRequest) Reset() {
 	*x = UpdateTaskExecutionStateRequest{}
-	mi := &file_cluster_proto_msgTypes[15]
+	mi := &file_cluster_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1009,7 +1306,7 @@ func (x *UpdateTaskExecutionStateRequest) String() string {
 func (*UpdateTaskExecutionStateRequest) ProtoMessage() {}
 
 func (x *UpdateTaskExecutionStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[15]
+	mi := &file_cluster_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1022,7 +1319,7 @@ func (x *UpdateTaskExecutionStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTaskExecutionStateRequest.ProtoReflect.Descriptor instead.
 func (*UpdateTaskExecutionStateRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{15}
+	return file_cluster_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *UpdateTaskExecutionStateRequest) GetJobId() string {
@@ -1081,7 +1378,7 @@ type DisconnectTaskManagerRequest struct {
 
 func (x *DisconnectTaskManagerRequest) Reset() {
 	*x = DisconnectTaskManagerRequest{}
-	mi := &file_cluster_proto_msgTypes[16]
+	mi := &file_cluster_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1093,7 +1390,7 @@ func (x *DisconnectTaskManagerRequest) String() string {
 func (*DisconnectTaskManagerRequest) ProtoMessage() {}
 
 func (x *DisconnectTaskManagerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[16]
+	mi := &file_cluster_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1106,7 +1403,7 @@ func (x *DisconnectTaskManagerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectTaskManagerRequest.ProtoReflect.Descriptor instead.
 func (*DisconnectTaskManagerRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{16}
+	return file_cluster_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DisconnectTaskManagerRequest) GetJobId() string {
@@ -1147,7 +1444,7 @@ type GetBlobRequest struct {
 
 func (x *GetBlobRequest) Reset() {
 	*x = GetBlobRequest{}
-	mi := &file_cluster_proto_msgTypes[17]
+	mi := &file_cluster_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1159,7 +1456,7 @@ func (x *GetBlobRequest) String() string {
 func (*GetBlobRequest) ProtoMessage() {}
 
 func (x *GetBlobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[17]
+	mi := &file_cluster_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1172,7 +1469,7 @@ func (x *GetBlobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBlobRequest.ProtoReflect.Descriptor instead.
 func (*GetBlobRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{17}
+	return file_cluster_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetBlobRequest) GetJobId() string {
@@ -1198,7 +1495,7 @@ type GetBlobResponse struct {
 
 func (x *GetBlobResponse) Reset() {
 	*x = GetBlobResponse{}
-	mi := &file_cluster_proto_msgTypes[18]
+	mi := &file_cluster_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1210,7 +1507,7 @@ func (x *GetBlobResponse) String() string {
 func (*GetBlobResponse) ProtoMessage() {}
 
 func (x *GetBlobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[18]
+	mi := &file_cluster_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1223,7 +1520,7 @@ func (x *GetBlobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBlobResponse.ProtoReflect.Descriptor instead.
 func (*GetBlobResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{18}
+	return file_cluster_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetBlobResponse) GetData() []byte {
@@ -1245,7 +1542,7 @@ type ReportPartitionsLostRequest struct {
 
 func (x *ReportPartitionsLostRequest) Reset() {
 	*x = ReportPartitionsLostRequest{}
-	mi := &file_cluster_proto_msgTypes[19]
+	mi := &file_cluster_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1257,7 +1554,7 @@ func (x *ReportPartitionsLostRequest) String() string {
 func (*ReportPartitionsLostRequest) ProtoMessage() {}
 
 func (x *ReportPartitionsLostRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[19]
+	mi := &file_cluster_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1270,7 +1567,7 @@ func (x *ReportPartitionsLostRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportPartitionsLostRequest.ProtoReflect.Descriptor instead.
 func (*ReportPartitionsLostRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{19}
+	return file_cluster_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReportPartitionsLostRequest) GetJobId() string {
@@ -1314,7 +1611,7 @@ type AcknowledgeCheckpointRequest struct {
 
 func (x *AcknowledgeCheckpointRequest) Reset() {
 	*x = AcknowledgeCheckpointRequest{}
-	mi := &file_cluster_proto_msgTypes[20]
+	mi := &file_cluster_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1326,7 +1623,7 @@ func (x *AcknowledgeCheckpointRequest) String() string {
 func (*AcknowledgeCheckpointRequest) ProtoMessage() {}
 
 func (x *AcknowledgeCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[20]
+	mi := &file_cluster_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1339,7 +1636,7 @@ func (x *AcknowledgeCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcknowledgeCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*AcknowledgeCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{20}
+	return file_cluster_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AcknowledgeCheckpointRequest) GetJobId() string {
@@ -1389,7 +1686,7 @@ type DeclineCheckpointRequest struct {
 
 func (x *DeclineCheckpointRequest) Reset() {
 	*x = DeclineCheckpointRequest{}
-	mi := &file_cluster_proto_msgTypes[21]
+	mi := &file_cluster_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1401,7 +1698,7 @@ func (x *DeclineCheckpointRequest) String() string {
 func (*DeclineCheckpointRequest) ProtoMessage() {}
 
 func (x *DeclineCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[21]
+	mi := &file_cluster_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1414,7 +1711,7 @@ func (x *DeclineCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclineCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*DeclineCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{21}
+	return file_cluster_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DeclineCheckpointRequest) GetJobId() string {
@@ -1458,7 +1755,7 @@ type TriggerCheckpointRequest struct {
 
 func (x *TriggerCheckpointRequest) Reset() {
 	*x = TriggerCheckpointRequest{}
-	mi := &file_cluster_proto_msgTypes[22]
+	mi := &file_cluster_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1470,7 +1767,7 @@ func (x *TriggerCheckpointRequest) String() string {
 func (*TriggerCheckpointRequest) ProtoMessage() {}
 
 func (x *TriggerCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[22]
+	mi := &file_cluster_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1483,7 +1780,7 @@ func (x *TriggerCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*TriggerCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{22}
+	return file_cluster_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TriggerCheckpointRequest) GetJobId() string {
@@ -1536,7 +1833,7 @@ type NotifyCheckpointRequest struct {
 
 func (x *NotifyCheckpointRequest) Reset() {
 	*x = NotifyCheckpointRequest{}
-	mi := &file_cluster_proto_msgTypes[23]
+	mi := &file_cluster_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1548,7 +1845,7 @@ func (x *NotifyCheckpointRequest) String() string {
 func (*NotifyCheckpointRequest) ProtoMessage() {}
 
 func (x *NotifyCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[23]
+	mi := &file_cluster_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1561,7 +1858,7 @@ func (x *NotifyCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*NotifyCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{23}
+	return file_cluster_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *NotifyCheckpointRequest) GetJobId() string {
@@ -1614,7 +1911,7 @@ type RunnerCheckpointReport struct {
 
 func (x *RunnerCheckpointReport) Reset() {
 	*x = RunnerCheckpointReport{}
-	mi := &file_cluster_proto_msgTypes[24]
+	mi := &file_cluster_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +1923,7 @@ func (x *RunnerCheckpointReport) String() string {
 func (*RunnerCheckpointReport) ProtoMessage() {}
 
 func (x *RunnerCheckpointReport) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[24]
+	mi := &file_cluster_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1639,7 +1936,7 @@ func (x *RunnerCheckpointReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunnerCheckpointReport.ProtoReflect.Descriptor instead.
 func (*RunnerCheckpointReport) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{24}
+	return file_cluster_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RunnerCheckpointReport) GetReport() isRunnerCheckpointReport_Report {
@@ -1709,7 +2006,7 @@ type WatchCheckpointsRequest struct {
 
 func (x *WatchCheckpointsRequest) Reset() {
 	*x = WatchCheckpointsRequest{}
-	mi := &file_cluster_proto_msgTypes[25]
+	mi := &file_cluster_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1721,7 +2018,7 @@ func (x *WatchCheckpointsRequest) String() string {
 func (*WatchCheckpointsRequest) ProtoMessage() {}
 
 func (x *WatchCheckpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[25]
+	mi := &file_cluster_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1734,7 +2031,7 @@ func (x *WatchCheckpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchCheckpointsRequest.ProtoReflect.Descriptor instead.
 func (*WatchCheckpointsRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{25}
+	return file_cluster_proto_rawDescGZIP(), []int{27}
 }
 
 // An OperatorEvent between an operator of a task attempt and its operator
@@ -1755,7 +2052,7 @@ type OperatorEventRequest struct {
 
 func (x *OperatorEventRequest) Reset() {
 	*x = OperatorEventRequest{}
-	mi := &file_cluster_proto_msgTypes[26]
+	mi := &file_cluster_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1767,7 +2064,7 @@ func (x *OperatorEventRequest) String() string {
 func (*OperatorEventRequest) ProtoMessage() {}
 
 func (x *OperatorEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[26]
+	mi := &file_cluster_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1780,7 +2077,7 @@ func (x *OperatorEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorEventRequest.ProtoReflect.Descriptor instead.
 func (*OperatorEventRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{26}
+	return file_cluster_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *OperatorEventRequest) GetJobId() string {
@@ -1832,7 +2129,7 @@ type RequestSlotRequest struct {
 
 func (x *RequestSlotRequest) Reset() {
 	*x = RequestSlotRequest{}
-	mi := &file_cluster_proto_msgTypes[27]
+	mi := &file_cluster_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1844,7 +2141,7 @@ func (x *RequestSlotRequest) String() string {
 func (*RequestSlotRequest) ProtoMessage() {}
 
 func (x *RequestSlotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[27]
+	mi := &file_cluster_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1857,7 +2154,7 @@ func (x *RequestSlotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestSlotRequest.ProtoReflect.Descriptor instead.
 func (*RequestSlotRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{27}
+	return file_cluster_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RequestSlotRequest) GetAllocationId() string {
@@ -1906,7 +2203,7 @@ type SubmitTaskRequest struct {
 
 func (x *SubmitTaskRequest) Reset() {
 	*x = SubmitTaskRequest{}
-	mi := &file_cluster_proto_msgTypes[28]
+	mi := &file_cluster_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1918,7 +2215,7 @@ func (x *SubmitTaskRequest) String() string {
 func (*SubmitTaskRequest) ProtoMessage() {}
 
 func (x *SubmitTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[28]
+	mi := &file_cluster_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1931,7 +2228,7 @@ func (x *SubmitTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitTaskRequest.ProtoReflect.Descriptor instead.
 func (*SubmitTaskRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{28}
+	return file_cluster_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SubmitTaskRequest) GetJobId() string {
@@ -1965,7 +2262,7 @@ type CancelTaskRequest struct {
 
 func (x *CancelTaskRequest) Reset() {
 	*x = CancelTaskRequest{}
-	mi := &file_cluster_proto_msgTypes[29]
+	mi := &file_cluster_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1977,7 +2274,7 @@ func (x *CancelTaskRequest) String() string {
 func (*CancelTaskRequest) ProtoMessage() {}
 
 func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[29]
+	mi := &file_cluster_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1990,7 +2287,7 @@ func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskRequest.ProtoReflect.Descriptor instead.
 func (*CancelTaskRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{29}
+	return file_cluster_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CancelTaskRequest) GetJobId() string {
@@ -2020,7 +2317,7 @@ type CancelTaskResponse struct {
 
 func (x *CancelTaskResponse) Reset() {
 	*x = CancelTaskResponse{}
-	mi := &file_cluster_proto_msgTypes[30]
+	mi := &file_cluster_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2032,7 +2329,7 @@ func (x *CancelTaskResponse) String() string {
 func (*CancelTaskResponse) ProtoMessage() {}
 
 func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[30]
+	mi := &file_cluster_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2045,7 +2342,7 @@ func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskResponse.ProtoReflect.Descriptor instead.
 func (*CancelTaskResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{30}
+	return file_cluster_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CancelTaskResponse) GetRunning() bool {
@@ -2065,7 +2362,7 @@ type FreeSlotRequest struct {
 
 func (x *FreeSlotRequest) Reset() {
 	*x = FreeSlotRequest{}
-	mi := &file_cluster_proto_msgTypes[31]
+	mi := &file_cluster_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2077,7 +2374,7 @@ func (x *FreeSlotRequest) String() string {
 func (*FreeSlotRequest) ProtoMessage() {}
 
 func (x *FreeSlotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[31]
+	mi := &file_cluster_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2090,7 +2387,7 @@ func (x *FreeSlotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreeSlotRequest.ProtoReflect.Descriptor instead.
 func (*FreeSlotRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{31}
+	return file_cluster_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *FreeSlotRequest) GetAllocationId() string {
@@ -2118,7 +2415,7 @@ type ResultPartitionIDProto struct {
 
 func (x *ResultPartitionIDProto) Reset() {
 	*x = ResultPartitionIDProto{}
-	mi := &file_cluster_proto_msgTypes[32]
+	mi := &file_cluster_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2130,7 +2427,7 @@ func (x *ResultPartitionIDProto) String() string {
 func (*ResultPartitionIDProto) ProtoMessage() {}
 
 func (x *ResultPartitionIDProto) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[32]
+	mi := &file_cluster_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2143,7 +2440,7 @@ func (x *ResultPartitionIDProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultPartitionIDProto.ProtoReflect.Descriptor instead.
 func (*ResultPartitionIDProto) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{32}
+	return file_cluster_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ResultPartitionIDProto) GetResultId() string {
@@ -2177,7 +2474,7 @@ type ReleasePartitionsRequest struct {
 
 func (x *ReleasePartitionsRequest) Reset() {
 	*x = ReleasePartitionsRequest{}
-	mi := &file_cluster_proto_msgTypes[33]
+	mi := &file_cluster_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2189,7 +2486,7 @@ func (x *ReleasePartitionsRequest) String() string {
 func (*ReleasePartitionsRequest) ProtoMessage() {}
 
 func (x *ReleasePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[33]
+	mi := &file_cluster_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2202,7 +2499,7 @@ func (x *ReleasePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleasePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*ReleasePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{33}
+	return file_cluster_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ReleasePartitionsRequest) GetJobId() string {
@@ -2230,7 +2527,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_cluster_proto_msgTypes[34]
+	mi := &file_cluster_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2242,7 +2539,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[34]
+	mi := &file_cluster_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2255,7 +2552,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{34}
+	return file_cluster_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *HeartbeatRequest) GetSenderId() string {
@@ -2289,7 +2586,7 @@ type TaskManagerHeartbeatResponse struct {
 
 func (x *TaskManagerHeartbeatResponse) Reset() {
 	*x = TaskManagerHeartbeatResponse{}
-	mi := &file_cluster_proto_msgTypes[35]
+	mi := &file_cluster_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2301,7 +2598,7 @@ func (x *TaskManagerHeartbeatResponse) String() string {
 func (*TaskManagerHeartbeatResponse) ProtoMessage() {}
 
 func (x *TaskManagerHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[35]
+	mi := &file_cluster_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2314,7 +2611,7 @@ func (x *TaskManagerHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskManagerHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*TaskManagerHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{35}
+	return file_cluster_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *TaskManagerHeartbeatResponse) GetSlotReport() *SlotReport {
@@ -2355,7 +2652,7 @@ type DisconnectJobManagerRequest struct {
 
 func (x *DisconnectJobManagerRequest) Reset() {
 	*x = DisconnectJobManagerRequest{}
-	mi := &file_cluster_proto_msgTypes[36]
+	mi := &file_cluster_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2367,7 +2664,7 @@ func (x *DisconnectJobManagerRequest) String() string {
 func (*DisconnectJobManagerRequest) ProtoMessage() {}
 
 func (x *DisconnectJobManagerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[36]
+	mi := &file_cluster_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2380,7 +2677,7 @@ func (x *DisconnectJobManagerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectJobManagerRequest.ProtoReflect.Descriptor instead.
 func (*DisconnectJobManagerRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{36}
+	return file_cluster_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DisconnectJobManagerRequest) GetJobId() string {
@@ -2406,7 +2703,7 @@ type BlobChunk struct {
 
 func (x *BlobChunk) Reset() {
 	*x = BlobChunk{}
-	mi := &file_cluster_proto_msgTypes[37]
+	mi := &file_cluster_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2418,7 +2715,7 @@ func (x *BlobChunk) String() string {
 func (*BlobChunk) ProtoMessage() {}
 
 func (x *BlobChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[37]
+	mi := &file_cluster_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2431,7 +2728,7 @@ func (x *BlobChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlobChunk.ProtoReflect.Descriptor instead.
 func (*BlobChunk) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{37}
+	return file_cluster_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *BlobChunk) GetData() []byte {
@@ -2451,7 +2748,7 @@ type GetBlobByKeyRequest struct {
 
 func (x *GetBlobByKeyRequest) Reset() {
 	*x = GetBlobByKeyRequest{}
-	mi := &file_cluster_proto_msgTypes[38]
+	mi := &file_cluster_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2463,7 +2760,7 @@ func (x *GetBlobByKeyRequest) String() string {
 func (*GetBlobByKeyRequest) ProtoMessage() {}
 
 func (x *GetBlobByKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[38]
+	mi := &file_cluster_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2476,7 +2773,7 @@ func (x *GetBlobByKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBlobByKeyRequest.ProtoReflect.Descriptor instead.
 func (*GetBlobByKeyRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{38}
+	return file_cluster_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GetBlobByKeyRequest) GetKey() string {
@@ -2553,7 +2850,7 @@ const file_cluster_proto_rawDesc = "" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x14\n" +
 	"\x05stack\x18\x03 \x01(\tR\x05stack\x12+\n" +
-	"\x11missing_partition\x18\x04 \x01(\tR\x10missingPartition\"\xab\x04\n" +
+	"\x11missing_partition\x18\x04 \x01(\tR\x10missingPartition\"\xe7\a\n" +
 	"\rTaskIOMetrics\x125\n" +
 	"\aattempt\x18\x01 \x01(\v2\x1b.gofl.v1.ExecutionAttemptIDR\aattempt\x12$\n" +
 	"\x0enum_records_in\x18\x02 \x01(\x03R\fnumRecordsIn\x12&\n" +
@@ -2570,7 +2867,36 @@ const file_cluster_proto_rawDesc = "" +
 	"\x17idle_time_ms_per_second\x18\n" +
 	" \x01(\x01R\x13idleTimeMsPerSecond\x124\n" +
 	"\x17busy_time_ms_per_second\x18\v \x01(\x01R\x13busyTimeMsPerSecond\x12!\n" +
-	"\ftimestamp_ms\x18\f \x01(\x03R\vtimestampMs\"\x88\x03\n" +
+	"\ftimestamp_ms\x18\f \x01(\x03R\vtimestampMs\x12,\n" +
+	"\x12start_timestamp_ms\x18\r \x01(\x03R\x10startTimestampMs\x128\n" +
+	"\x19num_records_in_per_second\x18\x0e \x01(\x01R\x15numRecordsInPerSecond\x12:\n" +
+	"\x1anum_records_out_per_second\x18\x0f \x01(\x01R\x16numRecordsOutPerSecond\x124\n" +
+	"\x17num_bytes_in_per_second\x18\x10 \x01(\x01R\x13numBytesInPerSecond\x126\n" +
+	"\x18num_bytes_out_per_second\x18\x11 \x01(\x01R\x14numBytesOutPerSecond\x126\n" +
+	"\x17current_input_watermark\x18\x12 \x01(\x03R\x15currentInputWatermark\x128\n" +
+	"\x18current_output_watermark\x18\x13 \x01(\x03R\x16currentOutputWatermark\x126\n" +
+	"\fuser_metrics\x18\x14 \x03(\v2\x13.gofl.v1.UserMetricR\vuserMetrics\"\x99\x02\n" +
+	"\n" +
+	"UserMetric\x12#\n" +
+	"\roperator_name\x18\x01 \x01(\tR\foperatorName\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12,\n" +
+	"\x04type\x18\x03 \x01(\x0e2\x18.gofl.v1.UserMetric.TypeR\x04type\x12\x14\n" +
+	"\x05value\x18\x04 \x01(\x01R\x05value\x12:\n" +
+	"\thistogram\x18\x05 \x01(\v2\x1c.gofl.v1.HistogramStatisticsR\thistogram\"R\n" +
+	"\x04Type\x12\x14\n" +
+	"\x10TYPE_UNSPECIFIED\x10\x00\x12\x10\n" +
+	"\fTYPE_COUNTER\x10\x01\x12\x0e\n" +
+	"\n" +
+	"TYPE_GAUGE\x10\x02\x12\x12\n" +
+	"\x0eTYPE_HISTOGRAM\x10\x03\"\x99\x01\n" +
+	"\x13HistogramStatistics\x12\x14\n" +
+	"\x05count\x18\x01 \x01(\x03R\x05count\x12\x10\n" +
+	"\x03min\x18\x02 \x01(\x03R\x03min\x12\x10\n" +
+	"\x03max\x18\x03 \x01(\x03R\x03max\x12\x12\n" +
+	"\x04mean\x18\x04 \x01(\x01R\x04mean\x12\x10\n" +
+	"\x03p50\x18\x05 \x01(\x01R\x03p50\x12\x10\n" +
+	"\x03p95\x18\x06 \x01(\x01R\x03p95\x12\x10\n" +
+	"\x03p99\x18\a \x01(\x01R\x03p99\"\x88\x03\n" +
 	"\x1fUpdateTaskExecutionStateRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x125\n" +
 	"\aattempt\x18\x02 \x01(\v2\x1b.gofl.v1.ExecutionAttemptIDR\aattempt\x12\x14\n" +
@@ -2726,139 +3052,146 @@ func file_cluster_proto_rawDescGZIP() []byte {
 	return file_cluster_proto_rawDescData
 }
 
-var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_cluster_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_cluster_proto_goTypes = []any{
-	(*Ack)(nil),                             // 0: gofl.v1.Ack
-	(*TaskManagerLocation)(nil),             // 1: gofl.v1.TaskManagerLocation
-	(*SlotStatus)(nil),                      // 2: gofl.v1.SlotStatus
-	(*SlotReport)(nil),                      // 3: gofl.v1.SlotReport
-	(*RegisterTaskExecutorRequest)(nil),     // 4: gofl.v1.RegisterTaskExecutorRequest
-	(*RegisterTaskExecutorResponse)(nil),    // 5: gofl.v1.RegisterTaskExecutorResponse
-	(*SendSlotReportRequest)(nil),           // 6: gofl.v1.SendSlotReportRequest
-	(*DisconnectTaskExecutorRequest)(nil),   // 7: gofl.v1.DisconnectTaskExecutorRequest
-	(*RegisterTaskManagerRequest)(nil),      // 8: gofl.v1.RegisterTaskManagerRequest
-	(*RegisterTaskManagerResponse)(nil),     // 9: gofl.v1.RegisterTaskManagerResponse
-	(*SlotOffer)(nil),                       // 10: gofl.v1.SlotOffer
-	(*OfferSlotsRequest)(nil),               // 11: gofl.v1.OfferSlotsRequest
-	(*OfferSlotsResponse)(nil),              // 12: gofl.v1.OfferSlotsResponse
-	(*FailureInfo)(nil),                     // 13: gofl.v1.FailureInfo
-	(*TaskIOMetrics)(nil),                   // 14: gofl.v1.TaskIOMetrics
-	(*UpdateTaskExecutionStateRequest)(nil), // 15: gofl.v1.UpdateTaskExecutionStateRequest
-	(*DisconnectTaskManagerRequest)(nil),    // 16: gofl.v1.DisconnectTaskManagerRequest
-	(*GetBlobRequest)(nil),                  // 17: gofl.v1.GetBlobRequest
-	(*GetBlobResponse)(nil),                 // 18: gofl.v1.GetBlobResponse
-	(*ReportPartitionsLostRequest)(nil),     // 19: gofl.v1.ReportPartitionsLostRequest
-	(*AcknowledgeCheckpointRequest)(nil),    // 20: gofl.v1.AcknowledgeCheckpointRequest
-	(*DeclineCheckpointRequest)(nil),        // 21: gofl.v1.DeclineCheckpointRequest
-	(*TriggerCheckpointRequest)(nil),        // 22: gofl.v1.TriggerCheckpointRequest
-	(*NotifyCheckpointRequest)(nil),         // 23: gofl.v1.NotifyCheckpointRequest
-	(*RunnerCheckpointReport)(nil),          // 24: gofl.v1.RunnerCheckpointReport
-	(*WatchCheckpointsRequest)(nil),         // 25: gofl.v1.WatchCheckpointsRequest
-	(*OperatorEventRequest)(nil),            // 26: gofl.v1.OperatorEventRequest
-	(*RequestSlotRequest)(nil),              // 27: gofl.v1.RequestSlotRequest
-	(*SubmitTaskRequest)(nil),               // 28: gofl.v1.SubmitTaskRequest
-	(*CancelTaskRequest)(nil),               // 29: gofl.v1.CancelTaskRequest
-	(*CancelTaskResponse)(nil),              // 30: gofl.v1.CancelTaskResponse
-	(*FreeSlotRequest)(nil),                 // 31: gofl.v1.FreeSlotRequest
-	(*ResultPartitionIDProto)(nil),          // 32: gofl.v1.ResultPartitionIDProto
-	(*ReleasePartitionsRequest)(nil),        // 33: gofl.v1.ReleasePartitionsRequest
-	(*HeartbeatRequest)(nil),                // 34: gofl.v1.HeartbeatRequest
-	(*TaskManagerHeartbeatResponse)(nil),    // 35: gofl.v1.TaskManagerHeartbeatResponse
-	(*DisconnectJobManagerRequest)(nil),     // 36: gofl.v1.DisconnectJobManagerRequest
-	(*BlobChunk)(nil),                       // 37: gofl.v1.BlobChunk
-	(*GetBlobByKeyRequest)(nil),             // 38: gofl.v1.GetBlobByKeyRequest
-	nil,                                     // 39: gofl.v1.UpdateTaskExecutionStateRequest.AccumulatorsEntry
-	(*ExecutionAttemptID)(nil),              // 40: gofl.v1.ExecutionAttemptID
-	(*OperatorSubtaskStateHandle)(nil),      // 41: gofl.v1.OperatorSubtaskStateHandle
-	(*CheckpointMetrics)(nil),               // 42: gofl.v1.CheckpointMetrics
-	(*CheckpointOptions)(nil),               // 43: gofl.v1.CheckpointOptions
-	(*TaskDeploymentDescriptor)(nil),        // 44: gofl.v1.TaskDeploymentDescriptor
+	(UserMetric_Type)(0),                    // 0: gofl.v1.UserMetric.Type
+	(*Ack)(nil),                             // 1: gofl.v1.Ack
+	(*TaskManagerLocation)(nil),             // 2: gofl.v1.TaskManagerLocation
+	(*SlotStatus)(nil),                      // 3: gofl.v1.SlotStatus
+	(*SlotReport)(nil),                      // 4: gofl.v1.SlotReport
+	(*RegisterTaskExecutorRequest)(nil),     // 5: gofl.v1.RegisterTaskExecutorRequest
+	(*RegisterTaskExecutorResponse)(nil),    // 6: gofl.v1.RegisterTaskExecutorResponse
+	(*SendSlotReportRequest)(nil),           // 7: gofl.v1.SendSlotReportRequest
+	(*DisconnectTaskExecutorRequest)(nil),   // 8: gofl.v1.DisconnectTaskExecutorRequest
+	(*RegisterTaskManagerRequest)(nil),      // 9: gofl.v1.RegisterTaskManagerRequest
+	(*RegisterTaskManagerResponse)(nil),     // 10: gofl.v1.RegisterTaskManagerResponse
+	(*SlotOffer)(nil),                       // 11: gofl.v1.SlotOffer
+	(*OfferSlotsRequest)(nil),               // 12: gofl.v1.OfferSlotsRequest
+	(*OfferSlotsResponse)(nil),              // 13: gofl.v1.OfferSlotsResponse
+	(*FailureInfo)(nil),                     // 14: gofl.v1.FailureInfo
+	(*TaskIOMetrics)(nil),                   // 15: gofl.v1.TaskIOMetrics
+	(*UserMetric)(nil),                      // 16: gofl.v1.UserMetric
+	(*HistogramStatistics)(nil),             // 17: gofl.v1.HistogramStatistics
+	(*UpdateTaskExecutionStateRequest)(nil), // 18: gofl.v1.UpdateTaskExecutionStateRequest
+	(*DisconnectTaskManagerRequest)(nil),    // 19: gofl.v1.DisconnectTaskManagerRequest
+	(*GetBlobRequest)(nil),                  // 20: gofl.v1.GetBlobRequest
+	(*GetBlobResponse)(nil),                 // 21: gofl.v1.GetBlobResponse
+	(*ReportPartitionsLostRequest)(nil),     // 22: gofl.v1.ReportPartitionsLostRequest
+	(*AcknowledgeCheckpointRequest)(nil),    // 23: gofl.v1.AcknowledgeCheckpointRequest
+	(*DeclineCheckpointRequest)(nil),        // 24: gofl.v1.DeclineCheckpointRequest
+	(*TriggerCheckpointRequest)(nil),        // 25: gofl.v1.TriggerCheckpointRequest
+	(*NotifyCheckpointRequest)(nil),         // 26: gofl.v1.NotifyCheckpointRequest
+	(*RunnerCheckpointReport)(nil),          // 27: gofl.v1.RunnerCheckpointReport
+	(*WatchCheckpointsRequest)(nil),         // 28: gofl.v1.WatchCheckpointsRequest
+	(*OperatorEventRequest)(nil),            // 29: gofl.v1.OperatorEventRequest
+	(*RequestSlotRequest)(nil),              // 30: gofl.v1.RequestSlotRequest
+	(*SubmitTaskRequest)(nil),               // 31: gofl.v1.SubmitTaskRequest
+	(*CancelTaskRequest)(nil),               // 32: gofl.v1.CancelTaskRequest
+	(*CancelTaskResponse)(nil),              // 33: gofl.v1.CancelTaskResponse
+	(*FreeSlotRequest)(nil),                 // 34: gofl.v1.FreeSlotRequest
+	(*ResultPartitionIDProto)(nil),          // 35: gofl.v1.ResultPartitionIDProto
+	(*ReleasePartitionsRequest)(nil),        // 36: gofl.v1.ReleasePartitionsRequest
+	(*HeartbeatRequest)(nil),                // 37: gofl.v1.HeartbeatRequest
+	(*TaskManagerHeartbeatResponse)(nil),    // 38: gofl.v1.TaskManagerHeartbeatResponse
+	(*DisconnectJobManagerRequest)(nil),     // 39: gofl.v1.DisconnectJobManagerRequest
+	(*BlobChunk)(nil),                       // 40: gofl.v1.BlobChunk
+	(*GetBlobByKeyRequest)(nil),             // 41: gofl.v1.GetBlobByKeyRequest
+	nil,                                     // 42: gofl.v1.UpdateTaskExecutionStateRequest.AccumulatorsEntry
+	(*ExecutionAttemptID)(nil),              // 43: gofl.v1.ExecutionAttemptID
+	(*OperatorSubtaskStateHandle)(nil),      // 44: gofl.v1.OperatorSubtaskStateHandle
+	(*CheckpointMetrics)(nil),               // 45: gofl.v1.CheckpointMetrics
+	(*CheckpointOptions)(nil),               // 46: gofl.v1.CheckpointOptions
+	(*TaskDeploymentDescriptor)(nil),        // 47: gofl.v1.TaskDeploymentDescriptor
 }
 var file_cluster_proto_depIdxs = []int32{
-	2,  // 0: gofl.v1.SlotReport.slots:type_name -> gofl.v1.SlotStatus
-	1,  // 1: gofl.v1.RegisterTaskExecutorRequest.location:type_name -> gofl.v1.TaskManagerLocation
-	3,  // 2: gofl.v1.SendSlotReportRequest.slot_report:type_name -> gofl.v1.SlotReport
-	1,  // 3: gofl.v1.RegisterTaskManagerRequest.location:type_name -> gofl.v1.TaskManagerLocation
-	10, // 4: gofl.v1.OfferSlotsRequest.slots:type_name -> gofl.v1.SlotOffer
-	40, // 5: gofl.v1.TaskIOMetrics.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	40, // 6: gofl.v1.UpdateTaskExecutionStateRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	13, // 7: gofl.v1.UpdateTaskExecutionStateRequest.failure:type_name -> gofl.v1.FailureInfo
-	14, // 8: gofl.v1.UpdateTaskExecutionStateRequest.metrics:type_name -> gofl.v1.TaskIOMetrics
-	39, // 9: gofl.v1.UpdateTaskExecutionStateRequest.accumulators:type_name -> gofl.v1.UpdateTaskExecutionStateRequest.AccumulatorsEntry
-	32, // 10: gofl.v1.ReportPartitionsLostRequest.partitions:type_name -> gofl.v1.ResultPartitionIDProto
-	40, // 11: gofl.v1.AcknowledgeCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	41, // 12: gofl.v1.AcknowledgeCheckpointRequest.operators:type_name -> gofl.v1.OperatorSubtaskStateHandle
-	42, // 13: gofl.v1.AcknowledgeCheckpointRequest.metrics:type_name -> gofl.v1.CheckpointMetrics
-	40, // 14: gofl.v1.DeclineCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	13, // 15: gofl.v1.DeclineCheckpointRequest.reason:type_name -> gofl.v1.FailureInfo
-	40, // 16: gofl.v1.TriggerCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	43, // 17: gofl.v1.TriggerCheckpointRequest.options:type_name -> gofl.v1.CheckpointOptions
-	40, // 18: gofl.v1.NotifyCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	20, // 19: gofl.v1.RunnerCheckpointReport.acknowledge:type_name -> gofl.v1.AcknowledgeCheckpointRequest
-	21, // 20: gofl.v1.RunnerCheckpointReport.decline:type_name -> gofl.v1.DeclineCheckpointRequest
-	26, // 21: gofl.v1.RunnerCheckpointReport.operator_event:type_name -> gofl.v1.OperatorEventRequest
-	40, // 22: gofl.v1.OperatorEventRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	44, // 23: gofl.v1.SubmitTaskRequest.tdd:type_name -> gofl.v1.TaskDeploymentDescriptor
-	40, // 24: gofl.v1.CancelTaskRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	40, // 25: gofl.v1.ResultPartitionIDProto.producer:type_name -> gofl.v1.ExecutionAttemptID
-	32, // 26: gofl.v1.ReleasePartitionsRequest.partitions:type_name -> gofl.v1.ResultPartitionIDProto
-	3,  // 27: gofl.v1.TaskManagerHeartbeatResponse.slot_report:type_name -> gofl.v1.SlotReport
-	40, // 28: gofl.v1.TaskManagerHeartbeatResponse.running:type_name -> gofl.v1.ExecutionAttemptID
-	14, // 29: gofl.v1.TaskManagerHeartbeatResponse.metrics:type_name -> gofl.v1.TaskIOMetrics
-	32, // 30: gofl.v1.TaskManagerHeartbeatResponse.partitions:type_name -> gofl.v1.ResultPartitionIDProto
-	4,  // 31: gofl.v1.ResourceManagerService.RegisterTaskExecutor:input_type -> gofl.v1.RegisterTaskExecutorRequest
-	6,  // 32: gofl.v1.ResourceManagerService.SendSlotReport:input_type -> gofl.v1.SendSlotReportRequest
-	7,  // 33: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:input_type -> gofl.v1.DisconnectTaskExecutorRequest
-	8,  // 34: gofl.v1.JobMasterService.RegisterTaskManager:input_type -> gofl.v1.RegisterTaskManagerRequest
-	11, // 35: gofl.v1.JobMasterService.OfferSlots:input_type -> gofl.v1.OfferSlotsRequest
-	15, // 36: gofl.v1.JobMasterService.UpdateTaskExecutionState:input_type -> gofl.v1.UpdateTaskExecutionStateRequest
-	16, // 37: gofl.v1.JobMasterService.DisconnectTaskManager:input_type -> gofl.v1.DisconnectTaskManagerRequest
-	17, // 38: gofl.v1.JobMasterService.GetBlob:input_type -> gofl.v1.GetBlobRequest
-	19, // 39: gofl.v1.JobMasterService.ReportPartitionsLost:input_type -> gofl.v1.ReportPartitionsLostRequest
-	20, // 40: gofl.v1.JobMasterService.AcknowledgeCheckpoint:input_type -> gofl.v1.AcknowledgeCheckpointRequest
-	21, // 41: gofl.v1.JobMasterService.DeclineCheckpoint:input_type -> gofl.v1.DeclineCheckpointRequest
-	26, // 42: gofl.v1.JobMasterService.SendOperatorEventToCoordinator:input_type -> gofl.v1.OperatorEventRequest
-	27, // 43: gofl.v1.TaskExecutorService.RequestSlot:input_type -> gofl.v1.RequestSlotRequest
-	28, // 44: gofl.v1.TaskExecutorService.SubmitTask:input_type -> gofl.v1.SubmitTaskRequest
-	29, // 45: gofl.v1.TaskExecutorService.CancelTask:input_type -> gofl.v1.CancelTaskRequest
-	31, // 46: gofl.v1.TaskExecutorService.FreeSlot:input_type -> gofl.v1.FreeSlotRequest
-	33, // 47: gofl.v1.TaskExecutorService.ReleasePartitions:input_type -> gofl.v1.ReleasePartitionsRequest
-	34, // 48: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:input_type -> gofl.v1.HeartbeatRequest
-	34, // 49: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:input_type -> gofl.v1.HeartbeatRequest
-	36, // 50: gofl.v1.TaskExecutorService.DisconnectJobManager:input_type -> gofl.v1.DisconnectJobManagerRequest
-	22, // 51: gofl.v1.TaskExecutorService.TriggerCheckpoint:input_type -> gofl.v1.TriggerCheckpointRequest
-	23, // 52: gofl.v1.TaskExecutorService.NotifyCheckpoint:input_type -> gofl.v1.NotifyCheckpointRequest
-	26, // 53: gofl.v1.TaskExecutorService.SendOperatorEventToTask:input_type -> gofl.v1.OperatorEventRequest
-	38, // 54: gofl.v1.BlobService.GetBlobByKey:input_type -> gofl.v1.GetBlobByKeyRequest
-	5,  // 55: gofl.v1.ResourceManagerService.RegisterTaskExecutor:output_type -> gofl.v1.RegisterTaskExecutorResponse
-	0,  // 56: gofl.v1.ResourceManagerService.SendSlotReport:output_type -> gofl.v1.Ack
-	0,  // 57: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:output_type -> gofl.v1.Ack
-	9,  // 58: gofl.v1.JobMasterService.RegisterTaskManager:output_type -> gofl.v1.RegisterTaskManagerResponse
-	12, // 59: gofl.v1.JobMasterService.OfferSlots:output_type -> gofl.v1.OfferSlotsResponse
-	0,  // 60: gofl.v1.JobMasterService.UpdateTaskExecutionState:output_type -> gofl.v1.Ack
-	0,  // 61: gofl.v1.JobMasterService.DisconnectTaskManager:output_type -> gofl.v1.Ack
-	18, // 62: gofl.v1.JobMasterService.GetBlob:output_type -> gofl.v1.GetBlobResponse
-	0,  // 63: gofl.v1.JobMasterService.ReportPartitionsLost:output_type -> gofl.v1.Ack
-	0,  // 64: gofl.v1.JobMasterService.AcknowledgeCheckpoint:output_type -> gofl.v1.Ack
-	0,  // 65: gofl.v1.JobMasterService.DeclineCheckpoint:output_type -> gofl.v1.Ack
-	0,  // 66: gofl.v1.JobMasterService.SendOperatorEventToCoordinator:output_type -> gofl.v1.Ack
-	0,  // 67: gofl.v1.TaskExecutorService.RequestSlot:output_type -> gofl.v1.Ack
-	0,  // 68: gofl.v1.TaskExecutorService.SubmitTask:output_type -> gofl.v1.Ack
-	30, // 69: gofl.v1.TaskExecutorService.CancelTask:output_type -> gofl.v1.CancelTaskResponse
-	0,  // 70: gofl.v1.TaskExecutorService.FreeSlot:output_type -> gofl.v1.Ack
-	0,  // 71: gofl.v1.TaskExecutorService.ReleasePartitions:output_type -> gofl.v1.Ack
-	35, // 72: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
-	35, // 73: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
-	0,  // 74: gofl.v1.TaskExecutorService.DisconnectJobManager:output_type -> gofl.v1.Ack
-	0,  // 75: gofl.v1.TaskExecutorService.TriggerCheckpoint:output_type -> gofl.v1.Ack
-	0,  // 76: gofl.v1.TaskExecutorService.NotifyCheckpoint:output_type -> gofl.v1.Ack
-	0,  // 77: gofl.v1.TaskExecutorService.SendOperatorEventToTask:output_type -> gofl.v1.Ack
-	37, // 78: gofl.v1.BlobService.GetBlobByKey:output_type -> gofl.v1.BlobChunk
-	55, // [55:79] is the sub-list for method output_type
-	31, // [31:55] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	3,  // 0: gofl.v1.SlotReport.slots:type_name -> gofl.v1.SlotStatus
+	2,  // 1: gofl.v1.RegisterTaskExecutorRequest.location:type_name -> gofl.v1.TaskManagerLocation
+	4,  // 2: gofl.v1.SendSlotReportRequest.slot_report:type_name -> gofl.v1.SlotReport
+	2,  // 3: gofl.v1.RegisterTaskManagerRequest.location:type_name -> gofl.v1.TaskManagerLocation
+	11, // 4: gofl.v1.OfferSlotsRequest.slots:type_name -> gofl.v1.SlotOffer
+	43, // 5: gofl.v1.TaskIOMetrics.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	16, // 6: gofl.v1.TaskIOMetrics.user_metrics:type_name -> gofl.v1.UserMetric
+	0,  // 7: gofl.v1.UserMetric.type:type_name -> gofl.v1.UserMetric.Type
+	17, // 8: gofl.v1.UserMetric.histogram:type_name -> gofl.v1.HistogramStatistics
+	43, // 9: gofl.v1.UpdateTaskExecutionStateRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	14, // 10: gofl.v1.UpdateTaskExecutionStateRequest.failure:type_name -> gofl.v1.FailureInfo
+	15, // 11: gofl.v1.UpdateTaskExecutionStateRequest.metrics:type_name -> gofl.v1.TaskIOMetrics
+	42, // 12: gofl.v1.UpdateTaskExecutionStateRequest.accumulators:type_name -> gofl.v1.UpdateTaskExecutionStateRequest.AccumulatorsEntry
+	35, // 13: gofl.v1.ReportPartitionsLostRequest.partitions:type_name -> gofl.v1.ResultPartitionIDProto
+	43, // 14: gofl.v1.AcknowledgeCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	44, // 15: gofl.v1.AcknowledgeCheckpointRequest.operators:type_name -> gofl.v1.OperatorSubtaskStateHandle
+	45, // 16: gofl.v1.AcknowledgeCheckpointRequest.metrics:type_name -> gofl.v1.CheckpointMetrics
+	43, // 17: gofl.v1.DeclineCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	14, // 18: gofl.v1.DeclineCheckpointRequest.reason:type_name -> gofl.v1.FailureInfo
+	43, // 19: gofl.v1.TriggerCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	46, // 20: gofl.v1.TriggerCheckpointRequest.options:type_name -> gofl.v1.CheckpointOptions
+	43, // 21: gofl.v1.NotifyCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	23, // 22: gofl.v1.RunnerCheckpointReport.acknowledge:type_name -> gofl.v1.AcknowledgeCheckpointRequest
+	24, // 23: gofl.v1.RunnerCheckpointReport.decline:type_name -> gofl.v1.DeclineCheckpointRequest
+	29, // 24: gofl.v1.RunnerCheckpointReport.operator_event:type_name -> gofl.v1.OperatorEventRequest
+	43, // 25: gofl.v1.OperatorEventRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	47, // 26: gofl.v1.SubmitTaskRequest.tdd:type_name -> gofl.v1.TaskDeploymentDescriptor
+	43, // 27: gofl.v1.CancelTaskRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	43, // 28: gofl.v1.ResultPartitionIDProto.producer:type_name -> gofl.v1.ExecutionAttemptID
+	35, // 29: gofl.v1.ReleasePartitionsRequest.partitions:type_name -> gofl.v1.ResultPartitionIDProto
+	4,  // 30: gofl.v1.TaskManagerHeartbeatResponse.slot_report:type_name -> gofl.v1.SlotReport
+	43, // 31: gofl.v1.TaskManagerHeartbeatResponse.running:type_name -> gofl.v1.ExecutionAttemptID
+	15, // 32: gofl.v1.TaskManagerHeartbeatResponse.metrics:type_name -> gofl.v1.TaskIOMetrics
+	35, // 33: gofl.v1.TaskManagerHeartbeatResponse.partitions:type_name -> gofl.v1.ResultPartitionIDProto
+	5,  // 34: gofl.v1.ResourceManagerService.RegisterTaskExecutor:input_type -> gofl.v1.RegisterTaskExecutorRequest
+	7,  // 35: gofl.v1.ResourceManagerService.SendSlotReport:input_type -> gofl.v1.SendSlotReportRequest
+	8,  // 36: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:input_type -> gofl.v1.DisconnectTaskExecutorRequest
+	9,  // 37: gofl.v1.JobMasterService.RegisterTaskManager:input_type -> gofl.v1.RegisterTaskManagerRequest
+	12, // 38: gofl.v1.JobMasterService.OfferSlots:input_type -> gofl.v1.OfferSlotsRequest
+	18, // 39: gofl.v1.JobMasterService.UpdateTaskExecutionState:input_type -> gofl.v1.UpdateTaskExecutionStateRequest
+	19, // 40: gofl.v1.JobMasterService.DisconnectTaskManager:input_type -> gofl.v1.DisconnectTaskManagerRequest
+	20, // 41: gofl.v1.JobMasterService.GetBlob:input_type -> gofl.v1.GetBlobRequest
+	22, // 42: gofl.v1.JobMasterService.ReportPartitionsLost:input_type -> gofl.v1.ReportPartitionsLostRequest
+	23, // 43: gofl.v1.JobMasterService.AcknowledgeCheckpoint:input_type -> gofl.v1.AcknowledgeCheckpointRequest
+	24, // 44: gofl.v1.JobMasterService.DeclineCheckpoint:input_type -> gofl.v1.DeclineCheckpointRequest
+	29, // 45: gofl.v1.JobMasterService.SendOperatorEventToCoordinator:input_type -> gofl.v1.OperatorEventRequest
+	30, // 46: gofl.v1.TaskExecutorService.RequestSlot:input_type -> gofl.v1.RequestSlotRequest
+	31, // 47: gofl.v1.TaskExecutorService.SubmitTask:input_type -> gofl.v1.SubmitTaskRequest
+	32, // 48: gofl.v1.TaskExecutorService.CancelTask:input_type -> gofl.v1.CancelTaskRequest
+	34, // 49: gofl.v1.TaskExecutorService.FreeSlot:input_type -> gofl.v1.FreeSlotRequest
+	36, // 50: gofl.v1.TaskExecutorService.ReleasePartitions:input_type -> gofl.v1.ReleasePartitionsRequest
+	37, // 51: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:input_type -> gofl.v1.HeartbeatRequest
+	37, // 52: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:input_type -> gofl.v1.HeartbeatRequest
+	39, // 53: gofl.v1.TaskExecutorService.DisconnectJobManager:input_type -> gofl.v1.DisconnectJobManagerRequest
+	25, // 54: gofl.v1.TaskExecutorService.TriggerCheckpoint:input_type -> gofl.v1.TriggerCheckpointRequest
+	26, // 55: gofl.v1.TaskExecutorService.NotifyCheckpoint:input_type -> gofl.v1.NotifyCheckpointRequest
+	29, // 56: gofl.v1.TaskExecutorService.SendOperatorEventToTask:input_type -> gofl.v1.OperatorEventRequest
+	41, // 57: gofl.v1.BlobService.GetBlobByKey:input_type -> gofl.v1.GetBlobByKeyRequest
+	6,  // 58: gofl.v1.ResourceManagerService.RegisterTaskExecutor:output_type -> gofl.v1.RegisterTaskExecutorResponse
+	1,  // 59: gofl.v1.ResourceManagerService.SendSlotReport:output_type -> gofl.v1.Ack
+	1,  // 60: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:output_type -> gofl.v1.Ack
+	10, // 61: gofl.v1.JobMasterService.RegisterTaskManager:output_type -> gofl.v1.RegisterTaskManagerResponse
+	13, // 62: gofl.v1.JobMasterService.OfferSlots:output_type -> gofl.v1.OfferSlotsResponse
+	1,  // 63: gofl.v1.JobMasterService.UpdateTaskExecutionState:output_type -> gofl.v1.Ack
+	1,  // 64: gofl.v1.JobMasterService.DisconnectTaskManager:output_type -> gofl.v1.Ack
+	21, // 65: gofl.v1.JobMasterService.GetBlob:output_type -> gofl.v1.GetBlobResponse
+	1,  // 66: gofl.v1.JobMasterService.ReportPartitionsLost:output_type -> gofl.v1.Ack
+	1,  // 67: gofl.v1.JobMasterService.AcknowledgeCheckpoint:output_type -> gofl.v1.Ack
+	1,  // 68: gofl.v1.JobMasterService.DeclineCheckpoint:output_type -> gofl.v1.Ack
+	1,  // 69: gofl.v1.JobMasterService.SendOperatorEventToCoordinator:output_type -> gofl.v1.Ack
+	1,  // 70: gofl.v1.TaskExecutorService.RequestSlot:output_type -> gofl.v1.Ack
+	1,  // 71: gofl.v1.TaskExecutorService.SubmitTask:output_type -> gofl.v1.Ack
+	33, // 72: gofl.v1.TaskExecutorService.CancelTask:output_type -> gofl.v1.CancelTaskResponse
+	1,  // 73: gofl.v1.TaskExecutorService.FreeSlot:output_type -> gofl.v1.Ack
+	1,  // 74: gofl.v1.TaskExecutorService.ReleasePartitions:output_type -> gofl.v1.Ack
+	38, // 75: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
+	38, // 76: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
+	1,  // 77: gofl.v1.TaskExecutorService.DisconnectJobManager:output_type -> gofl.v1.Ack
+	1,  // 78: gofl.v1.TaskExecutorService.TriggerCheckpoint:output_type -> gofl.v1.Ack
+	1,  // 79: gofl.v1.TaskExecutorService.NotifyCheckpoint:output_type -> gofl.v1.Ack
+	1,  // 80: gofl.v1.TaskExecutorService.SendOperatorEventToTask:output_type -> gofl.v1.Ack
+	40, // 81: gofl.v1.BlobService.GetBlobByKey:output_type -> gofl.v1.BlobChunk
+	58, // [58:82] is the sub-list for method output_type
+	34, // [34:58] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_cluster_proto_init() }
@@ -2868,7 +3201,7 @@ func file_cluster_proto_init() {
 	}
 	file_deployment_proto_init()
 	file_checkpoint_proto_init()
-	file_cluster_proto_msgTypes[24].OneofWrappers = []any{
+	file_cluster_proto_msgTypes[26].OneofWrappers = []any{
 		(*RunnerCheckpointReport_Acknowledge)(nil),
 		(*RunnerCheckpointReport_Decline)(nil),
 		(*RunnerCheckpointReport_OperatorEvent)(nil),
@@ -2878,13 +3211,14 @@ func file_cluster_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cluster_proto_rawDesc), len(file_cluster_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   40,
+			NumEnums:      1,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   4,
 		},
 		GoTypes:           file_cluster_proto_goTypes,
 		DependencyIndexes: file_cluster_proto_depIdxs,
+		EnumInfos:         file_cluster_proto_enumTypes,
 		MessageInfos:      file_cluster_proto_msgTypes,
 	}.Build()
 	File_cluster_proto = out.File

@@ -277,6 +277,11 @@ type SubtaskInfo struct {
 	TaskManagerID string `json:"taskmanager-id"`
 	// Metrics are the I/O metrics of the subtask's current attempt.
 	Metrics IOMetricsInfo `json:"metrics"`
+	// TaskMetrics are the attempt's further metrics by Flink's names
+	// (numRecordsInPerSecond, currentInputWatermark, user metrics as
+	// "<operator>.<name>"), served through the REST metric endpoints; not
+	// part of the vertex view's JSON.
+	TaskMetrics map[string]float64 `json:"-"`
 }
 
 // JobVertexInfo is GET /jobs/{jobid}/vertices/{vertexid}.
