@@ -17,11 +17,13 @@ const (
 // NewRegistry returns a registry with the process's Go runtime metrics
 // under flink_<scope>_Status_Go_* (Flink's Status.JVM.* for a Go
 // process), the standard process_* and go_* collectors, and labels on
-// every metric of the process (host, tm_id...).
-func NewRegistry(scope string, labels prometheus.Labels) *prometheus.Registry {
+// every metric of the process (host, tm_id...), on its Go status and on
+// the process's own collectors cs.
+func NewRegistry(scope string, labels prometheus.Labels, cs ...prometheus.Collector) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	wrapped := prometheus.WrapRegistererWith(labels, reg)
 	wrapped.MustRegister(&goStatus{prefix: Name(scope, "Status", "Go")})
+	wrapped.MustRegister(cs...)
 	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(collectors.NewGoCollector())
 	return reg
