@@ -135,6 +135,27 @@ func TestUserMetricsRatesAndWatermarks(t *testing.T) {
 		}
 		return nil
 	})
+	// Each TaskManager's machine and Go runtime, by Flink's names.
+	for _, tm := range []string{"tm-a", "tm-b"} {
+		var info struct {
+			Hardware struct {
+				CPUCores       int   `json:"cpuCores"`
+				PhysicalMemory int64 `json:"physicalMemory"`
+			} `json:"hardware"`
+			MemoryConfiguration map[string]int64 `json:"memoryConfiguration"`
+		}
+		restGet(t, c, "/taskmanagers/"+tm, &info)
+		if info.Hardware.CPUCores <= 0 || info.Hardware.PhysicalMemory <= 0 || info.MemoryConfiguration == nil {
+			t.Fatalf("TaskManager %s: %+v", tm, info)
+		}
+		c.eventually(waitLimit, func() error {
+			m := metricValues(t, c, "/taskmanagers/"+tm+"/metrics?get=Status.JVM.Memory.Heap.Used,Status.Go.Goroutines")
+			if m["Status.JVM.Memory.Heap.Used"] <= 0 || m["Status.Go.Goroutines"] <= 0 {
+				return fmt.Errorf("TaskManager %s metrics %v", tm, m)
+			}
+			return nil
+		})
+	}
 	// The source's rate over its count since it started: the rate times
 	// the time since submission is at least the count (the span is
 	// shorter), and the rate is at most the rate limit's (records come at

@@ -81,6 +81,34 @@ func GoStatus() map[string]float64 {
 	}
 }
 
+// jvmNames maps GoStatus names to the Flink Status.JVM metric a Flink
+// dashboard or alert reads for the same concern.
+// Go has no heap maximum: Heap.Max is all the memory the runtime obtained.
+var jvmNames = map[string]string{
+	"Memory.Heap.Used":      "Status.JVM.Memory.Heap.Used",
+	"Memory.Heap.Committed": "Status.JVM.Memory.Heap.Committed",
+	"Memory.Total":          "Status.JVM.Memory.Heap.Max",
+	"GC.Count":              "Status.JVM.GarbageCollector.Go.Count",
+	"GC.PauseTime":          "Status.JVM.GarbageCollector.Go.Time",
+	"Threads":               "Status.JVM.Threads.Count",
+}
+
+// FlinkStatus names a GoStatus for REST: each value as Status.Go.<name>
+// and, where Flink has one, under its Status.JVM name. Nil for nil.
+func FlinkStatus(goStatus map[string]float64) map[string]float64 {
+	if goStatus == nil {
+		return nil
+	}
+	out := make(map[string]float64, 2*len(goStatus))
+	for n, v := range goStatus {
+		out["Status.Go."+n] = v
+		if j, ok := jvmNames[n]; ok {
+			out[j] = v
+		}
+	}
+	return out
+}
+
 func (g *goStatus) desc(name string) *prometheus.Desc {
 	return prometheus.NewDesc(g.prefix+"_"+strings.ReplaceAll(name, ".", "_"), goStatusHelp[name], nil, nil)
 }

@@ -20,6 +20,7 @@ import (
 
 func (h *handler) metricRoutes() {
 	h.handle("GET /jobmanager/metrics", h.jobManagerMetrics)
+	h.handle("GET /taskmanagers/{tmid}/metrics", h.taskManagerMetrics)
 	h.handle("GET /jobs/{jobid}/metrics", h.jobMetrics)
 	h.handle("GET /jobs/{jobid}/vertices/{vertexid}/metrics", h.vertexMetrics)
 	h.handle("GET /jobs/{jobid}/vertices/{vertexid}/subtasks/metrics", h.subtasksMetrics)
@@ -79,9 +80,7 @@ func JobManagerMetrics(ctx context.Context, d Dispatcher) (map[string]float64, e
 		"taskSlotsTotal":            float64(ov.SlotsTotal),
 		"taskSlotsAvailable":        float64(ov.SlotsAvailable),
 	}
-	for n, v := range metrics.GoStatus() {
-		out["Status.Go."+n] = v
-	}
+	maps.Copy(out, metrics.FlinkStatus(metrics.GoStatus()))
 	return out, nil
 }
 
@@ -91,6 +90,16 @@ func (h *handler) jobManagerMetrics(ctx context.Context, _ http.ResponseWriter, 
 		return 0, nil, err
 	}
 	return http.StatusOK, metricsAnswer(r, m), nil
+}
+
+// taskManagerMetrics are a TaskManager's Go runtime status from its latest
+// heartbeat, by Flink's Status.JVM names and gofl's Status.Go ones.
+func (h *handler) taskManagerMetrics(ctx context.Context, _ http.ResponseWriter, r *http.Request) (int, any, error) {
+	t, err := h.d.TaskManager(ctx, r.PathValue("tmid"))
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, metricsAnswer(r, t.StatusMetrics), nil
 }
 
 func (h *handler) jobMetrics(ctx context.Context, _ http.ResponseWriter, r *http.Request) (int, any, error) {

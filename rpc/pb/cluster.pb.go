@@ -75,7 +75,7 @@ func (x UserMetric_Type) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use UserMetric_Type.Descriptor instead.
 func (UserMetric_Type) EnumDescriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{15, 0}
+	return file_cluster_proto_rawDescGZIP(), []int{16, 0}
 }
 
 type Ack struct {
@@ -296,7 +296,9 @@ type RegisterTaskExecutorRequest struct {
 	NumberOfSlots   int32                  `protobuf:"varint,3,opt,name=number_of_slots,json=numberOfSlots,proto3" json:"number_of_slots,omitempty"`
 	// Unique per TaskManager process start; a re-registration after a restart
 	// carries a new one.
-	InstanceId    string `protobuf:"bytes,4,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	InstanceId string `protobuf:"bytes,4,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	// The TaskManager's machine, for REST (Flink's HardwareDescription).
+	Hardware      *TaskManagerHardware `protobuf:"bytes,5,opt,name=hardware,proto3" json:"hardware,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -359,6 +361,93 @@ func (x *RegisterTaskExecutorRequest) GetInstanceId() string {
 	return ""
 }
 
+func (x *RegisterTaskExecutorRequest) GetHardware() *TaskManagerHardware {
+	if x != nil {
+		return x.Hardware
+	}
+	return nil
+}
+
+// TaskManagerHardware is Flink's HardwareDescription for a Go process.
+type TaskManagerHardware struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	CpuCores int32                  `protobuf:"varint,1,opt,name=cpu_cores,json=cpuCores,proto3" json:"cpu_cores,omitempty"`
+	// The machine's memory and its memory available at registration, bytes.
+	PhysicalMemory int64 `protobuf:"varint,2,opt,name=physical_memory,json=physicalMemory,proto3" json:"physical_memory,omitempty"`
+	FreeMemory     int64 `protobuf:"varint,3,opt,name=free_memory,json=freeMemory,proto3" json:"free_memory,omitempty"`
+	// Flink's managed memory: gofl has none, 0.
+	ManagedMemory int64 `protobuf:"varint,4,opt,name=managed_memory,json=managedMemory,proto3" json:"managed_memory,omitempty"`
+	// The Go runtime's memory limit (GOMEMLIMIT); 0: none.
+	MemoryLimit   int64 `protobuf:"varint,5,opt,name=memory_limit,json=memoryLimit,proto3" json:"memory_limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskManagerHardware) Reset() {
+	*x = TaskManagerHardware{}
+	mi := &file_cluster_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskManagerHardware) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskManagerHardware) ProtoMessage() {}
+
+func (x *TaskManagerHardware) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskManagerHardware.ProtoReflect.Descriptor instead.
+func (*TaskManagerHardware) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *TaskManagerHardware) GetCpuCores() int32 {
+	if x != nil {
+		return x.CpuCores
+	}
+	return 0
+}
+
+func (x *TaskManagerHardware) GetPhysicalMemory() int64 {
+	if x != nil {
+		return x.PhysicalMemory
+	}
+	return 0
+}
+
+func (x *TaskManagerHardware) GetFreeMemory() int64 {
+	if x != nil {
+		return x.FreeMemory
+	}
+	return 0
+}
+
+func (x *TaskManagerHardware) GetManagedMemory() int64 {
+	if x != nil {
+		return x.ManagedMemory
+	}
+	return 0
+}
+
+func (x *TaskManagerHardware) GetMemoryLimit() int64 {
+	if x != nil {
+		return x.MemoryLimit
+	}
+	return 0
+}
+
 type RegisterTaskExecutorResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Identifies the ResourceManager incarnation; heartbeats carry it.
@@ -371,7 +460,7 @@ type RegisterTaskExecutorResponse struct {
 
 func (x *RegisterTaskExecutorResponse) Reset() {
 	*x = RegisterTaskExecutorResponse{}
-	mi := &file_cluster_proto_msgTypes[5]
+	mi := &file_cluster_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -383,7 +472,7 @@ func (x *RegisterTaskExecutorResponse) String() string {
 func (*RegisterTaskExecutorResponse) ProtoMessage() {}
 
 func (x *RegisterTaskExecutorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[5]
+	mi := &file_cluster_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -396,7 +485,7 @@ func (x *RegisterTaskExecutorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterTaskExecutorResponse.ProtoReflect.Descriptor instead.
 func (*RegisterTaskExecutorResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{5}
+	return file_cluster_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RegisterTaskExecutorResponse) GetResourceManagerId() string {
@@ -431,7 +520,7 @@ type SendSlotReportRequest struct {
 
 func (x *SendSlotReportRequest) Reset() {
 	*x = SendSlotReportRequest{}
-	mi := &file_cluster_proto_msgTypes[6]
+	mi := &file_cluster_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -443,7 +532,7 @@ func (x *SendSlotReportRequest) String() string {
 func (*SendSlotReportRequest) ProtoMessage() {}
 
 func (x *SendSlotReportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[6]
+	mi := &file_cluster_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -456,7 +545,7 @@ func (x *SendSlotReportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendSlotReportRequest.ProtoReflect.Descriptor instead.
 func (*SendSlotReportRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{6}
+	return file_cluster_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SendSlotReportRequest) GetResourceId() string {
@@ -490,7 +579,7 @@ type DisconnectTaskExecutorRequest struct {
 
 func (x *DisconnectTaskExecutorRequest) Reset() {
 	*x = DisconnectTaskExecutorRequest{}
-	mi := &file_cluster_proto_msgTypes[7]
+	mi := &file_cluster_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -502,7 +591,7 @@ func (x *DisconnectTaskExecutorRequest) String() string {
 func (*DisconnectTaskExecutorRequest) ProtoMessage() {}
 
 func (x *DisconnectTaskExecutorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[7]
+	mi := &file_cluster_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -515,7 +604,7 @@ func (x *DisconnectTaskExecutorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectTaskExecutorRequest.ProtoReflect.Descriptor instead.
 func (*DisconnectTaskExecutorRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{7}
+	return file_cluster_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DisconnectTaskExecutorRequest) GetResourceId() string {
@@ -547,7 +636,7 @@ type RegisterTaskManagerRequest struct {
 
 func (x *RegisterTaskManagerRequest) Reset() {
 	*x = RegisterTaskManagerRequest{}
-	mi := &file_cluster_proto_msgTypes[8]
+	mi := &file_cluster_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -559,7 +648,7 @@ func (x *RegisterTaskManagerRequest) String() string {
 func (*RegisterTaskManagerRequest) ProtoMessage() {}
 
 func (x *RegisterTaskManagerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[8]
+	mi := &file_cluster_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -572,7 +661,7 @@ func (x *RegisterTaskManagerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterTaskManagerRequest.ProtoReflect.Descriptor instead.
 func (*RegisterTaskManagerRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{8}
+	return file_cluster_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RegisterTaskManagerRequest) GetProtocolVersion() int32 {
@@ -614,7 +703,7 @@ type RegisterTaskManagerResponse struct {
 
 func (x *RegisterTaskManagerResponse) Reset() {
 	*x = RegisterTaskManagerResponse{}
-	mi := &file_cluster_proto_msgTypes[9]
+	mi := &file_cluster_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -626,7 +715,7 @@ func (x *RegisterTaskManagerResponse) String() string {
 func (*RegisterTaskManagerResponse) ProtoMessage() {}
 
 func (x *RegisterTaskManagerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[9]
+	mi := &file_cluster_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -639,7 +728,7 @@ func (x *RegisterTaskManagerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterTaskManagerResponse.ProtoReflect.Descriptor instead.
 func (*RegisterTaskManagerResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{9}
+	return file_cluster_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RegisterTaskManagerResponse) GetJobMasterId() string {
@@ -673,7 +762,7 @@ type SlotOffer struct {
 
 func (x *SlotOffer) Reset() {
 	*x = SlotOffer{}
-	mi := &file_cluster_proto_msgTypes[10]
+	mi := &file_cluster_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -685,7 +774,7 @@ func (x *SlotOffer) String() string {
 func (*SlotOffer) ProtoMessage() {}
 
 func (x *SlotOffer) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[10]
+	mi := &file_cluster_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -698,7 +787,7 @@ func (x *SlotOffer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotOffer.ProtoReflect.Descriptor instead.
 func (*SlotOffer) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{10}
+	return file_cluster_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SlotOffer) GetAllocationId() string {
@@ -726,7 +815,7 @@ type OfferSlotsRequest struct {
 
 func (x *OfferSlotsRequest) Reset() {
 	*x = OfferSlotsRequest{}
-	mi := &file_cluster_proto_msgTypes[11]
+	mi := &file_cluster_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -738,7 +827,7 @@ func (x *OfferSlotsRequest) String() string {
 func (*OfferSlotsRequest) ProtoMessage() {}
 
 func (x *OfferSlotsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[11]
+	mi := &file_cluster_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -751,7 +840,7 @@ func (x *OfferSlotsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OfferSlotsRequest.ProtoReflect.Descriptor instead.
 func (*OfferSlotsRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{11}
+	return file_cluster_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *OfferSlotsRequest) GetJobId() string {
@@ -784,7 +873,7 @@ type OfferSlotsResponse struct {
 
 func (x *OfferSlotsResponse) Reset() {
 	*x = OfferSlotsResponse{}
-	mi := &file_cluster_proto_msgTypes[12]
+	mi := &file_cluster_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -796,7 +885,7 @@ func (x *OfferSlotsResponse) String() string {
 func (*OfferSlotsResponse) ProtoMessage() {}
 
 func (x *OfferSlotsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[12]
+	mi := &file_cluster_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -809,7 +898,7 @@ func (x *OfferSlotsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OfferSlotsResponse.ProtoReflect.Descriptor instead.
 func (*OfferSlotsResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{12}
+	return file_cluster_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *OfferSlotsResponse) GetAccepted() []string {
@@ -834,7 +923,7 @@ type FailureInfo struct {
 
 func (x *FailureInfo) Reset() {
 	*x = FailureInfo{}
-	mi := &file_cluster_proto_msgTypes[13]
+	mi := &file_cluster_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -846,7 +935,7 @@ func (x *FailureInfo) String() string {
 func (*FailureInfo) ProtoMessage() {}
 
 func (x *FailureInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[13]
+	mi := &file_cluster_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -859,7 +948,7 @@ func (x *FailureInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailureInfo.ProtoReflect.Descriptor instead.
 func (*FailureInfo) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{13}
+	return file_cluster_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FailureInfo) GetType() string {
@@ -933,7 +1022,7 @@ type TaskIOMetrics struct {
 
 func (x *TaskIOMetrics) Reset() {
 	*x = TaskIOMetrics{}
-	mi := &file_cluster_proto_msgTypes[14]
+	mi := &file_cluster_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -945,7 +1034,7 @@ func (x *TaskIOMetrics) String() string {
 func (*TaskIOMetrics) ProtoMessage() {}
 
 func (x *TaskIOMetrics) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[14]
+	mi := &file_cluster_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -958,7 +1047,7 @@ func (x *TaskIOMetrics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskIOMetrics.ProtoReflect.Descriptor instead.
 func (*TaskIOMetrics) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{14}
+	return file_cluster_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TaskIOMetrics) GetAttempt() *ExecutionAttemptID {
@@ -1119,7 +1208,7 @@ type UserMetric struct {
 
 func (x *UserMetric) Reset() {
 	*x = UserMetric{}
-	mi := &file_cluster_proto_msgTypes[15]
+	mi := &file_cluster_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1131,7 +1220,7 @@ func (x *UserMetric) String() string {
 func (*UserMetric) ProtoMessage() {}
 
 func (x *UserMetric) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[15]
+	mi := &file_cluster_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1144,7 +1233,7 @@ func (x *UserMetric) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserMetric.ProtoReflect.Descriptor instead.
 func (*UserMetric) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{15}
+	return file_cluster_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *UserMetric) GetOperatorName() string {
@@ -1197,7 +1286,7 @@ type HistogramStatistics struct {
 
 func (x *HistogramStatistics) Reset() {
 	*x = HistogramStatistics{}
-	mi := &file_cluster_proto_msgTypes[16]
+	mi := &file_cluster_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1209,7 +1298,7 @@ func (x *HistogramStatistics) String() string {
 func (*HistogramStatistics) ProtoMessage() {}
 
 func (x *HistogramStatistics) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[16]
+	mi := &file_cluster_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1222,7 +1311,7 @@ func (x *HistogramStatistics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistogramStatistics.ProtoReflect.Descriptor instead.
 func (*HistogramStatistics) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{16}
+	return file_cluster_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *HistogramStatistics) GetCount() int64 {
@@ -1294,7 +1383,7 @@ type UpdateTaskExecutionStateRequest struct {
 
 func (x *UpdateTaskExecutionStateRequest) Reset() {
 	*x = UpdateTaskExecutionStateRequest{}
-	mi := &file_cluster_proto_msgTypes[17]
+	mi := &file_cluster_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1306,7 +1395,7 @@ func (x *UpdateTaskExecutionStateRequest) String() string {
 func (*UpdateTaskExecutionStateRequest) ProtoMessage() {}
 
 func (x *UpdateTaskExecutionStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[17]
+	mi := &file_cluster_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1319,7 +1408,7 @@ func (x *UpdateTaskExecutionStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTaskExecutionStateRequest.ProtoReflect.Descriptor instead.
 func (*UpdateTaskExecutionStateRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{17}
+	return file_cluster_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *UpdateTaskExecutionStateRequest) GetJobId() string {
@@ -1378,7 +1467,7 @@ type DisconnectTaskManagerRequest struct {
 
 func (x *DisconnectTaskManagerRequest) Reset() {
 	*x = DisconnectTaskManagerRequest{}
-	mi := &file_cluster_proto_msgTypes[18]
+	mi := &file_cluster_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1390,7 +1479,7 @@ func (x *DisconnectTaskManagerRequest) String() string {
 func (*DisconnectTaskManagerRequest) ProtoMessage() {}
 
 func (x *DisconnectTaskManagerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[18]
+	mi := &file_cluster_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1403,7 +1492,7 @@ func (x *DisconnectTaskManagerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectTaskManagerRequest.ProtoReflect.Descriptor instead.
 func (*DisconnectTaskManagerRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{18}
+	return file_cluster_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DisconnectTaskManagerRequest) GetJobId() string {
@@ -1444,7 +1533,7 @@ type GetBlobRequest struct {
 
 func (x *GetBlobRequest) Reset() {
 	*x = GetBlobRequest{}
-	mi := &file_cluster_proto_msgTypes[19]
+	mi := &file_cluster_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1456,7 +1545,7 @@ func (x *GetBlobRequest) String() string {
 func (*GetBlobRequest) ProtoMessage() {}
 
 func (x *GetBlobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[19]
+	mi := &file_cluster_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1469,7 +1558,7 @@ func (x *GetBlobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBlobRequest.ProtoReflect.Descriptor instead.
 func (*GetBlobRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{19}
+	return file_cluster_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetBlobRequest) GetJobId() string {
@@ -1495,7 +1584,7 @@ type GetBlobResponse struct {
 
 func (x *GetBlobResponse) Reset() {
 	*x = GetBlobResponse{}
-	mi := &file_cluster_proto_msgTypes[20]
+	mi := &file_cluster_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1507,7 +1596,7 @@ func (x *GetBlobResponse) String() string {
 func (*GetBlobResponse) ProtoMessage() {}
 
 func (x *GetBlobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[20]
+	mi := &file_cluster_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1520,7 +1609,7 @@ func (x *GetBlobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBlobResponse.ProtoReflect.Descriptor instead.
 func (*GetBlobResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{20}
+	return file_cluster_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetBlobResponse) GetData() []byte {
@@ -1542,7 +1631,7 @@ type ReportPartitionsLostRequest struct {
 
 func (x *ReportPartitionsLostRequest) Reset() {
 	*x = ReportPartitionsLostRequest{}
-	mi := &file_cluster_proto_msgTypes[21]
+	mi := &file_cluster_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1554,7 +1643,7 @@ func (x *ReportPartitionsLostRequest) String() string {
 func (*ReportPartitionsLostRequest) ProtoMessage() {}
 
 func (x *ReportPartitionsLostRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[21]
+	mi := &file_cluster_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1567,7 +1656,7 @@ func (x *ReportPartitionsLostRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportPartitionsLostRequest.ProtoReflect.Descriptor instead.
 func (*ReportPartitionsLostRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{21}
+	return file_cluster_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReportPartitionsLostRequest) GetJobId() string {
@@ -1611,7 +1700,7 @@ type AcknowledgeCheckpointRequest struct {
 
 func (x *AcknowledgeCheckpointRequest) Reset() {
 	*x = AcknowledgeCheckpointRequest{}
-	mi := &file_cluster_proto_msgTypes[22]
+	mi := &file_cluster_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1623,7 +1712,7 @@ func (x *AcknowledgeCheckpointRequest) String() string {
 func (*AcknowledgeCheckpointRequest) ProtoMessage() {}
 
 func (x *AcknowledgeCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[22]
+	mi := &file_cluster_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1636,7 +1725,7 @@ func (x *AcknowledgeCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcknowledgeCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*AcknowledgeCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{22}
+	return file_cluster_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AcknowledgeCheckpointRequest) GetJobId() string {
@@ -1686,7 +1775,7 @@ type DeclineCheckpointRequest struct {
 
 func (x *DeclineCheckpointRequest) Reset() {
 	*x = DeclineCheckpointRequest{}
-	mi := &file_cluster_proto_msgTypes[23]
+	mi := &file_cluster_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1698,7 +1787,7 @@ func (x *DeclineCheckpointRequest) String() string {
 func (*DeclineCheckpointRequest) ProtoMessage() {}
 
 func (x *DeclineCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[23]
+	mi := &file_cluster_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1711,7 +1800,7 @@ func (x *DeclineCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclineCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*DeclineCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{23}
+	return file_cluster_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DeclineCheckpointRequest) GetJobId() string {
@@ -1755,7 +1844,7 @@ type TriggerCheckpointRequest struct {
 
 func (x *TriggerCheckpointRequest) Reset() {
 	*x = TriggerCheckpointRequest{}
-	mi := &file_cluster_proto_msgTypes[24]
+	mi := &file_cluster_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1767,7 +1856,7 @@ func (x *TriggerCheckpointRequest) String() string {
 func (*TriggerCheckpointRequest) ProtoMessage() {}
 
 func (x *TriggerCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[24]
+	mi := &file_cluster_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1780,7 +1869,7 @@ func (x *TriggerCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*TriggerCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{24}
+	return file_cluster_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TriggerCheckpointRequest) GetJobId() string {
@@ -1833,7 +1922,7 @@ type NotifyCheckpointRequest struct {
 
 func (x *NotifyCheckpointRequest) Reset() {
 	*x = NotifyCheckpointRequest{}
-	mi := &file_cluster_proto_msgTypes[25]
+	mi := &file_cluster_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1845,7 +1934,7 @@ func (x *NotifyCheckpointRequest) String() string {
 func (*NotifyCheckpointRequest) ProtoMessage() {}
 
 func (x *NotifyCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[25]
+	mi := &file_cluster_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1858,7 +1947,7 @@ func (x *NotifyCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*NotifyCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{25}
+	return file_cluster_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *NotifyCheckpointRequest) GetJobId() string {
@@ -1911,7 +2000,7 @@ type RunnerCheckpointReport struct {
 
 func (x *RunnerCheckpointReport) Reset() {
 	*x = RunnerCheckpointReport{}
-	mi := &file_cluster_proto_msgTypes[26]
+	mi := &file_cluster_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1923,7 +2012,7 @@ func (x *RunnerCheckpointReport) String() string {
 func (*RunnerCheckpointReport) ProtoMessage() {}
 
 func (x *RunnerCheckpointReport) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[26]
+	mi := &file_cluster_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1936,7 +2025,7 @@ func (x *RunnerCheckpointReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunnerCheckpointReport.ProtoReflect.Descriptor instead.
 func (*RunnerCheckpointReport) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{26}
+	return file_cluster_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RunnerCheckpointReport) GetReport() isRunnerCheckpointReport_Report {
@@ -2006,7 +2095,7 @@ type WatchCheckpointsRequest struct {
 
 func (x *WatchCheckpointsRequest) Reset() {
 	*x = WatchCheckpointsRequest{}
-	mi := &file_cluster_proto_msgTypes[27]
+	mi := &file_cluster_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2018,7 +2107,7 @@ func (x *WatchCheckpointsRequest) String() string {
 func (*WatchCheckpointsRequest) ProtoMessage() {}
 
 func (x *WatchCheckpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[27]
+	mi := &file_cluster_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2031,7 +2120,7 @@ func (x *WatchCheckpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchCheckpointsRequest.ProtoReflect.Descriptor instead.
 func (*WatchCheckpointsRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{27}
+	return file_cluster_proto_rawDescGZIP(), []int{28}
 }
 
 // An OperatorEvent between an operator of a task attempt and its operator
@@ -2052,7 +2141,7 @@ type OperatorEventRequest struct {
 
 func (x *OperatorEventRequest) Reset() {
 	*x = OperatorEventRequest{}
-	mi := &file_cluster_proto_msgTypes[28]
+	mi := &file_cluster_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2064,7 +2153,7 @@ func (x *OperatorEventRequest) String() string {
 func (*OperatorEventRequest) ProtoMessage() {}
 
 func (x *OperatorEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[28]
+	mi := &file_cluster_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2077,7 +2166,7 @@ func (x *OperatorEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorEventRequest.ProtoReflect.Descriptor instead.
 func (*OperatorEventRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{28}
+	return file_cluster_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *OperatorEventRequest) GetJobId() string {
@@ -2129,7 +2218,7 @@ type RequestSlotRequest struct {
 
 func (x *RequestSlotRequest) Reset() {
 	*x = RequestSlotRequest{}
-	mi := &file_cluster_proto_msgTypes[29]
+	mi := &file_cluster_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2141,7 +2230,7 @@ func (x *RequestSlotRequest) String() string {
 func (*RequestSlotRequest) ProtoMessage() {}
 
 func (x *RequestSlotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[29]
+	mi := &file_cluster_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2154,7 +2243,7 @@ func (x *RequestSlotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestSlotRequest.ProtoReflect.Descriptor instead.
 func (*RequestSlotRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{29}
+	return file_cluster_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RequestSlotRequest) GetAllocationId() string {
@@ -2203,7 +2292,7 @@ type SubmitTaskRequest struct {
 
 func (x *SubmitTaskRequest) Reset() {
 	*x = SubmitTaskRequest{}
-	mi := &file_cluster_proto_msgTypes[30]
+	mi := &file_cluster_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2215,7 +2304,7 @@ func (x *SubmitTaskRequest) String() string {
 func (*SubmitTaskRequest) ProtoMessage() {}
 
 func (x *SubmitTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[30]
+	mi := &file_cluster_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2228,7 +2317,7 @@ func (x *SubmitTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitTaskRequest.ProtoReflect.Descriptor instead.
 func (*SubmitTaskRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{30}
+	return file_cluster_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SubmitTaskRequest) GetJobId() string {
@@ -2262,7 +2351,7 @@ type CancelTaskRequest struct {
 
 func (x *CancelTaskRequest) Reset() {
 	*x = CancelTaskRequest{}
-	mi := &file_cluster_proto_msgTypes[31]
+	mi := &file_cluster_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2274,7 +2363,7 @@ func (x *CancelTaskRequest) String() string {
 func (*CancelTaskRequest) ProtoMessage() {}
 
 func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[31]
+	mi := &file_cluster_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2287,7 +2376,7 @@ func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskRequest.ProtoReflect.Descriptor instead.
 func (*CancelTaskRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{31}
+	return file_cluster_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CancelTaskRequest) GetJobId() string {
@@ -2317,7 +2406,7 @@ type CancelTaskResponse struct {
 
 func (x *CancelTaskResponse) Reset() {
 	*x = CancelTaskResponse{}
-	mi := &file_cluster_proto_msgTypes[32]
+	mi := &file_cluster_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2329,7 +2418,7 @@ func (x *CancelTaskResponse) String() string {
 func (*CancelTaskResponse) ProtoMessage() {}
 
 func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[32]
+	mi := &file_cluster_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2342,7 +2431,7 @@ func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskResponse.ProtoReflect.Descriptor instead.
 func (*CancelTaskResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{32}
+	return file_cluster_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CancelTaskResponse) GetRunning() bool {
@@ -2362,7 +2451,7 @@ type FreeSlotRequest struct {
 
 func (x *FreeSlotRequest) Reset() {
 	*x = FreeSlotRequest{}
-	mi := &file_cluster_proto_msgTypes[33]
+	mi := &file_cluster_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2374,7 +2463,7 @@ func (x *FreeSlotRequest) String() string {
 func (*FreeSlotRequest) ProtoMessage() {}
 
 func (x *FreeSlotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[33]
+	mi := &file_cluster_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2387,7 +2476,7 @@ func (x *FreeSlotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreeSlotRequest.ProtoReflect.Descriptor instead.
 func (*FreeSlotRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{33}
+	return file_cluster_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *FreeSlotRequest) GetAllocationId() string {
@@ -2415,7 +2504,7 @@ type ResultPartitionIDProto struct {
 
 func (x *ResultPartitionIDProto) Reset() {
 	*x = ResultPartitionIDProto{}
-	mi := &file_cluster_proto_msgTypes[34]
+	mi := &file_cluster_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2427,7 +2516,7 @@ func (x *ResultPartitionIDProto) String() string {
 func (*ResultPartitionIDProto) ProtoMessage() {}
 
 func (x *ResultPartitionIDProto) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[34]
+	mi := &file_cluster_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2440,7 +2529,7 @@ func (x *ResultPartitionIDProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultPartitionIDProto.ProtoReflect.Descriptor instead.
 func (*ResultPartitionIDProto) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{34}
+	return file_cluster_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ResultPartitionIDProto) GetResultId() string {
@@ -2474,7 +2563,7 @@ type ReleasePartitionsRequest struct {
 
 func (x *ReleasePartitionsRequest) Reset() {
 	*x = ReleasePartitionsRequest{}
-	mi := &file_cluster_proto_msgTypes[35]
+	mi := &file_cluster_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2486,7 +2575,7 @@ func (x *ReleasePartitionsRequest) String() string {
 func (*ReleasePartitionsRequest) ProtoMessage() {}
 
 func (x *ReleasePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[35]
+	mi := &file_cluster_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2499,7 +2588,7 @@ func (x *ReleasePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleasePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*ReleasePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{35}
+	return file_cluster_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ReleasePartitionsRequest) GetJobId() string {
@@ -2527,7 +2616,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_cluster_proto_msgTypes[36]
+	mi := &file_cluster_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2539,7 +2628,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[36]
+	mi := &file_cluster_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2552,7 +2641,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{36}
+	return file_cluster_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *HeartbeatRequest) GetSenderId() string {
@@ -2579,14 +2668,17 @@ type TaskManagerHeartbeatResponse struct {
 	Metrics []*TaskIOMetrics `protobuf:"bytes,3,rep,name=metrics,proto3" json:"metrics,omitempty"`
 	// For a JobMaster's heartbeat: the job's result partitions this
 	// TaskManager holds, so the JobMaster can tell which it lost.
-	Partitions    []*ResultPartitionIDProto `protobuf:"bytes,4,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	Partitions []*ResultPartitionIDProto `protobuf:"bytes,4,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// For a ResourceManager's heartbeat: the process's Go runtime status by
+	// the names of gofl's Status.Go group ("Memory.Heap.Used", ...).
+	StatusMetrics map[string]float64 `protobuf:"bytes,5,rep,name=status_metrics,json=statusMetrics,proto3" json:"status_metrics,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TaskManagerHeartbeatResponse) Reset() {
 	*x = TaskManagerHeartbeatResponse{}
-	mi := &file_cluster_proto_msgTypes[37]
+	mi := &file_cluster_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2598,7 +2690,7 @@ func (x *TaskManagerHeartbeatResponse) String() string {
 func (*TaskManagerHeartbeatResponse) ProtoMessage() {}
 
 func (x *TaskManagerHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[37]
+	mi := &file_cluster_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2611,7 +2703,7 @@ func (x *TaskManagerHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskManagerHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*TaskManagerHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{37}
+	return file_cluster_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *TaskManagerHeartbeatResponse) GetSlotReport() *SlotReport {
@@ -2642,6 +2734,13 @@ func (x *TaskManagerHeartbeatResponse) GetPartitions() []*ResultPartitionIDProto
 	return nil
 }
 
+func (x *TaskManagerHeartbeatResponse) GetStatusMetrics() map[string]float64 {
+	if x != nil {
+		return x.StatusMetrics
+	}
+	return nil
+}
+
 type DisconnectJobManagerRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
@@ -2652,7 +2751,7 @@ type DisconnectJobManagerRequest struct {
 
 func (x *DisconnectJobManagerRequest) Reset() {
 	*x = DisconnectJobManagerRequest{}
-	mi := &file_cluster_proto_msgTypes[38]
+	mi := &file_cluster_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2664,7 +2763,7 @@ func (x *DisconnectJobManagerRequest) String() string {
 func (*DisconnectJobManagerRequest) ProtoMessage() {}
 
 func (x *DisconnectJobManagerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[38]
+	mi := &file_cluster_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2677,7 +2776,7 @@ func (x *DisconnectJobManagerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectJobManagerRequest.ProtoReflect.Descriptor instead.
 func (*DisconnectJobManagerRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{38}
+	return file_cluster_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DisconnectJobManagerRequest) GetJobId() string {
@@ -2703,7 +2802,7 @@ type BlobChunk struct {
 
 func (x *BlobChunk) Reset() {
 	*x = BlobChunk{}
-	mi := &file_cluster_proto_msgTypes[39]
+	mi := &file_cluster_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2715,7 +2814,7 @@ func (x *BlobChunk) String() string {
 func (*BlobChunk) ProtoMessage() {}
 
 func (x *BlobChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[39]
+	mi := &file_cluster_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2728,7 +2827,7 @@ func (x *BlobChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlobChunk.ProtoReflect.Descriptor instead.
 func (*BlobChunk) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{39}
+	return file_cluster_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *BlobChunk) GetData() []byte {
@@ -2748,7 +2847,7 @@ type GetBlobByKeyRequest struct {
 
 func (x *GetBlobByKeyRequest) Reset() {
 	*x = GetBlobByKeyRequest{}
-	mi := &file_cluster_proto_msgTypes[40]
+	mi := &file_cluster_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2760,7 +2859,7 @@ func (x *GetBlobByKeyRequest) String() string {
 func (*GetBlobByKeyRequest) ProtoMessage() {}
 
 func (x *GetBlobByKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[40]
+	mi := &file_cluster_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2773,7 +2872,7 @@ func (x *GetBlobByKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBlobByKeyRequest.ProtoReflect.Descriptor instead.
 func (*GetBlobByKeyRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{40}
+	return file_cluster_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetBlobByKeyRequest) GetKey() string {
@@ -2804,13 +2903,21 @@ const file_cluster_proto_rawDesc = "" +
 	"\x06job_id\x18\x03 \x01(\tR\x05jobId\"7\n" +
 	"\n" +
 	"SlotReport\x12)\n" +
-	"\x05slots\x18\x01 \x03(\v2\x13.gofl.v1.SlotStatusR\x05slots\"\xcb\x01\n" +
+	"\x05slots\x18\x01 \x03(\v2\x13.gofl.v1.SlotStatusR\x05slots\"\x85\x02\n" +
 	"\x1bRegisterTaskExecutorRequest\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\x05R\x0fprotocolVersion\x128\n" +
 	"\blocation\x18\x02 \x01(\v2\x1c.gofl.v1.TaskManagerLocationR\blocation\x12&\n" +
 	"\x0fnumber_of_slots\x18\x03 \x01(\x05R\rnumberOfSlots\x12\x1f\n" +
 	"\vinstance_id\x18\x04 \x01(\tR\n" +
-	"instanceId\"\xb4\x01\n" +
+	"instanceId\x128\n" +
+	"\bhardware\x18\x05 \x01(\v2\x1c.gofl.v1.TaskManagerHardwareR\bhardware\"\xc6\x01\n" +
+	"\x13TaskManagerHardware\x12\x1b\n" +
+	"\tcpu_cores\x18\x01 \x01(\x05R\bcpuCores\x12'\n" +
+	"\x0fphysical_memory\x18\x02 \x01(\x03R\x0ephysicalMemory\x12\x1f\n" +
+	"\vfree_memory\x18\x03 \x01(\x03R\n" +
+	"freeMemory\x12%\n" +
+	"\x0emanaged_memory\x18\x04 \x01(\x03R\rmanagedMemory\x12!\n" +
+	"\fmemory_limit\x18\x05 \x01(\x03R\vmemoryLimit\"\xb4\x01\n" +
 	"\x1cRegisterTaskExecutorResponse\x12.\n" +
 	"\x13resource_manager_id\x18\x01 \x01(\tR\x11resourceManagerId\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x02 \x01(\x03R\x13heartbeatIntervalMs\x120\n" +
@@ -2992,7 +3099,7 @@ const file_cluster_proto_rawDesc = "" +
 	"partitions\"F\n" +
 	"\x10HeartbeatRequest\x12\x1b\n" +
 	"\tsender_id\x18\x01 \x01(\tR\bsenderId\x12\x15\n" +
-	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"\xfe\x01\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"\xa1\x03\n" +
 	"\x1cTaskManagerHeartbeatResponse\x124\n" +
 	"\vslot_report\x18\x01 \x01(\v2\x13.gofl.v1.SlotReportR\n" +
 	"slotReport\x125\n" +
@@ -3000,7 +3107,11 @@ const file_cluster_proto_rawDesc = "" +
 	"\ametrics\x18\x03 \x03(\v2\x16.gofl.v1.TaskIOMetricsR\ametrics\x12?\n" +
 	"\n" +
 	"partitions\x18\x04 \x03(\v2\x1f.gofl.v1.ResultPartitionIDProtoR\n" +
-	"partitions\"J\n" +
+	"partitions\x12_\n" +
+	"\x0estatus_metrics\x18\x05 \x03(\v28.gofl.v1.TaskManagerHeartbeatResponse.StatusMetricsEntryR\rstatusMetrics\x1a@\n" +
+	"\x12StatusMetricsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"J\n" +
 	"\x1bDisconnectJobManagerRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
 	"\x05cause\x18\x02 \x01(\tR\x05cause\"\x1f\n" +
@@ -3053,7 +3164,7 @@ func file_cluster_proto_rawDescGZIP() []byte {
 }
 
 var file_cluster_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_cluster_proto_goTypes = []any{
 	(UserMetric_Type)(0),                    // 0: gofl.v1.UserMetric.Type
 	(*Ack)(nil),                             // 1: gofl.v1.Ack
@@ -3061,137 +3172,141 @@ var file_cluster_proto_goTypes = []any{
 	(*SlotStatus)(nil),                      // 3: gofl.v1.SlotStatus
 	(*SlotReport)(nil),                      // 4: gofl.v1.SlotReport
 	(*RegisterTaskExecutorRequest)(nil),     // 5: gofl.v1.RegisterTaskExecutorRequest
-	(*RegisterTaskExecutorResponse)(nil),    // 6: gofl.v1.RegisterTaskExecutorResponse
-	(*SendSlotReportRequest)(nil),           // 7: gofl.v1.SendSlotReportRequest
-	(*DisconnectTaskExecutorRequest)(nil),   // 8: gofl.v1.DisconnectTaskExecutorRequest
-	(*RegisterTaskManagerRequest)(nil),      // 9: gofl.v1.RegisterTaskManagerRequest
-	(*RegisterTaskManagerResponse)(nil),     // 10: gofl.v1.RegisterTaskManagerResponse
-	(*SlotOffer)(nil),                       // 11: gofl.v1.SlotOffer
-	(*OfferSlotsRequest)(nil),               // 12: gofl.v1.OfferSlotsRequest
-	(*OfferSlotsResponse)(nil),              // 13: gofl.v1.OfferSlotsResponse
-	(*FailureInfo)(nil),                     // 14: gofl.v1.FailureInfo
-	(*TaskIOMetrics)(nil),                   // 15: gofl.v1.TaskIOMetrics
-	(*UserMetric)(nil),                      // 16: gofl.v1.UserMetric
-	(*HistogramStatistics)(nil),             // 17: gofl.v1.HistogramStatistics
-	(*UpdateTaskExecutionStateRequest)(nil), // 18: gofl.v1.UpdateTaskExecutionStateRequest
-	(*DisconnectTaskManagerRequest)(nil),    // 19: gofl.v1.DisconnectTaskManagerRequest
-	(*GetBlobRequest)(nil),                  // 20: gofl.v1.GetBlobRequest
-	(*GetBlobResponse)(nil),                 // 21: gofl.v1.GetBlobResponse
-	(*ReportPartitionsLostRequest)(nil),     // 22: gofl.v1.ReportPartitionsLostRequest
-	(*AcknowledgeCheckpointRequest)(nil),    // 23: gofl.v1.AcknowledgeCheckpointRequest
-	(*DeclineCheckpointRequest)(nil),        // 24: gofl.v1.DeclineCheckpointRequest
-	(*TriggerCheckpointRequest)(nil),        // 25: gofl.v1.TriggerCheckpointRequest
-	(*NotifyCheckpointRequest)(nil),         // 26: gofl.v1.NotifyCheckpointRequest
-	(*RunnerCheckpointReport)(nil),          // 27: gofl.v1.RunnerCheckpointReport
-	(*WatchCheckpointsRequest)(nil),         // 28: gofl.v1.WatchCheckpointsRequest
-	(*OperatorEventRequest)(nil),            // 29: gofl.v1.OperatorEventRequest
-	(*RequestSlotRequest)(nil),              // 30: gofl.v1.RequestSlotRequest
-	(*SubmitTaskRequest)(nil),               // 31: gofl.v1.SubmitTaskRequest
-	(*CancelTaskRequest)(nil),               // 32: gofl.v1.CancelTaskRequest
-	(*CancelTaskResponse)(nil),              // 33: gofl.v1.CancelTaskResponse
-	(*FreeSlotRequest)(nil),                 // 34: gofl.v1.FreeSlotRequest
-	(*ResultPartitionIDProto)(nil),          // 35: gofl.v1.ResultPartitionIDProto
-	(*ReleasePartitionsRequest)(nil),        // 36: gofl.v1.ReleasePartitionsRequest
-	(*HeartbeatRequest)(nil),                // 37: gofl.v1.HeartbeatRequest
-	(*TaskManagerHeartbeatResponse)(nil),    // 38: gofl.v1.TaskManagerHeartbeatResponse
-	(*DisconnectJobManagerRequest)(nil),     // 39: gofl.v1.DisconnectJobManagerRequest
-	(*BlobChunk)(nil),                       // 40: gofl.v1.BlobChunk
-	(*GetBlobByKeyRequest)(nil),             // 41: gofl.v1.GetBlobByKeyRequest
-	nil,                                     // 42: gofl.v1.UpdateTaskExecutionStateRequest.AccumulatorsEntry
-	(*ExecutionAttemptID)(nil),              // 43: gofl.v1.ExecutionAttemptID
-	(*OperatorSubtaskStateHandle)(nil),      // 44: gofl.v1.OperatorSubtaskStateHandle
-	(*CheckpointMetrics)(nil),               // 45: gofl.v1.CheckpointMetrics
-	(*CheckpointOptions)(nil),               // 46: gofl.v1.CheckpointOptions
-	(*TaskDeploymentDescriptor)(nil),        // 47: gofl.v1.TaskDeploymentDescriptor
+	(*TaskManagerHardware)(nil),             // 6: gofl.v1.TaskManagerHardware
+	(*RegisterTaskExecutorResponse)(nil),    // 7: gofl.v1.RegisterTaskExecutorResponse
+	(*SendSlotReportRequest)(nil),           // 8: gofl.v1.SendSlotReportRequest
+	(*DisconnectTaskExecutorRequest)(nil),   // 9: gofl.v1.DisconnectTaskExecutorRequest
+	(*RegisterTaskManagerRequest)(nil),      // 10: gofl.v1.RegisterTaskManagerRequest
+	(*RegisterTaskManagerResponse)(nil),     // 11: gofl.v1.RegisterTaskManagerResponse
+	(*SlotOffer)(nil),                       // 12: gofl.v1.SlotOffer
+	(*OfferSlotsRequest)(nil),               // 13: gofl.v1.OfferSlotsRequest
+	(*OfferSlotsResponse)(nil),              // 14: gofl.v1.OfferSlotsResponse
+	(*FailureInfo)(nil),                     // 15: gofl.v1.FailureInfo
+	(*TaskIOMetrics)(nil),                   // 16: gofl.v1.TaskIOMetrics
+	(*UserMetric)(nil),                      // 17: gofl.v1.UserMetric
+	(*HistogramStatistics)(nil),             // 18: gofl.v1.HistogramStatistics
+	(*UpdateTaskExecutionStateRequest)(nil), // 19: gofl.v1.UpdateTaskExecutionStateRequest
+	(*DisconnectTaskManagerRequest)(nil),    // 20: gofl.v1.DisconnectTaskManagerRequest
+	(*GetBlobRequest)(nil),                  // 21: gofl.v1.GetBlobRequest
+	(*GetBlobResponse)(nil),                 // 22: gofl.v1.GetBlobResponse
+	(*ReportPartitionsLostRequest)(nil),     // 23: gofl.v1.ReportPartitionsLostRequest
+	(*AcknowledgeCheckpointRequest)(nil),    // 24: gofl.v1.AcknowledgeCheckpointRequest
+	(*DeclineCheckpointRequest)(nil),        // 25: gofl.v1.DeclineCheckpointRequest
+	(*TriggerCheckpointRequest)(nil),        // 26: gofl.v1.TriggerCheckpointRequest
+	(*NotifyCheckpointRequest)(nil),         // 27: gofl.v1.NotifyCheckpointRequest
+	(*RunnerCheckpointReport)(nil),          // 28: gofl.v1.RunnerCheckpointReport
+	(*WatchCheckpointsRequest)(nil),         // 29: gofl.v1.WatchCheckpointsRequest
+	(*OperatorEventRequest)(nil),            // 30: gofl.v1.OperatorEventRequest
+	(*RequestSlotRequest)(nil),              // 31: gofl.v1.RequestSlotRequest
+	(*SubmitTaskRequest)(nil),               // 32: gofl.v1.SubmitTaskRequest
+	(*CancelTaskRequest)(nil),               // 33: gofl.v1.CancelTaskRequest
+	(*CancelTaskResponse)(nil),              // 34: gofl.v1.CancelTaskResponse
+	(*FreeSlotRequest)(nil),                 // 35: gofl.v1.FreeSlotRequest
+	(*ResultPartitionIDProto)(nil),          // 36: gofl.v1.ResultPartitionIDProto
+	(*ReleasePartitionsRequest)(nil),        // 37: gofl.v1.ReleasePartitionsRequest
+	(*HeartbeatRequest)(nil),                // 38: gofl.v1.HeartbeatRequest
+	(*TaskManagerHeartbeatResponse)(nil),    // 39: gofl.v1.TaskManagerHeartbeatResponse
+	(*DisconnectJobManagerRequest)(nil),     // 40: gofl.v1.DisconnectJobManagerRequest
+	(*BlobChunk)(nil),                       // 41: gofl.v1.BlobChunk
+	(*GetBlobByKeyRequest)(nil),             // 42: gofl.v1.GetBlobByKeyRequest
+	nil,                                     // 43: gofl.v1.UpdateTaskExecutionStateRequest.AccumulatorsEntry
+	nil,                                     // 44: gofl.v1.TaskManagerHeartbeatResponse.StatusMetricsEntry
+	(*ExecutionAttemptID)(nil),              // 45: gofl.v1.ExecutionAttemptID
+	(*OperatorSubtaskStateHandle)(nil),      // 46: gofl.v1.OperatorSubtaskStateHandle
+	(*CheckpointMetrics)(nil),               // 47: gofl.v1.CheckpointMetrics
+	(*CheckpointOptions)(nil),               // 48: gofl.v1.CheckpointOptions
+	(*TaskDeploymentDescriptor)(nil),        // 49: gofl.v1.TaskDeploymentDescriptor
 }
 var file_cluster_proto_depIdxs = []int32{
 	3,  // 0: gofl.v1.SlotReport.slots:type_name -> gofl.v1.SlotStatus
 	2,  // 1: gofl.v1.RegisterTaskExecutorRequest.location:type_name -> gofl.v1.TaskManagerLocation
-	4,  // 2: gofl.v1.SendSlotReportRequest.slot_report:type_name -> gofl.v1.SlotReport
-	2,  // 3: gofl.v1.RegisterTaskManagerRequest.location:type_name -> gofl.v1.TaskManagerLocation
-	11, // 4: gofl.v1.OfferSlotsRequest.slots:type_name -> gofl.v1.SlotOffer
-	43, // 5: gofl.v1.TaskIOMetrics.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	16, // 6: gofl.v1.TaskIOMetrics.user_metrics:type_name -> gofl.v1.UserMetric
-	0,  // 7: gofl.v1.UserMetric.type:type_name -> gofl.v1.UserMetric.Type
-	17, // 8: gofl.v1.UserMetric.histogram:type_name -> gofl.v1.HistogramStatistics
-	43, // 9: gofl.v1.UpdateTaskExecutionStateRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	14, // 10: gofl.v1.UpdateTaskExecutionStateRequest.failure:type_name -> gofl.v1.FailureInfo
-	15, // 11: gofl.v1.UpdateTaskExecutionStateRequest.metrics:type_name -> gofl.v1.TaskIOMetrics
-	42, // 12: gofl.v1.UpdateTaskExecutionStateRequest.accumulators:type_name -> gofl.v1.UpdateTaskExecutionStateRequest.AccumulatorsEntry
-	35, // 13: gofl.v1.ReportPartitionsLostRequest.partitions:type_name -> gofl.v1.ResultPartitionIDProto
-	43, // 14: gofl.v1.AcknowledgeCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	44, // 15: gofl.v1.AcknowledgeCheckpointRequest.operators:type_name -> gofl.v1.OperatorSubtaskStateHandle
-	45, // 16: gofl.v1.AcknowledgeCheckpointRequest.metrics:type_name -> gofl.v1.CheckpointMetrics
-	43, // 17: gofl.v1.DeclineCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	14, // 18: gofl.v1.DeclineCheckpointRequest.reason:type_name -> gofl.v1.FailureInfo
-	43, // 19: gofl.v1.TriggerCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	46, // 20: gofl.v1.TriggerCheckpointRequest.options:type_name -> gofl.v1.CheckpointOptions
-	43, // 21: gofl.v1.NotifyCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	23, // 22: gofl.v1.RunnerCheckpointReport.acknowledge:type_name -> gofl.v1.AcknowledgeCheckpointRequest
-	24, // 23: gofl.v1.RunnerCheckpointReport.decline:type_name -> gofl.v1.DeclineCheckpointRequest
-	29, // 24: gofl.v1.RunnerCheckpointReport.operator_event:type_name -> gofl.v1.OperatorEventRequest
-	43, // 25: gofl.v1.OperatorEventRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	47, // 26: gofl.v1.SubmitTaskRequest.tdd:type_name -> gofl.v1.TaskDeploymentDescriptor
-	43, // 27: gofl.v1.CancelTaskRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	43, // 28: gofl.v1.ResultPartitionIDProto.producer:type_name -> gofl.v1.ExecutionAttemptID
-	35, // 29: gofl.v1.ReleasePartitionsRequest.partitions:type_name -> gofl.v1.ResultPartitionIDProto
-	4,  // 30: gofl.v1.TaskManagerHeartbeatResponse.slot_report:type_name -> gofl.v1.SlotReport
-	43, // 31: gofl.v1.TaskManagerHeartbeatResponse.running:type_name -> gofl.v1.ExecutionAttemptID
-	15, // 32: gofl.v1.TaskManagerHeartbeatResponse.metrics:type_name -> gofl.v1.TaskIOMetrics
-	35, // 33: gofl.v1.TaskManagerHeartbeatResponse.partitions:type_name -> gofl.v1.ResultPartitionIDProto
-	5,  // 34: gofl.v1.ResourceManagerService.RegisterTaskExecutor:input_type -> gofl.v1.RegisterTaskExecutorRequest
-	7,  // 35: gofl.v1.ResourceManagerService.SendSlotReport:input_type -> gofl.v1.SendSlotReportRequest
-	8,  // 36: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:input_type -> gofl.v1.DisconnectTaskExecutorRequest
-	9,  // 37: gofl.v1.JobMasterService.RegisterTaskManager:input_type -> gofl.v1.RegisterTaskManagerRequest
-	12, // 38: gofl.v1.JobMasterService.OfferSlots:input_type -> gofl.v1.OfferSlotsRequest
-	18, // 39: gofl.v1.JobMasterService.UpdateTaskExecutionState:input_type -> gofl.v1.UpdateTaskExecutionStateRequest
-	19, // 40: gofl.v1.JobMasterService.DisconnectTaskManager:input_type -> gofl.v1.DisconnectTaskManagerRequest
-	20, // 41: gofl.v1.JobMasterService.GetBlob:input_type -> gofl.v1.GetBlobRequest
-	22, // 42: gofl.v1.JobMasterService.ReportPartitionsLost:input_type -> gofl.v1.ReportPartitionsLostRequest
-	23, // 43: gofl.v1.JobMasterService.AcknowledgeCheckpoint:input_type -> gofl.v1.AcknowledgeCheckpointRequest
-	24, // 44: gofl.v1.JobMasterService.DeclineCheckpoint:input_type -> gofl.v1.DeclineCheckpointRequest
-	29, // 45: gofl.v1.JobMasterService.SendOperatorEventToCoordinator:input_type -> gofl.v1.OperatorEventRequest
-	30, // 46: gofl.v1.TaskExecutorService.RequestSlot:input_type -> gofl.v1.RequestSlotRequest
-	31, // 47: gofl.v1.TaskExecutorService.SubmitTask:input_type -> gofl.v1.SubmitTaskRequest
-	32, // 48: gofl.v1.TaskExecutorService.CancelTask:input_type -> gofl.v1.CancelTaskRequest
-	34, // 49: gofl.v1.TaskExecutorService.FreeSlot:input_type -> gofl.v1.FreeSlotRequest
-	36, // 50: gofl.v1.TaskExecutorService.ReleasePartitions:input_type -> gofl.v1.ReleasePartitionsRequest
-	37, // 51: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:input_type -> gofl.v1.HeartbeatRequest
-	37, // 52: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:input_type -> gofl.v1.HeartbeatRequest
-	39, // 53: gofl.v1.TaskExecutorService.DisconnectJobManager:input_type -> gofl.v1.DisconnectJobManagerRequest
-	25, // 54: gofl.v1.TaskExecutorService.TriggerCheckpoint:input_type -> gofl.v1.TriggerCheckpointRequest
-	26, // 55: gofl.v1.TaskExecutorService.NotifyCheckpoint:input_type -> gofl.v1.NotifyCheckpointRequest
-	29, // 56: gofl.v1.TaskExecutorService.SendOperatorEventToTask:input_type -> gofl.v1.OperatorEventRequest
-	41, // 57: gofl.v1.BlobService.GetBlobByKey:input_type -> gofl.v1.GetBlobByKeyRequest
-	6,  // 58: gofl.v1.ResourceManagerService.RegisterTaskExecutor:output_type -> gofl.v1.RegisterTaskExecutorResponse
-	1,  // 59: gofl.v1.ResourceManagerService.SendSlotReport:output_type -> gofl.v1.Ack
-	1,  // 60: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:output_type -> gofl.v1.Ack
-	10, // 61: gofl.v1.JobMasterService.RegisterTaskManager:output_type -> gofl.v1.RegisterTaskManagerResponse
-	13, // 62: gofl.v1.JobMasterService.OfferSlots:output_type -> gofl.v1.OfferSlotsResponse
-	1,  // 63: gofl.v1.JobMasterService.UpdateTaskExecutionState:output_type -> gofl.v1.Ack
-	1,  // 64: gofl.v1.JobMasterService.DisconnectTaskManager:output_type -> gofl.v1.Ack
-	21, // 65: gofl.v1.JobMasterService.GetBlob:output_type -> gofl.v1.GetBlobResponse
-	1,  // 66: gofl.v1.JobMasterService.ReportPartitionsLost:output_type -> gofl.v1.Ack
-	1,  // 67: gofl.v1.JobMasterService.AcknowledgeCheckpoint:output_type -> gofl.v1.Ack
-	1,  // 68: gofl.v1.JobMasterService.DeclineCheckpoint:output_type -> gofl.v1.Ack
-	1,  // 69: gofl.v1.JobMasterService.SendOperatorEventToCoordinator:output_type -> gofl.v1.Ack
-	1,  // 70: gofl.v1.TaskExecutorService.RequestSlot:output_type -> gofl.v1.Ack
-	1,  // 71: gofl.v1.TaskExecutorService.SubmitTask:output_type -> gofl.v1.Ack
-	33, // 72: gofl.v1.TaskExecutorService.CancelTask:output_type -> gofl.v1.CancelTaskResponse
-	1,  // 73: gofl.v1.TaskExecutorService.FreeSlot:output_type -> gofl.v1.Ack
-	1,  // 74: gofl.v1.TaskExecutorService.ReleasePartitions:output_type -> gofl.v1.Ack
-	38, // 75: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
-	38, // 76: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
-	1,  // 77: gofl.v1.TaskExecutorService.DisconnectJobManager:output_type -> gofl.v1.Ack
-	1,  // 78: gofl.v1.TaskExecutorService.TriggerCheckpoint:output_type -> gofl.v1.Ack
-	1,  // 79: gofl.v1.TaskExecutorService.NotifyCheckpoint:output_type -> gofl.v1.Ack
-	1,  // 80: gofl.v1.TaskExecutorService.SendOperatorEventToTask:output_type -> gofl.v1.Ack
-	40, // 81: gofl.v1.BlobService.GetBlobByKey:output_type -> gofl.v1.BlobChunk
-	58, // [58:82] is the sub-list for method output_type
-	34, // [34:58] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	6,  // 2: gofl.v1.RegisterTaskExecutorRequest.hardware:type_name -> gofl.v1.TaskManagerHardware
+	4,  // 3: gofl.v1.SendSlotReportRequest.slot_report:type_name -> gofl.v1.SlotReport
+	2,  // 4: gofl.v1.RegisterTaskManagerRequest.location:type_name -> gofl.v1.TaskManagerLocation
+	12, // 5: gofl.v1.OfferSlotsRequest.slots:type_name -> gofl.v1.SlotOffer
+	45, // 6: gofl.v1.TaskIOMetrics.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	17, // 7: gofl.v1.TaskIOMetrics.user_metrics:type_name -> gofl.v1.UserMetric
+	0,  // 8: gofl.v1.UserMetric.type:type_name -> gofl.v1.UserMetric.Type
+	18, // 9: gofl.v1.UserMetric.histogram:type_name -> gofl.v1.HistogramStatistics
+	45, // 10: gofl.v1.UpdateTaskExecutionStateRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	15, // 11: gofl.v1.UpdateTaskExecutionStateRequest.failure:type_name -> gofl.v1.FailureInfo
+	16, // 12: gofl.v1.UpdateTaskExecutionStateRequest.metrics:type_name -> gofl.v1.TaskIOMetrics
+	43, // 13: gofl.v1.UpdateTaskExecutionStateRequest.accumulators:type_name -> gofl.v1.UpdateTaskExecutionStateRequest.AccumulatorsEntry
+	36, // 14: gofl.v1.ReportPartitionsLostRequest.partitions:type_name -> gofl.v1.ResultPartitionIDProto
+	45, // 15: gofl.v1.AcknowledgeCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	46, // 16: gofl.v1.AcknowledgeCheckpointRequest.operators:type_name -> gofl.v1.OperatorSubtaskStateHandle
+	47, // 17: gofl.v1.AcknowledgeCheckpointRequest.metrics:type_name -> gofl.v1.CheckpointMetrics
+	45, // 18: gofl.v1.DeclineCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	15, // 19: gofl.v1.DeclineCheckpointRequest.reason:type_name -> gofl.v1.FailureInfo
+	45, // 20: gofl.v1.TriggerCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	48, // 21: gofl.v1.TriggerCheckpointRequest.options:type_name -> gofl.v1.CheckpointOptions
+	45, // 22: gofl.v1.NotifyCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	24, // 23: gofl.v1.RunnerCheckpointReport.acknowledge:type_name -> gofl.v1.AcknowledgeCheckpointRequest
+	25, // 24: gofl.v1.RunnerCheckpointReport.decline:type_name -> gofl.v1.DeclineCheckpointRequest
+	30, // 25: gofl.v1.RunnerCheckpointReport.operator_event:type_name -> gofl.v1.OperatorEventRequest
+	45, // 26: gofl.v1.OperatorEventRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	49, // 27: gofl.v1.SubmitTaskRequest.tdd:type_name -> gofl.v1.TaskDeploymentDescriptor
+	45, // 28: gofl.v1.CancelTaskRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	45, // 29: gofl.v1.ResultPartitionIDProto.producer:type_name -> gofl.v1.ExecutionAttemptID
+	36, // 30: gofl.v1.ReleasePartitionsRequest.partitions:type_name -> gofl.v1.ResultPartitionIDProto
+	4,  // 31: gofl.v1.TaskManagerHeartbeatResponse.slot_report:type_name -> gofl.v1.SlotReport
+	45, // 32: gofl.v1.TaskManagerHeartbeatResponse.running:type_name -> gofl.v1.ExecutionAttemptID
+	16, // 33: gofl.v1.TaskManagerHeartbeatResponse.metrics:type_name -> gofl.v1.TaskIOMetrics
+	36, // 34: gofl.v1.TaskManagerHeartbeatResponse.partitions:type_name -> gofl.v1.ResultPartitionIDProto
+	44, // 35: gofl.v1.TaskManagerHeartbeatResponse.status_metrics:type_name -> gofl.v1.TaskManagerHeartbeatResponse.StatusMetricsEntry
+	5,  // 36: gofl.v1.ResourceManagerService.RegisterTaskExecutor:input_type -> gofl.v1.RegisterTaskExecutorRequest
+	8,  // 37: gofl.v1.ResourceManagerService.SendSlotReport:input_type -> gofl.v1.SendSlotReportRequest
+	9,  // 38: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:input_type -> gofl.v1.DisconnectTaskExecutorRequest
+	10, // 39: gofl.v1.JobMasterService.RegisterTaskManager:input_type -> gofl.v1.RegisterTaskManagerRequest
+	13, // 40: gofl.v1.JobMasterService.OfferSlots:input_type -> gofl.v1.OfferSlotsRequest
+	19, // 41: gofl.v1.JobMasterService.UpdateTaskExecutionState:input_type -> gofl.v1.UpdateTaskExecutionStateRequest
+	20, // 42: gofl.v1.JobMasterService.DisconnectTaskManager:input_type -> gofl.v1.DisconnectTaskManagerRequest
+	21, // 43: gofl.v1.JobMasterService.GetBlob:input_type -> gofl.v1.GetBlobRequest
+	23, // 44: gofl.v1.JobMasterService.ReportPartitionsLost:input_type -> gofl.v1.ReportPartitionsLostRequest
+	24, // 45: gofl.v1.JobMasterService.AcknowledgeCheckpoint:input_type -> gofl.v1.AcknowledgeCheckpointRequest
+	25, // 46: gofl.v1.JobMasterService.DeclineCheckpoint:input_type -> gofl.v1.DeclineCheckpointRequest
+	30, // 47: gofl.v1.JobMasterService.SendOperatorEventToCoordinator:input_type -> gofl.v1.OperatorEventRequest
+	31, // 48: gofl.v1.TaskExecutorService.RequestSlot:input_type -> gofl.v1.RequestSlotRequest
+	32, // 49: gofl.v1.TaskExecutorService.SubmitTask:input_type -> gofl.v1.SubmitTaskRequest
+	33, // 50: gofl.v1.TaskExecutorService.CancelTask:input_type -> gofl.v1.CancelTaskRequest
+	35, // 51: gofl.v1.TaskExecutorService.FreeSlot:input_type -> gofl.v1.FreeSlotRequest
+	37, // 52: gofl.v1.TaskExecutorService.ReleasePartitions:input_type -> gofl.v1.ReleasePartitionsRequest
+	38, // 53: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:input_type -> gofl.v1.HeartbeatRequest
+	38, // 54: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:input_type -> gofl.v1.HeartbeatRequest
+	40, // 55: gofl.v1.TaskExecutorService.DisconnectJobManager:input_type -> gofl.v1.DisconnectJobManagerRequest
+	26, // 56: gofl.v1.TaskExecutorService.TriggerCheckpoint:input_type -> gofl.v1.TriggerCheckpointRequest
+	27, // 57: gofl.v1.TaskExecutorService.NotifyCheckpoint:input_type -> gofl.v1.NotifyCheckpointRequest
+	30, // 58: gofl.v1.TaskExecutorService.SendOperatorEventToTask:input_type -> gofl.v1.OperatorEventRequest
+	42, // 59: gofl.v1.BlobService.GetBlobByKey:input_type -> gofl.v1.GetBlobByKeyRequest
+	7,  // 60: gofl.v1.ResourceManagerService.RegisterTaskExecutor:output_type -> gofl.v1.RegisterTaskExecutorResponse
+	1,  // 61: gofl.v1.ResourceManagerService.SendSlotReport:output_type -> gofl.v1.Ack
+	1,  // 62: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:output_type -> gofl.v1.Ack
+	11, // 63: gofl.v1.JobMasterService.RegisterTaskManager:output_type -> gofl.v1.RegisterTaskManagerResponse
+	14, // 64: gofl.v1.JobMasterService.OfferSlots:output_type -> gofl.v1.OfferSlotsResponse
+	1,  // 65: gofl.v1.JobMasterService.UpdateTaskExecutionState:output_type -> gofl.v1.Ack
+	1,  // 66: gofl.v1.JobMasterService.DisconnectTaskManager:output_type -> gofl.v1.Ack
+	22, // 67: gofl.v1.JobMasterService.GetBlob:output_type -> gofl.v1.GetBlobResponse
+	1,  // 68: gofl.v1.JobMasterService.ReportPartitionsLost:output_type -> gofl.v1.Ack
+	1,  // 69: gofl.v1.JobMasterService.AcknowledgeCheckpoint:output_type -> gofl.v1.Ack
+	1,  // 70: gofl.v1.JobMasterService.DeclineCheckpoint:output_type -> gofl.v1.Ack
+	1,  // 71: gofl.v1.JobMasterService.SendOperatorEventToCoordinator:output_type -> gofl.v1.Ack
+	1,  // 72: gofl.v1.TaskExecutorService.RequestSlot:output_type -> gofl.v1.Ack
+	1,  // 73: gofl.v1.TaskExecutorService.SubmitTask:output_type -> gofl.v1.Ack
+	34, // 74: gofl.v1.TaskExecutorService.CancelTask:output_type -> gofl.v1.CancelTaskResponse
+	1,  // 75: gofl.v1.TaskExecutorService.FreeSlot:output_type -> gofl.v1.Ack
+	1,  // 76: gofl.v1.TaskExecutorService.ReleasePartitions:output_type -> gofl.v1.Ack
+	39, // 77: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
+	39, // 78: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
+	1,  // 79: gofl.v1.TaskExecutorService.DisconnectJobManager:output_type -> gofl.v1.Ack
+	1,  // 80: gofl.v1.TaskExecutorService.TriggerCheckpoint:output_type -> gofl.v1.Ack
+	1,  // 81: gofl.v1.TaskExecutorService.NotifyCheckpoint:output_type -> gofl.v1.Ack
+	1,  // 82: gofl.v1.TaskExecutorService.SendOperatorEventToTask:output_type -> gofl.v1.Ack
+	41, // 83: gofl.v1.BlobService.GetBlobByKey:output_type -> gofl.v1.BlobChunk
+	60, // [60:84] is the sub-list for method output_type
+	36, // [36:60] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_cluster_proto_init() }
@@ -3201,7 +3316,7 @@ func file_cluster_proto_init() {
 	}
 	file_deployment_proto_init()
 	file_checkpoint_proto_init()
-	file_cluster_proto_msgTypes[26].OneofWrappers = []any{
+	file_cluster_proto_msgTypes[27].OneofWrappers = []any{
 		(*RunnerCheckpointReport_Acknowledge)(nil),
 		(*RunnerCheckpointReport_Decline)(nil),
 		(*RunnerCheckpointReport_OperatorEvent)(nil),
@@ -3212,7 +3327,7 @@ func file_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cluster_proto_rawDesc), len(file_cluster_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   42,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   4,
 		},
