@@ -57,6 +57,13 @@ bench-wordcount:
 bench-deploy:
 	GO=$(GO) scripts/bench-deploy.sh
 
+# The cost of metrics reporting on wordcount throughput: the end-to-end
+# wordcount with reporting off then on (Prometheus reporters scraped every
+# second, REST vertex metrics polled), one paired run per parallelism.
+.PHONY: bench-metrics
+bench-metrics:
+	GOFL_BENCH_METRICS=compare GOFL_BENCH_WORDCOUNT_MB=$(or $(MB),100) $(GO) test -run '^$$' -bench '^BenchmarkWordcountEndToEnd$$' -benchtime 1x -count $(or $(BENCH_COUNT),1) -timeout 30m ./jobmanager/
+
 .PHONY: bench-throughput
 bench-throughput:
 	$(GO) test -run '^$$' -bench '^BenchmarkChainedMapFilter$$' -benchmem -benchtime 2s -count $(or $(BENCH_COUNT),5) ./stream/

@@ -66,8 +66,7 @@ func (c jobManagerCollector) Collect(ch chan<- prometheus.Metric) {
 // cannot bind fails the JobManager.
 func (j *JobManager) startMetrics(ctx context.Context, c *conf.Configuration, d func() rest.Dispatcher, log zerolog.Logger) {
 	host := conf.JobManagerRPCAddress.Get(c)
-	reg := metrics.NewRegistry(metrics.JobManagerScope, prometheus.Labels{"host": host})
-	reg.MustRegister(jobManagerCollector{d})
+	reg := metrics.NewRegistry(metrics.JobManagerScope, prometheus.Labels{"host": host}, jobManagerCollector{d})
 	j.run(func() {
 		servers, err := metrics.StartReporters(c, host, reg, log)
 		if err != nil {

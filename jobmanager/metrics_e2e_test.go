@@ -44,29 +44,8 @@ func TestPrometheusAndRESTMetrics(t *testing.T) {
 	c.waitFor(id, waitLimit, "RUNNING")
 	defer func() { _ = c.client.CancelJob(context.Background(), id) }()
 
-	// scrape reads every process listening on the range.
-	scrape := func() (jm map[string]*dto.MetricFamily, tms map[string]map[string]*dto.MetricFamily, err error) {
-		tms = map[string]map[string]*dto.MetricFamily{}
-		for p := base; p < base+20; p++ {
-			resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", p))
-			if err != nil {
-				continue
-			}
-			parser := expfmt.NewTextParser(model.UTF8Validation)
-			fams, perr := parser.TextToMetricFamilies(resp.Body)
-			resp.Body.Close()
-			if perr != nil {
-				return nil, nil, fmt.Errorf("port %d: %w", p, perr)
-			}
-			if _, ok := fams["flink_jobmanager_numRegisteredTaskManagers"]; ok {
-				jm = fams
-				continue
-			}
-			if f := fams["flink_taskmanager_Status_Go_Goroutines"]; f != nil {
-				tms[label(f.Metric[0], "tm_id")] = fams
-			}
-		}
-		return jm, tms, nil
+	scrape := func() (map[string]*dto.MetricFamily, map[string]map[string]*dto.MetricFamily, error) {
+		return scrapeRange(base, 20)
 	}
 	c.eventually(2*waitLimit, func() error {
 		jm, tms, err := scrape()
@@ -140,6 +119,33 @@ func TestPrometheusAndRESTMetrics(t *testing.T) {
 		return
 	}
 	t.Fatalf("no Format vertex in %v", det.Vertices)
+}
+
+// scrapeRange scrapes every process listening on the n ports from base
+// with Prometheus' parser: the JobManager's families, and each
+// TaskManager's by its tm_id.
+func scrapeRange(base, n int) (jm map[string]*dto.MetricFamily, tms map[string]map[string]*dto.MetricFamily, err error) {
+	tms = map[string]map[string]*dto.MetricFamily{}
+	for p := base; p < base+n; p++ {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", p))
+		if err != nil {
+			continue
+		}
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		fams, perr := parser.TextToMetricFamilies(resp.Body)
+		resp.Body.Close()
+		if perr != nil {
+			return nil, nil, fmt.Errorf("port %d: %w", p, perr)
+		}
+		if _, ok := fams["flink_jobmanager_numRegisteredTaskManagers"]; ok {
+			jm = fams
+			continue
+		}
+		if f := fams["flink_taskmanager_Status_Go_Goroutines"]; f != nil {
+			tms[label(f.Metric[0], "tm_id")] = fams
+		}
+	}
+	return jm, tms, nil
 }
 
 func restGet(t *testing.T, c *cluster, path string, v any) {

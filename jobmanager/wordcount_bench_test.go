@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gofl/gofl/client"
+	"github.com/gofl/gofl/conf"
 	"github.com/gofl/gofl/internal/tlsconf"
 )
 
@@ -24,6 +27,10 @@ import (
 // slots each) over generated text, from submission to FINISHED, and reports
 // the input rate and the peak RSS of every process.
 // GOFL_BENCH_WORDCOUNT_MB sets the input size (default 100).
+// GOFL_BENCH_METRICS: 1 runs with metrics reporting on (Flink's Prometheus
+// reporter on every process, each scraped every second, and the vertex
+// metrics polled over REST every second, as a dashboard does); compare runs
+// without and with it, paired (off then on) at each parallelism.
 func BenchmarkWordcountEndToEnd(b *testing.B) {
 	mb := 100
 	if v, err := strconv.Atoi(os.Getenv("GOFL_BENCH_WORDCOUNT_MB")); err == nil && v > 0 {
@@ -36,21 +43,31 @@ func BenchmarkWordcountEndToEnd(b *testing.B) {
 	if os.Getenv("GOFL_BENCH_INTERNAL_TLS") == "compare" {
 		sizes, modes = []int{mb, 1}, []bool{false, true}
 	}
+	metricsModes := []bool{os.Getenv("GOFL_BENCH_METRICS") == "1"}
+	if os.Getenv("GOFL_BENCH_METRICS") == "compare" {
+		metricsModes = []bool{false, true}
+	}
 	dir := b.TempDir()
 	for _, size := range sizes {
 		input := filepath.Join(dir, fmt.Sprintf("input-%d.txt", size))
 		words := writeText(b, input, size<<20)
 		for _, p := range []int{1, 4} {
 			for _, tls := range modes {
-				name := fmt.Sprintf("%dMB/p%d", size, p)
-				if len(modes) > 1 {
-					name += fmt.Sprintf("/tls=%v", tls)
-				}
-				b.Run(name, func(b *testing.B) {
-					for i := 0; i < b.N; i++ {
-						runWordcountOnce(b, input, filepath.Join(dir, fmt.Sprintf("out-%d-%d-%v-%d", size, p, tls, i)), p, size, words, tls)
+				for _, withMetrics := range metricsModes {
+					name := fmt.Sprintf("%dMB/p%d", size, p)
+					if len(modes) > 1 {
+						name += fmt.Sprintf("/tls=%v", tls)
 					}
-				})
+					if len(metricsModes) > 1 {
+						name += fmt.Sprintf("/metrics=%v", withMetrics)
+					}
+					b.Run(name, func(b *testing.B) {
+						for i := 0; i < b.N; i++ {
+							out := filepath.Join(dir, fmt.Sprintf("out-%d-%d-%v-%v-%d", size, p, tls, withMetrics, i))
+							runWordcountOnce(b, input, out, p, size, words, tls, withMetrics)
+						}
+					})
+				}
 			}
 		}
 	}
@@ -100,7 +117,7 @@ func freePort(b *testing.B) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func runWordcountOnce(b *testing.B, input, output string, p, mb int, words int64, internalTLS bool) {
+func runWordcountOnce(b *testing.B, input, output string, p, mb int, words int64, internalTLS, withMetrics bool) {
 	b.StopTimer()
 	rest, rpc := freePort(b), freePort(b)
 	logDir := b.TempDir()
@@ -138,6 +155,13 @@ func runWordcountOnce(b *testing.B, input, output string, p, mb int, words int64
 			k, v, _ := strings.Cut(e, "=")
 			common = append(common, "-D", "security.ssl.internal."+opt[k]+"="+v)
 		}
+	}
+	promBase := 0
+	if withMetrics {
+		// Below Nomad's dynamic ports and the ephemeral ones.
+		promBase = 10000 + rand.IntN(9980)
+		common = append(common, "-D", "metrics.reporter.prom.factory.class="+conf.PrometheusReporterFactory,
+			"-D", fmt.Sprintf("metrics.reporter.prom.port=%d-%d", promBase, promBase+9))
 	}
 	jm := start("jobmanager", append([]string{"jobmanager", "-D", "rest.port=" + strconv.Itoa(rest), "-D", "rest.address=127.0.0.1"}, common...)...)
 	tm1 := start("tm1", append([]string{"taskmanager", "-D", "taskmanager.numberOfTaskSlots=2", "-D", "taskmanager.rpc.port=0"}, common...)...)
@@ -199,6 +223,36 @@ func runWordcountOnce(b *testing.B, input, output string, p, mb int, words int64
 		}
 	}()
 
+	polled := make(chan struct{})
+	if !withMetrics {
+		close(polled)
+	} else {
+		// Scrape every process and poll the job's vertex metrics every
+		// second while the job runs.
+		go func() {
+			defer close(polled)
+			for {
+				_, _, _ = scrapeRange(promBase, 10)
+				if jobs, err := cl.JobsOverview(ctx); err == nil {
+					for _, j := range jobs.Jobs {
+						if det, err := cl.JobDetails(ctx, j.ID); err == nil {
+							for _, v := range det.Vertices {
+								if resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/jobs/%s/vertices/%s/metrics?get=0.numRecordsInPerSecond,0.currentInputWatermark", rest, j.ID, v.ID)); err == nil {
+									_, _ = io.Copy(io.Discard, resp.Body)
+									resp.Body.Close()
+								}
+							}
+						}
+					}
+				}
+				select {
+				case <-stop:
+					return
+				case <-time.After(time.Second):
+				}
+			}
+		}()
+	}
 	b.StartTimer()
 	began := time.Now()
 	run := exec.Command(goflBinary, "run", "-m", fmt.Sprintf("127.0.0.1:%d", rest), "-p", strconv.Itoa(p), wordcountBinary, "--input", input, "--output", output)
@@ -209,6 +263,7 @@ func runWordcountOnce(b *testing.B, input, output string, p, mb int, words int64
 	b.StopTimer()
 	close(stop)
 	<-sampled
+	<-polled
 
 	parts, _ := filepath.Glob(filepath.Join(output, "part-*"))
 	var total int64

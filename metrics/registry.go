@@ -17,11 +17,13 @@ const (
 // NewRegistry returns a registry with the process's Go runtime metrics
 // under flink_<scope>_Status_Go_* (Flink's Status.JVM.* for a Go
 // process), the standard process_* and go_* collectors, and labels on
-// every metric of the process (host, tm_id...).
-func NewRegistry(scope string, labels prometheus.Labels) *prometheus.Registry {
+// every metric of the process (host, tm_id...), on its Go status and on
+// the process's own collectors cs.
+func NewRegistry(scope string, labels prometheus.Labels, cs ...prometheus.Collector) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	wrapped := prometheus.WrapRegistererWith(labels, reg)
 	wrapped.MustRegister(&goStatus{prefix: Name(scope, "Status", "Go")})
+	wrapped.MustRegister(cs...)
 	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(collectors.NewGoCollector())
 	return reg
@@ -32,6 +34,18 @@ func NewRegistry(scope string, labels prometheus.Labels) *prometheus.Registry {
 // Name("taskmanager", "job", "task", "numRecordsIn").
 func Name(parts ...string) string {
 	return "flink_" + strings.Join(parts, "_")
+}
+
+// Sanitize turns a metric name into a valid Prometheus name part, as
+// Flink's PrometheusReporter: every character other than letters, digits,
+// ':' and '_' becomes '_'.
+func Sanitize(name string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '_' || r == ':' || ('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9') {
+			return r
+		}
+		return '_'
+	}, name)
 }
 
 // goStatus reports the Go runtime in Flink's Status group shape.
@@ -65,6 +79,34 @@ func GoStatus() map[string]float64 {
 		"Goroutines":            float64(runtime.NumGoroutine()),
 		"Threads":               float64(threads),
 	}
+}
+
+// jvmNames maps GoStatus names to the Flink Status.JVM metric a Flink
+// dashboard or alert reads for the same concern.
+// Go has no heap maximum: Heap.Max is all the memory the runtime obtained.
+var jvmNames = map[string]string{
+	"Memory.Heap.Used":      "Status.JVM.Memory.Heap.Used",
+	"Memory.Heap.Committed": "Status.JVM.Memory.Heap.Committed",
+	"Memory.Total":          "Status.JVM.Memory.Heap.Max",
+	"GC.Count":              "Status.JVM.GarbageCollector.Go.Count",
+	"GC.PauseTime":          "Status.JVM.GarbageCollector.Go.Time",
+	"Threads":               "Status.JVM.Threads.Count",
+}
+
+// FlinkStatus names a GoStatus for REST: each value as Status.Go.<name>
+// and, where Flink has one, under its Status.JVM name. Nil for nil.
+func FlinkStatus(goStatus map[string]float64) map[string]float64 {
+	if goStatus == nil {
+		return nil
+	}
+	out := make(map[string]float64, 2*len(goStatus))
+	for n, v := range goStatus {
+		out["Status.Go."+n] = v
+		if j, ok := jvmNames[n]; ok {
+			out[j] = v
+		}
+	}
+	return out
 }
 
 func (g *goStatus) desc(name string) *prometheus.Desc {

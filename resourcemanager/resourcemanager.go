@@ -25,6 +25,7 @@ import (
 	"github.com/gofl/gofl/internal/heartbeat"
 	"github.com/gofl/gofl/internal/mailbox"
 	"github.com/gofl/gofl/internal/outbox"
+	"github.com/gofl/gofl/metrics"
 	"github.com/gofl/gofl/providers"
 	"github.com/gofl/gofl/resourcemanager/gateway"
 	"github.com/gofl/gofl/rpc/pb"
@@ -195,6 +196,10 @@ type taskExecutor struct {
 	// again before the next tick, so an unreachable TaskExecutor is not
 	// called in a loop until its heartbeat timeout.
 	hbFailed bool
+	// hardware is what it registered with (nil: nothing); status its Go
+	// runtime status from the latest heartbeat.
+	hardware *pb.TaskManagerHardware
+	status   map[string]float64
 }
 
 type jobMaster struct {
@@ -482,14 +487,21 @@ func (rm *ResourceManager) info(te *taskExecutor) restapi.TaskManagerInfo {
 	if !reported {
 		total = te.numberOfSlots
 	}
-	return restapi.TaskManagerInfo{
+	info := restapi.TaskManagerInfo{
 		ID:                     te.resourceID,
 		Path:                   te.rpcAddress,
 		DataPort:               dataPort(te.dataAddress),
 		TimeSinceLastHeartbeat: te.lastHeartbeat.UnixMilli(),
 		SlotsNumber:            total,
 		FreeSlots:              free,
+		StatusMetrics:          metrics.FlinkStatus(te.status),
 	}
+	if h := te.hardware; h != nil {
+		info.Hardware = &restapi.HardwareDescription{CPUCores: int(h.CpuCores), PhysicalMemory: h.PhysicalMemory,
+			FreeMemory: h.FreeMemory, ManagedMemory: h.ManagedMemory}
+		info.MemoryConfiguration = &restapi.MemoryConfiguration{TotalProcessMemory: h.MemoryLimit}
+	}
+	return info
 }
 
 func dataPort(addr string) int {
@@ -544,6 +556,7 @@ func (rm *ResourceManager) registerTaskExecutor(req *pb.RegisterTaskExecutorRequ
 		lastHeartbeat: now,
 		closer:        closer,
 		client:        client,
+		hardware:      req.GetHardware(),
 	}
 	te.out = outbox.New("TaskExecutor "+te.resourceID, rm.mb, outbox.Config{
 		CallTimeout: rm.cfg.RPCTimeout,
@@ -861,6 +874,9 @@ func (rm *ResourceManager) heartbeatTaskExecutor(te *taskExecutor) {
 		te.hbFailed = false
 		now := rm.clk.Now()
 		te.lastHeartbeat = now
+		if st := resp.GetStatusMetrics(); st != nil {
+			te.status = st
+		}
 		rm.teHB.Seen(te.resourceID, now)
 		if resp.GetSlotReport() == nil {
 			rm.log.Warn().Str("resource_id", te.resourceID).Msg("heartbeat answer without a slot report")

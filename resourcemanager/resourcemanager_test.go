@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -685,7 +686,7 @@ func TestTaskManagersView(t *testing.T) {
 		t.Fatalf("timeSinceLastHeartbeat = %d, want the epoch millis of the last heartbeat, %d", got.TimeSinceLastHeartbeat, want)
 	}
 	one, err := c.rm.TaskManager(ctxT(t), "tm2")
-	if err != nil || one != tms[1] {
+	if err != nil || !reflect.DeepEqual(one, tms[1]) {
 		t.Fatalf("TaskManager(tm2) = %+v, %v; want %+v", one, err, tms[1])
 	}
 	if _, err := c.rm.TaskManager(ctxT(t), "nope"); !errors.Is(err, restapi.ErrTaskManagerNotFound) {

@@ -109,16 +109,22 @@ type clusterTask struct {
 type taskIO struct {
 	attempt *pb.ExecutionAttemptID
 	start   time.Time
-	mu      sync.Mutex
-	parts   []*network.ResultPartition
-	gates   []*network.InputGate
+	// user and watermarks are the task's metric group and watermark
+	// gauges, set before it runs.
+	user       *taskUserMetrics
+	watermarks *runtime.WatermarkGauges
+	mu         sync.Mutex
+	parts      []*network.ResultPartition
+	gates      []*network.InputGate
 }
 
 // metrics sums the counters of the task's partitions and gates. Idle time
 // is the longest any gate waited for data; busy time is the rest of the
 // task's run time that was neither idle nor back-pressured.
 func (tio *taskIO) metrics(now time.Time) *pb.TaskIOMetrics {
-	m := &pb.TaskIOMetrics{Attempt: tio.attempt}
+	m := &pb.TaskIOMetrics{Attempt: tio.attempt, StartTimestampMs: tio.start.UnixMilli(),
+		CurrentInputWatermark: tio.watermarks.Input(), CurrentOutputWatermark: tio.watermarks.Output(),
+		UserMetrics: tio.user.dump()}
 	tio.mu.Lock()
 	defer tio.mu.Unlock()
 	for _, p := range tio.parts {
@@ -178,7 +184,8 @@ func (ex *clusterExecutor) Submit(_ context.Context, req *pb.SubmitTaskRequest, 
 	}
 	key := attemptString(tdd.Attempt)
 	ctx, cancel := context.WithCancelCause(context.Background())
-	t := &clusterTask{cancel: cancel, io: taskIO{attempt: tdd.Attempt, start: time.Now()}, jobID: req.JobId, attempt: tdd.Attempt}
+	t := &clusterTask{cancel: cancel, io: taskIO{attempt: tdd.Attempt, start: time.Now(),
+		user: newTaskUserMetrics(), watermarks: runtime.NewWatermarkGauges()}, jobID: req.JobId, attempt: tdd.Attempt}
 	// Every task of a streaming job takes checkpoint messages, so a manual
 	// savepoint works with periodic checkpoints off.
 	if tdd.GetJobInformation().GetJobType() == pb.JobType_JOB_TYPE_STREAMING {
@@ -243,7 +250,8 @@ func (ex *clusterExecutor) runTask(ctx context.Context, req *pb.SubmitTaskReques
 	defer failWith(nil)
 	env := runtime.TaskEnv{SubtaskIndex: int(tdd.Attempt.SubtaskIndex), Parallelism: int(ti.NumberOfSubtasks), MaxParallelism: int(ti.MaxParallelism),
 		Accumulate:     func(name string, v []byte) { acc[name] = append(acc[name], v...) },
-		OperatorEvents: func(opID string) runtime.OperatorEventGateway { return ex.operatorGateway(t, opID) }}
+		OperatorEvents: func(opID string) runtime.OperatorEventGateway { return ex.operatorGateway(t, opID) },
+		Metrics:        tio.user, Watermarks: tio.watermarks}
 	tlog := ex.log.With().Str("attempt", attemptString(tdd.Attempt)).Logger()
 	var local *checkpointing.TaskLocalStateStore
 	if t.control != nil && localRecovery(tdd.GetJobInformation().GetConfig()) {

@@ -2,6 +2,7 @@ package taskmanager
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"time"
 
@@ -56,6 +57,39 @@ var taskMetricDefs = []taskMetric{
 	{"busyTimeMsPerSecond", "Milliseconds per second the task was busy.", prometheus.GaugeValue, func(m *pb.TaskIOMetrics) float64 { return m.BusyTimeMsPerSecond }},
 	{"backPressuredTimeMsPerSecond", "Milliseconds per second the task was back-pressured.", prometheus.GaugeValue, func(m *pb.TaskIOMetrics) float64 { return m.BackPressuredTimeMsPerSecond }},
 	{"idleTimeMsPerSecond", "Milliseconds per second the task was idle.", prometheus.GaugeValue, func(m *pb.TaskIOMetrics) float64 { return m.IdleTimeMsPerSecond }},
+	{"numRecordsInPerSecond", "Records received per second over the last minute.", prometheus.GaugeValue, func(m *pb.TaskIOMetrics) float64 { return m.NumRecordsInPerSecond }},
+	{"numRecordsOutPerSecond", "Records emitted per second over the last minute.", prometheus.GaugeValue, func(m *pb.TaskIOMetrics) float64 { return m.NumRecordsOutPerSecond }},
+	{"numBytesInPerSecond", "Bytes received per second over the last minute.", prometheus.GaugeValue, func(m *pb.TaskIOMetrics) float64 { return m.NumBytesInPerSecond }},
+	{"numBytesOutPerSecond", "Bytes emitted per second over the last minute.", prometheus.GaugeValue, func(m *pb.TaskIOMetrics) float64 { return m.NumBytesOutPerSecond }},
+	{"currentInputWatermark", "The task's combined input watermark, epoch ms.", prometheus.GaugeValue, func(m *pb.TaskIOMetrics) float64 { return float64(m.CurrentInputWatermark) }},
+	{"currentOutputWatermark", "The last watermark the task emitted, epoch ms.", prometheus.GaugeValue, func(m *pb.TaskIOMetrics) float64 { return float64(m.CurrentOutputWatermark) }},
+}
+
+// userLabels are the labels of Flink's operator scope.
+var userLabels = append(slices.Clone(taskLabels), "operator_name")
+
+// userDesc is the descriptor of a user metric: Flink's operator scope,
+// the name's invalid characters (the group dots) as "_".
+func userDesc(name string) *prometheus.Desc {
+	return prometheus.NewDesc(metrics.Name(metrics.TaskManagerScope, "job", "task", "operator", metrics.Sanitize(name)),
+		"User metric "+name+".", userLabels, nil)
+}
+
+// userMetric is a user metric as Prometheus': counters and gauges as
+// theirs, a histogram as a summary of its window's quantiles (its sum
+// is mean × count).
+func userMetric(u *pb.UserMetric, labels []string) (prometheus.Metric, error) {
+	labels = append(slices.Clone(labels), u.OperatorName)
+	switch u.Type {
+	case pb.UserMetric_TYPE_COUNTER:
+		return prometheus.NewConstMetric(userDesc(u.Name), prometheus.CounterValue, u.Value, labels...)
+	case pb.UserMetric_TYPE_HISTOGRAM:
+		h := u.Histogram
+		return prometheus.NewConstSummary(userDesc(u.Name), uint64(h.GetCount()), h.GetMean()*float64(h.GetCount()),
+			map[float64]float64{0.5: h.GetP50(), 0.95: h.GetP95(), 0.99: h.GetP99()}, labels...)
+	default:
+		return prometheus.NewConstMetric(userDesc(u.Name), prometheus.GaugeValue, u.Value, labels...)
+	}
 }
 
 func taskDesc(d taskMetric) *prometheus.Desc {
@@ -81,6 +115,11 @@ func (c taskCollector) Collect(ch chan<- prometheus.Metric) {
 			strconv.Itoa(int(a.GetSubtaskIndex())), strconv.Itoa(int(a.GetAttemptNumber()))}
 		for _, d := range taskMetricDefs {
 			ch <- prometheus.MustNewConstMetric(taskDesc(d), d.typ, d.value(t.Sample), labels...)
+		}
+		for _, u := range t.Sample.UserMetrics {
+			if m, err := userMetric(u, labels); err == nil {
+				ch <- m
+			}
 		}
 	}
 }

@@ -93,6 +93,7 @@ func (te *TaskExecutor) registerAtResourceManager(gen uint64) {
 		Location:        te.location(),
 		NumberOfSlots:   int32(len(te.slots)),
 		InstanceId:      te.instanceID,
+		Hardware:        hardware(),
 	}
 	client := rm.client
 	var resp *pb.RegisterTaskExecutorResponse

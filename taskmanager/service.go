@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/gofl/gofl/internal/mailbox"
+	"github.com/gofl/gofl/metrics"
 	"github.com/gofl/gofl/rpc/pb"
 )
 
@@ -84,13 +85,15 @@ func (s *service) DisconnectJobManager(ctx context.Context, req *pb.DisconnectJo
 	return ack(ctx, s.te, func() error { return s.te.disconnectJobManager(req) })
 }
 
-// HeartbeatFromResourceManager answers with the slot report. Only the
+// HeartbeatFromResourceManager answers with the slot report and the
+// process's Go runtime status. Only the
 // ResourceManager this TaskManager is registered at keeps it alive.
 func (s *service) HeartbeatFromResourceManager(ctx context.Context, req *pb.HeartbeatRequest) (*pb.TaskManagerHeartbeatResponse, error) {
 	te := s.te
+	goStatus := metrics.GoStatus() // off the mailbox: it stops the world briefly
 	return onMailbox(ctx, te, func() (*pb.TaskManagerHeartbeatResponse, error) {
 		te.resourceManagerHeartbeat(req.SenderId)
-		return &pb.TaskManagerHeartbeatResponse{SlotReport: te.slotReport()}, nil
+		return &pb.TaskManagerHeartbeatResponse{SlotReport: te.slotReport(), StatusMetrics: goStatus}, nil
 	})
 }
 

@@ -24,9 +24,16 @@ import (
 func TestDashboardInBrowser(t *testing.T) {
 	const token = "dashboard-secret-token"
 	d := resttest.NewDispatcher()
-	d.AddTaskManager(restapi.TaskManagerInfo{ID: "tm-1", Path: "127.0.0.1:6122", DataPort: 6121, SlotsNumber: 4, FreeSlots: 1})
+	d.AddTaskManager(restapi.TaskManagerInfo{ID: "tm-1", Path: "127.0.0.1:6122", DataPort: 6121, SlotsNumber: 4, FreeSlots: 1,
+		Hardware:            &restapi.HardwareDescription{CPUCores: 8, PhysicalMemory: 16 << 30, FreeMemory: 10 << 30},
+		MemoryConfiguration: &restapi.MemoryConfiguration{},
+		StatusMetrics:       map[string]float64{"Status.Go.Memory.Heap.Used": 3 << 20, "Status.Go.Goroutines": 42}})
 	id, err := d.SubmitJob(context.Background(), resttest.Wordcount(""))
 	if err != nil {
+		t.Fatal(err)
+	}
+	// Count's subtasks saw event time up to 2023-11-14 22:13:20 UTC.
+	if err := d.SetTaskMetrics(id, "count", map[string]float64{"currentInputWatermark": 1_700_000_000_000}); err != nil {
 		t.Fatal(err)
 	}
 	d.AddException(id, restapi.ExceptionEntry{ExceptionName: "TaskFailure", Stacktrace: "boom <b>not html</b>\n\tat count", Timestamp: 1,
@@ -76,14 +83,19 @@ func TestDashboardInBrowser(t *testing.T) {
 	if n := b.Count("#cancel-job"); n != 0 {
 		t.Errorf("a cancel button although web.cancel.enable is false")
 	}
+	b.WaitText(`#job-vertices [data-vertex-id="count"] .watermark`, "2023-11-14 22:13:20 UTC")
+	b.WaitText(`#job-subtasks details[data-vertex-id="count"] tbody tr[data-subtask="3"]`, "2023-11-14 22:13:20 UTC")
 	b.WaitText("#job-checkpoints", "No checkpoints")
 	b.Screenshot("job")
 
 	b.Go("#/taskmanagers")
 	b.WaitText(`#taskmanager-list [data-taskmanager-id="tm-1"]`, "127.0.0.1:6122")
+	b.WaitText(`#taskmanager-list [data-taskmanager-id="tm-1"]`, "16 GiB")
 	b.Screenshot("taskmanagers")
 	b.Go("#/taskmanager/tm-1")
 	b.WaitText("#taskmanager-details", "127.0.0.1:6122")
+	b.WaitText("#taskmanager-memory", "Physical memory")
+	b.WaitText("#taskmanager-memory", "3.0 MiB") // the heap in use
 	b.WaitText("#taskmanager-logs", "not served")
 	b.Screenshot("taskmanager")
 

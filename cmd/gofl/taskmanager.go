@@ -94,8 +94,7 @@ func startTaskManagerMetrics(cfg *conf.Configuration, host string, te *taskmanag
 	if host == "" {
 		host = taskmanager.DefaultHost
 	}
-	reg := metrics.NewRegistry(metrics.TaskManagerScope, prometheus.Labels{"host": host, "tm_id": te.ResourceID()})
-	reg.MustRegister(te.MetricsCollector())
+	reg := metrics.NewRegistry(metrics.TaskManagerScope, prometheus.Labels{"host": host, "tm_id": te.ResourceID()}, te.MetricsCollector())
 	servers, err := metrics.StartReporters(cfg, host, reg, log)
 	if err != nil {
 		return nil, fmt.Errorf("taskmanager: %w", err)

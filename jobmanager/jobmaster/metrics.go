@@ -66,6 +66,38 @@ func subtaskIO(state eg.ExecutionState, m *pb.TaskIOMetrics) restapi.IOMetricsIn
 	}
 }
 
+// taskMetrics are a subtask's metrics beyond its I/O counters by Flink's
+// names: the per-second rates, the watermarks, and the user metrics as
+// "<operator>.<name>" (histograms as Flink's MetricStore has them:
+// "<name>_count", "_min", "_max", "_mean", "_median", "_p95", "_p99").
+// Nil without a sample.
+func taskMetrics(m *pb.TaskIOMetrics) map[string]float64 {
+	if m == nil {
+		return nil
+	}
+	out := map[string]float64{
+		"numRecordsInPerSecond": m.NumRecordsInPerSecond, "numRecordsOutPerSecond": m.NumRecordsOutPerSecond,
+		"numBytesInPerSecond": m.NumBytesInPerSecond, "numBytesOutPerSecond": m.NumBytesOutPerSecond,
+		"currentInputWatermark": float64(m.CurrentInputWatermark), "currentOutputWatermark": float64(m.CurrentOutputWatermark),
+	}
+	for _, u := range m.UserMetrics {
+		name := u.Name
+		if u.OperatorName != "" {
+			name = u.OperatorName + "." + name
+		}
+		if u.Type != pb.UserMetric_TYPE_HISTOGRAM {
+			out[name] = u.Value
+			continue
+		}
+		h := u.Histogram
+		for suffix, v := range map[string]float64{"count": float64(h.GetCount()), "min": float64(h.GetMin()), "max": float64(h.GetMax()),
+			"mean": h.GetMean(), "median": h.GetP50(), "p95": h.GetP95(), "p99": h.GetP99()} {
+			out[name+"_"+suffix] = v
+		}
+	}
+	return out
+}
+
 // sumIO adds a subtask's metrics to a vertex's: counters add up, a vertex's
 // metrics are complete when every subtask's are.
 func sumIO(subtasks []restapi.IOMetricsInfo) restapi.IOMetricsInfo {

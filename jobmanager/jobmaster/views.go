@@ -109,7 +109,7 @@ func (jm *JobMaster) snapshot() Snapshot {
 			ios = append(ios, io)
 			samples = append(samples, subtaskSample{subtask: i, attempt: int(ex.Attempt), state: ex.State, m: m})
 			info.Subtasks = append(info.Subtasks, restapi.SubtaskInfo{Subtask: i, Status: ex.State.String(), Attempt: int(ex.Attempt),
-				Host: ex.Location.Host, TaskManagerID: ex.Location.ID, Metrics: io})
+				Host: ex.Location.Host, TaskManagerID: ex.Location.ID, Metrics: io, TaskMetrics: taskMetrics(m)})
 		}
 		info.BackPressure = backPressure(samples)
 		infos[info.ID] = info

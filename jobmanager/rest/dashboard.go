@@ -2,6 +2,7 @@ package rest
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -22,14 +23,21 @@ func (h *handler) dashboardRoutes() {
 	h.handle("GET /jobs/{jobid}/vertices/{vertexid}/watermarks", h.vertexWatermarks)
 }
 
-// vertexWatermarks is Flink's watermarks view: the subtasks'
-// currentInputWatermark metrics. The JobManager does not collect them yet,
-// so the list is empty, as Flink answers for a vertex without them.
+// vertexWatermarks is Flink's watermarks view: each subtask's
+// currentInputWatermark ([{"id": "0.currentInputWatermark", "value":
+// "..."}]); a subtask without a metrics sample is left out, as Flink does.
 func (h *handler) vertexWatermarks(ctx context.Context, _ http.ResponseWriter, r *http.Request) (int, any, error) {
-	if _, err := h.d.JobVertex(ctx, r.PathValue("jobid"), r.PathValue("vertexid")); err != nil {
+	v, err := h.d.JobVertex(ctx, r.PathValue("jobid"), r.PathValue("vertexid"))
+	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, []metricItem{}, nil
+	out := []metricItem{}
+	for _, s := range v.Subtasks {
+		if wm, ok := s.TaskMetrics["currentInputWatermark"]; ok {
+			out = append(out, metricItem{ID: fmt.Sprintf("%d.currentInputWatermark", s.Subtask), Value: formatMetric(wm)})
+		}
+	}
+	return http.StatusOK, out, nil
 }
 
 func (h *handler) dashboardConfig(context.Context, http.ResponseWriter, *http.Request) (int, any, error) {

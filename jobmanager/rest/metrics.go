@@ -20,6 +20,7 @@ import (
 
 func (h *handler) metricRoutes() {
 	h.handle("GET /jobmanager/metrics", h.jobManagerMetrics)
+	h.handle("GET /taskmanagers/{tmid}/metrics", h.taskManagerMetrics)
 	h.handle("GET /jobs/{jobid}/metrics", h.jobMetrics)
 	h.handle("GET /jobs/{jobid}/vertices/{vertexid}/metrics", h.vertexMetrics)
 	h.handle("GET /jobs/{jobid}/vertices/{vertexid}/subtasks/metrics", h.subtasksMetrics)
@@ -53,6 +54,13 @@ func metricsAnswer(r *http.Request, values map[string]float64) []metricItem {
 }
 
 func formatMetric(v float64) string {
+	// Watermarks' bounds, as Flink's longs (float64 rounds them).
+	switch {
+	case v <= math.MinInt64:
+		return strconv.FormatInt(math.MinInt64, 10)
+	case v >= math.MaxInt64:
+		return strconv.FormatInt(math.MaxInt64, 10)
+	}
 	if v == math.Trunc(v) && math.Abs(v) < 1<<53 {
 		return strconv.FormatInt(int64(v), 10)
 	}
@@ -72,9 +80,7 @@ func JobManagerMetrics(ctx context.Context, d Dispatcher) (map[string]float64, e
 		"taskSlotsTotal":            float64(ov.SlotsTotal),
 		"taskSlotsAvailable":        float64(ov.SlotsAvailable),
 	}
-	for n, v := range metrics.GoStatus() {
-		out["Status.Go."+n] = v
-	}
+	maps.Copy(out, metrics.FlinkStatus(metrics.GoStatus()))
 	return out, nil
 }
 
@@ -84,6 +90,16 @@ func (h *handler) jobManagerMetrics(ctx context.Context, _ http.ResponseWriter, 
 		return 0, nil, err
 	}
 	return http.StatusOK, metricsAnswer(r, m), nil
+}
+
+// taskManagerMetrics are a TaskManager's Go runtime status from its latest
+// heartbeat, by Flink's Status.JVM names and gofl's Status.Go ones.
+func (h *handler) taskManagerMetrics(ctx context.Context, _ http.ResponseWriter, r *http.Request) (int, any, error) {
+	t, err := h.d.TaskManager(ctx, r.PathValue("tmid"))
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, metricsAnswer(r, t.StatusMetrics), nil
 }
 
 func (h *handler) jobMetrics(ctx context.Context, _ http.ResponseWriter, r *http.Request) (int, any, error) {
@@ -105,6 +121,11 @@ func subtaskMetrics(v restapi.JobVertexInfo) []map[string]float64 {
 			"accumulatedBackPressuredTimeMs": float64(m.AccumulatedBackpressuredTime),
 			"accumulatedIdleTimeMs":          float64(m.AccumulatedIdleTime),
 			"accumulatedBusyTimeMs":          m.AccumulatedBusyTime,
+		}
+	}
+	for i, s := range v.Subtasks {
+		for n, x := range s.TaskMetrics {
+			out[i][n] = x
 		}
 	}
 	// The last sampling interval's shares, as Flink's per-second times.

@@ -26,6 +26,58 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type UserMetric_Type int32
+
+const (
+	UserMetric_TYPE_UNSPECIFIED UserMetric_Type = 0
+	UserMetric_TYPE_COUNTER     UserMetric_Type = 1
+	UserMetric_TYPE_GAUGE       UserMetric_Type = 2
+	UserMetric_TYPE_HISTOGRAM   UserMetric_Type = 3
+)
+
+// Enum value maps for UserMetric_Type.
+var (
+	UserMetric_Type_name = map[int32]string{
+		0: "TYPE_UNSPECIFIED",
+		1: "TYPE_COUNTER",
+		2: "TYPE_GAUGE",
+		3: "TYPE_HISTOGRAM",
+	}
+	UserMetric_Type_value = map[string]int32{
+		"TYPE_UNSPECIFIED": 0,
+		"TYPE_COUNTER":     1,
+		"TYPE_GAUGE":       2,
+		"TYPE_HISTOGRAM":   3,
+	}
+)
+
+func (x UserMetric_Type) Enum() *UserMetric_Type {
+	p := new(UserMetric_Type)
+	*p = x
+	return p
+}
+
+func (x UserMetric_Type) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (UserMetric_Type) Descriptor() protoreflect.EnumDescriptor {
+	return file_cluster_proto_enumTypes[0].Descriptor()
+}
+
+func (UserMetric_Type) Type() protoreflect.EnumType {
+	return &file_cluster_proto_enumTypes[0]
+}
+
+func (x UserMetric_Type) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use UserMetric_Type.Descriptor instead.
+func (UserMetric_Type) EnumDescriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{16, 0}
+}
+
 type Ack struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -244,7 +296,9 @@ type RegisterTaskExecutorRequest struct {
 	NumberOfSlots   int32                  `protobuf:"varint,3,opt,name=number_of_slots,json=numberOfSlots,proto3" json:"number_of_slots,omitempty"`
 	// Unique per TaskManager process start; a re-registration after a restart
 	// carries a new one.
-	InstanceId    string `protobuf:"bytes,4,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	InstanceId string `protobuf:"bytes,4,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	// The TaskManager's machine, for REST (Flink's HardwareDescription).
+	Hardware      *TaskManagerHardware `protobuf:"bytes,5,opt,name=hardware,proto3" json:"hardware,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -307,6 +361,93 @@ func (x *RegisterTaskExecutorRequest) GetInstanceId() string {
 	return ""
 }
 
+func (x *RegisterTaskExecutorRequest) GetHardware() *TaskManagerHardware {
+	if x != nil {
+		return x.Hardware
+	}
+	return nil
+}
+
+// TaskManagerHardware is Flink's HardwareDescription for a Go process.
+type TaskManagerHardware struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	CpuCores int32                  `protobuf:"varint,1,opt,name=cpu_cores,json=cpuCores,proto3" json:"cpu_cores,omitempty"`
+	// The machine's memory and its memory available at registration, bytes.
+	PhysicalMemory int64 `protobuf:"varint,2,opt,name=physical_memory,json=physicalMemory,proto3" json:"physical_memory,omitempty"`
+	FreeMemory     int64 `protobuf:"varint,3,opt,name=free_memory,json=freeMemory,proto3" json:"free_memory,omitempty"`
+	// Flink's managed memory: gofl has none, 0.
+	ManagedMemory int64 `protobuf:"varint,4,opt,name=managed_memory,json=managedMemory,proto3" json:"managed_memory,omitempty"`
+	// The Go runtime's memory limit (GOMEMLIMIT); 0: none.
+	MemoryLimit   int64 `protobuf:"varint,5,opt,name=memory_limit,json=memoryLimit,proto3" json:"memory_limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskManagerHardware) Reset() {
+	*x = TaskManagerHardware{}
+	mi := &file_cluster_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskManagerHardware) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskManagerHardware) ProtoMessage() {}
+
+func (x *TaskManagerHardware) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskManagerHardware.ProtoReflect.Descriptor instead.
+func (*TaskManagerHardware) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *TaskManagerHardware) GetCpuCores() int32 {
+	if x != nil {
+		return x.CpuCores
+	}
+	return 0
+}
+
+func (x *TaskManagerHardware) GetPhysicalMemory() int64 {
+	if x != nil {
+		return x.PhysicalMemory
+	}
+	return 0
+}
+
+func (x *TaskManagerHardware) GetFreeMemory() int64 {
+	if x != nil {
+		return x.FreeMemory
+	}
+	return 0
+}
+
+func (x *TaskManagerHardware) GetManagedMemory() int64 {
+	if x != nil {
+		return x.ManagedMemory
+	}
+	return 0
+}
+
+func (x *TaskManagerHardware) GetMemoryLimit() int64 {
+	if x != nil {
+		return x.MemoryLimit
+	}
+	return 0
+}
+
 type RegisterTaskExecutorResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Identifies the ResourceManager incarnation; heartbeats carry it.
@@ -319,7 +460,7 @@ type RegisterTaskExecutorResponse struct {
 
 func (x *RegisterTaskExecutorResponse) Reset() {
 	*x = RegisterTaskExecutorResponse{}
-	mi := &file_cluster_proto_msgTypes[5]
+	mi := &file_cluster_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -331,7 +472,7 @@ func (x *RegisterTaskExecutorResponse) String() string {
 func (*RegisterTaskExecutorResponse) ProtoMessage() {}
 
 func (x *RegisterTaskExecutorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[5]
+	mi := &file_cluster_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -344,7 +485,7 @@ func (x *RegisterTaskExecutorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterTaskExecutorResponse.ProtoReflect.Descriptor instead.
 func (*RegisterTaskExecutorResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{5}
+	return file_cluster_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RegisterTaskExecutorResponse) GetResourceManagerId() string {
@@ -379,7 +520,7 @@ type SendSlotReportRequest struct {
 
 func (x *SendSlotReportRequest) Reset() {
 	*x = SendSlotReportRequest{}
-	mi := &file_cluster_proto_msgTypes[6]
+	mi := &file_cluster_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -391,7 +532,7 @@ func (x *SendSlotReportRequest) String() string {
 func (*SendSlotReportRequest) ProtoMessage() {}
 
 func (x *SendSlotReportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[6]
+	mi := &file_cluster_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -404,7 +545,7 @@ func (x *SendSlotReportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendSlotReportRequest.ProtoReflect.Descriptor instead.
 func (*SendSlotReportRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{6}
+	return file_cluster_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SendSlotReportRequest) GetResourceId() string {
@@ -438,7 +579,7 @@ type DisconnectTaskExecutorRequest struct {
 
 func (x *DisconnectTaskExecutorRequest) Reset() {
 	*x = DisconnectTaskExecutorRequest{}
-	mi := &file_cluster_proto_msgTypes[7]
+	mi := &file_cluster_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -450,7 +591,7 @@ func (x *DisconnectTaskExecutorRequest) String() string {
 func (*DisconnectTaskExecutorRequest) ProtoMessage() {}
 
 func (x *DisconnectTaskExecutorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[7]
+	mi := &file_cluster_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -463,7 +604,7 @@ func (x *DisconnectTaskExecutorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectTaskExecutorRequest.ProtoReflect.Descriptor instead.
 func (*DisconnectTaskExecutorRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{7}
+	return file_cluster_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DisconnectTaskExecutorRequest) GetResourceId() string {
@@ -495,7 +636,7 @@ type RegisterTaskManagerRequest struct {
 
 func (x *RegisterTaskManagerRequest) Reset() {
 	*x = RegisterTaskManagerRequest{}
-	mi := &file_cluster_proto_msgTypes[8]
+	mi := &file_cluster_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -507,7 +648,7 @@ func (x *RegisterTaskManagerRequest) String() string {
 func (*RegisterTaskManagerRequest) ProtoMessage() {}
 
 func (x *RegisterTaskManagerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[8]
+	mi := &file_cluster_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -520,7 +661,7 @@ func (x *RegisterTaskManagerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterTaskManagerRequest.ProtoReflect.Descriptor instead.
 func (*RegisterTaskManagerRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{8}
+	return file_cluster_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RegisterTaskManagerRequest) GetProtocolVersion() int32 {
@@ -562,7 +703,7 @@ type RegisterTaskManagerResponse struct {
 
 func (x *RegisterTaskManagerResponse) Reset() {
 	*x = RegisterTaskManagerResponse{}
-	mi := &file_cluster_proto_msgTypes[9]
+	mi := &file_cluster_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -574,7 +715,7 @@ func (x *RegisterTaskManagerResponse) String() string {
 func (*RegisterTaskManagerResponse) ProtoMessage() {}
 
 func (x *RegisterTaskManagerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[9]
+	mi := &file_cluster_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -587,7 +728,7 @@ func (x *RegisterTaskManagerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterTaskManagerResponse.ProtoReflect.Descriptor instead.
 func (*RegisterTaskManagerResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{9}
+	return file_cluster_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RegisterTaskManagerResponse) GetJobMasterId() string {
@@ -621,7 +762,7 @@ type SlotOffer struct {
 
 func (x *SlotOffer) Reset() {
 	*x = SlotOffer{}
-	mi := &file_cluster_proto_msgTypes[10]
+	mi := &file_cluster_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -633,7 +774,7 @@ func (x *SlotOffer) String() string {
 func (*SlotOffer) ProtoMessage() {}
 
 func (x *SlotOffer) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[10]
+	mi := &file_cluster_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -646,7 +787,7 @@ func (x *SlotOffer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotOffer.ProtoReflect.Descriptor instead.
 func (*SlotOffer) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{10}
+	return file_cluster_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SlotOffer) GetAllocationId() string {
@@ -674,7 +815,7 @@ type OfferSlotsRequest struct {
 
 func (x *OfferSlotsRequest) Reset() {
 	*x = OfferSlotsRequest{}
-	mi := &file_cluster_proto_msgTypes[11]
+	mi := &file_cluster_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -686,7 +827,7 @@ func (x *OfferSlotsRequest) String() string {
 func (*OfferSlotsRequest) ProtoMessage() {}
 
 func (x *OfferSlotsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[11]
+	mi := &file_cluster_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -699,7 +840,7 @@ func (x *OfferSlotsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OfferSlotsRequest.ProtoReflect.Descriptor instead.
 func (*OfferSlotsRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{11}
+	return file_cluster_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *OfferSlotsRequest) GetJobId() string {
@@ -732,7 +873,7 @@ type OfferSlotsResponse struct {
 
 func (x *OfferSlotsResponse) Reset() {
 	*x = OfferSlotsResponse{}
-	mi := &file_cluster_proto_msgTypes[12]
+	mi := &file_cluster_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -744,7 +885,7 @@ func (x *OfferSlotsResponse) String() string {
 func (*OfferSlotsResponse) ProtoMessage() {}
 
 func (x *OfferSlotsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[12]
+	mi := &file_cluster_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -757,7 +898,7 @@ func (x *OfferSlotsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OfferSlotsResponse.ProtoReflect.Descriptor instead.
 func (*OfferSlotsResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{12}
+	return file_cluster_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *OfferSlotsResponse) GetAccepted() []string {
@@ -782,7 +923,7 @@ type FailureInfo struct {
 
 func (x *FailureInfo) Reset() {
 	*x = FailureInfo{}
-	mi := &file_cluster_proto_msgTypes[13]
+	mi := &file_cluster_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -794,7 +935,7 @@ func (x *FailureInfo) String() string {
 func (*FailureInfo) ProtoMessage() {}
 
 func (x *FailureInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[13]
+	mi := &file_cluster_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -807,7 +948,7 @@ func (x *FailureInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailureInfo.ProtoReflect.Descriptor instead.
 func (*FailureInfo) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{13}
+	return file_cluster_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FailureInfo) GetType() string {
@@ -858,14 +999,30 @@ type TaskIOMetrics struct {
 	IdleTimeMsPerSecond          float64                `protobuf:"fixed64,10,opt,name=idle_time_ms_per_second,json=idleTimeMsPerSecond,proto3" json:"idle_time_ms_per_second,omitempty"`
 	BusyTimeMsPerSecond          float64                `protobuf:"fixed64,11,opt,name=busy_time_ms_per_second,json=busyTimeMsPerSecond,proto3" json:"busy_time_ms_per_second,omitempty"`
 	// When the sample was taken, epoch milliseconds.
-	TimestampMs   int64 `protobuf:"varint,12,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	TimestampMs int64 `protobuf:"varint,12,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	// When the attempt started, epoch milliseconds: the zero point of its
+	// counters for the record rates. 0: unknown.
+	StartTimestampMs int64 `protobuf:"varint,13,opt,name=start_timestamp_ms,json=startTimestampMs,proto3" json:"start_timestamp_ms,omitempty"`
+	// Flink's MeterView rates over the last minute (at most), set by the
+	// runner from successive samples.
+	NumRecordsInPerSecond  float64 `protobuf:"fixed64,14,opt,name=num_records_in_per_second,json=numRecordsInPerSecond,proto3" json:"num_records_in_per_second,omitempty"`
+	NumRecordsOutPerSecond float64 `protobuf:"fixed64,15,opt,name=num_records_out_per_second,json=numRecordsOutPerSecond,proto3" json:"num_records_out_per_second,omitempty"`
+	NumBytesInPerSecond    float64 `protobuf:"fixed64,16,opt,name=num_bytes_in_per_second,json=numBytesInPerSecond,proto3" json:"num_bytes_in_per_second,omitempty"`
+	NumBytesOutPerSecond   float64 `protobuf:"fixed64,17,opt,name=num_bytes_out_per_second,json=numBytesOutPerSecond,proto3" json:"num_bytes_out_per_second,omitempty"`
+	// The task's combined input watermark and the last watermark it emitted
+	// (Flink's currentInputWatermark, currentOutputWatermark), epoch ms;
+	// math.MinInt64 before the first.
+	CurrentInputWatermark  int64 `protobuf:"varint,18,opt,name=current_input_watermark,json=currentInputWatermark,proto3" json:"current_input_watermark,omitempty"`
+	CurrentOutputWatermark int64 `protobuf:"varint,19,opt,name=current_output_watermark,json=currentOutputWatermark,proto3" json:"current_output_watermark,omitempty"`
+	// The user metrics the task's operators registered through the SDK.
+	UserMetrics   []*UserMetric `protobuf:"bytes,20,rep,name=user_metrics,json=userMetrics,proto3" json:"user_metrics,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TaskIOMetrics) Reset() {
 	*x = TaskIOMetrics{}
-	mi := &file_cluster_proto_msgTypes[14]
+	mi := &file_cluster_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -877,7 +1034,7 @@ func (x *TaskIOMetrics) String() string {
 func (*TaskIOMetrics) ProtoMessage() {}
 
 func (x *TaskIOMetrics) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[14]
+	mi := &file_cluster_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -890,7 +1047,7 @@ func (x *TaskIOMetrics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskIOMetrics.ProtoReflect.Descriptor instead.
 func (*TaskIOMetrics) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{14}
+	return file_cluster_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TaskIOMetrics) GetAttempt() *ExecutionAttemptID {
@@ -977,6 +1134,235 @@ func (x *TaskIOMetrics) GetTimestampMs() int64 {
 	return 0
 }
 
+func (x *TaskIOMetrics) GetStartTimestampMs() int64 {
+	if x != nil {
+		return x.StartTimestampMs
+	}
+	return 0
+}
+
+func (x *TaskIOMetrics) GetNumRecordsInPerSecond() float64 {
+	if x != nil {
+		return x.NumRecordsInPerSecond
+	}
+	return 0
+}
+
+func (x *TaskIOMetrics) GetNumRecordsOutPerSecond() float64 {
+	if x != nil {
+		return x.NumRecordsOutPerSecond
+	}
+	return 0
+}
+
+func (x *TaskIOMetrics) GetNumBytesInPerSecond() float64 {
+	if x != nil {
+		return x.NumBytesInPerSecond
+	}
+	return 0
+}
+
+func (x *TaskIOMetrics) GetNumBytesOutPerSecond() float64 {
+	if x != nil {
+		return x.NumBytesOutPerSecond
+	}
+	return 0
+}
+
+func (x *TaskIOMetrics) GetCurrentInputWatermark() int64 {
+	if x != nil {
+		return x.CurrentInputWatermark
+	}
+	return 0
+}
+
+func (x *TaskIOMetrics) GetCurrentOutputWatermark() int64 {
+	if x != nil {
+		return x.CurrentOutputWatermark
+	}
+	return 0
+}
+
+func (x *TaskIOMetrics) GetUserMetrics() []*UserMetric {
+	if x != nil {
+		return x.UserMetrics
+	}
+	return nil
+}
+
+// UserMetric is one metric user code registered (Flink's operator scope).
+type UserMetric struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The operator's name; "" for a metric of the task's group.
+	OperatorName string `protobuf:"bytes,1,opt,name=operator_name,json=operatorName,proto3" json:"operator_name,omitempty"`
+	// The dotted name below the operator's group ("group.name").
+	Name string          `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Type UserMetric_Type `protobuf:"varint,3,opt,name=type,proto3,enum=gofl.v1.UserMetric_Type" json:"type,omitempty"`
+	// A counter's count or a gauge's value.
+	Value float64 `protobuf:"fixed64,4,opt,name=value,proto3" json:"value,omitempty"`
+	// A histogram's statistics over its window; count is all updates.
+	Histogram     *HistogramStatistics `protobuf:"bytes,5,opt,name=histogram,proto3" json:"histogram,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UserMetric) Reset() {
+	*x = UserMetric{}
+	mi := &file_cluster_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UserMetric) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UserMetric) ProtoMessage() {}
+
+func (x *UserMetric) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UserMetric.ProtoReflect.Descriptor instead.
+func (*UserMetric) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *UserMetric) GetOperatorName() string {
+	if x != nil {
+		return x.OperatorName
+	}
+	return ""
+}
+
+func (x *UserMetric) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UserMetric) GetType() UserMetric_Type {
+	if x != nil {
+		return x.Type
+	}
+	return UserMetric_TYPE_UNSPECIFIED
+}
+
+func (x *UserMetric) GetValue() float64 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
+func (x *UserMetric) GetHistogram() *HistogramStatistics {
+	if x != nil {
+		return x.Histogram
+	}
+	return nil
+}
+
+type HistogramStatistics struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Count         int64                  `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	Min           int64                  `protobuf:"varint,2,opt,name=min,proto3" json:"min,omitempty"`
+	Max           int64                  `protobuf:"varint,3,opt,name=max,proto3" json:"max,omitempty"`
+	Mean          float64                `protobuf:"fixed64,4,opt,name=mean,proto3" json:"mean,omitempty"`
+	P50           float64                `protobuf:"fixed64,5,opt,name=p50,proto3" json:"p50,omitempty"`
+	P95           float64                `protobuf:"fixed64,6,opt,name=p95,proto3" json:"p95,omitempty"`
+	P99           float64                `protobuf:"fixed64,7,opt,name=p99,proto3" json:"p99,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistogramStatistics) Reset() {
+	*x = HistogramStatistics{}
+	mi := &file_cluster_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistogramStatistics) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistogramStatistics) ProtoMessage() {}
+
+func (x *HistogramStatistics) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistogramStatistics.ProtoReflect.Descriptor instead.
+func (*HistogramStatistics) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *HistogramStatistics) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *HistogramStatistics) GetMin() int64 {
+	if x != nil {
+		return x.Min
+	}
+	return 0
+}
+
+func (x *HistogramStatistics) GetMax() int64 {
+	if x != nil {
+		return x.Max
+	}
+	return 0
+}
+
+func (x *HistogramStatistics) GetMean() float64 {
+	if x != nil {
+		return x.Mean
+	}
+	return 0
+}
+
+func (x *HistogramStatistics) GetP50() float64 {
+	if x != nil {
+		return x.P50
+	}
+	return 0
+}
+
+func (x *HistogramStatistics) GetP95() float64 {
+	if x != nil {
+		return x.P95
+	}
+	return 0
+}
+
+func (x *HistogramStatistics) GetP99() float64 {
+	if x != nil {
+		return x.P99
+	}
+	return 0
+}
+
 type UpdateTaskExecutionStateRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	JobId   string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
@@ -997,7 +1383,7 @@ type UpdateTaskExecutionStateRequest struct {
 
 func (x *UpdateTaskExecutionStateRequest) Reset() {
 	*x = UpdateTaskExecutionStateRequest{}
-	mi := &file_cluster_proto_msgTypes[15]
+	mi := &file_cluster_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1009,7 +1395,7 @@ func (x *UpdateTaskExecutionStateRequest) String() string {
 func (*UpdateTaskExecutionStateRequest) ProtoMessage() {}
 
 func (x *UpdateTaskExecutionStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[15]
+	mi := &file_cluster_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1022,7 +1408,7 @@ func (x *UpdateTaskExecutionStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTaskExecutionStateRequest.ProtoReflect.Descriptor instead.
 func (*UpdateTaskExecutionStateRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{15}
+	return file_cluster_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *UpdateTaskExecutionStateRequest) GetJobId() string {
@@ -1081,7 +1467,7 @@ type DisconnectTaskManagerRequest struct {
 
 func (x *DisconnectTaskManagerRequest) Reset() {
 	*x = DisconnectTaskManagerRequest{}
-	mi := &file_cluster_proto_msgTypes[16]
+	mi := &file_cluster_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1093,7 +1479,7 @@ func (x *DisconnectTaskManagerRequest) String() string {
 func (*DisconnectTaskManagerRequest) ProtoMessage() {}
 
 func (x *DisconnectTaskManagerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[16]
+	mi := &file_cluster_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1106,7 +1492,7 @@ func (x *DisconnectTaskManagerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectTaskManagerRequest.ProtoReflect.Descriptor instead.
 func (*DisconnectTaskManagerRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{16}
+	return file_cluster_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DisconnectTaskManagerRequest) GetJobId() string {
@@ -1147,7 +1533,7 @@ type GetBlobRequest struct {
 
 func (x *GetBlobRequest) Reset() {
 	*x = GetBlobRequest{}
-	mi := &file_cluster_proto_msgTypes[17]
+	mi := &file_cluster_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1159,7 +1545,7 @@ func (x *GetBlobRequest) String() string {
 func (*GetBlobRequest) ProtoMessage() {}
 
 func (x *GetBlobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[17]
+	mi := &file_cluster_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1172,7 +1558,7 @@ func (x *GetBlobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBlobRequest.ProtoReflect.Descriptor instead.
 func (*GetBlobRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{17}
+	return file_cluster_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetBlobRequest) GetJobId() string {
@@ -1198,7 +1584,7 @@ type GetBlobResponse struct {
 
 func (x *GetBlobResponse) Reset() {
 	*x = GetBlobResponse{}
-	mi := &file_cluster_proto_msgTypes[18]
+	mi := &file_cluster_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1210,7 +1596,7 @@ func (x *GetBlobResponse) String() string {
 func (*GetBlobResponse) ProtoMessage() {}
 
 func (x *GetBlobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[18]
+	mi := &file_cluster_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1223,7 +1609,7 @@ func (x *GetBlobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBlobResponse.ProtoReflect.Descriptor instead.
 func (*GetBlobResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{18}
+	return file_cluster_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetBlobResponse) GetData() []byte {
@@ -1243,7 +1629,7 @@ type NotifyEndOfDataRequest struct {
 
 func (x *NotifyEndOfDataRequest) Reset() {
 	*x = NotifyEndOfDataRequest{}
-	mi := &file_cluster_proto_msgTypes[19]
+	mi := &file_cluster_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1255,7 +1641,7 @@ func (x *NotifyEndOfDataRequest) String() string {
 func (*NotifyEndOfDataRequest) ProtoMessage() {}
 
 func (x *NotifyEndOfDataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[19]
+	mi := &file_cluster_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1268,7 +1654,7 @@ func (x *NotifyEndOfDataRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyEndOfDataRequest.ProtoReflect.Descriptor instead.
 func (*NotifyEndOfDataRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{19}
+	return file_cluster_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *NotifyEndOfDataRequest) GetJobId() string {
@@ -1297,7 +1683,7 @@ type ReportPartitionsLostRequest struct {
 
 func (x *ReportPartitionsLostRequest) Reset() {
 	*x = ReportPartitionsLostRequest{}
-	mi := &file_cluster_proto_msgTypes[20]
+	mi := &file_cluster_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1309,7 +1695,7 @@ func (x *ReportPartitionsLostRequest) String() string {
 func (*ReportPartitionsLostRequest) ProtoMessage() {}
 
 func (x *ReportPartitionsLostRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[20]
+	mi := &file_cluster_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1322,7 +1708,7 @@ func (x *ReportPartitionsLostRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportPartitionsLostRequest.ProtoReflect.Descriptor instead.
 func (*ReportPartitionsLostRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{20}
+	return file_cluster_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReportPartitionsLostRequest) GetJobId() string {
@@ -1366,7 +1752,7 @@ type AcknowledgeCheckpointRequest struct {
 
 func (x *AcknowledgeCheckpointRequest) Reset() {
 	*x = AcknowledgeCheckpointRequest{}
-	mi := &file_cluster_proto_msgTypes[21]
+	mi := &file_cluster_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1378,7 +1764,7 @@ func (x *AcknowledgeCheckpointRequest) String() string {
 func (*AcknowledgeCheckpointRequest) ProtoMessage() {}
 
 func (x *AcknowledgeCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[21]
+	mi := &file_cluster_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1391,7 +1777,7 @@ func (x *AcknowledgeCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcknowledgeCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*AcknowledgeCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{21}
+	return file_cluster_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AcknowledgeCheckpointRequest) GetJobId() string {
@@ -1441,7 +1827,7 @@ type DeclineCheckpointRequest struct {
 
 func (x *DeclineCheckpointRequest) Reset() {
 	*x = DeclineCheckpointRequest{}
-	mi := &file_cluster_proto_msgTypes[22]
+	mi := &file_cluster_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1453,7 +1839,7 @@ func (x *DeclineCheckpointRequest) String() string {
 func (*DeclineCheckpointRequest) ProtoMessage() {}
 
 func (x *DeclineCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[22]
+	mi := &file_cluster_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1466,7 +1852,7 @@ func (x *DeclineCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclineCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*DeclineCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{22}
+	return file_cluster_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeclineCheckpointRequest) GetJobId() string {
@@ -1510,7 +1896,7 @@ type TriggerCheckpointRequest struct {
 
 func (x *TriggerCheckpointRequest) Reset() {
 	*x = TriggerCheckpointRequest{}
-	mi := &file_cluster_proto_msgTypes[23]
+	mi := &file_cluster_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1522,7 +1908,7 @@ func (x *TriggerCheckpointRequest) String() string {
 func (*TriggerCheckpointRequest) ProtoMessage() {}
 
 func (x *TriggerCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[23]
+	mi := &file_cluster_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1535,7 +1921,7 @@ func (x *TriggerCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*TriggerCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{23}
+	return file_cluster_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TriggerCheckpointRequest) GetJobId() string {
@@ -1588,7 +1974,7 @@ type NotifyCheckpointRequest struct {
 
 func (x *NotifyCheckpointRequest) Reset() {
 	*x = NotifyCheckpointRequest{}
-	mi := &file_cluster_proto_msgTypes[24]
+	mi := &file_cluster_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1600,7 +1986,7 @@ func (x *NotifyCheckpointRequest) String() string {
 func (*NotifyCheckpointRequest) ProtoMessage() {}
 
 func (x *NotifyCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[24]
+	mi := &file_cluster_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1613,7 +1999,7 @@ func (x *NotifyCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*NotifyCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{24}
+	return file_cluster_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *NotifyCheckpointRequest) GetJobId() string {
@@ -1667,7 +2053,7 @@ type RunnerCheckpointReport struct {
 
 func (x *RunnerCheckpointReport) Reset() {
 	*x = RunnerCheckpointReport{}
-	mi := &file_cluster_proto_msgTypes[25]
+	mi := &file_cluster_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1679,7 +2065,7 @@ func (x *RunnerCheckpointReport) String() string {
 func (*RunnerCheckpointReport) ProtoMessage() {}
 
 func (x *RunnerCheckpointReport) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[25]
+	mi := &file_cluster_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1692,7 +2078,7 @@ func (x *RunnerCheckpointReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunnerCheckpointReport.ProtoReflect.Descriptor instead.
 func (*RunnerCheckpointReport) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{25}
+	return file_cluster_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RunnerCheckpointReport) GetReport() isRunnerCheckpointReport_Report {
@@ -1778,7 +2164,7 @@ type WatchCheckpointsRequest struct {
 
 func (x *WatchCheckpointsRequest) Reset() {
 	*x = WatchCheckpointsRequest{}
-	mi := &file_cluster_proto_msgTypes[26]
+	mi := &file_cluster_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1790,7 +2176,7 @@ func (x *WatchCheckpointsRequest) String() string {
 func (*WatchCheckpointsRequest) ProtoMessage() {}
 
 func (x *WatchCheckpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[26]
+	mi := &file_cluster_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1803,7 +2189,7 @@ func (x *WatchCheckpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchCheckpointsRequest.ProtoReflect.Descriptor instead.
 func (*WatchCheckpointsRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{26}
+	return file_cluster_proto_rawDescGZIP(), []int{29}
 }
 
 // An OperatorEvent between an operator of a task attempt and its operator
@@ -1824,7 +2210,7 @@ type OperatorEventRequest struct {
 
 func (x *OperatorEventRequest) Reset() {
 	*x = OperatorEventRequest{}
-	mi := &file_cluster_proto_msgTypes[27]
+	mi := &file_cluster_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1836,7 +2222,7 @@ func (x *OperatorEventRequest) String() string {
 func (*OperatorEventRequest) ProtoMessage() {}
 
 func (x *OperatorEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[27]
+	mi := &file_cluster_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1849,7 +2235,7 @@ func (x *OperatorEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorEventRequest.ProtoReflect.Descriptor instead.
 func (*OperatorEventRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{27}
+	return file_cluster_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *OperatorEventRequest) GetJobId() string {
@@ -1901,7 +2287,7 @@ type RequestSlotRequest struct {
 
 func (x *RequestSlotRequest) Reset() {
 	*x = RequestSlotRequest{}
-	mi := &file_cluster_proto_msgTypes[28]
+	mi := &file_cluster_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1913,7 +2299,7 @@ func (x *RequestSlotRequest) String() string {
 func (*RequestSlotRequest) ProtoMessage() {}
 
 func (x *RequestSlotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[28]
+	mi := &file_cluster_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1926,7 +2312,7 @@ func (x *RequestSlotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestSlotRequest.ProtoReflect.Descriptor instead.
 func (*RequestSlotRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{28}
+	return file_cluster_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RequestSlotRequest) GetAllocationId() string {
@@ -1975,7 +2361,7 @@ type SubmitTaskRequest struct {
 
 func (x *SubmitTaskRequest) Reset() {
 	*x = SubmitTaskRequest{}
-	mi := &file_cluster_proto_msgTypes[29]
+	mi := &file_cluster_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1987,7 +2373,7 @@ func (x *SubmitTaskRequest) String() string {
 func (*SubmitTaskRequest) ProtoMessage() {}
 
 func (x *SubmitTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[29]
+	mi := &file_cluster_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2000,7 +2386,7 @@ func (x *SubmitTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitTaskRequest.ProtoReflect.Descriptor instead.
 func (*SubmitTaskRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{29}
+	return file_cluster_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SubmitTaskRequest) GetJobId() string {
@@ -2034,7 +2420,7 @@ type CancelTaskRequest struct {
 
 func (x *CancelTaskRequest) Reset() {
 	*x = CancelTaskRequest{}
-	mi := &file_cluster_proto_msgTypes[30]
+	mi := &file_cluster_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2046,7 +2432,7 @@ func (x *CancelTaskRequest) String() string {
 func (*CancelTaskRequest) ProtoMessage() {}
 
 func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[30]
+	mi := &file_cluster_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2059,7 +2445,7 @@ func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskRequest.ProtoReflect.Descriptor instead.
 func (*CancelTaskRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{30}
+	return file_cluster_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CancelTaskRequest) GetJobId() string {
@@ -2089,7 +2475,7 @@ type CancelTaskResponse struct {
 
 func (x *CancelTaskResponse) Reset() {
 	*x = CancelTaskResponse{}
-	mi := &file_cluster_proto_msgTypes[31]
+	mi := &file_cluster_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2101,7 +2487,7 @@ func (x *CancelTaskResponse) String() string {
 func (*CancelTaskResponse) ProtoMessage() {}
 
 func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[31]
+	mi := &file_cluster_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2114,7 +2500,7 @@ func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskResponse.ProtoReflect.Descriptor instead.
 func (*CancelTaskResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{31}
+	return file_cluster_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CancelTaskResponse) GetRunning() bool {
@@ -2134,7 +2520,7 @@ type FreeSlotRequest struct {
 
 func (x *FreeSlotRequest) Reset() {
 	*x = FreeSlotRequest{}
-	mi := &file_cluster_proto_msgTypes[32]
+	mi := &file_cluster_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2146,7 +2532,7 @@ func (x *FreeSlotRequest) String() string {
 func (*FreeSlotRequest) ProtoMessage() {}
 
 func (x *FreeSlotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[32]
+	mi := &file_cluster_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2159,7 +2545,7 @@ func (x *FreeSlotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreeSlotRequest.ProtoReflect.Descriptor instead.
 func (*FreeSlotRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{32}
+	return file_cluster_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *FreeSlotRequest) GetAllocationId() string {
@@ -2187,7 +2573,7 @@ type ResultPartitionIDProto struct {
 
 func (x *ResultPartitionIDProto) Reset() {
 	*x = ResultPartitionIDProto{}
-	mi := &file_cluster_proto_msgTypes[33]
+	mi := &file_cluster_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2199,7 +2585,7 @@ func (x *ResultPartitionIDProto) String() string {
 func (*ResultPartitionIDProto) ProtoMessage() {}
 
 func (x *ResultPartitionIDProto) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[33]
+	mi := &file_cluster_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2212,7 +2598,7 @@ func (x *ResultPartitionIDProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultPartitionIDProto.ProtoReflect.Descriptor instead.
 func (*ResultPartitionIDProto) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{33}
+	return file_cluster_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ResultPartitionIDProto) GetResultId() string {
@@ -2246,7 +2632,7 @@ type ReleasePartitionsRequest struct {
 
 func (x *ReleasePartitionsRequest) Reset() {
 	*x = ReleasePartitionsRequest{}
-	mi := &file_cluster_proto_msgTypes[34]
+	mi := &file_cluster_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2258,7 +2644,7 @@ func (x *ReleasePartitionsRequest) String() string {
 func (*ReleasePartitionsRequest) ProtoMessage() {}
 
 func (x *ReleasePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[34]
+	mi := &file_cluster_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2271,7 +2657,7 @@ func (x *ReleasePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleasePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*ReleasePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{34}
+	return file_cluster_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ReleasePartitionsRequest) GetJobId() string {
@@ -2299,7 +2685,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_cluster_proto_msgTypes[35]
+	mi := &file_cluster_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2311,7 +2697,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[35]
+	mi := &file_cluster_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2324,7 +2710,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{35}
+	return file_cluster_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *HeartbeatRequest) GetSenderId() string {
@@ -2351,14 +2737,17 @@ type TaskManagerHeartbeatResponse struct {
 	Metrics []*TaskIOMetrics `protobuf:"bytes,3,rep,name=metrics,proto3" json:"metrics,omitempty"`
 	// For a JobMaster's heartbeat: the job's result partitions this
 	// TaskManager holds, so the JobMaster can tell which it lost.
-	Partitions    []*ResultPartitionIDProto `protobuf:"bytes,4,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	Partitions []*ResultPartitionIDProto `protobuf:"bytes,4,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// For a ResourceManager's heartbeat: the process's Go runtime status by
+	// the names of gofl's Status.Go group ("Memory.Heap.Used", ...).
+	StatusMetrics map[string]float64 `protobuf:"bytes,5,rep,name=status_metrics,json=statusMetrics,proto3" json:"status_metrics,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TaskManagerHeartbeatResponse) Reset() {
 	*x = TaskManagerHeartbeatResponse{}
-	mi := &file_cluster_proto_msgTypes[36]
+	mi := &file_cluster_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2370,7 +2759,7 @@ func (x *TaskManagerHeartbeatResponse) String() string {
 func (*TaskManagerHeartbeatResponse) ProtoMessage() {}
 
 func (x *TaskManagerHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[36]
+	mi := &file_cluster_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2383,7 +2772,7 @@ func (x *TaskManagerHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskManagerHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*TaskManagerHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{36}
+	return file_cluster_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *TaskManagerHeartbeatResponse) GetSlotReport() *SlotReport {
@@ -2414,6 +2803,13 @@ func (x *TaskManagerHeartbeatResponse) GetPartitions() []*ResultPartitionIDProto
 	return nil
 }
 
+func (x *TaskManagerHeartbeatResponse) GetStatusMetrics() map[string]float64 {
+	if x != nil {
+		return x.StatusMetrics
+	}
+	return nil
+}
+
 type DisconnectJobManagerRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
@@ -2424,7 +2820,7 @@ type DisconnectJobManagerRequest struct {
 
 func (x *DisconnectJobManagerRequest) Reset() {
 	*x = DisconnectJobManagerRequest{}
-	mi := &file_cluster_proto_msgTypes[37]
+	mi := &file_cluster_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2436,7 +2832,7 @@ func (x *DisconnectJobManagerRequest) String() string {
 func (*DisconnectJobManagerRequest) ProtoMessage() {}
 
 func (x *DisconnectJobManagerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[37]
+	mi := &file_cluster_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2449,7 +2845,7 @@ func (x *DisconnectJobManagerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectJobManagerRequest.ProtoReflect.Descriptor instead.
 func (*DisconnectJobManagerRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{37}
+	return file_cluster_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DisconnectJobManagerRequest) GetJobId() string {
@@ -2475,7 +2871,7 @@ type BlobChunk struct {
 
 func (x *BlobChunk) Reset() {
 	*x = BlobChunk{}
-	mi := &file_cluster_proto_msgTypes[38]
+	mi := &file_cluster_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2487,7 +2883,7 @@ func (x *BlobChunk) String() string {
 func (*BlobChunk) ProtoMessage() {}
 
 func (x *BlobChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[38]
+	mi := &file_cluster_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2500,7 +2896,7 @@ func (x *BlobChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlobChunk.ProtoReflect.Descriptor instead.
 func (*BlobChunk) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{38}
+	return file_cluster_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *BlobChunk) GetData() []byte {
@@ -2520,7 +2916,7 @@ type GetBlobByKeyRequest struct {
 
 func (x *GetBlobByKeyRequest) Reset() {
 	*x = GetBlobByKeyRequest{}
-	mi := &file_cluster_proto_msgTypes[39]
+	mi := &file_cluster_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2532,7 +2928,7 @@ func (x *GetBlobByKeyRequest) String() string {
 func (*GetBlobByKeyRequest) ProtoMessage() {}
 
 func (x *GetBlobByKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[39]
+	mi := &file_cluster_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2545,7 +2941,7 @@ func (x *GetBlobByKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBlobByKeyRequest.ProtoReflect.Descriptor instead.
 func (*GetBlobByKeyRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{39}
+	return file_cluster_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetBlobByKeyRequest) GetKey() string {
@@ -2576,13 +2972,21 @@ const file_cluster_proto_rawDesc = "" +
 	"\x06job_id\x18\x03 \x01(\tR\x05jobId\"7\n" +
 	"\n" +
 	"SlotReport\x12)\n" +
-	"\x05slots\x18\x01 \x03(\v2\x13.gofl.v1.SlotStatusR\x05slots\"\xcb\x01\n" +
+	"\x05slots\x18\x01 \x03(\v2\x13.gofl.v1.SlotStatusR\x05slots\"\x85\x02\n" +
 	"\x1bRegisterTaskExecutorRequest\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\x05R\x0fprotocolVersion\x128\n" +
 	"\blocation\x18\x02 \x01(\v2\x1c.gofl.v1.TaskManagerLocationR\blocation\x12&\n" +
 	"\x0fnumber_of_slots\x18\x03 \x01(\x05R\rnumberOfSlots\x12\x1f\n" +
 	"\vinstance_id\x18\x04 \x01(\tR\n" +
-	"instanceId\"\xb4\x01\n" +
+	"instanceId\x128\n" +
+	"\bhardware\x18\x05 \x01(\v2\x1c.gofl.v1.TaskManagerHardwareR\bhardware\"\xc6\x01\n" +
+	"\x13TaskManagerHardware\x12\x1b\n" +
+	"\tcpu_cores\x18\x01 \x01(\x05R\bcpuCores\x12'\n" +
+	"\x0fphysical_memory\x18\x02 \x01(\x03R\x0ephysicalMemory\x12\x1f\n" +
+	"\vfree_memory\x18\x03 \x01(\x03R\n" +
+	"freeMemory\x12%\n" +
+	"\x0emanaged_memory\x18\x04 \x01(\x03R\rmanagedMemory\x12!\n" +
+	"\fmemory_limit\x18\x05 \x01(\x03R\vmemoryLimit\"\xb4\x01\n" +
 	"\x1cRegisterTaskExecutorResponse\x12.\n" +
 	"\x13resource_manager_id\x18\x01 \x01(\tR\x11resourceManagerId\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x02 \x01(\x03R\x13heartbeatIntervalMs\x120\n" +
@@ -2622,7 +3026,7 @@ const file_cluster_proto_rawDesc = "" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x14\n" +
 	"\x05stack\x18\x03 \x01(\tR\x05stack\x12+\n" +
-	"\x11missing_partition\x18\x04 \x01(\tR\x10missingPartition\"\xab\x04\n" +
+	"\x11missing_partition\x18\x04 \x01(\tR\x10missingPartition\"\xe7\a\n" +
 	"\rTaskIOMetrics\x125\n" +
 	"\aattempt\x18\x01 \x01(\v2\x1b.gofl.v1.ExecutionAttemptIDR\aattempt\x12$\n" +
 	"\x0enum_records_in\x18\x02 \x01(\x03R\fnumRecordsIn\x12&\n" +
@@ -2639,7 +3043,36 @@ const file_cluster_proto_rawDesc = "" +
 	"\x17idle_time_ms_per_second\x18\n" +
 	" \x01(\x01R\x13idleTimeMsPerSecond\x124\n" +
 	"\x17busy_time_ms_per_second\x18\v \x01(\x01R\x13busyTimeMsPerSecond\x12!\n" +
-	"\ftimestamp_ms\x18\f \x01(\x03R\vtimestampMs\"\x88\x03\n" +
+	"\ftimestamp_ms\x18\f \x01(\x03R\vtimestampMs\x12,\n" +
+	"\x12start_timestamp_ms\x18\r \x01(\x03R\x10startTimestampMs\x128\n" +
+	"\x19num_records_in_per_second\x18\x0e \x01(\x01R\x15numRecordsInPerSecond\x12:\n" +
+	"\x1anum_records_out_per_second\x18\x0f \x01(\x01R\x16numRecordsOutPerSecond\x124\n" +
+	"\x17num_bytes_in_per_second\x18\x10 \x01(\x01R\x13numBytesInPerSecond\x126\n" +
+	"\x18num_bytes_out_per_second\x18\x11 \x01(\x01R\x14numBytesOutPerSecond\x126\n" +
+	"\x17current_input_watermark\x18\x12 \x01(\x03R\x15currentInputWatermark\x128\n" +
+	"\x18current_output_watermark\x18\x13 \x01(\x03R\x16currentOutputWatermark\x126\n" +
+	"\fuser_metrics\x18\x14 \x03(\v2\x13.gofl.v1.UserMetricR\vuserMetrics\"\x99\x02\n" +
+	"\n" +
+	"UserMetric\x12#\n" +
+	"\roperator_name\x18\x01 \x01(\tR\foperatorName\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12,\n" +
+	"\x04type\x18\x03 \x01(\x0e2\x18.gofl.v1.UserMetric.TypeR\x04type\x12\x14\n" +
+	"\x05value\x18\x04 \x01(\x01R\x05value\x12:\n" +
+	"\thistogram\x18\x05 \x01(\v2\x1c.gofl.v1.HistogramStatisticsR\thistogram\"R\n" +
+	"\x04Type\x12\x14\n" +
+	"\x10TYPE_UNSPECIFIED\x10\x00\x12\x10\n" +
+	"\fTYPE_COUNTER\x10\x01\x12\x0e\n" +
+	"\n" +
+	"TYPE_GAUGE\x10\x02\x12\x12\n" +
+	"\x0eTYPE_HISTOGRAM\x10\x03\"\x99\x01\n" +
+	"\x13HistogramStatistics\x12\x14\n" +
+	"\x05count\x18\x01 \x01(\x03R\x05count\x12\x10\n" +
+	"\x03min\x18\x02 \x01(\x03R\x03min\x12\x10\n" +
+	"\x03max\x18\x03 \x01(\x03R\x03max\x12\x12\n" +
+	"\x04mean\x18\x04 \x01(\x01R\x04mean\x12\x10\n" +
+	"\x03p50\x18\x05 \x01(\x01R\x03p50\x12\x10\n" +
+	"\x03p95\x18\x06 \x01(\x01R\x03p95\x12\x10\n" +
+	"\x03p99\x18\a \x01(\x01R\x03p99\"\x88\x03\n" +
 	"\x1fUpdateTaskExecutionStateRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x125\n" +
 	"\aattempt\x18\x02 \x01(\v2\x1b.gofl.v1.ExecutionAttemptIDR\aattempt\x12\x14\n" +
@@ -2739,7 +3172,7 @@ const file_cluster_proto_rawDesc = "" +
 	"partitions\"F\n" +
 	"\x10HeartbeatRequest\x12\x1b\n" +
 	"\tsender_id\x18\x01 \x01(\tR\bsenderId\x12\x15\n" +
-	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"\xfe\x01\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"\xa1\x03\n" +
 	"\x1cTaskManagerHeartbeatResponse\x124\n" +
 	"\vslot_report\x18\x01 \x01(\v2\x13.gofl.v1.SlotReportR\n" +
 	"slotReport\x125\n" +
@@ -2747,7 +3180,11 @@ const file_cluster_proto_rawDesc = "" +
 	"\ametrics\x18\x03 \x03(\v2\x16.gofl.v1.TaskIOMetricsR\ametrics\x12?\n" +
 	"\n" +
 	"partitions\x18\x04 \x03(\v2\x1f.gofl.v1.ResultPartitionIDProtoR\n" +
-	"partitions\"J\n" +
+	"partitions\x12_\n" +
+	"\x0estatus_metrics\x18\x05 \x03(\v28.gofl.v1.TaskManagerHeartbeatResponse.StatusMetricsEntryR\rstatusMetrics\x1a@\n" +
+	"\x12StatusMetricsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"J\n" +
 	"\x1bDisconnectJobManagerRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
 	"\x05cause\x18\x02 \x01(\tR\x05cause\"\x1f\n" +
@@ -2800,144 +3237,155 @@ func file_cluster_proto_rawDescGZIP() []byte {
 	return file_cluster_proto_rawDescData
 }
 
-var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_cluster_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_cluster_proto_goTypes = []any{
-	(*Ack)(nil),                             // 0: gofl.v1.Ack
-	(*TaskManagerLocation)(nil),             // 1: gofl.v1.TaskManagerLocation
-	(*SlotStatus)(nil),                      // 2: gofl.v1.SlotStatus
-	(*SlotReport)(nil),                      // 3: gofl.v1.SlotReport
-	(*RegisterTaskExecutorRequest)(nil),     // 4: gofl.v1.RegisterTaskExecutorRequest
-	(*RegisterTaskExecutorResponse)(nil),    // 5: gofl.v1.RegisterTaskExecutorResponse
-	(*SendSlotReportRequest)(nil),           // 6: gofl.v1.SendSlotReportRequest
-	(*DisconnectTaskExecutorRequest)(nil),   // 7: gofl.v1.DisconnectTaskExecutorRequest
-	(*RegisterTaskManagerRequest)(nil),      // 8: gofl.v1.RegisterTaskManagerRequest
-	(*RegisterTaskManagerResponse)(nil),     // 9: gofl.v1.RegisterTaskManagerResponse
-	(*SlotOffer)(nil),                       // 10: gofl.v1.SlotOffer
-	(*OfferSlotsRequest)(nil),               // 11: gofl.v1.OfferSlotsRequest
-	(*OfferSlotsResponse)(nil),              // 12: gofl.v1.OfferSlotsResponse
-	(*FailureInfo)(nil),                     // 13: gofl.v1.FailureInfo
-	(*TaskIOMetrics)(nil),                   // 14: gofl.v1.TaskIOMetrics
-	(*UpdateTaskExecutionStateRequest)(nil), // 15: gofl.v1.UpdateTaskExecutionStateRequest
-	(*DisconnectTaskManagerRequest)(nil),    // 16: gofl.v1.DisconnectTaskManagerRequest
-	(*GetBlobRequest)(nil),                  // 17: gofl.v1.GetBlobRequest
-	(*GetBlobResponse)(nil),                 // 18: gofl.v1.GetBlobResponse
-	(*NotifyEndOfDataRequest)(nil),          // 19: gofl.v1.NotifyEndOfDataRequest
-	(*ReportPartitionsLostRequest)(nil),     // 20: gofl.v1.ReportPartitionsLostRequest
-	(*AcknowledgeCheckpointRequest)(nil),    // 21: gofl.v1.AcknowledgeCheckpointRequest
-	(*DeclineCheckpointRequest)(nil),        // 22: gofl.v1.DeclineCheckpointRequest
-	(*TriggerCheckpointRequest)(nil),        // 23: gofl.v1.TriggerCheckpointRequest
-	(*NotifyCheckpointRequest)(nil),         // 24: gofl.v1.NotifyCheckpointRequest
-	(*RunnerCheckpointReport)(nil),          // 25: gofl.v1.RunnerCheckpointReport
-	(*WatchCheckpointsRequest)(nil),         // 26: gofl.v1.WatchCheckpointsRequest
-	(*OperatorEventRequest)(nil),            // 27: gofl.v1.OperatorEventRequest
-	(*RequestSlotRequest)(nil),              // 28: gofl.v1.RequestSlotRequest
-	(*SubmitTaskRequest)(nil),               // 29: gofl.v1.SubmitTaskRequest
-	(*CancelTaskRequest)(nil),               // 30: gofl.v1.CancelTaskRequest
-	(*CancelTaskResponse)(nil),              // 31: gofl.v1.CancelTaskResponse
-	(*FreeSlotRequest)(nil),                 // 32: gofl.v1.FreeSlotRequest
-	(*ResultPartitionIDProto)(nil),          // 33: gofl.v1.ResultPartitionIDProto
-	(*ReleasePartitionsRequest)(nil),        // 34: gofl.v1.ReleasePartitionsRequest
-	(*HeartbeatRequest)(nil),                // 35: gofl.v1.HeartbeatRequest
-	(*TaskManagerHeartbeatResponse)(nil),    // 36: gofl.v1.TaskManagerHeartbeatResponse
-	(*DisconnectJobManagerRequest)(nil),     // 37: gofl.v1.DisconnectJobManagerRequest
-	(*BlobChunk)(nil),                       // 38: gofl.v1.BlobChunk
-	(*GetBlobByKeyRequest)(nil),             // 39: gofl.v1.GetBlobByKeyRequest
-	nil,                                     // 40: gofl.v1.UpdateTaskExecutionStateRequest.AccumulatorsEntry
-	(*ExecutionAttemptID)(nil),              // 41: gofl.v1.ExecutionAttemptID
-	(*OperatorSubtaskStateHandle)(nil),      // 42: gofl.v1.OperatorSubtaskStateHandle
-	(*CheckpointMetrics)(nil),               // 43: gofl.v1.CheckpointMetrics
-	(*CheckpointOptions)(nil),               // 44: gofl.v1.CheckpointOptions
-	(*TaskDeploymentDescriptor)(nil),        // 45: gofl.v1.TaskDeploymentDescriptor
+	(UserMetric_Type)(0),                    // 0: gofl.v1.UserMetric.Type
+	(*Ack)(nil),                             // 1: gofl.v1.Ack
+	(*TaskManagerLocation)(nil),             // 2: gofl.v1.TaskManagerLocation
+	(*SlotStatus)(nil),                      // 3: gofl.v1.SlotStatus
+	(*SlotReport)(nil),                      // 4: gofl.v1.SlotReport
+	(*RegisterTaskExecutorRequest)(nil),     // 5: gofl.v1.RegisterTaskExecutorRequest
+	(*TaskManagerHardware)(nil),             // 6: gofl.v1.TaskManagerHardware
+	(*RegisterTaskExecutorResponse)(nil),    // 7: gofl.v1.RegisterTaskExecutorResponse
+	(*SendSlotReportRequest)(nil),           // 8: gofl.v1.SendSlotReportRequest
+	(*DisconnectTaskExecutorRequest)(nil),   // 9: gofl.v1.DisconnectTaskExecutorRequest
+	(*RegisterTaskManagerRequest)(nil),      // 10: gofl.v1.RegisterTaskManagerRequest
+	(*RegisterTaskManagerResponse)(nil),     // 11: gofl.v1.RegisterTaskManagerResponse
+	(*SlotOffer)(nil),                       // 12: gofl.v1.SlotOffer
+	(*OfferSlotsRequest)(nil),               // 13: gofl.v1.OfferSlotsRequest
+	(*OfferSlotsResponse)(nil),              // 14: gofl.v1.OfferSlotsResponse
+	(*FailureInfo)(nil),                     // 15: gofl.v1.FailureInfo
+	(*TaskIOMetrics)(nil),                   // 16: gofl.v1.TaskIOMetrics
+	(*UserMetric)(nil),                      // 17: gofl.v1.UserMetric
+	(*HistogramStatistics)(nil),             // 18: gofl.v1.HistogramStatistics
+	(*UpdateTaskExecutionStateRequest)(nil), // 19: gofl.v1.UpdateTaskExecutionStateRequest
+	(*DisconnectTaskManagerRequest)(nil),    // 20: gofl.v1.DisconnectTaskManagerRequest
+	(*GetBlobRequest)(nil),                  // 21: gofl.v1.GetBlobRequest
+	(*GetBlobResponse)(nil),                 // 22: gofl.v1.GetBlobResponse
+	(*NotifyEndOfDataRequest)(nil),          // 23: gofl.v1.NotifyEndOfDataRequest
+	(*ReportPartitionsLostRequest)(nil),     // 24: gofl.v1.ReportPartitionsLostRequest
+	(*AcknowledgeCheckpointRequest)(nil),    // 25: gofl.v1.AcknowledgeCheckpointRequest
+	(*DeclineCheckpointRequest)(nil),        // 26: gofl.v1.DeclineCheckpointRequest
+	(*TriggerCheckpointRequest)(nil),        // 27: gofl.v1.TriggerCheckpointRequest
+	(*NotifyCheckpointRequest)(nil),         // 28: gofl.v1.NotifyCheckpointRequest
+	(*RunnerCheckpointReport)(nil),          // 29: gofl.v1.RunnerCheckpointReport
+	(*WatchCheckpointsRequest)(nil),         // 30: gofl.v1.WatchCheckpointsRequest
+	(*OperatorEventRequest)(nil),            // 31: gofl.v1.OperatorEventRequest
+	(*RequestSlotRequest)(nil),              // 32: gofl.v1.RequestSlotRequest
+	(*SubmitTaskRequest)(nil),               // 33: gofl.v1.SubmitTaskRequest
+	(*CancelTaskRequest)(nil),               // 34: gofl.v1.CancelTaskRequest
+	(*CancelTaskResponse)(nil),              // 35: gofl.v1.CancelTaskResponse
+	(*FreeSlotRequest)(nil),                 // 36: gofl.v1.FreeSlotRequest
+	(*ResultPartitionIDProto)(nil),          // 37: gofl.v1.ResultPartitionIDProto
+	(*ReleasePartitionsRequest)(nil),        // 38: gofl.v1.ReleasePartitionsRequest
+	(*HeartbeatRequest)(nil),                // 39: gofl.v1.HeartbeatRequest
+	(*TaskManagerHeartbeatResponse)(nil),    // 40: gofl.v1.TaskManagerHeartbeatResponse
+	(*DisconnectJobManagerRequest)(nil),     // 41: gofl.v1.DisconnectJobManagerRequest
+	(*BlobChunk)(nil),                       // 42: gofl.v1.BlobChunk
+	(*GetBlobByKeyRequest)(nil),             // 43: gofl.v1.GetBlobByKeyRequest
+	nil,                                     // 44: gofl.v1.UpdateTaskExecutionStateRequest.AccumulatorsEntry
+	nil,                                     // 45: gofl.v1.TaskManagerHeartbeatResponse.StatusMetricsEntry
+	(*ExecutionAttemptID)(nil),              // 46: gofl.v1.ExecutionAttemptID
+	(*OperatorSubtaskStateHandle)(nil),      // 47: gofl.v1.OperatorSubtaskStateHandle
+	(*CheckpointMetrics)(nil),               // 48: gofl.v1.CheckpointMetrics
+	(*CheckpointOptions)(nil),               // 49: gofl.v1.CheckpointOptions
+	(*TaskDeploymentDescriptor)(nil),        // 50: gofl.v1.TaskDeploymentDescriptor
 }
 var file_cluster_proto_depIdxs = []int32{
-	2,  // 0: gofl.v1.SlotReport.slots:type_name -> gofl.v1.SlotStatus
-	1,  // 1: gofl.v1.RegisterTaskExecutorRequest.location:type_name -> gofl.v1.TaskManagerLocation
-	3,  // 2: gofl.v1.SendSlotReportRequest.slot_report:type_name -> gofl.v1.SlotReport
-	1,  // 3: gofl.v1.RegisterTaskManagerRequest.location:type_name -> gofl.v1.TaskManagerLocation
-	10, // 4: gofl.v1.OfferSlotsRequest.slots:type_name -> gofl.v1.SlotOffer
-	41, // 5: gofl.v1.TaskIOMetrics.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	41, // 6: gofl.v1.UpdateTaskExecutionStateRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	13, // 7: gofl.v1.UpdateTaskExecutionStateRequest.failure:type_name -> gofl.v1.FailureInfo
-	14, // 8: gofl.v1.UpdateTaskExecutionStateRequest.metrics:type_name -> gofl.v1.TaskIOMetrics
-	40, // 9: gofl.v1.UpdateTaskExecutionStateRequest.accumulators:type_name -> gofl.v1.UpdateTaskExecutionStateRequest.AccumulatorsEntry
-	41, // 10: gofl.v1.NotifyEndOfDataRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	33, // 11: gofl.v1.ReportPartitionsLostRequest.partitions:type_name -> gofl.v1.ResultPartitionIDProto
-	41, // 12: gofl.v1.AcknowledgeCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	42, // 13: gofl.v1.AcknowledgeCheckpointRequest.operators:type_name -> gofl.v1.OperatorSubtaskStateHandle
-	43, // 14: gofl.v1.AcknowledgeCheckpointRequest.metrics:type_name -> gofl.v1.CheckpointMetrics
-	41, // 15: gofl.v1.DeclineCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	13, // 16: gofl.v1.DeclineCheckpointRequest.reason:type_name -> gofl.v1.FailureInfo
-	41, // 17: gofl.v1.TriggerCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	44, // 18: gofl.v1.TriggerCheckpointRequest.options:type_name -> gofl.v1.CheckpointOptions
-	41, // 19: gofl.v1.NotifyCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	21, // 20: gofl.v1.RunnerCheckpointReport.acknowledge:type_name -> gofl.v1.AcknowledgeCheckpointRequest
-	22, // 21: gofl.v1.RunnerCheckpointReport.decline:type_name -> gofl.v1.DeclineCheckpointRequest
-	27, // 22: gofl.v1.RunnerCheckpointReport.operator_event:type_name -> gofl.v1.OperatorEventRequest
-	19, // 23: gofl.v1.RunnerCheckpointReport.end_of_data:type_name -> gofl.v1.NotifyEndOfDataRequest
-	41, // 24: gofl.v1.OperatorEventRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	45, // 25: gofl.v1.SubmitTaskRequest.tdd:type_name -> gofl.v1.TaskDeploymentDescriptor
-	41, // 26: gofl.v1.CancelTaskRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	41, // 27: gofl.v1.ResultPartitionIDProto.producer:type_name -> gofl.v1.ExecutionAttemptID
-	33, // 28: gofl.v1.ReleasePartitionsRequest.partitions:type_name -> gofl.v1.ResultPartitionIDProto
-	3,  // 29: gofl.v1.TaskManagerHeartbeatResponse.slot_report:type_name -> gofl.v1.SlotReport
-	41, // 30: gofl.v1.TaskManagerHeartbeatResponse.running:type_name -> gofl.v1.ExecutionAttemptID
-	14, // 31: gofl.v1.TaskManagerHeartbeatResponse.metrics:type_name -> gofl.v1.TaskIOMetrics
-	33, // 32: gofl.v1.TaskManagerHeartbeatResponse.partitions:type_name -> gofl.v1.ResultPartitionIDProto
-	4,  // 33: gofl.v1.ResourceManagerService.RegisterTaskExecutor:input_type -> gofl.v1.RegisterTaskExecutorRequest
-	6,  // 34: gofl.v1.ResourceManagerService.SendSlotReport:input_type -> gofl.v1.SendSlotReportRequest
-	7,  // 35: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:input_type -> gofl.v1.DisconnectTaskExecutorRequest
-	8,  // 36: gofl.v1.JobMasterService.RegisterTaskManager:input_type -> gofl.v1.RegisterTaskManagerRequest
-	11, // 37: gofl.v1.JobMasterService.OfferSlots:input_type -> gofl.v1.OfferSlotsRequest
-	15, // 38: gofl.v1.JobMasterService.UpdateTaskExecutionState:input_type -> gofl.v1.UpdateTaskExecutionStateRequest
-	16, // 39: gofl.v1.JobMasterService.DisconnectTaskManager:input_type -> gofl.v1.DisconnectTaskManagerRequest
-	17, // 40: gofl.v1.JobMasterService.GetBlob:input_type -> gofl.v1.GetBlobRequest
-	20, // 41: gofl.v1.JobMasterService.ReportPartitionsLost:input_type -> gofl.v1.ReportPartitionsLostRequest
-	21, // 42: gofl.v1.JobMasterService.AcknowledgeCheckpoint:input_type -> gofl.v1.AcknowledgeCheckpointRequest
-	22, // 43: gofl.v1.JobMasterService.DeclineCheckpoint:input_type -> gofl.v1.DeclineCheckpointRequest
-	27, // 44: gofl.v1.JobMasterService.SendOperatorEventToCoordinator:input_type -> gofl.v1.OperatorEventRequest
-	19, // 45: gofl.v1.JobMasterService.NotifyEndOfData:input_type -> gofl.v1.NotifyEndOfDataRequest
-	28, // 46: gofl.v1.TaskExecutorService.RequestSlot:input_type -> gofl.v1.RequestSlotRequest
-	29, // 47: gofl.v1.TaskExecutorService.SubmitTask:input_type -> gofl.v1.SubmitTaskRequest
-	30, // 48: gofl.v1.TaskExecutorService.CancelTask:input_type -> gofl.v1.CancelTaskRequest
-	32, // 49: gofl.v1.TaskExecutorService.FreeSlot:input_type -> gofl.v1.FreeSlotRequest
-	34, // 50: gofl.v1.TaskExecutorService.ReleasePartitions:input_type -> gofl.v1.ReleasePartitionsRequest
-	35, // 51: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:input_type -> gofl.v1.HeartbeatRequest
-	35, // 52: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:input_type -> gofl.v1.HeartbeatRequest
-	37, // 53: gofl.v1.TaskExecutorService.DisconnectJobManager:input_type -> gofl.v1.DisconnectJobManagerRequest
-	23, // 54: gofl.v1.TaskExecutorService.TriggerCheckpoint:input_type -> gofl.v1.TriggerCheckpointRequest
-	24, // 55: gofl.v1.TaskExecutorService.NotifyCheckpoint:input_type -> gofl.v1.NotifyCheckpointRequest
-	27, // 56: gofl.v1.TaskExecutorService.SendOperatorEventToTask:input_type -> gofl.v1.OperatorEventRequest
-	39, // 57: gofl.v1.BlobService.GetBlobByKey:input_type -> gofl.v1.GetBlobByKeyRequest
-	5,  // 58: gofl.v1.ResourceManagerService.RegisterTaskExecutor:output_type -> gofl.v1.RegisterTaskExecutorResponse
-	0,  // 59: gofl.v1.ResourceManagerService.SendSlotReport:output_type -> gofl.v1.Ack
-	0,  // 60: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:output_type -> gofl.v1.Ack
-	9,  // 61: gofl.v1.JobMasterService.RegisterTaskManager:output_type -> gofl.v1.RegisterTaskManagerResponse
-	12, // 62: gofl.v1.JobMasterService.OfferSlots:output_type -> gofl.v1.OfferSlotsResponse
-	0,  // 63: gofl.v1.JobMasterService.UpdateTaskExecutionState:output_type -> gofl.v1.Ack
-	0,  // 64: gofl.v1.JobMasterService.DisconnectTaskManager:output_type -> gofl.v1.Ack
-	18, // 65: gofl.v1.JobMasterService.GetBlob:output_type -> gofl.v1.GetBlobResponse
-	0,  // 66: gofl.v1.JobMasterService.ReportPartitionsLost:output_type -> gofl.v1.Ack
-	0,  // 67: gofl.v1.JobMasterService.AcknowledgeCheckpoint:output_type -> gofl.v1.Ack
-	0,  // 68: gofl.v1.JobMasterService.DeclineCheckpoint:output_type -> gofl.v1.Ack
-	0,  // 69: gofl.v1.JobMasterService.SendOperatorEventToCoordinator:output_type -> gofl.v1.Ack
-	0,  // 70: gofl.v1.JobMasterService.NotifyEndOfData:output_type -> gofl.v1.Ack
-	0,  // 71: gofl.v1.TaskExecutorService.RequestSlot:output_type -> gofl.v1.Ack
-	0,  // 72: gofl.v1.TaskExecutorService.SubmitTask:output_type -> gofl.v1.Ack
-	31, // 73: gofl.v1.TaskExecutorService.CancelTask:output_type -> gofl.v1.CancelTaskResponse
-	0,  // 74: gofl.v1.TaskExecutorService.FreeSlot:output_type -> gofl.v1.Ack
-	0,  // 75: gofl.v1.TaskExecutorService.ReleasePartitions:output_type -> gofl.v1.Ack
-	36, // 76: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
-	36, // 77: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
-	0,  // 78: gofl.v1.TaskExecutorService.DisconnectJobManager:output_type -> gofl.v1.Ack
-	0,  // 79: gofl.v1.TaskExecutorService.TriggerCheckpoint:output_type -> gofl.v1.Ack
-	0,  // 80: gofl.v1.TaskExecutorService.NotifyCheckpoint:output_type -> gofl.v1.Ack
-	0,  // 81: gofl.v1.TaskExecutorService.SendOperatorEventToTask:output_type -> gofl.v1.Ack
-	38, // 82: gofl.v1.BlobService.GetBlobByKey:output_type -> gofl.v1.BlobChunk
-	58, // [58:83] is the sub-list for method output_type
-	33, // [33:58] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	3,  // 0: gofl.v1.SlotReport.slots:type_name -> gofl.v1.SlotStatus
+	2,  // 1: gofl.v1.RegisterTaskExecutorRequest.location:type_name -> gofl.v1.TaskManagerLocation
+	6,  // 2: gofl.v1.RegisterTaskExecutorRequest.hardware:type_name -> gofl.v1.TaskManagerHardware
+	4,  // 3: gofl.v1.SendSlotReportRequest.slot_report:type_name -> gofl.v1.SlotReport
+	2,  // 4: gofl.v1.RegisterTaskManagerRequest.location:type_name -> gofl.v1.TaskManagerLocation
+	12, // 5: gofl.v1.OfferSlotsRequest.slots:type_name -> gofl.v1.SlotOffer
+	46, // 6: gofl.v1.TaskIOMetrics.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	17, // 7: gofl.v1.TaskIOMetrics.user_metrics:type_name -> gofl.v1.UserMetric
+	0,  // 8: gofl.v1.UserMetric.type:type_name -> gofl.v1.UserMetric.Type
+	18, // 9: gofl.v1.UserMetric.histogram:type_name -> gofl.v1.HistogramStatistics
+	46, // 10: gofl.v1.UpdateTaskExecutionStateRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	15, // 11: gofl.v1.UpdateTaskExecutionStateRequest.failure:type_name -> gofl.v1.FailureInfo
+	16, // 12: gofl.v1.UpdateTaskExecutionStateRequest.metrics:type_name -> gofl.v1.TaskIOMetrics
+	44, // 13: gofl.v1.UpdateTaskExecutionStateRequest.accumulators:type_name -> gofl.v1.UpdateTaskExecutionStateRequest.AccumulatorsEntry
+	46, // 14: gofl.v1.NotifyEndOfDataRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	37, // 15: gofl.v1.ReportPartitionsLostRequest.partitions:type_name -> gofl.v1.ResultPartitionIDProto
+	46, // 16: gofl.v1.AcknowledgeCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	47, // 17: gofl.v1.AcknowledgeCheckpointRequest.operators:type_name -> gofl.v1.OperatorSubtaskStateHandle
+	48, // 18: gofl.v1.AcknowledgeCheckpointRequest.metrics:type_name -> gofl.v1.CheckpointMetrics
+	46, // 19: gofl.v1.DeclineCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	15, // 20: gofl.v1.DeclineCheckpointRequest.reason:type_name -> gofl.v1.FailureInfo
+	46, // 21: gofl.v1.TriggerCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	49, // 22: gofl.v1.TriggerCheckpointRequest.options:type_name -> gofl.v1.CheckpointOptions
+	46, // 23: gofl.v1.NotifyCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	25, // 24: gofl.v1.RunnerCheckpointReport.acknowledge:type_name -> gofl.v1.AcknowledgeCheckpointRequest
+	26, // 25: gofl.v1.RunnerCheckpointReport.decline:type_name -> gofl.v1.DeclineCheckpointRequest
+	31, // 26: gofl.v1.RunnerCheckpointReport.operator_event:type_name -> gofl.v1.OperatorEventRequest
+	23, // 27: gofl.v1.RunnerCheckpointReport.end_of_data:type_name -> gofl.v1.NotifyEndOfDataRequest
+	46, // 28: gofl.v1.OperatorEventRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	50, // 29: gofl.v1.SubmitTaskRequest.tdd:type_name -> gofl.v1.TaskDeploymentDescriptor
+	46, // 30: gofl.v1.CancelTaskRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	46, // 31: gofl.v1.ResultPartitionIDProto.producer:type_name -> gofl.v1.ExecutionAttemptID
+	37, // 32: gofl.v1.ReleasePartitionsRequest.partitions:type_name -> gofl.v1.ResultPartitionIDProto
+	4,  // 33: gofl.v1.TaskManagerHeartbeatResponse.slot_report:type_name -> gofl.v1.SlotReport
+	46, // 34: gofl.v1.TaskManagerHeartbeatResponse.running:type_name -> gofl.v1.ExecutionAttemptID
+	16, // 35: gofl.v1.TaskManagerHeartbeatResponse.metrics:type_name -> gofl.v1.TaskIOMetrics
+	37, // 36: gofl.v1.TaskManagerHeartbeatResponse.partitions:type_name -> gofl.v1.ResultPartitionIDProto
+	45, // 37: gofl.v1.TaskManagerHeartbeatResponse.status_metrics:type_name -> gofl.v1.TaskManagerHeartbeatResponse.StatusMetricsEntry
+	5,  // 38: gofl.v1.ResourceManagerService.RegisterTaskExecutor:input_type -> gofl.v1.RegisterTaskExecutorRequest
+	8,  // 39: gofl.v1.ResourceManagerService.SendSlotReport:input_type -> gofl.v1.SendSlotReportRequest
+	9,  // 40: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:input_type -> gofl.v1.DisconnectTaskExecutorRequest
+	10, // 41: gofl.v1.JobMasterService.RegisterTaskManager:input_type -> gofl.v1.RegisterTaskManagerRequest
+	13, // 42: gofl.v1.JobMasterService.OfferSlots:input_type -> gofl.v1.OfferSlotsRequest
+	19, // 43: gofl.v1.JobMasterService.UpdateTaskExecutionState:input_type -> gofl.v1.UpdateTaskExecutionStateRequest
+	20, // 44: gofl.v1.JobMasterService.DisconnectTaskManager:input_type -> gofl.v1.DisconnectTaskManagerRequest
+	21, // 45: gofl.v1.JobMasterService.GetBlob:input_type -> gofl.v1.GetBlobRequest
+	24, // 46: gofl.v1.JobMasterService.ReportPartitionsLost:input_type -> gofl.v1.ReportPartitionsLostRequest
+	25, // 47: gofl.v1.JobMasterService.AcknowledgeCheckpoint:input_type -> gofl.v1.AcknowledgeCheckpointRequest
+	26, // 48: gofl.v1.JobMasterService.DeclineCheckpoint:input_type -> gofl.v1.DeclineCheckpointRequest
+	31, // 49: gofl.v1.JobMasterService.SendOperatorEventToCoordinator:input_type -> gofl.v1.OperatorEventRequest
+	23, // 50: gofl.v1.JobMasterService.NotifyEndOfData:input_type -> gofl.v1.NotifyEndOfDataRequest
+	32, // 51: gofl.v1.TaskExecutorService.RequestSlot:input_type -> gofl.v1.RequestSlotRequest
+	33, // 52: gofl.v1.TaskExecutorService.SubmitTask:input_type -> gofl.v1.SubmitTaskRequest
+	34, // 53: gofl.v1.TaskExecutorService.CancelTask:input_type -> gofl.v1.CancelTaskRequest
+	36, // 54: gofl.v1.TaskExecutorService.FreeSlot:input_type -> gofl.v1.FreeSlotRequest
+	38, // 55: gofl.v1.TaskExecutorService.ReleasePartitions:input_type -> gofl.v1.ReleasePartitionsRequest
+	39, // 56: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:input_type -> gofl.v1.HeartbeatRequest
+	39, // 57: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:input_type -> gofl.v1.HeartbeatRequest
+	41, // 58: gofl.v1.TaskExecutorService.DisconnectJobManager:input_type -> gofl.v1.DisconnectJobManagerRequest
+	27, // 59: gofl.v1.TaskExecutorService.TriggerCheckpoint:input_type -> gofl.v1.TriggerCheckpointRequest
+	28, // 60: gofl.v1.TaskExecutorService.NotifyCheckpoint:input_type -> gofl.v1.NotifyCheckpointRequest
+	31, // 61: gofl.v1.TaskExecutorService.SendOperatorEventToTask:input_type -> gofl.v1.OperatorEventRequest
+	43, // 62: gofl.v1.BlobService.GetBlobByKey:input_type -> gofl.v1.GetBlobByKeyRequest
+	7,  // 63: gofl.v1.ResourceManagerService.RegisterTaskExecutor:output_type -> gofl.v1.RegisterTaskExecutorResponse
+	1,  // 64: gofl.v1.ResourceManagerService.SendSlotReport:output_type -> gofl.v1.Ack
+	1,  // 65: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:output_type -> gofl.v1.Ack
+	11, // 66: gofl.v1.JobMasterService.RegisterTaskManager:output_type -> gofl.v1.RegisterTaskManagerResponse
+	14, // 67: gofl.v1.JobMasterService.OfferSlots:output_type -> gofl.v1.OfferSlotsResponse
+	1,  // 68: gofl.v1.JobMasterService.UpdateTaskExecutionState:output_type -> gofl.v1.Ack
+	1,  // 69: gofl.v1.JobMasterService.DisconnectTaskManager:output_type -> gofl.v1.Ack
+	22, // 70: gofl.v1.JobMasterService.GetBlob:output_type -> gofl.v1.GetBlobResponse
+	1,  // 71: gofl.v1.JobMasterService.ReportPartitionsLost:output_type -> gofl.v1.Ack
+	1,  // 72: gofl.v1.JobMasterService.AcknowledgeCheckpoint:output_type -> gofl.v1.Ack
+	1,  // 73: gofl.v1.JobMasterService.DeclineCheckpoint:output_type -> gofl.v1.Ack
+	1,  // 74: gofl.v1.JobMasterService.SendOperatorEventToCoordinator:output_type -> gofl.v1.Ack
+	1,  // 75: gofl.v1.JobMasterService.NotifyEndOfData:output_type -> gofl.v1.Ack
+	1,  // 76: gofl.v1.TaskExecutorService.RequestSlot:output_type -> gofl.v1.Ack
+	1,  // 77: gofl.v1.TaskExecutorService.SubmitTask:output_type -> gofl.v1.Ack
+	35, // 78: gofl.v1.TaskExecutorService.CancelTask:output_type -> gofl.v1.CancelTaskResponse
+	1,  // 79: gofl.v1.TaskExecutorService.FreeSlot:output_type -> gofl.v1.Ack
+	1,  // 80: gofl.v1.TaskExecutorService.ReleasePartitions:output_type -> gofl.v1.Ack
+	40, // 81: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
+	40, // 82: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
+	1,  // 83: gofl.v1.TaskExecutorService.DisconnectJobManager:output_type -> gofl.v1.Ack
+	1,  // 84: gofl.v1.TaskExecutorService.TriggerCheckpoint:output_type -> gofl.v1.Ack
+	1,  // 85: gofl.v1.TaskExecutorService.NotifyCheckpoint:output_type -> gofl.v1.Ack
+	1,  // 86: gofl.v1.TaskExecutorService.SendOperatorEventToTask:output_type -> gofl.v1.Ack
+	42, // 87: gofl.v1.BlobService.GetBlobByKey:output_type -> gofl.v1.BlobChunk
+	63, // [63:88] is the sub-list for method output_type
+	38, // [38:63] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_cluster_proto_init() }
@@ -2947,7 +3395,7 @@ func file_cluster_proto_init() {
 	}
 	file_deployment_proto_init()
 	file_checkpoint_proto_init()
-	file_cluster_proto_msgTypes[25].OneofWrappers = []any{
+	file_cluster_proto_msgTypes[28].OneofWrappers = []any{
 		(*RunnerCheckpointReport_Acknowledge)(nil),
 		(*RunnerCheckpointReport_Decline)(nil),
 		(*RunnerCheckpointReport_OperatorEvent)(nil),
@@ -2958,13 +3406,14 @@ func file_cluster_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cluster_proto_rawDesc), len(file_cluster_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   41,
+			NumEnums:      1,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   4,
 		},
 		GoTypes:           file_cluster_proto_goTypes,
 		DependencyIndexes: file_cluster_proto_depIdxs,
+		EnumInfos:         file_cluster_proto_enumTypes,
 		MessageInfos:      file_cluster_proto_msgTypes,
 	}.Build()
 	File_cluster_proto = out.File

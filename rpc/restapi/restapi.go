@@ -255,6 +255,42 @@ type TaskManagerInfo struct {
 	TimeSinceLastHeartbeat int64  `json:"timeSinceLastHeartbeat"` // epoch millis of the last heartbeat, as Flink reports
 	SlotsNumber            int    `json:"slotsNumber"`
 	FreeSlots              int    `json:"freeSlots"`
+	// Hardware and MemoryConfiguration are Flink's, for a Go process;
+	// absent for a TaskManager that registered without them.
+	Hardware            *HardwareDescription `json:"hardware,omitempty"`
+	MemoryConfiguration *MemoryConfiguration `json:"memoryConfiguration,omitempty"`
+	// StatusMetrics are the process's Go runtime status from its latest
+	// heartbeat, by Flink's names (Status.JVM.Memory.Heap.Used...) and
+	// gofl's (Status.Go.*), served at GET /taskmanagers/{tmid}/metrics;
+	// not part of the JSON.
+	StatusMetrics map[string]float64 `json:"-"`
+}
+
+// HardwareDescription is Flink's: the TaskManager's cores, the machine's
+// memory, the memory free at registration (Flink: the JVM's heap size) and
+// managed memory (none in gofl), in bytes.
+type HardwareDescription struct {
+	CPUCores       int   `json:"cpuCores"`
+	PhysicalMemory int64 `json:"physicalMemory"`
+	FreeMemory     int64 `json:"freeMemory"`
+	ManagedMemory  int64 `json:"managedMemory"`
+}
+
+// MemoryConfiguration is Flink's TaskExecutorMemoryConfiguration, in
+// bytes. A Go TaskManager has no JVM memory pools: only
+// totalProcessMemory is set, to the Go memory limit (GOMEMLIMIT), when
+// there is one.
+type MemoryConfiguration struct {
+	FrameworkHeap      int64 `json:"frameworkHeap"`
+	TaskHeap           int64 `json:"taskHeap"`
+	FrameworkOffHeap   int64 `json:"frameworkOffHeap"`
+	TaskOffHeap        int64 `json:"taskOffHeap"`
+	NetworkMemory      int64 `json:"networkMemory"`
+	ManagedMemory      int64 `json:"managedMemory"`
+	JVMMetaspace       int64 `json:"jvmMetaspace"`
+	JVMOverhead        int64 `json:"jvmOverhead"`
+	TotalFlinkMemory   int64 `json:"totalFlinkMemory"`
+	TotalProcessMemory int64 `json:"totalProcessMemory"`
 }
 
 // TaskManagersInfo is GET /taskmanagers.
@@ -277,6 +313,11 @@ type SubtaskInfo struct {
 	TaskManagerID string `json:"taskmanager-id"`
 	// Metrics are the I/O metrics of the subtask's current attempt.
 	Metrics IOMetricsInfo `json:"metrics"`
+	// TaskMetrics are the attempt's further metrics by Flink's names
+	// (numRecordsInPerSecond, currentInputWatermark, user metrics as
+	// "<operator>.<name>"), served through the REST metric endpoints; not
+	// part of the vertex view's JSON.
+	TaskMetrics map[string]float64 `json:"-"`
 }
 
 // JobVertexInfo is GET /jobs/{jobid}/vertices/{vertexid}.

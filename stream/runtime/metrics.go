@@ -116,32 +116,15 @@ func (m *LocalMetrics) AddGroup(name string) MetricGroup {
 // the group: counters and gauges as values, histograms as
 // "<name>.count", ".min", ".max", ".mean", ".p50", ".p95", ".p99".
 func (m *LocalMetrics) Snapshot() map[string]float64 {
-	m.reg.mu.Lock()
-	defer m.reg.mu.Unlock()
 	out := map[string]float64{}
-	rel := func(n string) (string, bool) {
-		if m.prefix == "" {
-			return n, true
+	for _, d := range m.Dump() {
+		if d.Type != HistogramMetric {
+			out[d.Name] = d.Value
+			continue
 		}
-		r, ok := strings.CutPrefix(n, m.prefix+".")
-		return r, ok
-	}
-	for n, c := range m.reg.counters {
-		if r, ok := rel(n); ok {
-			out[r] = float64(c.Count())
-		}
-	}
-	for n, g := range m.reg.gauges {
-		if r, ok := rel(n); ok {
-			out[r] = g()
-		}
-	}
-	for n, h := range m.reg.histograms {
-		if r, ok := rel(n); ok {
-			s := h.Statistics()
-			out[r+".count"], out[r+".min"], out[r+".max"] = float64(s.Count), float64(s.Min), float64(s.Max)
-			out[r+".mean"], out[r+".p50"], out[r+".p95"], out[r+".p99"] = s.Mean, s.P50, s.P95, s.P99
-		}
+		s, r := d.Histogram, d.Name
+		out[r+".count"], out[r+".min"], out[r+".max"] = float64(s.Count), float64(s.Min), float64(s.Max)
+		out[r+".mean"], out[r+".p50"], out[r+".p95"], out[r+".p99"] = s.Mean, s.P50, s.P95, s.P99
 	}
 	return out
 }
@@ -190,4 +173,84 @@ func (h *localHistogram) Statistics() HistogramStatistics {
 	s.Min, s.Max, s.Mean = vs[0], vs[len(vs)-1], sum/float64(len(vs))
 	s.P50, s.P95, s.P99 = q(0.5), q(0.95), q(0.99)
 	return s
+}
+
+// WatermarkGauges are a task's current input watermark (the combined
+// watermark of its inputs) and output watermark (the last it wrote), Flink's
+// currentInputWatermark and currentOutputWatermark: the task stores, a
+// reporter on any goroutine loads. MinWatermark before the first.
+type WatermarkGauges struct{ input, output atomic.Int64 }
+
+// NewWatermarkGauges returns gauges at MinWatermark.
+func NewWatermarkGauges() *WatermarkGauges {
+	g := &WatermarkGauges{}
+	g.input.Store(MinWatermark)
+	g.output.Store(MinWatermark)
+	return g
+}
+
+// Input is the task's current input watermark.
+func (g *WatermarkGauges) Input() int64 { return g.input.Load() }
+
+// Output is the last watermark the task wrote to its outputs.
+func (g *WatermarkGauges) Output() int64 { return g.output.Load() }
+
+// MetricType is the kind of a MetricDump.
+type MetricType int
+
+// Metric kinds.
+const (
+	CounterMetric MetricType = iota + 1
+	GaugeMetric
+	HistogramMetric
+)
+
+// MetricDump is one metric's value at a Dump.
+type MetricDump struct {
+	// Name is the dotted name below the dumped group.
+	Name  string
+	Type  MetricType
+	Value float64 // a counter's count, a gauge's value
+	// Histogram is a histogram's statistics.
+	Histogram HistogramStatistics
+}
+
+// Dump reads every metric under this group, sorted by name, for a
+// reporter; gauges' functions run on the caller's goroutine.
+func (m *LocalMetrics) Dump() []MetricDump {
+	m.reg.mu.Lock()
+	var out []MetricDump
+	rel := func(n string) (string, bool) {
+		if m.prefix == "" {
+			return n, true
+		}
+		return strings.CutPrefix(n, m.prefix+".")
+	}
+	for n, c := range m.reg.counters {
+		if r, ok := rel(n); ok {
+			out = append(out, MetricDump{Name: r, Type: CounterMetric, Value: float64(c.Count())})
+		}
+	}
+	gauges := map[string]func() float64{}
+	for n, g := range m.reg.gauges {
+		if r, ok := rel(n); ok {
+			gauges[r] = g
+		}
+	}
+	hists := map[string]*localHistogram{}
+	for n, h := range m.reg.histograms {
+		if r, ok := rel(n); ok {
+			hists[r] = h
+		}
+	}
+	m.reg.mu.Unlock()
+	// Outside the lock: a gauge may register metrics.
+	for n, g := range gauges {
+		out = append(out, MetricDump{Name: n, Type: GaugeMetric, Value: g()})
+	}
+	for n, h := range hists {
+		out = append(out, MetricDump{Name: n, Type: HistogramMetric, Histogram: h.Statistics()})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
 }

@@ -113,6 +113,9 @@ type TaskEnv struct {
 	// operator scope). Nil: a
 	// LocalMetrics per task.
 	Metrics MetricGroup
+	// Watermarks receives the task's current input and output watermarks
+	// for its metrics; nil: not reported.
+	Watermarks *WatermarkGauges
 }
 
 // OperatorError is a failure of one operator: an error it returned or a
@@ -167,6 +170,8 @@ type task struct {
 	writers []ResultWriter
 	now     func() time.Time
 	wm      int64
+	// wmg publishes wm and the last watermark written for the metrics.
+	wmg *WatermarkGauges
 	// current is the operator running now: records go down the chain as
 	// nested calls, so a panic is attributed to it by the one recover in
 	// protect instead of a deferred recover per operator per record.
@@ -226,7 +231,10 @@ func newTask(ctx context.Context, spec *TaskSpec, env TaskEnv) (*task, error) {
 	if len(env.Writers) != len(spec.Outputs) {
 		return nil, fmt.Errorf("task %q has %d outputs and %d writers", spec.Name, len(spec.Outputs), len(env.Writers))
 	}
-	t := &task{ctx: ctx, spec: spec, env: env, writers: env.Writers, now: env.Now, wm: MinWatermark, ctl: env.Control}
+	t := &task{ctx: ctx, spec: spec, env: env, writers: env.Writers, now: env.Now, wm: MinWatermark, ctl: env.Control, wmg: env.Watermarks}
+	if t.wmg == nil {
+		t.wmg = NewWatermarkGauges()
+	}
 	if t.now == nil {
 		t.now = time.Now
 	}
@@ -295,7 +303,7 @@ func newTask(ctx context.Context, spec *TaskSpec, env TaskEnv) (*task, error) {
 			return nil, fmt.Errorf("task %q: output %d comes from operator %d", spec.Name, i, o.From)
 		}
 		w := env.Writers[i]
-		t.nodes[o.From].addOutput(o.Tag, &writerOutput{w: w, p: o.NewPartitioner(env.SubtaskIndex), n: w.NumSubpartitions()})
+		t.nodes[o.From].addOutput(o.Tag, &writerOutput{w: w, p: o.NewPartitioner(env.SubtaskIndex), n: w.NumSubpartitions(), wm: t.wmg})
 	}
 	for _, n := range t.nodes {
 		outs := n.outs
@@ -408,6 +416,7 @@ func (t *task) advance(wm int64) {
 		return
 	}
 	t.wm = wm
+	t.wmg.input.Store(wm)
 	head := t.nodes[0]
 	if head.src != nil {
 		head.ctx.Output.EmitWatermark(wm)
@@ -953,9 +962,10 @@ func (f fanout) EmitWatermark(wm int64) {
 }
 
 type writerOutput struct {
-	w ResultWriter
-	p Partitioner
-	n int
+	w  ResultWriter
+	p  Partitioner
+	n  int
+	wm *WatermarkGauges
 }
 
 func (o *writerOutput) emit(s int, ev Event) {
@@ -976,6 +986,7 @@ func (o *writerOutput) Collect(r Record) {
 }
 
 func (o *writerOutput) EmitWatermark(wm int64) {
+	o.wm.output.Store(wm)
 	for i := 0; i < o.n; i++ {
 		o.emit(i, Event{Kind: EventWatermark, Watermark: wm})
 	}

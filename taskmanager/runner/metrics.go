@@ -30,23 +30,35 @@ type MetricsExecutor interface {
 	TaskMetrics() []*pb.TaskIOMetrics
 }
 
-// rateWindow is how many sampling intervals a rate spans at most: a
+// rateWindow is how many sampling intervals a time rate spans at most: a
 // writer's back-pressured time is counted when its wait for a buffer ends,
 // so one interval's share is lumpy.
 const rateWindow = 5
 
-// RateTracker derives Flink's per-second time metrics
+// MeterWindow is the span of the record and byte rates, Flink's MeterView
+// default (60 s).
+const MeterWindow = 60 * time.Second
+
+// RateTracker derives Flink's per-second metrics from successive samples
+// of accumulated counters, per attempt: the time shares
 // (backPressuredTimeMsPerSecond, idleTimeMsPerSecond, busyTimeMsPerSecond)
-// from successive samples of accumulated times, per attempt, over the last
-// rateWindow sampling intervals. It is not safe for concurrent use.
+// over the last rateWindow sampling intervals, and the record and byte
+// rates (numRecordsInPerSecond...) over the last MeterWindow, as Flink's
+// MeterView. An attempt's start (StartTimestampMs) counts as a sample of
+// zero counters, so records sent before its first sample count. It is not
+// safe for concurrent use.
 type RateTracker struct {
-	last map[string][]sample // oldest first, at most rateWindow
+	last map[string][]sample // oldest first, spanning at most MeterWindow
 }
 
 type sample struct {
 	at                  time.Time
 	backPressured, idle int64
 	busy                int64
+	// records and bytes in and out.
+	recIn, recOut, bytesIn, bytesOut int64
+	// zero: the attempt's start, no times to derive shares from.
+	zero bool
 }
 
 // NewRateTracker returns an empty tracker.
@@ -54,7 +66,8 @@ func NewRateTracker() *RateTracker { return &RateTracker{last: map[string][]samp
 
 // Update sets the rates and the timestamp of every metric in ms, sampled at
 // now, from the attempt's earlier samples; an attempt's first sample gets
-// no rates. Attempts missing from ms are forgotten.
+// no time shares, and record rates only when its start is known. Attempts
+// missing from ms are forgotten.
 func (r *RateTracker) Update(now time.Time, ms []*pb.TaskIOMetrics) {
 	seen := make(map[string][]sample, len(ms))
 	for _, m := range ms {
@@ -62,24 +75,51 @@ func (r *RateTracker) Update(now time.Time, ms []*pb.TaskIOMetrics) {
 			continue
 		}
 		key := attemptKey(m.Attempt)
-		cur := sample{at: now, backPressured: m.BackPressuredTimeMs, idle: m.IdleTimeMs, busy: m.BusyTimeMs}
+		cur := sample{at: now, backPressured: m.BackPressuredTimeMs, idle: m.IdleTimeMs, busy: m.BusyTimeMs,
+			recIn: m.NumRecordsIn, recOut: m.NumRecordsOut, bytesIn: m.NumBytesIn, bytesOut: m.NumBytesOut}
 		m.TimestampMs = now.UnixMilli()
 		hist := r.last[key]
-		if len(hist) > 0 {
-			prev := hist[0]
+		if len(hist) == 0 && m.StartTimestampMs > 0 && m.StartTimestampMs < now.UnixMilli() {
+			hist = []sample{{at: time.UnixMilli(m.StartTimestampMs), zero: true}}
+		}
+		if prev, ok := timeBase(hist); ok {
 			if dt := now.Sub(prev.at).Seconds(); dt > 0 {
 				m.BackPressuredTimeMsPerSecond = clampRate(float64(cur.backPressured-prev.backPressured) / dt)
 				m.IdleTimeMsPerSecond = clampRate(float64(cur.idle-prev.idle) / dt)
 				m.BusyTimeMsPerSecond = clampRate(float64(cur.busy-prev.busy) / dt)
 			}
 		}
-		hist = append(hist, cur)
-		if len(hist) > rateWindow {
-			hist = hist[len(hist)-rateWindow:]
+		// The rates' base is the newest sample at least MeterWindow old,
+		// or the oldest while the attempt is younger.
+		for len(hist) > 1 && now.Sub(hist[1].at) >= MeterWindow {
+			hist = hist[1:]
 		}
-		seen[key] = hist
+		if len(hist) > 0 {
+			prev := hist[0]
+			if dt := now.Sub(prev.at).Seconds(); dt > 0 {
+				rate := func(c, p int64) float64 { return max(float64(c-p), 0) / dt }
+				m.NumRecordsInPerSecond = rate(cur.recIn, prev.recIn)
+				m.NumRecordsOutPerSecond = rate(cur.recOut, prev.recOut)
+				m.NumBytesInPerSecond = rate(cur.bytesIn, prev.bytesIn)
+				m.NumBytesOutPerSecond = rate(cur.bytesOut, prev.bytesOut)
+			}
+		}
+		seen[key] = append(hist, cur)
 	}
 	r.last = seen
+}
+
+// timeBase is the sample the time shares derive from: the oldest of the
+// last rateWindow real samples.
+func timeBase(hist []sample) (sample, bool) {
+	real := hist
+	if len(real) > 0 && real[0].zero {
+		real = real[1:]
+	}
+	if len(real) == 0 {
+		return sample{}, false
+	}
+	return real[max(len(real)-rateWindow, 0)], true
 }
 
 // clampRate keeps a rate within [0, 1000] ms per second: timers of

@@ -96,3 +96,46 @@ func TestRunnerStreamsTaskMetrics(t *testing.T) {
 		t.Errorf("stopping the runner took %v, the whole grace period", d)
 	}
 }
+
+// The record and byte rates are MeterView's: counts over the last minute
+// (or since the attempt's start, which counts as zero), so the rate times
+// its span gives back the records counted in it.
+func TestRateTrackerRecordRates(t *testing.T) {
+	a := &pb.ExecutionAttemptID{Graph: 1, JobVertexId: "v"}
+	r := NewRateTracker()
+	t0 := time.UnixMilli(1_000_000)
+	// Records sent before the first sample count from the start.
+	m := &pb.TaskIOMetrics{Attempt: a, StartTimestampMs: t0.UnixMilli(), NumRecordsOut: 500, NumBytesOut: 5000}
+	r.Update(t0.Add(2*time.Second), []*pb.TaskIOMetrics{m})
+	if m.NumRecordsOutPerSecond != 250 || m.NumBytesOutPerSecond != 2500 || m.NumRecordsInPerSecond != 0 {
+		t.Fatalf("rates since the start %v", m)
+	}
+	if m.BusyTimeMsPerSecond != 0 {
+		t.Fatalf("time shares from the first sample: %v", m)
+	}
+	// 100 records a second, sampled every second, for two minutes: the
+	// rate is 100 and, past the first minute, spans exactly MeterWindow.
+	var count int64 = 500
+	for i := 3; i <= 122; i++ {
+		count += 100
+		m = &pb.TaskIOMetrics{Attempt: a, StartTimestampMs: t0.UnixMilli(), NumRecordsIn: count - 500, NumRecordsOut: count}
+		r.Update(t0.Add(time.Duration(i)*time.Second), []*pb.TaskIOMetrics{m})
+		if i > 62 && m.NumRecordsOutPerSecond != 100 {
+			t.Fatalf("second %d: rate %v, want 100", i, m.NumRecordsOutPerSecond)
+		}
+		if i > 62 && m.NumRecordsInPerSecond*MeterWindow.Seconds() != 6000 {
+			t.Fatalf("second %d: in-rate %v spans no minute", i, m.NumRecordsInPerSecond)
+		}
+	}
+	if n := len(r.last[attemptKey(a)]); n > int(MeterWindow/time.Second)+2 {
+		t.Fatalf("%d samples kept for a one-minute window", n)
+	}
+	// The source stops: the rate decays over the window, to zero.
+	for i := 123; i <= 184; i++ {
+		m = &pb.TaskIOMetrics{Attempt: a, StartTimestampMs: t0.UnixMilli(), NumRecordsOut: count}
+		r.Update(t0.Add(time.Duration(i)*time.Second), []*pb.TaskIOMetrics{m})
+	}
+	if m.NumRecordsOutPerSecond != 0 {
+		t.Fatalf("rate a minute after the last record: %v", m.NumRecordsOutPerSecond)
+	}
+}

@@ -57,6 +57,24 @@ type job struct {
 	start, end   int64
 	exceptions   []restapi.ExceptionEntry // newest first
 	accumulators map[string][]byte
+	// taskMetrics are every subtask's TaskMetrics, by vertex.
+	taskMetrics map[string]map[string]float64
+}
+
+// SetTaskMetrics makes every subtask of a vertex report m as its
+// TaskMetrics (rates, watermarks, user metrics).
+func (d *Dispatcher) SetTaskMetrics(jobID, vertexID string, m map[string]float64) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	j, err := d.get(jobID)
+	if err != nil {
+		return err
+	}
+	if j.taskMetrics == nil {
+		j.taskMetrics = map[string]map[string]float64{}
+	}
+	j.taskMetrics[vertexID] = m
+	return nil
 }
 
 // NewDispatcher returns an empty Dispatcher.
@@ -493,7 +511,7 @@ func (d *Dispatcher) JobVertex(ctx context.Context, jobID, vertexID string) (res
 		info.BackPressure = restapi.JobVertexBackPressureInfo{Status: restapi.BackPressureStatusOK, BackpressureLevel: restapi.BackPressureLevelOK, EndTimestamp: d.now().UnixMilli()}
 	}
 	for i := 0; i < v.Parallelism; i++ {
-		info.Subtasks = append(info.Subtasks, restapi.SubtaskInfo{Subtask: i, Status: j.state, Metrics: io})
+		info.Subtasks = append(info.Subtasks, restapi.SubtaskInfo{Subtask: i, Status: j.state, Metrics: io, TaskMetrics: j.taskMetrics[vertexID]})
 		if j.state == StateRunning {
 			info.BackPressure.Subtasks = append(info.BackPressure.Subtasks, restapi.SubtaskBackPressureInfo{Subtask: i, BackpressureLevel: restapi.BackPressureLevelOK})
 		}

@@ -8,6 +8,13 @@
 // update), and writes the final line per key plus every update into part
 // files: "key sum count".
 //
+//	metered-numbers --count N [--rate R] --output DIR
+//
+// passes N numbers, R a second, with event timestamps EventTimeBase+n to
+// a Process "Meter" that counts them into the user counter "seen", records
+// them in the histogram "values" and shows the last in the gauge
+// "lastValue", then keeps running: the source goes on, filtered out.
+//
 //	slow-sink [--delay D] --output DIR
 //
 // generates numbers as fast as it can, without end, and rebalances them to
@@ -36,6 +43,41 @@ func init() {
 	stream.RegisterJob("pipelined-count", build)
 	stream.RegisterJob("slow-sink", buildSlowSink)
 	stream.RegisterJob("held-numbers", buildHeldNumbers)
+	stream.RegisterJob("metered-numbers", buildMeteredNumbers)
+}
+
+// EventTimeBase is the event time of metered-numbers' first number.
+const EventTimeBase = 1_700_000_000_000
+
+func buildMeteredNumbers(env *stream.Environment, args []string) error {
+	fs := flag.NewFlagSet("metered-numbers", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	count := fs.Int64("count", 1000, "numbers passed on")
+	rate := fs.Float64("rate", 1000, "numbers a second")
+	output := fs.String("output", "", "output directory")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *output == "" || *count < 1 {
+		return errors.New("usage: metered-numbers --count N [--rate R] --output DIR")
+	}
+	n := *count
+	// One source subtask: its watermark, the last number's time, reaches
+	// every subtask downstream.
+	nums := stream.Generate(env, -1, func(i int64) int64 { return i }, stream.RateLimit(*rate)).Name("Numbers").SetParallelism(1)
+	passed := stream.Filter(nums, func(v int64) bool { return v < n }).Name("First numbers").SetParallelism(1).
+		AssignTimestampsAndWatermarks(stream.MonotonousTimestamps(func(v int64) int64 { return EventTimeBase + v })).SetParallelism(1)
+	metered := stream.Process(passed.Rebalance(), func(ctx *stream.ProcessContext, v int64, out stream.Collector[int64]) error {
+		g := ctx.MetricGroup()
+		g.Counter("seen").Inc()
+		g.Histogram("values").Update(v)
+		last := float64(v)
+		g.Gauge("lastValue", func() float64 { return last })
+		out.Collect(v)
+		return nil
+	}).Name("Meter")
+	stream.Map(metered, func(v int64) string { return fmt.Sprint(v) }).Name("Format").WriteAsText(*output).Name("Sink")
+	return nil
 }
 
 // buildHeldNumbers passes --count numbers to its sink and then keeps

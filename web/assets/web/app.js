@@ -167,8 +167,9 @@ function jobPage(jobId) {
     const [job, exc, cps] = await Promise.all([api.get(`/jobs/${jobId}`), api.get(`/jobs/${jobId}/exceptions`),
       api.optional(`/jobs/${jobId}/checkpoints`)]);
     const views = await Promise.all(job.vertices.map(async (v) => {
-      const [info, bp] = await Promise.all([api.get(`/jobs/${jobId}/vertices/${v.id}`), api.get(`/jobs/${jobId}/vertices/${v.id}/backpressure`)]);
-      return { v, info, bp };
+      const [info, bp, wms] = await Promise.all([api.get(`/jobs/${jobId}/vertices/${v.id}`), api.get(`/jobs/${jobId}/vertices/${v.id}/backpressure`),
+        api.optional(`/jobs/${jobId}/vertices/${v.id}/watermarks`)]);
+      return { v, info, bp, wms: watermarksOf(wms) };
     }));
     title.replaceChildren(job.name || jobId, ' ', state(job.state));
     summary.replaceChildren(
@@ -183,27 +184,46 @@ function jobPage(jobId) {
       plan = { nodes: job.vertices.map((v) => ({ id: v.id, description: v.name, parallelism: v.parallelism, inputs: [] })) };
     }
     graph.fill(draw(plan, byId, ratios));
-    vertices.fill(table(['Name', 'Status', 'Parallelism#', 'Records in#', 'Bytes in#', 'Records out#', 'Bytes out#', 'Back-pressure', 'Busy#', 'Duration#'],
+    const lowWatermarks = new Map(views.map(({ v, wms }) => [v.id, wms.size ? [...wms.values()].reduce((a, b) => (BigInt(a) < BigInt(b) ? a : b)) : null]));
+    vertices.fill(table(['Name', 'Status', 'Parallelism#', 'Records in#', 'Bytes in#', 'Records out#', 'Bytes out#', 'Back-pressure', 'Busy#', 'Low watermark', 'Duration#'],
       job.vertices.map((v) => {
         const r = ratios.get(v.id), m = v.metrics || {};
         return {
           attrs: { 'data-vertex-id': v.id },
           cells: [v.name, state(v.status), v.parallelism, fmtCount(m['read-records']), fmtBytes(m['read-bytes']), fmtCount(m['write-records']),
             fmtBytes(m['write-bytes']), el('span', { class: 'bp-' + (r.level || 'ok') }, r.level ? `${r.level} (${pct(r.bp)})` : '–'),
-            pct(r.busy), fmtDuration(v.duration)],
+            pct(r.busy), el('span', { class: 'watermark' }, fmtWatermark(lowWatermarks.get(v.id))), fmtDuration(v.duration)],
         };
       })));
-    subtasks.fill(views.map(({ v, info }) => el('details', { open: true, 'data-vertex-id': v.id }, el('summary', {}, v.name),
-      table(['#', 'Status', 'Attempt#', 'TaskManager', 'Host', 'Records in#', 'Records out#', 'Bytes in#', 'Bytes out#'],
+    subtasks.fill(views.map(({ v, info, wms }) => el('details', { open: true, 'data-vertex-id': v.id }, el('summary', {}, v.name),
+      table(['#', 'Status', 'Attempt#', 'TaskManager', 'Host', 'Records in#', 'Records out#', 'Bytes in#', 'Bytes out#', 'Watermark'],
         info.subtasks.map((s) => ({
           attrs: { 'data-subtask': s.subtask },
           cells: [s.subtask, state(s.status), s.attempt, s['taskmanager-id'] ? el('a', { href: '#/taskmanager/' + encodeURIComponent(s['taskmanager-id']) }, s['taskmanager-id']) : '–',
             s.host || '–', fmtCount(s.metrics['read-records']), fmtCount(s.metrics['write-records']), fmtBytes(s.metrics['read-bytes']),
-            fmtBytes(s.metrics['write-bytes'])],
+            fmtBytes(s.metrics['write-bytes']), fmtWatermark(wms.get(s.subtask))],
         }))))));
     exceptions.fill(renderExceptions(exc));
     checkpoints.fill(renderCheckpoints(cps));
   };
+}
+
+// watermarksOf takes Flink's watermarks view ([{id: "0.currentInputWatermark",
+// value: "..."}]) to a map of subtask index to watermark string (longs:
+// beyond a JS number's precision).
+function watermarksOf(wms) {
+  const out = new Map();
+  for (const w of wms || []) out.set(Number(w.id.split('.')[0]), w.value);
+  return out;
+}
+
+// fmtWatermark shows an epoch-ms watermark as a time; Flink's bounds as
+// words.
+function fmtWatermark(v) {
+  if (v == null) return '–';
+  if (v === '-9223372036854775808') return 'No watermark';
+  if (v === '9223372036854775807') return 'End of input';
+  return fmtTime(Number(v));
 }
 
 // ratioOf takes a vertex's back-pressure view to its worst subtask's
@@ -266,9 +286,10 @@ function taskManagersPage() {
   main.replaceChildren(el('h1', {}, 'TaskManagers'), list);
   return async () => {
     const tms = (await api.get('/taskmanagers')).taskmanagers;
-    list.fill(tms.length ? table(['ID', 'Address', 'Data port#', 'Slots#', 'Free slots#', 'Last heartbeat'], tms.map((t) => ({
+    list.fill(tms.length ? table(['ID', 'Address', 'Data port#', 'Slots#', 'Free slots#', 'CPU cores#', 'Physical memory#', 'Last heartbeat'], tms.map((t) => ({
       attrs: { 'data-taskmanager-id': t.id },
-      cells: [el('a', { href: '#/taskmanager/' + encodeURIComponent(t.id) }, t.id), t.path, t.dataPort, t.slotsNumber, t.freeSlots, fmtTime(t.timeSinceLastHeartbeat)],
+      cells: [el('a', { href: '#/taskmanager/' + encodeURIComponent(t.id) }, t.id), t.path, t.dataPort, t.slotsNumber, t.freeSlots,
+        t.hardware ? t.hardware.cpuCores : '–', t.hardware ? fmtBytes(t.hardware.physicalMemory) : '–', fmtTime(t.timeSinceLastHeartbeat)],
     }))) : el('p', { class: 'muted' }, 'No TaskManagers registered.'));
   };
 }
@@ -284,8 +305,11 @@ function taskManagerPage(id) {
     const t = await api.get('/taskmanagers/' + enc);
     details.fill(table(['Address', 'Data port#', 'Slots#', 'Free slots#', 'Last heartbeat'], [[t.path, t.dataPort, t.slotsNumber, t.freeSlots, fmtTime(t.timeSinceLastHeartbeat)]]));
     const mem = await api.optional(`/taskmanagers/${enc}/metrics?get=Status.Go.Memory.Heap.Used,Status.Go.Memory.Heap.Committed,Status.Go.Memory.Total,Status.Go.Goroutines`);
-    memory.fill(mem && mem.length ? table(['Metric', 'Value#'], mem.map((m) => [m.id, m.id.includes('Memory') ? fmtBytes(Number(m.value)) : m.value]))
-      : el('p', { class: 'muted' }, 'This cluster does not report TaskManager memory over REST.'));
+    const hw = t.hardware ? [['Physical memory', fmtBytes(t.hardware.physicalMemory)], ['Free memory at start', fmtBytes(t.hardware.freeMemory)],
+      ['CPU cores', t.hardware.cpuCores]] : [];
+    if (t.memoryConfiguration && t.memoryConfiguration.totalProcessMemory) hw.push(['Memory limit', fmtBytes(t.memoryConfiguration.totalProcessMemory)]);
+    const rows = hw.concat((mem || []).map((m) => [m.id, m.id.includes('Memory') ? fmtBytes(Number(m.value)) : m.value]));
+    memory.fill(rows.length ? table(['Metric', 'Value#'], rows) : el('p', { class: 'muted' }, 'This cluster does not report TaskManager memory over REST.'));
     if (!logsShown) {
       logsShown = true;
       logs.fill(await logLinks(`/taskmanagers/${enc}`));

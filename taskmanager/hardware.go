@@ -1,0 +1,21 @@
+package taskmanager
+
+import (
+	"math"
+	"runtime"
+	"runtime/debug"
+
+	"github.com/gofl/gofl/rpc/pb"
+)
+
+// hardware describes this process's machine for the ResourceManager
+// (Flink's HardwareDescription): cores, the machine's memory and what is
+// available of it now, and the Go runtime's memory limit.
+func hardware() *pb.TaskManagerHardware {
+	h := &pb.TaskManagerHardware{CpuCores: int32(runtime.NumCPU())}
+	h.PhysicalMemory, h.FreeMemory = machineMemory()
+	if l := debug.SetMemoryLimit(-1); l < math.MaxInt64 {
+		h.MemoryLimit = l
+	}
+	return h
+}
