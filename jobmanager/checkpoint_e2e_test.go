@@ -102,6 +102,7 @@ func (c *cluster) waitCheckpointAfter(jobID string, after int64, timeout time.Du
 }
 
 func TestCheckpointExactlyOnceUnderKills(t *testing.T) {
+	parallel(t)
 	for _, tc := range []struct {
 		name string
 		dir  func(t *testing.T) string
@@ -162,6 +163,7 @@ func TestCheckpointExactlyOnceUnderKills(t *testing.T) {
 // sources' split positions and the sink's transactions carry over, and
 // the output of each continuation, added to the first run's, is exact.
 func TestCheckpointStopWithSavepointAndRescale(t *testing.T) {
+	parallel(t)
 	ckDir := "file://" + filepath.Join(t.TempDir(), "checkpoints")
 	c := newCluster(t, checkpointSettings(ckDir))
 	c.startTaskManagerProcessWith("tm-0", 6, nil)
@@ -254,6 +256,7 @@ func (c *cluster) stopWithSavepoint(id string) string {
 // operator, and so are a missing and a corrupt savepoint; the cluster
 // stays up and runs the next job.
 func TestCheckpointUpgradeAndBadSavepoints(t *testing.T) {
+	parallel(t)
 	c := newCluster(t, checkpointSettings("file://"+filepath.Join(t.TempDir(), "checkpoints")))
 	c.startTaskManagerProcessWith("tm-0", 4, nil)
 	c.waitForTaskManagers(1)
@@ -351,6 +354,7 @@ func TestCheckpointUpgradeAndBadSavepoints(t *testing.T) {
 // are retained on cancellation and resumes it from its latest checkpoint
 // with -s: the output goes on exactly.
 func TestCheckpointRetainedOnCancelRestores(t *testing.T) {
+	parallel(t)
 	settings := checkpointSettings("file://" + filepath.Join(t.TempDir(), "checkpoints"))
 	settings["execution.checkpointing.externalized-checkpoint-retention"] = "RETAIN_ON_CANCELLATION"
 	c := newCluster(t, settings)
@@ -384,6 +388,7 @@ func TestCheckpointRetainedOnCancelRestores(t *testing.T) {
 // TaskManager of two of them: only those regions restart, from the latest
 // completed checkpoint, and the committed output is exact.
 func TestCheckpointRegionFailoverRestoresOnlyItsRegions(t *testing.T) {
+	parallel(t)
 	c := newCluster(t, checkpointSettings("file://"+filepath.Join(t.TempDir(), "checkpoints")))
 	c.startTaskManagerProcessWith("tm-a", 2, nil)
 	c.startTaskManagerProcessWith("tm-victim", 2, nil)
@@ -431,6 +436,7 @@ func TestCheckpointRegionFailoverRestoresOnlyItsRegions(t *testing.T) {
 // job fails over as tolerable-failed-checkpoints says, and the cluster
 // stays up and runs the next job.
 func TestCheckpointUnreachableStorage(t *testing.T) {
+	parallel(t)
 	settings := checkpointSettings("hdfs://127.0.0.1:1/gofl/checkpoints")
 	settings["restart-strategy.fixed-delay.attempts"] = "1"
 	c := newCluster(t, settings)
@@ -512,6 +518,7 @@ func localStateFiles(dir string) int {
 // checkpoint storage. The output is exact either way, and the job's local
 // state is deleted once the job is released.
 func TestCheckpointLocalRecovery(t *testing.T) {
+	parallel(t)
 	for _, tc := range []struct {
 		name        string
 		deleteLocal bool

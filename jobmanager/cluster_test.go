@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -79,7 +80,58 @@ func init() {
 // when idle; it only catches hangs, so it is generous for a loaded machine.
 const waitLimit = time.Minute
 
+// e2eParallel is how many tests run at once (-test.parallel) unless the
+// command line says otherwise: the e2e tests mostly wait (process start-up,
+// heartbeat timeouts, restart delays), so more of them than the 2 cores of
+// CI overlap well; each is a JobManager, TaskManager and runner processes,
+// so not many more.
+const e2eParallel = 4
+
+// parallelTests holds the names of the tests that called parallel.
+var parallelTests sync.Map
+
+// parallel is t.Parallel for an e2e test. The rule for a test that calls
+// it: everything it makes is its own (cluster and resource IDs, ports from
+// port 0 or a free-port picker, directories from t.TempDir, HDFS paths,
+// Kafka topics and ZooKeeper paths with a unique suffix), it sets no
+// environment variable or package variable, and its timing assertions
+// hold on a machine busy with the other tests.
+func parallel(t *testing.T) {
+	parallelTests.Store(t.Name(), true)
+	t.Parallel()
+}
+
+// runsInParallel tells whether t or a test it is a subtest of called
+// parallel: other tests' goroutines may then run next to its own.
+func runsInParallel(t testing.TB) bool {
+	for name := t.Name(); ; {
+		if _, ok := parallelTests.Load(name); ok {
+			return true
+		}
+		i := strings.LastIndexByte(name, '/')
+		if i < 0 {
+			return false
+		}
+		name = name[:i]
+	}
+}
+
+// findLeaks is goleak.Find, given time for connections closed last to wind
+// down.
+func findLeaks(opts ...goleak.Option) error {
+	err := goleak.Find(opts...)
+	for deadline := time.Now().Add(30 * time.Second); err != nil && time.Now().Before(deadline); err = goleak.Find(opts...) {
+	}
+	return err
+}
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	parallelSet := false
+	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
+	if !parallelSet {
+		_ = flag.Set("test.parallel", fmt.Sprint(e2eParallel))
+	}
 	stream.ServeRole() // the runner of the jobs this binary registers
 	dir, err := os.MkdirTemp("", "gofl-cluster-test")
 	if err != nil {
@@ -102,8 +154,10 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	// Also the leak check of the tests that ran in parallel (their
+	// clusters cannot tell their goroutines from the others').
 	if code == 0 {
-		if err := goleak.Find(); err != nil {
+		if err := findLeaks(); err != nil {
 			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
 			code = 1
 		}
@@ -119,8 +173,11 @@ type cluster struct {
 	jm     *jobmanager.JobManager
 	client *client.Client
 	ctx    context.Context
-	mu     sync.Mutex
-	tms    map[string]*tmHandle
+	// dir holds the TaskManager processes' work directories: a killed
+	// one cannot remove its own. Removed after the cluster stopped.
+	dir string
+	mu  sync.Mutex
+	tms map[string]*tmHandle
 	// handedOver: a TaskManager of this cluster lives on in another one,
 	// so its goroutines outlive this cluster.
 	handedOver bool
@@ -149,6 +206,7 @@ func newCluster(t testing.TB, settings map[string]string) *cluster {
 // startCluster starts a JobManager; stop stops it and its TaskManagers.
 func startCluster(t testing.TB, settings map[string]string) (*cluster, func()) {
 	t.Helper()
+	dir := t.TempDir() // first: removed after stop
 	base := map[string]string{
 		"jobmanager.rpc.address": "127.0.0.1", "jobmanager.rpc.port": "0",
 		"rest.address": "127.0.0.1", "rest.port": "0",
@@ -175,7 +233,7 @@ func startCluster(t testing.TB, settings map[string]string) (*cluster, func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl := &cluster{t: t, cfg: cfg, jm: jm, client: c, ctx: ctx, tms: map[string]*tmHandle{}}
+	cl := &cluster{t: t, cfg: cfg, jm: jm, client: c, ctx: ctx, dir: dir, tms: map[string]*tmHandle{}}
 	return cl, func() {
 		cl.mu.Lock()
 		tms := cl.tms
@@ -188,15 +246,12 @@ func startCluster(t testing.TB, settings map[string]string) (*cluster, func()) {
 		if err := jm.Wait(); err != nil {
 			t.Errorf("JobManager: %v", err)
 		}
-		// Whatever this test's cluster started has ended with it.
-		if cl.handedOver {
+		// Whatever this test's cluster started has ended with it. Next to
+		// other tests (parallel) TestMain checks that, at the end.
+		if cl.handedOver || runsInParallel(t) {
 			return
 		}
-		// Connections closed last may take a moment to wind down.
-		err := goleak.Find(before)
-		for deadline := time.Now().Add(30 * time.Second); err != nil && time.Now().Before(deadline); err = goleak.Find(before) {
-		}
-		if err != nil {
+		if err := findLeaks(before); err != nil {
 			t.Errorf("goroutines left by the cluster: %v", err)
 		}
 	}
@@ -320,6 +375,7 @@ func twoVertexJob(p int, pattern jobgraph.DistributionPattern, typ jobgraph.Resu
 }
 
 func TestTwoVertexJobRunsAndFinishes(t *testing.T) {
+	parallel(t)
 	c := newCluster(t, nil)
 	c.startTaskManager("tm-1", 2)
 	c.startTaskManager("tm-2", 2)
@@ -359,6 +415,7 @@ func TestTwoVertexJobRunsAndFinishes(t *testing.T) {
 }
 
 func TestEagerFailsFastWithoutEnoughSlots(t *testing.T) {
+	parallel(t)
 	// The job must fail within waitLimit, long before slot.request.timeout.
 	c := newCluster(t, map[string]string{"slot.request.timeout": "10 min"})
 	c.startTaskManager("tm-1", 2)
@@ -376,6 +433,7 @@ func TestEagerFailsFastWithoutEnoughSlots(t *testing.T) {
 }
 
 func TestPipelinedRegionTimesOutWithoutEnoughSlots(t *testing.T) {
+	parallel(t)
 	c := newCluster(t, map[string]string{"slot.request.timeout": "2 s"})
 	c.startTaskManager("tm-1", 2)
 	c.waitForTaskManagers(1)
@@ -392,6 +450,7 @@ func TestPipelinedRegionTimesOutWithoutEnoughSlots(t *testing.T) {
 }
 
 func TestBatchJobReusesSlots(t *testing.T) {
+	parallel(t)
 	c := newCluster(t, nil)
 	c.startTaskManager("tm-1", 2)
 	c.waitForTaskManagers(1)
@@ -410,6 +469,7 @@ func TestBatchJobReusesSlots(t *testing.T) {
 // enough for a quick test and long enough that the live TaskManagers (in
 // this process) do not miss it on a loaded machine.
 func TestKilledTaskManagerRestartsOnlyItsRegions(t *testing.T) {
+	parallel(t)
 	c := newCluster(t, map[string]string{"heartbeat.timeout": "5 s"})
 	c.startTaskManager("tm-a", 2)
 	c.startTaskManagerProcess("tm-victim", 2)
@@ -485,6 +545,7 @@ func TestKilledTaskManagerRestartsOnlyItsRegions(t *testing.T) {
 }
 
 func TestCancelRunningJob(t *testing.T) {
+	parallel(t)
 	c := newCluster(t, nil)
 	c.startTaskManager("tm-1", 2)
 	c.startTaskManager("tm-2", 2)
@@ -527,6 +588,7 @@ func TestCancelRunningJob(t *testing.T) {
 
 // Bad input gets a clear error while the cluster keeps serving a running job.
 func TestBadInputWhileServing(t *testing.T) {
+	parallel(t)
 	c := newCluster(t, nil)
 	c.startTaskManager("tm-1", 2)
 	c.waitForTaskManagers(1)
@@ -673,6 +735,7 @@ func runnerPid(t *testing.T, jobID string) int {
 // Killing one job's runner fails and restarts only that job; another job on
 // the same TaskManager keeps running, and the TaskManager stays up.
 func TestRunnerCrashRestartsOnlyThatJob(t *testing.T) {
+	parallel(t)
 	c := newCluster(t, nil)
 	c.startTaskManager("tm-1", 4)
 	c.waitForTaskManagers(1)
@@ -756,6 +819,7 @@ func TestRunnerCrashRestartsOnlyThatJob(t *testing.T) {
 // A job binary built against another runner protocol version is rejected
 // with a clear error, and the job fails without restarting in vain.
 func TestJobBinaryWithOtherProtocolIsRejected(t *testing.T) {
+	parallel(t)
 	c := newCluster(t, nil)
 	c.startTaskManager("tm-1", 2)
 	c.waitForTaskManagers(1)

@@ -16,6 +16,7 @@ import (
 // recovered from the shared files exactly, and once the job finished its
 // checkpoints and shared files are gone.
 func TestCheckpointIncrementalRocksDB(t *testing.T) {
+	parallel(t)
 	root := filepath.Join(t.TempDir(), "checkpoints")
 	settings := checkpointSettings("file://" + root)
 	settings["state.backend.type"] = "rocksdb"

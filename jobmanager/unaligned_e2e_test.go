@@ -14,6 +14,7 @@ import (
 )
 
 func TestUnalignedCheckpointUnderBackPressure(t *testing.T) {
+	parallel(t)
 	durations := map[bool]int64{}
 	for _, unaligned := range []bool{true, false} {
 		name := "aligned"
@@ -64,6 +65,7 @@ func TestUnalignedCheckpointUnderBackPressure(t *testing.T) {
 }
 
 func TestUnalignedCheckpointExactlyOnceAfterKill(t *testing.T) {
+	parallel(t)
 	settings := checkpointSettings("file://" + filepath.Join(t.TempDir(), "checkpoints"))
 	settings["execution.checkpointing.unaligned.enabled"] = "true"
 	c := newCluster(t, settings)
