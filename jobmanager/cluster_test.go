@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -28,6 +27,7 @@ import (
 
 	"github.com/gofl/gofl/client"
 	"github.com/gofl/gofl/conf"
+	"github.com/gofl/gofl/internal/clustertest"
 	"github.com/gofl/gofl/internal/version"
 	"github.com/gofl/gofl/jobgraph"
 	"github.com/gofl/gofl/jobmanager"
@@ -126,12 +126,7 @@ func findLeaks(opts ...goleak.Option) error {
 }
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	parallelSet := false
-	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
-	if !parallelSet {
-		_ = flag.Set("test.parallel", fmt.Sprint(e2eParallel))
-	}
+	clustertest.DefaultParallel(e2eParallel)
 	stream.ServeRole() // the runner of the jobs this binary registers
 	dir, err := os.MkdirTemp("", "gofl-cluster-test")
 	if err != nil {
