@@ -47,12 +47,18 @@ var goflBinary, testRunnerBinary, wordcountBinary, testJobBinary string
 const gateInvokable = "test-gate"
 
 var (
-	gates     sync.Map // gate name → chan struct{}
-	gateCount atomic.Int64
+	gates   sync.Map // gate name → chan struct{}
+	idCount atomic.Int64
 )
 
 // newGate names a new closed-for-now gate (unique, also under -count).
-func newGate() string { return fmt.Sprint("gate-", gateCount.Add(1)) }
+func newGate() string { return uniqueID("gate") }
+
+// uniqueID is prefix made unique among this process's tests and other
+// test processes: cluster IDs name processes and ZooKeeper paths.
+func uniqueID(prefix string) string {
+	return fmt.Sprintf("%s-%d-%d", prefix, os.Getpid(), idCount.Add(1))
+}
 
 func gate(name string) chan struct{} {
 	ch, _ := gates.LoadOrStore(name, make(chan struct{}))

@@ -456,7 +456,7 @@ func TestFaultTaskManagerKilledInSession(t *testing.T) {
 		{"fast heartbeats", "500 ms", "2 s", 60 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir, clusterID := t.TempDir(), "faults-kill"
+			dir, clusterID := t.TempDir(), uniqueID("faults-kill")
 			c := newCluster(t, merged(faultRestart, localProviderSettings(dir, clusterID, 2),
 				map[string]string{"heartbeat.interval": tc.interval, "heartbeat.timeout": tc.timeout}))
 			out := filepath.Join(t.TempDir(), "out")
@@ -562,7 +562,7 @@ func TestFaultTaskManagerKilledWhileSourcesRun(t *testing.T) {
 // and FINISHES with the exact output instead of hanging.
 func TestFaultTaskManagerSIGTERMLocalProvider(t *testing.T) {
 	parallel(t)
-	dir, clusterID := t.TempDir(), "faults-term"
+	dir, clusterID := t.TempDir(), uniqueID("faults-term")
 	c := newCluster(t, merged(faultRestart, localProviderSettings(dir, clusterID, 2),
 		map[string]string{"heartbeat.interval": "10 s", "heartbeat.timeout": "50 s"}))
 	out := filepath.Join(t.TempDir(), "out")

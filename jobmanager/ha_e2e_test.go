@@ -57,7 +57,7 @@ var jmAddrLine = regexp.MustCompile(`JobManager RPC at (\S+), REST at http://(\S
 func newHACluster(t *testing.T, extra map[string]string) *haCluster {
 	quorum := zktest.Quorum(t)
 	dir := t.TempDir()
-	id := fmt.Sprintf("ha-%d-%d", time.Now().UnixNano(), gateCount.Add(1)) // unique also among parallel tests
+	id := uniqueID("ha")
 	settings := map[string]string{
 		"high-availability.type":             "zookeeper",
 		"high-availability.zookeeper.quorum": quorum,
