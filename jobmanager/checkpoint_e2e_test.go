@@ -120,8 +120,10 @@ func TestCheckpointExactlyOnceUnderKills(t *testing.T) {
 			}
 			c.waitForTaskManagers(len(tms))
 			out := filepath.Join(t.TempDir(), "out")
+			// 30 s of input at least: the job outlasts the seven kills on a
+			// loaded machine (at 20 s it ended before the last one).
 			const count, keys = 30000, 16
-			id := c.keyedCountsJob(2, count, keys, 1500, out)
+			id := c.keyedCountsJob(2, count, keys, 1000, out)
 			c.waitFor(id, 30*time.Second, "RUNNING")
 			rnd := rand.New(rand.NewSource(time.Now().UnixNano()))
 			var last int64
@@ -141,10 +143,14 @@ func TestCheckpointExactlyOnceUnderKills(t *testing.T) {
 						}
 					}
 				} else {
-					pids := runnerPids(id)
-					if len(pids) == 0 {
-						t.Fatalf("no runner of job %s to kill", id)
-					}
+					var pids []int
+					c.eventually(waitLimit, func() error {
+						if pids = runnerPids(id); len(pids) == 0 {
+							d, _ := c.client.JobDetails(c.ctx, id)
+							return fmt.Errorf("no runner of job %s (%s) to kill", id, d.State)
+						}
+						return nil
+					})
 					pid := pids[rnd.Intn(len(pids))]
 					t.Logf("kill -9 job runner %d after checkpoint %d", pid, last)
 					if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
