@@ -89,10 +89,12 @@ const waitLimit = 2 * time.Minute
 
 // e2eParallel is how many tests run at once (-test.parallel) unless the
 // command line says otherwise: the e2e tests mostly wait (process start-up,
-// heartbeat timeouts, restart delays), so more of them than the 2 cores of
-// CI overlap well; each is a JobManager, TaskManager and runner processes,
-// so not many more.
-const e2eParallel = 3
+// heartbeat timeouts, restart delays), so they overlap well. Not more than
+// 2 (GOMAXPROCS on CI, but fixed here): the JobManagers and in-process
+// TaskManagers of all of them share this race-instrumented process, and
+// with 3 on a machine at load 40+ in-process TaskManagers missed a 30 s
+// heartbeat timeout and job binary downloads timed out.
+const e2eParallel = 2
 
 // parallelTests holds the names of the tests that called parallel.
 var parallelTests sync.Map
