@@ -13,8 +13,8 @@ import (
 	"time"
 )
 
-// Not parallel: it bounds a checkpoint's duration, which three other
-// clusters on the same cores would stretch.
+// Not parallel: it bounds a checkpoint's duration, which other clusters
+// on the same cores would stretch.
 func TestUnalignedCheckpointUnderBackPressure(t *testing.T) {
 	durations := map[bool]int64{}
 	for _, unaligned := range []bool{true, false} {
