@@ -394,8 +394,11 @@ func TestHASubmissionLatency(t *testing.T) {
 // retrieval. The test's cleanup kills it.
 func (h *haCluster) startTaskManager(id string, slots int) {
 	h.t.Helper()
+	// Its work dir in the test's: the cleanup kills it, so it cannot
+	// remove a temporary one.
 	args := []string{"taskmanager", "-D", fmt.Sprintf("taskmanager.numberOfTaskSlots=%d", slots), "-D", "taskmanager.rpc.port=0",
-		"-D", "taskmanager.resource-id=" + id, "-D", "taskmanager.host=127.0.0.1"}
+		"-D", "taskmanager.resource-id=" + id, "-D", "taskmanager.host=127.0.0.1",
+		"-D", "taskmanager.work.dir=" + filepath.Join(h.dir, id+"-work")}
 	for k, v := range h.settings {
 		if !strings.HasPrefix(k, "taskmanager.") && k != "rest.port" && k != "blob.storage.directory" {
 			args = append(args, "-D", k+"="+v)
