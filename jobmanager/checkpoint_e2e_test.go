@@ -102,6 +102,7 @@ func (c *cluster) waitCheckpointAfter(jobID string, after int64, timeout time.Du
 }
 
 func TestCheckpointExactlyOnceUnderKills(t *testing.T) {
+	parallel(t)
 	for _, tc := range []struct {
 		name string
 		dir  func(t *testing.T) string
@@ -119,8 +120,10 @@ func TestCheckpointExactlyOnceUnderKills(t *testing.T) {
 			}
 			c.waitForTaskManagers(len(tms))
 			out := filepath.Join(t.TempDir(), "out")
+			// 30 s of input at least: the job outlasts the seven kills on a
+			// loaded machine (at 20 s it ended before the last one).
 			const count, keys = 30000, 16
-			id := c.keyedCountsJob(2, count, keys, 1500, out)
+			id := c.keyedCountsJob(2, count, keys, 1000, out)
 			c.waitFor(id, 30*time.Second, "RUNNING")
 			rnd := rand.New(rand.NewSource(time.Now().UnixNano()))
 			var last int64
@@ -140,10 +143,14 @@ func TestCheckpointExactlyOnceUnderKills(t *testing.T) {
 						}
 					}
 				} else {
-					pids := runnerPids(id)
-					if len(pids) == 0 {
-						t.Fatalf("no runner of job %s to kill", id)
-					}
+					var pids []int
+					c.eventually(waitLimit, func() error {
+						if pids = runnerPids(id); len(pids) == 0 {
+							d, _ := c.client.JobDetails(c.ctx, id)
+							return fmt.Errorf("no runner of job %s (%s) to kill", id, d.State)
+						}
+						return nil
+					})
 					pid := pids[rnd.Intn(len(pids))]
 					t.Logf("kill -9 job runner %d after checkpoint %d", pid, last)
 					if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
@@ -162,6 +169,7 @@ func TestCheckpointExactlyOnceUnderKills(t *testing.T) {
 // sources' split positions and the sink's transactions carry over, and
 // the output of each continuation, added to the first run's, is exact.
 func TestCheckpointStopWithSavepointAndRescale(t *testing.T) {
+	parallel(t)
 	ckDir := "file://" + filepath.Join(t.TempDir(), "checkpoints")
 	c := newCluster(t, checkpointSettings(ckDir))
 	c.startTaskManagerProcessWith("tm-0", 6, nil)
@@ -254,6 +262,7 @@ func (c *cluster) stopWithSavepoint(id string) string {
 // operator, and so are a missing and a corrupt savepoint; the cluster
 // stays up and runs the next job.
 func TestCheckpointUpgradeAndBadSavepoints(t *testing.T) {
+	parallel(t)
 	c := newCluster(t, checkpointSettings("file://"+filepath.Join(t.TempDir(), "checkpoints")))
 	c.startTaskManagerProcessWith("tm-0", 4, nil)
 	c.waitForTaskManagers(1)
@@ -351,6 +360,7 @@ func TestCheckpointUpgradeAndBadSavepoints(t *testing.T) {
 // are retained on cancellation and resumes it from its latest checkpoint
 // with -s: the output goes on exactly.
 func TestCheckpointRetainedOnCancelRestores(t *testing.T) {
+	parallel(t)
 	settings := checkpointSettings("file://" + filepath.Join(t.TempDir(), "checkpoints"))
 	settings["execution.checkpointing.externalized-checkpoint-retention"] = "RETAIN_ON_CANCELLATION"
 	c := newCluster(t, settings)
@@ -408,6 +418,7 @@ func TestCheckpointFinalAtEndOfData(t *testing.T) {
 // TaskManager of two of them: only those regions restart, from the latest
 // completed checkpoint, and the committed output is exact.
 func TestCheckpointRegionFailoverRestoresOnlyItsRegions(t *testing.T) {
+	parallel(t)
 	c := newCluster(t, checkpointSettings("file://"+filepath.Join(t.TempDir(), "checkpoints")))
 	c.startTaskManagerProcessWith("tm-a", 2, nil)
 	c.startTaskManagerProcessWith("tm-victim", 2, nil)
@@ -455,6 +466,7 @@ func TestCheckpointRegionFailoverRestoresOnlyItsRegions(t *testing.T) {
 // job fails over as tolerable-failed-checkpoints says, and the cluster
 // stays up and runs the next job.
 func TestCheckpointUnreachableStorage(t *testing.T) {
+	parallel(t)
 	settings := checkpointSettings("hdfs://127.0.0.1:1/gofl/checkpoints")
 	settings["restart-strategy.fixed-delay.attempts"] = "1"
 	c := newCluster(t, settings)
@@ -536,6 +548,7 @@ func localStateFiles(dir string) int {
 // checkpoint storage. The output is exact either way, and the job's local
 // state is deleted once the job is released.
 func TestCheckpointLocalRecovery(t *testing.T) {
+	parallel(t)
 	for _, tc := range []struct {
 		name        string
 		deleteLocal bool

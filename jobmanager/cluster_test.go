@@ -27,6 +27,7 @@ import (
 
 	"github.com/gofl/gofl/client"
 	"github.com/gofl/gofl/conf"
+	"github.com/gofl/gofl/internal/clustertest"
 	"github.com/gofl/gofl/internal/version"
 	"github.com/gofl/gofl/jobgraph"
 	"github.com/gofl/gofl/jobmanager"
@@ -46,12 +47,18 @@ var goflBinary, testRunnerBinary, wordcountBinary, testJobBinary string
 const gateInvokable = "test-gate"
 
 var (
-	gates     sync.Map // gate name → chan struct{}
-	gateCount atomic.Int64
+	gates   sync.Map // gate name → chan struct{}
+	idCount atomic.Int64
 )
 
 // newGate names a new closed-for-now gate (unique, also under -count).
-func newGate() string { return fmt.Sprint("gate-", gateCount.Add(1)) }
+func newGate() string { return uniqueID("gate") }
+
+// uniqueID is prefix made unique among this process's tests and other
+// test processes: cluster IDs name processes and ZooKeeper paths.
+func uniqueID(prefix string) string {
+	return fmt.Sprintf("%s-%d-%d", prefix, os.Getpid(), idCount.Add(1))
+}
 
 func gate(name string) chan struct{} {
 	ch, _ := gates.LoadOrStore(name, make(chan struct{}))
@@ -76,10 +83,59 @@ func init() {
 }
 
 // waitLimit bounds waits for things a cluster does within a second or two
-// when idle; it only catches hangs, so it is generous for a loaded machine.
-const waitLimit = time.Minute
+// when idle; it only catches hangs, so it is generous for a loaded machine
+// (with other tests' clusters beside it, a deployment took over a minute).
+const waitLimit = 2 * time.Minute
+
+// e2eParallel is how many tests run at once (-test.parallel) unless the
+// command line says otherwise: the e2e tests mostly wait (process start-up,
+// heartbeat timeouts, restart delays), so they overlap well. Not more than
+// 2 (GOMAXPROCS on CI, but fixed here): the JobManagers and in-process
+// TaskManagers of all of them share this race-instrumented process, and
+// with 3 on a machine at load 40+ in-process TaskManagers missed a 30 s
+// heartbeat timeout and job binary downloads timed out.
+const e2eParallel = 2
+
+// parallelTests holds the names of the tests that called parallel.
+var parallelTests sync.Map
+
+// parallel is t.Parallel for an e2e test. The rule for a test that calls
+// it: everything it makes is its own (cluster and resource IDs, ports from
+// port 0 or a free-port picker, directories from t.TempDir, HDFS paths,
+// Kafka topics and ZooKeeper paths with a unique suffix), it sets no
+// environment variable or package variable, and its timing assertions
+// hold on a machine busy with the other tests.
+func parallel(t *testing.T) {
+	parallelTests.Store(t.Name(), true)
+	t.Parallel()
+}
+
+// runsInParallel tells whether t or a test it is a subtest of called
+// parallel: other tests' goroutines may then run next to its own.
+func runsInParallel(t testing.TB) bool {
+	for name := t.Name(); ; {
+		if _, ok := parallelTests.Load(name); ok {
+			return true
+		}
+		i := strings.LastIndexByte(name, '/')
+		if i < 0 {
+			return false
+		}
+		name = name[:i]
+	}
+}
+
+// findLeaks is goleak.Find, given time for connections closed last to wind
+// down.
+func findLeaks(opts ...goleak.Option) error {
+	err := goleak.Find(opts...)
+	for deadline := time.Now().Add(30 * time.Second); err != nil && time.Now().Before(deadline); err = goleak.Find(opts...) {
+	}
+	return err
+}
 
 func TestMain(m *testing.M) {
+	clustertest.DefaultParallel(e2eParallel)
 	stream.ServeRole() // the runner of the jobs this binary registers
 	dir, err := os.MkdirTemp("", "gofl-cluster-test")
 	if err != nil {
@@ -102,8 +158,10 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	// Also the leak check of the tests that ran in parallel (their
+	// clusters cannot tell their goroutines from the others').
 	if code == 0 {
-		if err := goleak.Find(); err != nil {
+		if err := findLeaks(); err != nil {
 			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
 			code = 1
 		}
@@ -119,8 +177,11 @@ type cluster struct {
 	jm     *jobmanager.JobManager
 	client *client.Client
 	ctx    context.Context
-	mu     sync.Mutex
-	tms    map[string]*tmHandle
+	// dir holds the TaskManager processes' work directories: a killed
+	// one cannot remove its own. Removed after the cluster stopped.
+	dir string
+	mu  sync.Mutex
+	tms map[string]*tmHandle
 	// handedOver: a TaskManager of this cluster lives on in another one,
 	// so its goroutines outlive this cluster.
 	handedOver bool
@@ -149,12 +210,16 @@ func newCluster(t testing.TB, settings map[string]string) *cluster {
 // startCluster starts a JobManager; stop stops it and its TaskManagers.
 func startCluster(t testing.TB, settings map[string]string) (*cluster, func()) {
 	t.Helper()
+	dir := t.TempDir() // first: removed after stop
 	base := map[string]string{
 		"jobmanager.rpc.address": "127.0.0.1", "jobmanager.rpc.port": "0",
 		"rest.address": "127.0.0.1", "rest.port": "0",
-		// A timeout a loaded machine cannot miss by accident: tests that
-		// need a TaskManager or JobManager noticed gone set a shorter one.
-		"heartbeat.interval": "100 ms", "heartbeat.timeout": "10 s",
+		// A timeout a loaded machine cannot miss by accident, also with
+		// other tests' clusters in this process (10 s was missed so):
+		// tests that need a hung TaskManager or JobManager noticed set a
+		// shorter one. A killed one is noticed sooner anyway: its
+		// heartbeat RPCs fail.
+		"heartbeat.interval": "100 ms", "heartbeat.timeout": "30 s",
 		"slot.idle.timeout": "1 s",
 	}
 	for k, v := range settings {
@@ -175,7 +240,7 @@ func startCluster(t testing.TB, settings map[string]string) (*cluster, func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl := &cluster{t: t, cfg: cfg, jm: jm, client: c, ctx: ctx, tms: map[string]*tmHandle{}}
+	cl := &cluster{t: t, cfg: cfg, jm: jm, client: c, ctx: ctx, dir: dir, tms: map[string]*tmHandle{}}
 	return cl, func() {
 		cl.mu.Lock()
 		tms := cl.tms
@@ -188,15 +253,12 @@ func startCluster(t testing.TB, settings map[string]string) (*cluster, func()) {
 		if err := jm.Wait(); err != nil {
 			t.Errorf("JobManager: %v", err)
 		}
-		// Whatever this test's cluster started has ended with it.
-		if cl.handedOver {
+		// Whatever this test's cluster started has ended with it. Next to
+		// other tests (parallel) TestMain checks that, at the end.
+		if cl.handedOver || runsInParallel(t) {
 			return
 		}
-		// Connections closed last may take a moment to wind down.
-		err := goleak.Find(before)
-		for deadline := time.Now().Add(30 * time.Second); err != nil && time.Now().Before(deadline); err = goleak.Find(before) {
-		}
-		if err != nil {
+		if err := findLeaks(before); err != nil {
 			t.Errorf("goroutines left by the cluster: %v", err)
 		}
 	}
@@ -320,6 +382,7 @@ func twoVertexJob(p int, pattern jobgraph.DistributionPattern, typ jobgraph.Resu
 }
 
 func TestTwoVertexJobRunsAndFinishes(t *testing.T) {
+	parallel(t)
 	c := newCluster(t, nil)
 	c.startTaskManager("tm-1", 2)
 	c.startTaskManager("tm-2", 2)
@@ -359,6 +422,7 @@ func TestTwoVertexJobRunsAndFinishes(t *testing.T) {
 }
 
 func TestEagerFailsFastWithoutEnoughSlots(t *testing.T) {
+	parallel(t)
 	// The job must fail within waitLimit, long before slot.request.timeout.
 	c := newCluster(t, map[string]string{"slot.request.timeout": "10 min"})
 	c.startTaskManager("tm-1", 2)
@@ -376,6 +440,7 @@ func TestEagerFailsFastWithoutEnoughSlots(t *testing.T) {
 }
 
 func TestPipelinedRegionTimesOutWithoutEnoughSlots(t *testing.T) {
+	parallel(t)
 	c := newCluster(t, map[string]string{"slot.request.timeout": "2 s"})
 	c.startTaskManager("tm-1", 2)
 	c.waitForTaskManagers(1)
@@ -392,6 +457,7 @@ func TestPipelinedRegionTimesOutWithoutEnoughSlots(t *testing.T) {
 }
 
 func TestBatchJobReusesSlots(t *testing.T) {
+	parallel(t)
 	c := newCluster(t, nil)
 	c.startTaskManager("tm-1", 2)
 	c.waitForTaskManagers(1)
@@ -406,11 +472,13 @@ func TestBatchJobReusesSlots(t *testing.T) {
 
 // A TaskManager process killed with SIGKILL is noticed through heartbeats;
 // with region failover only the regions that ran there restart, and the job
-// finishes on the remaining TaskManagers. The heartbeat timeout is short
-// enough for a quick test and long enough that the live TaskManagers (in
-// this process) do not miss it on a loaded machine.
+// finishes on the remaining TaskManagers. The victim is noticed by its
+// failing heartbeat RPCs, not by the (long) heartbeat timeout, which the
+// live TaskManager in this process must not miss on a loaded machine (it
+// missed 5 s with other clusters here).
 func TestKilledTaskManagerRestartsOnlyItsRegions(t *testing.T) {
-	c := newCluster(t, map[string]string{"heartbeat.timeout": "5 s"})
+	parallel(t)
+	c := newCluster(t, nil)
 	c.startTaskManager("tm-a", 2)
 	c.startTaskManagerProcess("tm-victim", 2)
 	c.waitForTaskManagers(2)
@@ -446,8 +514,7 @@ func TestKilledTaskManagerRestartsOnlyItsRegions(t *testing.T) {
 	c.startTaskManager("tm-b", 2) // room for the restarted regions
 	c.waitForTaskManagers(3)
 	c.kill9("tm-victim")
-	// Noticed through the heartbeat timeout (5 s), while the surviving
-	// regions still sleep.
+	// Noticed through the failing heartbeats.
 	c.eventually(waitLimit, func() error {
 		ex, err := c.client.JobExceptions(c.ctx, id)
 		if err != nil {
@@ -485,6 +552,7 @@ func TestKilledTaskManagerRestartsOnlyItsRegions(t *testing.T) {
 }
 
 func TestCancelRunningJob(t *testing.T) {
+	parallel(t)
 	c := newCluster(t, nil)
 	c.startTaskManager("tm-1", 2)
 	c.startTaskManager("tm-2", 2)
@@ -527,6 +595,7 @@ func TestCancelRunningJob(t *testing.T) {
 
 // Bad input gets a clear error while the cluster keeps serving a running job.
 func TestBadInputWhileServing(t *testing.T) {
+	parallel(t)
 	c := newCluster(t, nil)
 	c.startTaskManager("tm-1", 2)
 	c.waitForTaskManagers(1)
@@ -673,6 +742,7 @@ func runnerPid(t *testing.T, jobID string) int {
 // Killing one job's runner fails and restarts only that job; another job on
 // the same TaskManager keeps running, and the TaskManager stays up.
 func TestRunnerCrashRestartsOnlyThatJob(t *testing.T) {
+	parallel(t)
 	c := newCluster(t, nil)
 	c.startTaskManager("tm-1", 4)
 	c.waitForTaskManagers(1)
@@ -756,6 +826,7 @@ func TestRunnerCrashRestartsOnlyThatJob(t *testing.T) {
 // A job binary built against another runner protocol version is rejected
 // with a clear error, and the job fails without restarting in vain.
 func TestJobBinaryWithOtherProtocolIsRejected(t *testing.T) {
+	parallel(t)
 	c := newCluster(t, nil)
 	c.startTaskManager("tm-1", 2)
 	c.waitForTaskManagers(1)

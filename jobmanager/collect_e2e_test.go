@@ -86,6 +86,7 @@ func collected[T any](t *testing.T, env *stream.Environment, uid string) []T {
 }
 
 func TestCollectOnCluster(t *testing.T) {
+	parallel(t)
 	c := newCluster(t, map[string]string{"restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.delay": "100 ms"})
 	c.startTaskManager("tm-a", 2)
 	c.startTaskManager("tm-b", 2)

@@ -19,6 +19,7 @@ import (
 // its subtasks run on, and the TaskManager and JobManager pages render, with
 // no console error. It logs the first load's time and payload.
 func TestDashboardDuringAndAfterAJob(t *testing.T) {
+	parallel(t)
 	if webtest.ExecPath() == "" {
 		webtest.New(t) // fails under CI, skips elsewhere
 	}

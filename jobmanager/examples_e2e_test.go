@@ -80,6 +80,7 @@ func (c *cluster) runExampleOnCluster(t *testing.T, bin string, build stream.Bui
 // with two slots each (parallelism 4, so subtasks and PIPELINED exchanges
 // span both processes) and compares their output with a local run.
 func TestExamplesOnCluster(t *testing.T) {
+	parallel(t)
 	c := newCluster(t, nil)
 	c.startTaskManager("tm-a", 2)
 	c.startTaskManager("tm-b", 2)

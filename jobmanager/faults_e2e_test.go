@@ -56,6 +56,15 @@ func (c *cluster) startTaskManagerProcessWith(id string, slots int, settings map
 		"-D", "jobmanager.rpc.address=" + host, "-D", "jobmanager.rpc.port=" + port,
 		"-D", fmt.Sprintf("taskmanager.numberOfTaskSlots=%d", slots), "-D", "taskmanager.rpc.port=0",
 		"-D", "taskmanager.resource-id=" + id, "-D", "taskmanager.host=127.0.0.1", "-D", "log.level=info"}
+	dir := c.dir
+	if dir == "" {
+		dir = c.t.TempDir()
+	}
+	work, err := os.MkdirTemp(dir, id+"-work-")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	args = append(args, "-D", "taskmanager.work.dir="+work)
 	for k, v := range settings {
 		args = append(args, "-D", k+"="+v)
 	}
@@ -339,6 +348,7 @@ func countLog(t *testing.T, paths []string, msg string) int {
 // consumers read their BLOCKING partitions: the job restarts what it must,
 // within its restart attempts, and FINISHES with the exact counts.
 func TestFaultRunnerKilledWhileConsumersRun(t *testing.T) {
+	parallel(t)
 	c := newCluster(t, faultRestart)
 	c.startTaskManagerProcessWith("tm-a", 1, nil)
 	c.startTaskManagerProcessWith("tm-b", 1, nil)
@@ -436,6 +446,7 @@ func (c *cluster) pacedJob(count int64, perSubtask time.Duration, out string, ex
 // the exact output, and the TaskManagers' logs show no storm of rejected
 // slot offers or JobMaster reconnections.
 func TestFaultTaskManagerKilledInSession(t *testing.T) {
+	parallel(t)
 	for _, tc := range []struct {
 		name              string
 		interval, timeout string
@@ -445,7 +456,7 @@ func TestFaultTaskManagerKilledInSession(t *testing.T) {
 		{"fast heartbeats", "500 ms", "2 s", 60 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir, clusterID := t.TempDir(), "faults-kill"
+			dir, clusterID := t.TempDir(), uniqueID("faults-kill")
 			c := newCluster(t, merged(faultRestart, localProviderSettings(dir, clusterID, 2),
 				map[string]string{"heartbeat.interval": tc.interval, "heartbeat.timeout": tc.timeout}))
 			out := filepath.Join(t.TempDir(), "out")
@@ -495,6 +506,7 @@ func TestFaultTaskManagerKilledInSession(t *testing.T) {
 // region (POINTWISE): only the regions that ran there restart; every
 // subtask elsewhere finishes in attempt 0 where it started.
 func TestFaultTaskManagerKilledWhileSourcesRun(t *testing.T) {
+	parallel(t)
 	c := newCluster(t, faultRestart)
 	c.startTaskManagerProcessWith("tm-a", 2, nil)
 	c.startTaskManagerProcessWith("tm-victim", 2, nil)
@@ -549,7 +561,8 @@ func TestFaultTaskManagerKilledWhileSourcesRun(t *testing.T) {
 // heartbeats: the job fails over at once, long before heartbeat.timeout,
 // and FINISHES with the exact output instead of hanging.
 func TestFaultTaskManagerSIGTERMLocalProvider(t *testing.T) {
-	dir, clusterID := t.TempDir(), "faults-term"
+	parallel(t)
+	dir, clusterID := t.TempDir(), uniqueID("faults-term")
 	c := newCluster(t, merged(faultRestart, localProviderSettings(dir, clusterID, 2),
 		map[string]string{"heartbeat.interval": "10 s", "heartbeat.timeout": "50 s"}))
 	out := filepath.Join(t.TempDir(), "out")
@@ -593,6 +606,7 @@ func TestFaultTaskManagerSIGTERMLocalProvider(t *testing.T) {
 // back; at most one attempt of each subtask runs to its end; and the
 // stale TaskManager's attempts are cancelled.
 func TestFaultTaskManagerStoppedLongerThanHeartbeatTimeout(t *testing.T) {
+	parallel(t)
 	const interval, timeout = 500 * time.Millisecond, 2 * time.Second
 	c := newCluster(t, merged(faultRestart, map[string]string{"heartbeat.interval": "500 ms", "heartbeat.timeout": "2 s"}))
 	logs := map[string]string{}

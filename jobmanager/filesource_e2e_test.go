@@ -16,6 +16,7 @@ import (
 // read again by the restarted readers or the others, and every line of the
 // input is in the output exactly once.
 func TestFileSourceSplitsReassignedAfterTaskManagerKilled(t *testing.T) {
+	parallel(t)
 	c := newCluster(t, faultRestart)
 	c.startTaskManagerProcessWith("tm-a", 2, nil)
 	c.startTaskManagerProcessWith("tm-victim", 2, nil)

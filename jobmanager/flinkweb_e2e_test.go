@@ -94,6 +94,7 @@ func flinkWebAssets(t *testing.T) string {
 // list and job graph pages render gofl's running job without a
 // console error or a failed request.
 func TestFlinkDashboardAgainstGofl(t *testing.T) {
+	parallel(t)
 	if webtest.ExecPath() == "" {
 		webtest.New(t) // fails under CI, skips elsewhere
 	}

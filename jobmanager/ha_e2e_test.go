@@ -57,7 +57,7 @@ var jmAddrLine = regexp.MustCompile(`JobManager RPC at (\S+), REST at http://(\S
 func newHACluster(t *testing.T, extra map[string]string) *haCluster {
 	quorum := zktest.Quorum(t)
 	dir := t.TempDir()
-	id := fmt.Sprintf("ha-%d", time.Now().UnixNano())
+	id := uniqueID("ha")
 	settings := map[string]string{
 		"high-availability.type":             "zookeeper",
 		"high-availability.zookeeper.quorum": quorum,
@@ -244,6 +244,7 @@ func (h *haCluster) kill9(jm *haJobManager) {
 // committed output is exact. Then, with the job finished, one more forced
 // leadership change must not run it again (FLINK-39704).
 func TestHAJobManagerFailover(t *testing.T) {
+	parallel(t)
 	h := newHACluster(t, checkpointSettings("file://"+filepath.Join(t.TempDir(), "checkpoints")))
 	h.startJobManager()
 	h.startJobManager()
@@ -307,6 +308,7 @@ func TestHAJobManagerFailover(t *testing.T) {
 // TestHAZooKeeperUnreachableAtStart: a JobManager whose quorum does not
 // answer exits with an error that names the quorum.
 func TestHAZooKeeperUnreachableAtStart(t *testing.T) {
+	parallel(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -347,6 +349,7 @@ func TestHAZooKeeperUnreachableAtStart(t *testing.T) {
 // latency of each; every job submitted with HA is in the JobGraphStore by
 // the time its submission is acknowledged.
 func TestHASubmissionLatency(t *testing.T) {
+	parallel(t)
 	h := newHACluster(t, map[string]string{"deployment.provider": "standalone"})
 	h.startJobManager()
 	h.leader(nil)
@@ -391,8 +394,11 @@ func TestHASubmissionLatency(t *testing.T) {
 // retrieval. The test's cleanup kills it.
 func (h *haCluster) startTaskManager(id string, slots int) {
 	h.t.Helper()
+	// Its work dir in the test's: the cleanup kills it, so it cannot
+	// remove a temporary one.
 	args := []string{"taskmanager", "-D", fmt.Sprintf("taskmanager.numberOfTaskSlots=%d", slots), "-D", "taskmanager.rpc.port=0",
-		"-D", "taskmanager.resource-id=" + id, "-D", "taskmanager.host=127.0.0.1"}
+		"-D", "taskmanager.resource-id=" + id, "-D", "taskmanager.host=127.0.0.1",
+		"-D", "taskmanager.work.dir=" + filepath.Join(h.dir, id+"-work")}
 	for k, v := range h.settings {
 		if !strings.HasPrefix(k, "taskmanager.") && k != "rest.port" && k != "blob.storage.directory" {
 			args = append(args, "-D", k+"="+v)
@@ -425,6 +431,7 @@ func (h *haCluster) startTaskManager(id string, slots int) {
 // -9 they register at the new one at once, and the job resumes on them
 // from its latest checkpoint with exact output.
 func TestHAStandaloneTaskManagersFollowTheLeader(t *testing.T) {
+	parallel(t)
 	settings := checkpointSettings("file://" + filepath.Join(t.TempDir(), "checkpoints"))
 	settings["deployment.provider"] = "standalone"
 	// Far beyond the test's own waits: the old leader's tasks must go
@@ -464,6 +471,7 @@ func TestHAStandaloneTaskManagersFollowTheLeader(t *testing.T) {
 // then resumes it (kill -CONT): the old leader steps down (its REST
 // redirects to the new leader) and the output stays exact.
 func TestHAStoppedLeaderIsFenced(t *testing.T) {
+	parallel(t)
 	h := newHACluster(t, checkpointSettings("file://"+filepath.Join(t.TempDir(), "checkpoints")))
 	h.startJobManager()
 	h.startJobManager()

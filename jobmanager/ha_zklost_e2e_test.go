@@ -20,6 +20,7 @@ import (
 // ZooKeeper is back it leads again and recovers the job from its latest
 // checkpoint; the committed output is exact.
 func TestHAZooKeeperLostWhileRunning(t *testing.T) {
+	parallel(t)
 	h := newHACluster(t, checkpointSettings("file://"+filepath.Join(t.TempDir(), "checkpoints")))
 	px := zktest.NewProxy(t, strings.Split(zktest.Quorum(t), ",")[0])
 	h.settings["high-availability.zookeeper.quorum"] = px.Addr()

@@ -66,6 +66,7 @@ func checkKafkaCounts(t *testing.T, broker, topic string, count, keys int) {
 }
 
 func TestKafkaCountsExactlyOnceWithDiscoveryAndKill(t *testing.T) {
+	parallel(t)
 	broker := kafkatest.Broker(t)
 	in := kafkatest.Topic(t, broker, "e2e-in", 2)
 	out := kafkatest.Topic(t, broker, "e2e-out", 1)

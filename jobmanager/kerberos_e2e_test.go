@@ -15,6 +15,7 @@ import (
 // runners (state) write them with a user keytab, or with a delegation
 // token alone (over WebHDFS), and the job finishes exactly once.
 func TestCheckpointOnKerberosHDFS(t *testing.T) {
+	parallel(t)
 	k := storagetest.KerberosHDFSCluster(t)
 	ctx := context.Background()
 	krb := storage.Options{HadoopConfDir: k.ConfDir,

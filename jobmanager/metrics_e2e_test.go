@@ -26,6 +26,7 @@ import (
 // and the tasks' record counts equal to the input; Flink's REST metric
 // endpoints answer the same.
 func TestPrometheusAndRESTMetrics(t *testing.T) {
+	parallel(t)
 	// Below Nomad's dynamic ports (20000-32000), which Nomad tests running
 	// beside this one hand out, and the ephemeral ports.
 	base := 10000 + rand.IntN(9980)

@@ -122,6 +122,7 @@ func countWords(text string) map[string]int64 {
 }
 
 func TestWordCountOnCluster(t *testing.T) {
+	parallel(t)
 	// Tiny offload threshold: every consumer's shuffle descriptors travel
 	// as a blob the TaskManager fetches from the JobMaster.
 	c := newCluster(t, map[string]string{"blob.offload.minsize": "1 b"})
@@ -204,6 +205,7 @@ func TestWordCountOnCluster(t *testing.T) {
 }
 
 func TestPipelinedStreamingJobAcrossTaskManagers(t *testing.T) {
+	parallel(t)
 	c := newCluster(t, nil)
 	c.startTaskManager("tm-a", 2)
 	c.startTaskManager("tm-b", 2)
@@ -277,6 +279,7 @@ func memoryKiB(t *testing.T, pid int, field string) int {
 // network exchange: the unbounded source could produce hundreds of MB per
 // second, yet every runner's peak memory stays bounded.
 func TestSlowSinkBackpressuresSourceWithBoundedMemory(t *testing.T) {
+	parallel(t)
 	c := newCluster(t, nil)
 	c.startTaskManager("tm-1", 1)
 	c.startTaskManager("tm-2", 1)
@@ -410,6 +413,7 @@ func (c *cluster) backPressure(jobID, vertexID string) restapi.JobVertexBackPres
 // output on HDFS (MiniDFSCluster): the runners read splits of every input
 // file (seeking into them) and write one part file per subtask.
 func TestWordCountOnHDFS(t *testing.T) {
+	parallel(t)
 	hdfs := storagetest.HDFS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -16,6 +16,7 @@ import (
 // cluster of two TaskManagers, against its plain-Go reference: window
 // contents, side outputs and watermarks cross the network.
 func TestWindowSuiteOnCluster(t *testing.T) {
+	parallel(t)
 	c := newCluster(t, nil)
 	c.startTaskManager("tm-a", 2)
 	c.startTaskManager("tm-b", 2)

@@ -13,6 +13,8 @@ import (
 	"time"
 )
 
+// Not parallel: it bounds a checkpoint's duration, which other clusters
+// on the same cores would stretch.
 func TestUnalignedCheckpointUnderBackPressure(t *testing.T) {
 	durations := map[bool]int64{}
 	for _, unaligned := range []bool{true, false} {
@@ -64,6 +66,7 @@ func TestUnalignedCheckpointUnderBackPressure(t *testing.T) {
 }
 
 func TestUnalignedCheckpointExactlyOnceAfterKill(t *testing.T) {
+	parallel(t)
 	settings := checkpointSettings("file://" + filepath.Join(t.TempDir(), "checkpoints"))
 	settings["execution.checkpointing.unaligned.enabled"] = "true"
 	c := newCluster(t, settings)

@@ -142,9 +142,12 @@ func New(cfg Config, log zerolog.Logger) (*TaskExecutor, error) {
 	for i := range cfg.NumberOfSlots {
 		te.slots = append(te.slots, &slot{index: i})
 	}
-	closeLis := func() {
+	closeLis := func() { // on a failed New: undo what it made
 		if lis != nil {
 			lis.Close()
+		}
+		if te.tempDir {
+			_ = os.RemoveAll(te.cfg.WorkDir)
 		}
 	}
 	te.logShip = make(chan struct{}, 1)

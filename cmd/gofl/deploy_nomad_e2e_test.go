@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -494,6 +495,14 @@ func secondNomadClient(t *testing.T, na nomadAgent) {
 	}
 	cmd := exec.Command("../../scripts/nomad/run-client.sh")
 	cmd.Env = append(os.Environ(), "NOMAD_ADDR="+na.addr)
+	// The dev agent's RPC port is its HTTP port + 1 (scripts/nomad/run.sh);
+	// the script's default, 4647, is another agent's when this one is not
+	// on 4646 (NOMAD_HTTP_PORT).
+	if u, err := url.Parse(na.addr); err == nil {
+		if p, err := strconv.Atoi(u.Port()); err == nil {
+			cmd.Env = append(cmd.Env, fmt.Sprintf("NOMAD_SERVER=%s:%d", u.Hostname(), p+1))
+		}
+	}
 	// A file, not a pipe: processes the agent leaves do not hold Wait.
 	log, err := os.Create(filepath.Join(t.TempDir(), "client.log"))
 	if err != nil {

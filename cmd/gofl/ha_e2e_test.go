@@ -26,6 +26,7 @@ var restLine = regexp.MustCompile(`REST at http://(\S+)`)
 // and runs another job through the CLI, which reaches the new leader
 // through the surviving JobManager; session stop leaves nothing behind.
 func TestDeploySessionStandbyJobManagersE2E(t *testing.T) {
+	t.Parallel()
 	quorum := zktest.Quorum(t)
 	e := newE2E(t)
 	clusterID := fmt.Sprintf("/e2e-%d", time.Now().UnixNano())

@@ -92,6 +92,7 @@ func killJobManager(t *testing.T, e *e2e, cluster string, cl *client.Client, job
 // prints "JobManager failed over" and follows on, the committed output is
 // exact, and nothing is left.
 func TestPerJobJobManagerRestartE2E(t *testing.T) {
+	t.Parallel()
 	quorum := zktest.Quorum(t)
 	e := newE2E(t)
 	out := filepath.Join(e.home, "out")
@@ -128,6 +129,7 @@ func TestPerJobJobManagerRestartE2E(t *testing.T) {
 // TestPerJobJobManagerAttemptsExhaustedE2E kills the JobManager on each of
 // its 2 attempts: the run fails naming the attempts, and nothing is left.
 func TestPerJobJobManagerAttemptsExhaustedE2E(t *testing.T) {
+	t.Parallel()
 	quorum := zktest.Quorum(t)
 	e := newE2E(t)
 	r, cluster, cl, job := perJobRun(t, e, restartSettings(e, quorum, 2), 1_000_000, 8, filepath.Join(e.home, "out"))

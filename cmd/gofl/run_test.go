@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -35,13 +34,12 @@ func newBlobCluster(t *testing.T) *cluster {
 	return c
 }
 
+// buildWordcount is the wordcount binary, built once per test binary
+// (e2eBinaries). Tests only read it.
 func buildWordcount(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "wordcount")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../examples/wordcount").CombinedOutput(); err != nil {
-		t.Fatalf("building wordcount: %v\n%s", err, out)
-	}
-	return bin
+	_, wc := e2eBinaries(t)
+	return wc
 }
 
 // endJobs moves every job to state once it shows up, until the test ends.

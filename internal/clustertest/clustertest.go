@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -54,6 +55,22 @@ func Main(m *testing.M, pkg string, binary *string, args func(dir string) []stri
 		}
 	}
 	os.Exit(code)
+}
+
+// DefaultParallel sets -test.parallel to n unless the command line set it.
+// A TestMain calls it before m.Run: e2e tests mostly wait on processes and
+// timeouts, so more of them than GOMAXPROCS (the default) overlap well.
+func DefaultParallel(n int) {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		if err := flag.Set("test.parallel", strconv.Itoa(n)); err != nil {
+			panic(err)
+		}
+	}
 }
 
 // Ctx is a context that ends after d or with the test.

@@ -226,6 +226,13 @@ func (d *WorkerDriver) taskManagerJob(id string, slots, cpu, mem int) *api.Job {
 	cfg := providers.TaskManagerConfig(d.config, d.rpcHost, d.rpcPort, slots, id)
 	cfg[conf.TaskManagerHost.Key()] = "${NOMAD_IP_" + portRPC + "}"
 	cfg[conf.TaskManagerRPCPort.Key()] = "${NOMAD_PORT_" + portRPC + "}"
+	if _, ok := cfg[conf.TaskManagerWorkDir.Key()]; !ok {
+		// In the task's directory, which Nomad removes with the
+		// allocation: a TaskManager killed after the kill timeout cannot
+		// remove a temporary one (~50 MB of job binaries). Expanded by the
+		// TaskManager from its environment, not by Nomad.
+		cfg[conf.TaskManagerWorkDir.Key()] = "${NOMAD_TASK_DIR}/work"
+	}
 	meta := map[string]string{
 		metaClusterID: d.clusterID,
 		metaRole:      roleTaskManager,
