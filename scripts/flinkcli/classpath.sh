@@ -8,7 +8,8 @@
 # flink-dist is not on Maven Central, so the CLI runs from flink-clients'
 # jars with a FLINK_CONF_DIR the caller makes. Used by cmd/gofl's
 # TestFlinkCLIAgainstGofl. Exit status non-zero when mvn or the artifacts
-# are unavailable; the caller decides whether that fails (CI=true) or skips.
+# are unavailable (under CI=true, as root, a missing
+# Java or Maven is installed with apt-get first); the caller decides whether that fails (CI=true) or skips.
 set -euo pipefail
 version="${1:-1.20.5}"
 cache="${GOFL_FLINKCLI_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gofl/flinkcli/$version}"
@@ -16,7 +17,12 @@ if [[ -f "$cache/classpath.txt" ]]; then
   cat "$cache/classpath.txt"
   exit 0
 fi
-command -v mvn >/dev/null 2>&1 || { echo "flinkcli: mvn not found" >&2; exit 2; }
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+svc_name=flinkcli svc_skips="Flink's CLI compatibility test"
+# shellcheck source=../lib/service.sh
+. "$here/../lib/service.sh"
+# Under CI=true (as root on Debian) Java and Maven are installed if missing.
+svc_need_java || { echo "flinkcli: java and mvn are needed" >&2; exit 2; }
 mkdir -p "$cache"
 tmp="$(mktemp -d "$cache/.fetch.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
