@@ -51,14 +51,14 @@ type progressView struct {
 }
 
 type vertexProgress struct {
-	id, name, status    string
-	parallelism         int
-	in, out             int64
-	inRate, outRate     float64
-	base                time.Time // the rates' window start
-	baseIn, baseOut     int64
-	progress            *restapi.SourceProgress // last reported
-	rateKnown           bool
+	id, name, status string
+	parallelism      int
+	in, out          int64
+	inRate, outRate  float64
+	base             time.Time // the rates' window start
+	baseIn, baseOut  int64
+	progress         *restapi.SourceProgress // last reported
+	rateKnown        bool
 }
 
 // newProgressView returns the display for c's command: off with --quiet,
