@@ -67,6 +67,8 @@ func newProgressView(c *cli.Context) *progressView {
 	p := &progressView{w: c.App.Writer, off: c.Bool(flagQuiet), byID: map[string]int{}, interval: progressPlainInterval}
 	if f, ok := c.App.Writer.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		p.tty, p.interval = true, progressTTYInterval
+	} else {
+		p.last = time.Now() // plain: a job shorter than the interval gets only the summary
 	}
 	return p
 }
