@@ -77,12 +77,14 @@ func (s *TextFileSource) Boundedness() source.Boundedness { return source.Bounde
 
 // CreateEnumerator implements source.Source.
 func (s *TextFileSource) CreateEnumerator(ctx source.SplitEnumeratorContext[FileSplit]) (source.SplitEnumerator[FileSplit, fileEnumState], error) {
-	return &fileEnumerator{src: s, ctx: ctx}, nil
+	return &fileEnumerator{src: s, ctx: ctx, reading: map[int]FileSplit{}, finished: map[fileSplitKey]int64{}}, nil
 }
 
 // RestoreEnumerator implements source.Source.
 func (s *TextFileSource) RestoreEnumerator(ctx source.SplitEnumeratorContext[FileSplit], st fileEnumState) (source.SplitEnumerator[FileSplit, fileEnumState], error) {
-	return &fileEnumerator{src: s, ctx: ctx, listed: st.Listed, pool: st.Splits}, nil
+	e := &fileEnumerator{src: s, ctx: ctx, listed: st.Listed, pool: st.Splits, reading: map[int]FileSplit{}, finished: map[fileSplitKey]int64{}}
+	e.counted()
+	return e, nil
 }
 
 // CreateReader implements source.Source.
@@ -102,6 +104,41 @@ type fileEnumerator struct {
 	// err is the listing's failure, sent to every reader that asks (the
 	// reader fails with it; the job restarts and lists again).
 	err error
+	// Progress: reading is the split each reader was handed last; a
+	// reader asks for the next split once it finished that one, which
+	// then counts in finished. total is what the listing (or the restored
+	// pool: progress after a restore counts from there) held.
+	reading           map[int]FileSplit
+	finished          map[fileSplitKey]int64 // bytes of each finished split
+	total, bytesTotal int64
+}
+
+type fileSplitKey struct {
+	path  string
+	start int64
+}
+
+func splitBytes(sp FileSplit) int64 { return max(sp.End-sp.Start, 0) }
+
+// counted sets the totals to the pool's.
+func (e *fileEnumerator) counted() {
+	e.total, e.bytesTotal = int64(len(e.pool)), 0
+	for _, sp := range e.pool {
+		e.bytesTotal += splitBytes(sp)
+	}
+}
+
+// Progress implements source.ProgressReporter: splits finished of those
+// listed.
+func (e *fileEnumerator) Progress() (source.Progress, bool) {
+	if !e.listed || e.err != nil {
+		return source.Progress{}, false
+	}
+	p := source.Progress{Done: int64(len(e.finished)), Total: e.total, BytesTotal: e.bytesTotal}
+	for _, b := range e.finished {
+		p.BytesDone += b
+	}
+	return p, true
 }
 
 func (e *fileEnumerator) Start() error {
@@ -113,6 +150,7 @@ func (e *fileEnumerator) Start() error {
 			e.err = err
 		} else {
 			e.pool = v.([]FileSplit)
+			e.counted()
 		}
 		e.listed = true
 		waiting := e.waiting
@@ -125,6 +163,10 @@ func (e *fileEnumerator) Start() error {
 }
 
 func (e *fileEnumerator) HandleSplitRequest(sub int, host string) {
+	if sp, ok := e.reading[sub]; ok { // the reader finished it
+		delete(e.reading, sub)
+		e.finished[fileSplitKey{sp.Path, sp.Start}] = splitBytes(sp)
+	}
 	if !e.listed {
 		e.waiting = append(e.waiting, sub)
 		return
@@ -140,6 +182,7 @@ func (e *fileEnumerator) HandleSplitRequest(sub int, host string) {
 	i := localSplit(e.pool, host)
 	sp := e.pool[i]
 	e.pool = append(e.pool[:i], e.pool[i+1:]...)
+	e.reading[sub] = sp
 	e.ctx.AssignSplits(map[int][]FileSplit{sub: {sp}})
 }
 
@@ -159,7 +202,11 @@ func localSplit(pool []FileSplit, host string) int {
 	return max(anyHosts, 0)
 }
 
-func (e *fileEnumerator) AddSplitsBack(splits []FileSplit, _ int) {
+func (e *fileEnumerator) AddSplitsBack(splits []FileSplit, sub int) {
+	delete(e.reading, sub)
+	for _, sp := range splits { // read again: not finished after all
+		delete(e.finished, fileSplitKey{sp.Path, sp.Start})
+	}
 	e.pool = append(append([]FileSplit(nil), splits...), e.pool...)
 }
 

@@ -49,6 +49,8 @@ directory: give the job absolute paths (relative ones are rejected).
 Unless --detached, gofl follows the job(s) until they end; the exit code is
 non-zero unless every job FINISHED.
 
+` + progressHelp + `
+
 Ctrl-C (or --timeout expiring) detaches: the job and its per-job or
 application cluster go on, and gofl prints how to cancel them; the exit code
 is 130 (1 after --timeout). With -sae (--shutdownOnAttachedExit) it cancels
@@ -89,6 +91,7 @@ Examples:
 			targetFlag(),
 			&cli.IntFlag{Name: "parallelism", Aliases: []string{"p"}, Usage: "default parallelism of the job's operators (`N`; default: parallelism.default when set, else the job's own)"},
 			&cli.BoolFlag{Name: "detached", Aliases: []string{"d"}, Usage: "return once the job is submitted (the cluster deployed)"},
+			&cli.BoolFlag{Name: flagQuiet, Aliases: []string{"q"}, Usage: "attached: no progress display (records, rates, progress bars); only state changes and the result"},
 			&cli.DurationFlag{Name: "timeout", Value: 24 * time.Hour, Usage: "unless --detached, stop following the job after `DURATION`: detach, or with -sae cancel it"},
 			&cli.BoolFlag{Name: flagShutdownOnAttachedExit, Aliases: []string{"sae"},
 				Usage: "attached: on Ctrl-C or --timeout cancel the job(s) and shut a per-job or application cluster down, instead of detaching"},

@@ -91,6 +91,7 @@ func followJob(c *cli.Context, cl *client.Client, jg *jobgraph.JobGraph, id stri
 	defer cancel()
 	last := ""
 	var lastFailure int64
+	pv := newProgressView(c)
 	for {
 		d, err := cl.JobDetails(ctx, id)
 		if ctx.Err() != nil {
@@ -111,11 +112,14 @@ func followJob(c *cli.Context, cl *client.Client, jg *jobgraph.JobGraph, id stri
 		}
 		line := fmt.Sprintf("%s | %s", d.State, strings.Join(parts, " | "))
 		if line != last {
+			pv.clear() // a terminal's progress block goes below the new lines
 			fmt.Fprintf(c.App.Writer, "[%s] %s\n", time.Now().Format("15:04:05.000"), line)
 			last = line
 			lastFailure = printNewFailures(c, cl, id, lastFailure)
+			pv.redraw()
 		}
 		if client.IsGloballyTerminal(d.State) {
+			pv.finish(d)
 			if d.State != "FINISHED" {
 				if ex, err := cl.JobExceptions(c.Context, id); err == nil && ex.RootException != "" {
 					fmt.Fprintf(c.App.ErrWriter, "root cause: %s\n", ex.RootException)
@@ -125,6 +129,7 @@ func followJob(c *cli.Context, cl *client.Client, jg *jobgraph.JobGraph, id stri
 			printResult(c, cl, jg, id)
 			return nil
 		}
+		pv.update(d, time.Now())
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("job %s still %s: %w", id, d.State, context.Cause(ctx))

@@ -7,9 +7,11 @@ import (
 
 	"github.com/gofl/gofl/failure"
 	"github.com/gofl/gofl/internal/mailbox"
+	"github.com/gofl/gofl/jobgraph"
 	eg "github.com/gofl/gofl/jobmanager/executiongraph"
 	"github.com/gofl/gofl/jobmanager/scheduler"
 	"github.com/gofl/gofl/rpc/restapi"
+	"github.com/gofl/gofl/stream/source"
 )
 
 // Snapshot is the REST view of a job at one moment.
@@ -127,7 +129,7 @@ func (jm *JobMaster) snapshot() Snapshot {
 		vertices = append(vertices, restapi.JobVertexDetails{
 			ID: string(jv.ID()), Name: jv.Vertex.Name, Parallelism: jv.Parallelism, MaxParallelism: jv.MaxParallelism,
 			Status: vs, StartTime: millis(start), EndTime: millis(end), Duration: duration.Milliseconds(), Tasks: tasks,
-			Metrics: sumIO(ios),
+			Metrics: sumIO(ios), SourceProgress: jm.sourceProgress(jv.ID()),
 		})
 	}
 	counts.Total = len(g.Vertices)
@@ -138,6 +140,33 @@ func (jm *JobMaster) snapshot() Snapshot {
 		Timestamps: timestamps, Vertices: vertices, StatusCounts: statusCounts, Plan: restapi.NewJobPlan(jm.jobID, jm.jg)}
 	return Snapshot{Overview: ov, Details: det, Exceptions: jm.exceptions(), Vertices: infos, Result: jm.executionResult(st, duration.Milliseconds()),
 		NumRestarts: jm.sched.NumRestarts()}
+}
+
+// sourceProgress sums the progress the split enumerators of vertex's
+// sources report (source.ProgressReporter); nil when none does. On the
+// mailbox, where the coordinators run.
+func (jm *JobMaster) sourceProgress(vertex jobgraph.VertexID) *restapi.SourceProgress {
+	var out *restapi.SourceProgress
+	for _, c := range jm.coords { // sums: any order
+		pr, ok := c.coord.(interface {
+			Progress() (source.Progress, bool)
+		})
+		if c.vertex != vertex || !ok || c.closed {
+			continue
+		}
+		p, ok := pr.Progress()
+		if !ok {
+			continue
+		}
+		if out == nil {
+			out = &restapi.SourceProgress{Unit: "splits"}
+		}
+		out.Done += p.Done
+		out.Total += p.Total
+		out.BytesDone += p.BytesDone
+		out.BytesTotal += p.BytesTotal
+	}
+	return out
 }
 
 // vertexStatus aggregates subtask states the way Flink's ExecutionJobVertex

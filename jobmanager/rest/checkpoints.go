@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -31,6 +32,9 @@ func (h *handler) triggerSavepoint(ctx context.Context, w http.ResponseWriter, r
 	if err := h.decodeOptional(w, r, &req); err != nil {
 		return 0, nil, err
 	}
+	if err := checkSavepointOptions(req.SavepointRequestOptions); err != nil {
+		return 0, nil, err
+	}
 	if msg, no := h.refused(gateCancel, r); no && req.CancelJob {
 		return http.StatusForbidden, restapi.ErrorResponse{Errors: []string{msg}}, nil
 	}
@@ -48,11 +52,26 @@ func (h *handler) stopWithSavepoint(ctx context.Context, w http.ResponseWriter, 
 	if err := h.decodeOptional(w, r, &req); err != nil {
 		return 0, nil, err
 	}
+	if err := checkSavepointOptions(req.SavepointRequestOptions); err != nil {
+		return 0, nil, err
+	}
 	id, err := h.d.StopWithSavepoint(ctx, r.PathValue("jobid"), req.TargetDirectory, req.Drain)
 	if err != nil {
 		return 0, nil, err
 	}
 	return http.StatusAccepted, restapi.TriggerResponse{RequestID: id}, nil
+}
+
+// checkSavepointOptions refuses what Flink's clients may ask for and gofl
+// does not do: a NATIVE savepoint, a trigger ID chosen by the client.
+func checkSavepointOptions(o restapi.SavepointRequestOptions) error {
+	if o.FormatType != "" && o.FormatType != restapi.SavepointFormatCanonical {
+		return badRequest(fmt.Sprintf("savepoint formatType %q is not supported: gofl writes %s savepoints only", o.FormatType, restapi.SavepointFormatCanonical))
+	}
+	if o.TriggerID != "" {
+		return badRequest("a client-chosen triggerId is not supported: the JobManager picks the trigger ID and returns it as request-id")
+	}
+	return nil
 }
 
 func (h *handler) savepointStatus(ctx context.Context, _ http.ResponseWriter, r *http.Request) (int, any, error) {

@@ -49,6 +49,31 @@ func TestSavepointEndpoints(t *testing.T) {
 	}
 }
 
+// TestSavepointRequestsOfFlinkClients: the bodies Flink 1.20's CLI sends
+// (formatType, a null triggerId) are taken; what gofl does not do is
+// refused with 400, not ignored.
+func TestSavepointRequestsOfFlinkClients(t *testing.T) {
+	e := newEnv(t, rest.Options{})
+	id, err := e.d.SubmitJob(context.Background(), resttest.Wordcount("a3a3a3a3a3a3a3a3a3a3a3a3a3a3a3a3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		path, body string
+		want       int
+	}{
+		{"/savepoints", `{"target-directory":"file:///sp","cancel-job":false,"formatType":"CANONICAL","triggerId":null}`, http.StatusAccepted},
+		{"/savepoints", `{"target-directory":"file:///sp","formatType":"NATIVE"}`, http.StatusBadRequest},
+		{"/savepoints", `{"triggerId":"0123456789abcdef0123456789abcdef"}`, http.StatusBadRequest},
+		{"/stop", `{"targetDirectory":"file:///sp","drain":false,"formatType":"NATIVE"}`, http.StatusBadRequest},
+		{"/stop", `{"targetDirectory":"file:///sp","drain":false,"formatType":"CANONICAL","triggerId":null}`, http.StatusAccepted},
+	} {
+		if r := e.do(t, http.MethodPost, "/jobs/"+id+c.path, c.body); r.status != c.want {
+			t.Errorf("POST %s %s: %d %s, want %d", c.path, c.body, r.status, r.body, c.want)
+		}
+	}
+}
+
 func TestCheckpointEndpoints(t *testing.T) {
 	e := newEnv(t, rest.Options{})
 	id, err := e.d.SubmitJob(context.Background(), resttest.Wordcount("a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2"))

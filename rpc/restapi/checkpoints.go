@@ -115,13 +115,29 @@ type ExternalizedCheckpointInfo struct {
 type SavepointTriggerRequest struct {
 	TargetDirectory string `json:"target-directory,omitempty"`
 	CancelJob       bool   `json:"cancel-job"`
+	SavepointRequestOptions
 }
 
 // StopWithSavepointRequest is POST /jobs/:jobid/stop.
 type StopWithSavepointRequest struct {
 	TargetDirectory string `json:"targetDirectory,omitempty"`
 	Drain           bool   `json:"drain"`
+	SavepointRequestOptions
 }
+
+// SavepointRequestOptions are the fields Flink's clients (1.15 and later)
+// send with either savepoint request. gofl writes one savepoint format
+// and picks the trigger ID itself, so it accepts formatType "CANONICAL"
+// (Flink's default) and an absent triggerId; the REST handler refuses
+// the rest with 400.
+type SavepointRequestOptions struct {
+	FormatType string `json:"formatType,omitempty"`
+	TriggerID  string `json:"triggerId,omitempty"`
+}
+
+// SavepointFormatCanonical is Flink's default savepoint format, the only
+// formatType gofl accepts.
+const SavepointFormatCanonical = "CANONICAL"
 
 // TriggerResponse names an asynchronous operation.
 type TriggerResponse struct {

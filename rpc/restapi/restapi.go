@@ -94,6 +94,21 @@ type JobVertexDetails struct {
 	Tasks          map[string]int `json:"tasks"`
 	// Metrics sums the I/O metrics of the vertex's subtasks.
 	Metrics IOMetricsInfo `json:"metrics"`
+	// SourceProgress is how far the vertex's bounded sources are through
+	// their input, as their split enumerators count it (gofl's addition;
+	// absent for vertices without one).
+	SourceProgress *SourceProgress `json:"source-progress,omitempty"`
+}
+
+// SourceProgress is a bounded source's progress: done of total units
+// (splits), and the bytes of those splits where known. Total is 0 until
+// the enumerator has listed its input.
+type SourceProgress struct {
+	Unit       string `json:"unit"`
+	Done       int64  `json:"done"`
+	Total      int64  `json:"total"`
+	BytesDone  int64  `json:"bytes-done,omitempty"`
+	BytesTotal int64  `json:"bytes-total,omitempty"`
 }
 
 // IOMetricsInfo is a vertex's or a subtask's I/O metrics, with Flink's

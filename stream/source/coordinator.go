@@ -291,6 +291,15 @@ func (c *Coordinator[T, S, E]) ResetToCheckpoint(_ int64, state []byte) error {
 	return c.Start()
 }
 
+// Progress is the enumerator's progress when it is a ProgressReporter
+// and started. Called on the coordinator's goroutine; it does not block.
+func (c *Coordinator[T, S, E]) Progress() (Progress, bool) {
+	if pr, ok := c.enum.(ProgressReporter); ok && c.started && !c.closed {
+		return pr.Progress()
+	}
+	return Progress{}, false
+}
+
 // Close implements OperatorCoordinator.
 func (c *Coordinator[T, S, E]) Close() error {
 	if c.closed {

@@ -98,6 +98,24 @@ type SplitEnumerator[S Split, E any] interface {
 	Close() error
 }
 
+// Progress is how far a bounded source is through its input: Done of
+// Total splits (Total 0: not known yet) and, where the splits have sizes,
+// the bytes of those splits.
+type Progress struct {
+	Done, Total           int64
+	BytesDone, BytesTotal int64
+}
+
+// ProgressReporter is implemented by the enumerators of bounded sources
+// that can say how far their readers are (the JobMaster reports it per
+// vertex in REST, `gofl run` draws it as a progress bar). Progress is
+// called on the coordinator's goroutine, like the enumerator's other
+// methods, must not block, and has no side effects; ok false: nothing to
+// report (yet).
+type ProgressReporter interface {
+	Progress() (p Progress, ok bool)
+}
+
 // SplitEnumeratorContext is the enumerator's view of the coordinator. Its
 // methods may only be called on the coordinator's goroutine (from an
 // enumerator method or a CallAsync handler); none blocks.

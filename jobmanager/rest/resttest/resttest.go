@@ -59,6 +59,9 @@ type job struct {
 	accumulators map[string][]byte
 	// taskMetrics are every subtask's TaskMetrics, by vertex.
 	taskMetrics map[string]map[string]float64
+	// io and progress are what SetVertexIO set, by vertex index.
+	io       map[int]restapi.IOMetricsInfo
+	progress map[int]*restapi.SourceProgress
 }
 
 // SetTaskMetrics makes every subtask of a vertex report m as its
@@ -322,16 +325,30 @@ func (d *Dispatcher) JobDetails(ctx context.Context, jobID string) (restapi.JobD
 	out := restapi.JobDetails{ID: jobID, Name: j.graph.Name, State: j.state, JobType: j.graph.Type.String(),
 		StartTime: j.start, EndTime: j.end, Duration: d.duration(j), Now: d.now().UnixMilli(),
 		Timestamps: map[string]int64{StateRunning: j.start}, StatusCounts: map[string]int{}, Plan: restapi.NewJobPlan(jobID, j.graph)}
-	for _, v := range j.graph.Vertices {
+	for i, v := range j.graph.Vertices {
 		out.Vertices = append(out.Vertices, restapi.JobVertexDetails{ID: string(v.ID), Name: v.Name,
 			Parallelism: v.Parallelism, MaxParallelism: v.EffectiveMaxParallelism(), Status: ts,
-			StartTime: j.start, EndTime: j.end, Duration: d.duration(j), Tasks: map[string]int{ts: v.Parallelism}})
+			StartTime: j.start, EndTime: j.end, Duration: d.duration(j), Tasks: map[string]int{ts: v.Parallelism},
+			Metrics: j.io[i], SourceProgress: j.progress[i]})
 		out.StatusCounts[ts]++
 	}
 	if j.end >= 0 {
 		out.Timestamps[j.state] = j.end
 	}
 	return out, nil
+}
+
+// SetVertexIO sets the I/O metrics and source progress (nil: none) that
+// JobDetails reports for the job's vertex at index i.
+func (d *Dispatcher) SetVertexIO(jobID string, i int, m restapi.IOMetricsInfo, p *restapi.SourceProgress) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if j, ok := d.jobs[jobID]; ok {
+		if j.io == nil {
+			j.io, j.progress = map[int]restapi.IOMetricsInfo{}, map[int]*restapi.SourceProgress{}
+		}
+		j.io[i], j.progress[i] = m, p
+	}
 }
 
 // JobExceptions returns the job's exception history, newest first.
