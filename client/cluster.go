@@ -213,6 +213,9 @@ func (d *ClusterDescriptor) deploy(ctx context.Context, id string, mode provider
 	if err := d.stageInternalTLS(ctx, s.st, id, extra); err != nil {
 		return nil, err
 	}
+	if err := stageSecrets(ctx, s.st, id, d.cfg, extra); err != nil {
+		return nil, err
+	}
 	artifacts := []string{s.goflURI}
 	if jobBin != "" {
 		artifacts = append(artifacts, s.jobURI)
@@ -477,10 +480,39 @@ func (s *staged) Remove() {
 	s.st = nil
 }
 
+// SecretsFile is the staged file of a cluster's secret options
+// (conf.DeploymentSecretsFile).
+const SecretsFile = "secrets.yaml"
+
+// stageSecrets stages the secret options of cfg (passwords, tokens) 0600
+// as the cluster's SecretsFile and points deployment.secrets-file of extra
+// at it, so that they stay off command lines and job specs
+// (clusterConfig drops them). Nothing when cfg has none.
+func stageSecrets(ctx context.Context, st *storage.Staging, clusterID string, cfg *conf.Configuration, extra map[string]string) error {
+	_, secrets := conf.SplitSecrets(cfg.Snapshot())
+	if len(secrets) == 0 {
+		return nil
+	}
+	y, err := conf.MarshalSecrets(secrets)
+	if err != nil {
+		return err
+	}
+	if err := st.PutClusterSecretFile(ctx, clusterID, SecretsFile, bytes.NewReader(y)); err != nil {
+		return fmt.Errorf("client: staging the cluster's secret options: %w", err)
+	}
+	dir, err := st.ClusterDir(clusterID)
+	if err != nil {
+		return err
+	}
+	extra[conf.DeploymentSecretsFile.Key()] = st.FileSystem().URI(dir + "/" + SecretsFile)
+	return nil
+}
+
 // clusterConfig is the configuration a deployed JobManager gets: the
-// client's settings plus the deployment's.
+// client's settings plus the deployment's, without secret options (see
+// stageSecrets).
 func clusterConfig(cfg *conf.Configuration, extra map[string]string) map[string]string {
-	out := cfg.Snapshot()
+	out, _ := conf.SplitSecrets(cfg.Snapshot())
 	delete(out, conf.DeploymentBinary.Key())
 	// Expanded here: $HOME on a Nomad node is the agent's, not the client's.
 	out[conf.StagingDir.Key()] = conf.ExpandEnv(conf.StagingDir.Get(cfg))

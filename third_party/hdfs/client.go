@@ -81,6 +81,11 @@ type ClientOptions struct {
 	// multi-namenode setup (for example: 'nn/_HOST'). It is required if
 	// KerberosClient is provided.
 	KerberosServicePrincipleName string
+	// DelegationToken, when set, authenticates the client to the namenode(s)
+	// with an HDFS delegation token (Hadoop's TOKEN auth, SASL DIGEST-MD5 with
+	// qop "auth") instead of Kerberos; User should be the token's owner.
+	// (gofl fork)
+	DelegationToken *DelegationToken
 	// DataTransferProtection specifies whether or not authentication, data
 	// signature integrity checks, and wire encryption is required when
 	// communicating the the datanodes. A value of "authentication" implies
@@ -177,6 +182,13 @@ func ClientOptionsFromConf(conf hadoopconf.HadoopConf) ClientOptions {
 	return options
 }
 
+// DelegationToken is the identifier and password of an HDFS delegation
+// token (gofl fork).
+type DelegationToken struct {
+	Identifier []byte
+	Password   []byte
+}
+
 // NewClient returns a connected Client for the given options, or an error if
 // the client could not be created.
 func NewClient(options ClientOptions) (*Client, error) {
@@ -185,7 +197,13 @@ func NewClient(options ClientOptions) (*Client, error) {
 		return nil, errors.New("kerberos enabled, but kerberos client is missing credentials")
 	}
 
-	if options.KerberosClient != nil && options.KerberosServicePrincipleName == "" {
+	var tokID, tokPassword []byte
+	if options.DelegationToken != nil {
+		tokID, tokPassword = options.DelegationToken.Identifier, options.DelegationToken.Password
+		if len(tokID) == 0 {
+			return nil, errors.New("delegation token without an identifier")
+		}
+	} else if options.KerberosClient != nil && options.KerberosServicePrincipleName == "" {
 		return nil, errors.New("kerberos enabled, but kerberos namenode SPN is not provided")
 	}
 
@@ -196,6 +214,8 @@ func NewClient(options ClientOptions) (*Client, error) {
 			DialFunc:                     options.NamenodeDialFunc,
 			KerberosClient:               options.KerberosClient,
 			KerberosServicePrincipleName: options.KerberosServicePrincipleName,
+			TokenIdentifier:              tokID,
+			TokenPassword:                tokPassword,
 		},
 	)
 

@@ -35,7 +35,7 @@ type FileReader struct {
 func (c *Client) Open(name string) (*FileReader, error) {
 	info, err := c.getFileInfo(name)
 	if err != nil {
-		return nil, &os.PathError{"open", name, interpretException(err)}
+		return nil, &os.PathError{Op: "open", Path: name, Err: interpretException(err)}
 	}
 
 	return &FileReader{
@@ -236,7 +236,7 @@ func (f *FileReader) ReadAt(b []byte, off int64) (int, error) {
 	}
 
 	if off < 0 {
-		return 0, &os.PathError{"readat", f.name, errors.New("negative offset")}
+		return 0, &os.PathError{Op: "readat", Path: f.name, Err: errors.New("negative offset")}
 	}
 
 	_, err := f.Seek(off, 0)
@@ -299,7 +299,7 @@ func (f *FileReader) Readdir(n int) ([]os.FileInfo, error) {
 	for {
 		batch, remaining, err := f.readdir()
 		if err != nil {
-			return nil, &os.PathError{"readdir", f.name, interpretException(err)}
+			return nil, &os.PathError{Op: "readdir", Path: f.name, Err: interpretException(err)}
 		}
 
 		if len(batch) > 0 {

@@ -42,9 +42,9 @@ func (c *Client) Create(name string) (*FileWriter, error) {
 	_, err := c.getFileInfo(name)
 	err = interpretException(err)
 	if err == nil {
-		return nil, &os.PathError{"create", name, os.ErrExist}
+		return nil, &os.PathError{Op: "create", Path: name, Err: os.ErrExist}
 	} else if !os.IsNotExist(err) {
-		return nil, &os.PathError{"create", name, err}
+		return nil, &os.PathError{Op: "create", Path: name, Err: err}
 	}
 
 	defaults, err := c.fetchDefaults()
@@ -75,7 +75,7 @@ func (c *Client) CreateFile(name string, replication int, blockSize int64, perm 
 
 	err := c.namenode.Execute("create", createReq, createResp)
 	if err != nil {
-		return nil, &os.PathError{"create", name, interpretCreateException(err)}
+		return nil, &os.PathError{Op: "create", Path: name, Err: interpretCreateException(err)}
 	}
 
 	return &FileWriter{
@@ -94,7 +94,7 @@ func (c *Client) CreateFile(name string, replication int, blockSize int64, perm 
 func (c *Client) Append(name string) (*FileWriter, error) {
 	_, err := c.getFileInfo(name)
 	if err != nil {
-		return nil, &os.PathError{"append", name, interpretException(err)}
+		return nil, &os.PathError{Op: "append", Path: name, Err: interpretException(err)}
 	}
 
 	appendReq := &hdfs.AppendRequestProto{
@@ -105,7 +105,7 @@ func (c *Client) Append(name string) (*FileWriter, error) {
 
 	err = c.namenode.Execute("append", appendReq, appendResp)
 	if err != nil {
-		return nil, &os.PathError{"append", name, interpretException(err)}
+		return nil, &os.PathError{Op: "append", Path: name, Err: interpretException(err)}
 	}
 
 	f := &FileWriter{
@@ -246,9 +246,9 @@ func (f *FileWriter) Close() error {
 
 	err := f.client.namenode.Execute("complete", completeReq, completeResp)
 	if err != nil {
-		return &os.PathError{"create", f.name, err}
+		return &os.PathError{Op: "create", Path: f.name, Err: err}
 	} else if completeResp.GetResult() == false {
-		return &os.PathError{"create", f.name, ErrReplicating}
+		return &os.PathError{Op: "create", Path: f.name, Err: ErrReplicating}
 	}
 
 	return nil
@@ -277,7 +277,7 @@ func (f *FileWriter) startNewBlock() error {
 
 	err := f.client.namenode.Execute("addBlock", addBlockReq, addBlockResp)
 	if err != nil {
-		return &os.PathError{"create", f.name, interpretException(err)}
+		return &os.PathError{Op: "create", Path: f.name, Err: interpretException(err)}
 	}
 
 	block := addBlockResp.GetBlock()

@@ -31,9 +31,9 @@ func (c *Client) mkdir(dirname string, perm os.FileMode, createParent bool) erro
 			return nil
 		}
 
-		return &os.PathError{"mkdir", dirname, os.ErrExist}
+		return &os.PathError{Op: "mkdir", Path: dirname, Err: os.ErrExist}
 	} else if !os.IsNotExist(err) {
-		return &os.PathError{"mkdir", dirname, err}
+		return &os.PathError{Op: "mkdir", Path: dirname, Err: err}
 	}
 
 	req := &hdfs.MkdirsRequestProto{
@@ -45,7 +45,7 @@ func (c *Client) mkdir(dirname string, perm os.FileMode, createParent bool) erro
 
 	err = c.namenode.Execute("mkdirs", req, resp)
 	if err != nil {
-		return &os.PathError{"mkdir", dirname, interpretException(err)}
+		return &os.PathError{Op: "mkdir", Path: dirname, Err: interpretException(err)}
 	}
 
 	return nil

@@ -28,7 +28,7 @@ func (c *Client) RemoveAll(name string) error {
 func delete(c *Client, name string, recursive bool) error {
 	_, err := c.getFileInfo(name)
 	if err != nil {
-		return &os.PathError{"remove", name, err}
+		return &os.PathError{Op: "remove", Path: name, Err: err}
 	}
 
 	req := &hdfs.DeleteRequestProto{
@@ -39,7 +39,7 @@ func delete(c *Client, name string, recursive bool) error {
 
 	err = c.namenode.Execute("delete", req, resp)
 	if err != nil {
-		return &os.PathError{"remove", name, interpretException(err)}
+		return &os.PathError{Op: "remove", Path: name, Err: interpretException(err)}
 	} else if resp.Result == nil {
 		return &os.PathError{
 			"remove",

@@ -12,7 +12,7 @@ func (c *Client) Rename(oldpath, newpath string) error {
 	_, err := c.getFileInfo(newpath)
 	err = interpretException(err)
 	if err != nil && !os.IsNotExist(err) {
-		return &os.PathError{"rename", newpath, err}
+		return &os.PathError{Op: "rename", Path: newpath, Err: err}
 	}
 
 	req := &hdfs.Rename2RequestProto{
@@ -24,7 +24,7 @@ func (c *Client) Rename(oldpath, newpath string) error {
 
 	err = c.namenode.Execute("rename2", req, resp)
 	if err != nil {
-		return &os.PathError{"rename", oldpath, interpretException(err)}
+		return &os.PathError{Op: "rename", Path: oldpath, Err: interpretException(err)}
 	}
 
 	return nil

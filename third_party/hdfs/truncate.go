@@ -22,9 +22,9 @@ func (c *Client) Truncate(name string, size int64) (bool, error) {
 
 	err := c.namenode.Execute("truncate", req, resp)
 	if err != nil {
-		return false, &os.PathError{"truncate", name, interpretException(err)}
+		return false, &os.PathError{Op: "truncate", Path: name, Err: interpretException(err)}
 	} else if resp.Result == nil {
-		return false, &os.PathError{"truncate", name, errors.New("unexpected empty response")}
+		return false, &os.PathError{Op: "truncate", Path: name, Err: errors.New("unexpected empty response")}
 	}
 
 	return resp.GetResult(), nil

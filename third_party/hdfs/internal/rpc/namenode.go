@@ -42,6 +42,11 @@ type NamenodeConnection struct {
 	kerberosServicePrincipleName string
 	kerberosRealm                string
 
+	// gofl fork: a delegation token for Hadoop's TOKEN auth (SASL
+	// DIGEST-MD5); used instead of Kerberos when set.
+	tokenIdentifier []byte
+	tokenPassword   []byte
+
 	dialFunc  func(ctx context.Context, network, addr string) (net.Conn, error)
 	conn      net.Conn
 	host      *namenodeHost
@@ -75,6 +80,12 @@ type NamenodeConnectionOptions struct {
 	// setup (for example: 'nn/_HOST@EXAMPLE.COM'). It is required if
 	// KerberosClient is provided.
 	KerberosServicePrincipleName string
+	// TokenIdentifier and TokenPassword are an HDFS delegation token the
+	// connection authenticates with (SASL DIGEST-MD5, Hadoop's TOKEN auth),
+	// instead of Kerberos, when TokenIdentifier is set; User must then be
+	// the token's owner (gofl fork).
+	TokenIdentifier []byte
+	TokenPassword   []byte
 }
 
 type namenodeHost struct {
@@ -94,7 +105,9 @@ func NewNamenodeConnection(options NamenodeConnectionOptions) (*NamenodeConnecti
 
 	var user, realm string
 	user = options.User
-	if options.KerberosClient != nil {
+	if len(options.TokenIdentifier) > 0 {
+		// The token names the user; options.User only reports it.
+	} else if options.KerberosClient != nil {
 		creds := options.KerberosClient.Credentials
 		user = creds.UserName()
 		realm = creds.Realm()
@@ -113,6 +126,8 @@ func NewNamenodeConnection(options NamenodeConnectionOptions) (*NamenodeConnecti
 		kerberosClient:               options.KerberosClient,
 		kerberosServicePrincipleName: options.KerberosServicePrincipleName,
 		kerberosRealm:                realm,
+		tokenIdentifier:              options.TokenIdentifier,
+		tokenPassword:                options.TokenPassword,
 
 		dialFunc:  options.DialFunc,
 		hostList:  hostList,
@@ -245,9 +260,10 @@ func (c *NamenodeConnection) Execute(method string, req proto.Message, resp prot
 func (c *NamenodeConnection) doNamenodeHandshake() error {
 	authProtocol := noneAuthProtocol
 	kerberos := false
-	if c.kerberosClient != nil {
+	token := len(c.tokenIdentifier) > 0
+	if c.kerberosClient != nil || token {
 		authProtocol = saslAuthProtocol
-		kerberos = true
+		kerberos = !token
 	}
 
 	rpcHeader := []byte{
@@ -266,9 +282,18 @@ func (c *NamenodeConnection) doNamenodeHandshake() error {
 			return fmt.Errorf("SASL handshake: %s", err)
 		}
 	}
+	if token {
+		if err = c.doTokenHandshake(); err != nil {
+			return fmt.Errorf("SASL handshake with a delegation token: %w", err)
+		}
+	}
 
 	rrh := newRPCRequestHeader(handshakeCallID, c.ClientID)
 	cc := newConnectionContext(c.User, c.kerberosRealm)
+	if token {
+		// As Hadoop's client: the token establishes the user.
+		cc.UserInfo = nil
+	}
 	packet, err := makeRPCPacket(rrh, cc)
 	if err != nil {
 		return err

@@ -49,7 +49,13 @@ func (d *digestMD5Handshake) challengeStep1(challenge []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return d.respond()
+}
 
+// respond computes the response to the parsed challenge d.token with qop
+// d.token.Qop[0] (gofl fork: split out of challengeStep1 for TokenDigestMD5).
+func (d *digestMD5Handshake) respond() ([]byte, error) {
+	var err error
 	d.cnonce, err = genCnonce()
 	if err != nil {
 		return nil, err
