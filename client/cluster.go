@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -484,12 +485,15 @@ func (s *staged) Remove() {
 // (conf.DeploymentSecretsFile).
 const SecretsFile = "secrets.yaml"
 
-// stageSecrets stages the secret options of cfg (passwords, tokens) 0600
-// as the cluster's SecretsFile and points deployment.secrets-file of extra
-// at it, so that they stay off command lines and job specs
-// (clusterConfig drops them). Nothing when cfg has none.
+// stageSecrets stages the secret options of cfg and extra (passwords,
+// tokens) 0600 as the cluster's SecretsFile and points
+// deployment.secrets-file of extra at it, so that they stay off command
+// lines and job specs (clusterConfig drops them). Nothing when there are
+// none.
 func stageSecrets(ctx context.Context, st *storage.Staging, clusterID string, cfg *conf.Configuration, extra map[string]string) error {
-	_, secrets := conf.SplitSecrets(cfg.Snapshot())
+	all := cfg.Snapshot()
+	maps.Copy(all, extra)
+	_, secrets := conf.SplitSecrets(all)
 	if len(secrets) == 0 {
 		return nil
 	}
@@ -512,13 +516,12 @@ func stageSecrets(ctx context.Context, st *storage.Staging, clusterID string, cf
 // client's settings plus the deployment's, without secret options (see
 // stageSecrets).
 func clusterConfig(cfg *conf.Configuration, extra map[string]string) map[string]string {
-	out, _ := conf.SplitSecrets(cfg.Snapshot())
+	out := cfg.Snapshot()
 	delete(out, conf.DeploymentBinary.Key())
 	// Expanded here: $HOME on a Nomad node is the agent's, not the client's.
 	out[conf.StagingDir.Key()] = conf.ExpandEnv(conf.StagingDir.Get(cfg))
-	for k, v := range extra {
-		out[k] = v
-	}
+	maps.Copy(out, extra)
+	out, _ = conf.SplitSecrets(out)
 	return out
 }
 
