@@ -214,7 +214,7 @@ func (d *ClusterDescriptor) deploy(ctx context.Context, id string, mode provider
 	if err := d.stageInternalTLS(ctx, s.st, id, extra); err != nil {
 		return nil, err
 	}
-	if err := stageSecrets(ctx, s.st, id, d.cfg, extra); err != nil {
+	if err := stageSecrets(ctx, s.st, id, d.cfg, extra, d.provider); err != nil {
 		return nil, err
 	}
 	artifacts := []string{s.goflURI}
@@ -490,10 +490,15 @@ const SecretsFile = "secrets.yaml"
 // deployment.secrets-file of extra at it, so that they stay off command
 // lines and job specs (clusterConfig drops them). Nothing when there are
 // none.
-func stageSecrets(ctx context.Context, st *storage.Staging, clusterID string, cfg *conf.Configuration, extra map[string]string) error {
+func stageSecrets(ctx context.Context, st *storage.Staging, clusterID string, cfg *conf.Configuration, extra map[string]string, provider string) error {
 	all := cfg.Snapshot()
 	maps.Copy(all, extra)
 	_, secrets := conf.SplitSecrets(all)
+	if t := os.Getenv("NOMAD_TOKEN"); provider == "nomad" && secrets[conf.NomadToken.Key()] == "" && t != "" {
+		// The JobManager's own Nomad calls (its TaskManagers) need the
+		// client's token; through this file, not the job spec's environment.
+		secrets[conf.NomadToken.Key()] = t
+	}
 	if len(secrets) == 0 {
 		return nil
 	}
