@@ -43,7 +43,7 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-//*
+// *
 // block - block for which visible length is requested
 type GetReplicaVisibleLengthRequestProto struct {
 	state         protoimpl.MessageState
@@ -92,7 +92,7 @@ func (x *GetReplicaVisibleLengthRequestProto) GetBlock() *ExtendedBlockProto {
 	return nil
 }
 
-//*
+// *
 // length - visible length of the block
 type GetReplicaVisibleLengthResponseProto struct {
 	state         protoimpl.MessageState
@@ -141,7 +141,7 @@ func (x *GetReplicaVisibleLengthResponseProto) GetLength() uint64 {
 	return 0
 }
 
-//*
+// *
 // void request
 type RefreshNamenodesRequestProto struct {
 	state         protoimpl.MessageState
@@ -181,7 +181,7 @@ func (*RefreshNamenodesRequestProto) Descriptor() ([]byte, []int) {
 	return file_ClientDatanodeProtocol_proto_rawDescGZIP(), []int{2}
 }
 
-//*
+// *
 // void response
 type RefreshNamenodesResponseProto struct {
 	state         protoimpl.MessageState
@@ -221,10 +221,11 @@ func (*RefreshNamenodesResponseProto) Descriptor() ([]byte, []int) {
 	return file_ClientDatanodeProtocol_proto_rawDescGZIP(), []int{3}
 }
 
-//*
+// *
 // blockPool - block pool to be deleted
 // force - if false, delete the block pool only if it is empty.
-//         if true, delete the block pool even if it has blocks.
+//
+//	if true, delete the block pool even if it has blocks.
 type DeleteBlockPoolRequestProto struct {
 	state         protoimpl.MessageState
 	sizeCache     protoimpl.SizeCache
@@ -280,7 +281,7 @@ func (x *DeleteBlockPoolRequestProto) GetForce() bool {
 	return false
 }
 
-//*
+// *
 // void response
 type DeleteBlockPoolResponseProto struct {
 	state         protoimpl.MessageState
@@ -320,7 +321,7 @@ func (*DeleteBlockPoolResponseProto) Descriptor() ([]byte, []int) {
 	return file_ClientDatanodeProtocol_proto_rawDescGZIP(), []int{5}
 }
 
-//*
+// *
 // Gets the file information where block and its metadata is stored
 // block - block for which path information is being requested
 // token - block token
@@ -381,7 +382,7 @@ func (x *GetBlockLocalPathInfoRequestProto) GetToken() *hadoop_common.TokenProto
 	return nil
 }
 
-//*
+// *
 // block - block for which file path information is being returned
 // localPath - file path where the block data is stored
 // localMetaPath - file path where the block meta data is stored
@@ -450,10 +451,11 @@ func (x *GetBlockLocalPathInfoResponseProto) GetLocalMetaPath() string {
 	return ""
 }
 
-//*
+// *
 // forUpgrade - if true, clients are advised to wait for restart and quick
-//              upgrade restart is instrumented. Otherwise, datanode does
-//              the regular shutdown.
+//
+//	upgrade restart is instrumented. Otherwise, datanode does
+//	the regular shutdown.
 type ShutdownDatanodeRequestProto struct {
 	state         protoimpl.MessageState
 	sizeCache     protoimpl.SizeCache
@@ -539,7 +541,7 @@ func (*ShutdownDatanodeResponseProto) Descriptor() ([]byte, []int) {
 	return file_ClientDatanodeProtocol_proto_rawDescGZIP(), []int{9}
 }
 
-//* Tell datanode to evict active clients that are writing
+// * Tell datanode to evict active clients that are writing
 type EvictWritersRequestProto struct {
 	state         protoimpl.MessageState
 	sizeCache     protoimpl.SizeCache
@@ -616,7 +618,7 @@ func (*EvictWritersResponseProto) Descriptor() ([]byte, []int) {
 	return file_ClientDatanodeProtocol_proto_rawDescGZIP(), []int{11}
 }
 
-//*
+// *
 // Ping datanode for liveness and quick info
 type GetDatanodeInfoRequestProto struct {
 	state         protoimpl.MessageState
@@ -919,7 +921,7 @@ func (*GetBalancerBandwidthRequestProto) Descriptor() ([]byte, []int) {
 	return file_ClientDatanodeProtocol_proto_rawDescGZIP(), []int{18}
 }
 
-//*
+// *
 // bandwidth - balancer bandwidth value of the datanode.
 type GetBalancerBandwidthResponseProto struct {
 	state         protoimpl.MessageState
@@ -968,7 +970,7 @@ func (x *GetBalancerBandwidthResponseProto) GetBandwidth() uint64 {
 	return 0
 }
 
-//*
+// *
 // This message allows a client to submit a disk
 // balancer plan to a data node.
 type SubmitDiskBalancerPlanRequestProto struct {
@@ -1050,7 +1052,7 @@ func (x *SubmitDiskBalancerPlanRequestProto) GetPlanFile() string {
 	return ""
 }
 
-//*
+// *
 // Response from the DataNode on Plan Submit request
 type SubmitDiskBalancerPlanResponseProto struct {
 	state         protoimpl.MessageState
@@ -1090,7 +1092,7 @@ func (*SubmitDiskBalancerPlanResponseProto) Descriptor() ([]byte, []int) {
 	return file_ClientDatanodeProtocol_proto_rawDescGZIP(), []int{21}
 }
 
-//*
+// *
 // This message describes a request to cancel an
 // outstanding disk balancer plan
 type CancelPlanRequestProto struct {
@@ -1140,7 +1142,7 @@ func (x *CancelPlanRequestProto) GetPlanID() string {
 	return ""
 }
 
-//*
+// *
 // This is the response for the cancellation request
 type CancelPlanResponseProto struct {
 	state         protoimpl.MessageState
@@ -1180,7 +1182,7 @@ func (*CancelPlanResponseProto) Descriptor() ([]byte, []int) {
 	return file_ClientDatanodeProtocol_proto_rawDescGZIP(), []int{23}
 }
 
-//*
+// *
 // This message allows a client to query data node to see
 // if a disk balancer plan is executing and if so what is
 // the status.
@@ -1222,7 +1224,7 @@ func (*QueryPlanStatusRequestProto) Descriptor() ([]byte, []int) {
 	return file_ClientDatanodeProtocol_proto_rawDescGZIP(), []int{24}
 }
 
-//*
+// *
 // This message describes a plan if it is in progress
 type QueryPlanStatusResponseProto struct {
 	state         protoimpl.MessageState
@@ -1295,7 +1297,7 @@ func (x *QueryPlanStatusResponseProto) GetPlanFile() string {
 	return ""
 }
 
-//*
+// *
 // This message sends a request to data node get a specific setting
 // that is used by disk balancer.
 type DiskBalancerSettingRequestProto struct {
@@ -1345,7 +1347,7 @@ func (x *DiskBalancerSettingRequestProto) GetKey() string {
 	return ""
 }
 
-//*
+// *
 // Response that describes the value of requested disk balancer setting.
 type DiskBalancerSettingResponseProto struct {
 	state         protoimpl.MessageState
