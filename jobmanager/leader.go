@@ -96,6 +96,7 @@ func startHA(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*J
 	if dep != nil {
 		tokens = dep.tokens
 	}
+	removeTokens := func() error { tokens.remove(); return nil }
 	ctx, cancel := context.WithCancel(ctx)
 	j := &JobManager{RPCAddress: rpcLis.Addr().String(), RESTAddress: restLis.Addr().String(), cancel: cancel, ctx: ctx}
 	p := &leaderProcess{j: j, c: c, log: log, restToken: restToken, internalTLS: internalTLS, services: services, blobs: blobs, rpc: rpcLis,
@@ -106,7 +107,7 @@ func startHA(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*J
 	restRetriever, err := services.LeaderRetriever(ha.RestServerComponent, p)
 	if err != nil {
 		cancel()
-		return fail(fmt.Errorf("jobmanager: following the REST leader: %w", err), rpcLis.Close, restLis.Close)
+		return fail(fmt.Errorf("jobmanager: following the REST leader: %w", err), rpcLis.Close, restLis.Close, removeTokens)
 	}
 	// One contender drives the process; the ResourceManager's and REST
 	// server's elections only publish their addresses (the process leads
@@ -123,7 +124,7 @@ func startHA(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*J
 			for _, e := range elections {
 				_ = e.Close()
 			}
-			return fail(fmt.Errorf("jobmanager: leader election of %s: %w", comp, err), restRetriever.Close, rpcLis.Close, restLis.Close)
+			return fail(fmt.Errorf("jobmanager: leader election of %s: %w", comp, err), restRetriever.Close, rpcLis.Close, restLis.Close, removeTokens)
 		}
 		elections = append(elections, componentElection{e, comp})
 	}
