@@ -60,3 +60,23 @@ func TestDecodeHadoopToken(t *testing.T) {
 		t.Errorf("an identifier without owner: %v", err)
 	}
 }
+
+// Any string decodes to a token or an ErrInvalid error, never a panic; a
+// decoded identifier's owner too.
+func FuzzDecodeHadoopToken(f *testing.F) {
+	f.Add("AAAA")
+	f.Add(base64.RawURLEncoding.EncodeToString([]byte{3, 0, 1, 'a', 2, 'p', 'w', 1, 'K', 1, 'S'}))
+	f.Add(base64.RawURLEncoding.EncodeToString([]byte{0x88, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}))
+	f.Fuzz(func(t *testing.T, s string) {
+		tok, err := decodeHadoopToken(s)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error %v does not wrap ErrInvalid", err)
+			}
+			return
+		}
+		if _, err := tokenOwner(tok.Identifier); err != nil && !errors.Is(err, ErrInvalid) {
+			t.Fatalf("owner error %v does not wrap ErrInvalid", err)
+		}
+	})
+}
