@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -211,6 +212,9 @@ func (d *ClusterDescriptor) deploy(ctx context.Context, id string, mode provider
 		}
 	}()
 	if err := d.stageInternalTLS(ctx, s.st, id, extra); err != nil {
+		return nil, err
+	}
+	if err := stageSecrets(ctx, s.st, id, d.cfg, extra, d.provider); err != nil {
 		return nil, err
 	}
 	artifacts := []string{s.goflURI}
@@ -477,16 +481,52 @@ func (s *staged) Remove() {
 	s.st = nil
 }
 
+// SecretsFile is the staged file of a cluster's secret options
+// (conf.DeploymentSecretsFile).
+const SecretsFile = "secrets.yaml"
+
+// stageSecrets stages the secret options of cfg and extra (passwords,
+// tokens) 0600 as the cluster's SecretsFile and points
+// deployment.secrets-file of extra at it, so that they stay off command
+// lines and job specs (clusterConfig drops them). Nothing when there are
+// none.
+func stageSecrets(ctx context.Context, st *storage.Staging, clusterID string, cfg *conf.Configuration, extra map[string]string, provider string) error {
+	all := cfg.Snapshot()
+	maps.Copy(all, extra)
+	_, secrets := conf.SplitSecrets(all)
+	if t := os.Getenv("NOMAD_TOKEN"); provider == "nomad" && secrets[conf.NomadToken.Key()] == "" && t != "" {
+		// The JobManager's own Nomad calls (its TaskManagers) need the
+		// client's token; through this file, not the job spec's environment.
+		secrets[conf.NomadToken.Key()] = t
+	}
+	if len(secrets) == 0 {
+		return nil
+	}
+	y, err := conf.MarshalSecrets(secrets)
+	if err != nil {
+		return err
+	}
+	if err := st.PutClusterSecretFile(ctx, clusterID, SecretsFile, bytes.NewReader(y)); err != nil {
+		return fmt.Errorf("client: staging the cluster's secret options: %w", err)
+	}
+	dir, err := st.ClusterDir(clusterID)
+	if err != nil {
+		return err
+	}
+	extra[conf.DeploymentSecretsFile.Key()] = st.FileSystem().URI(dir + "/" + SecretsFile)
+	return nil
+}
+
 // clusterConfig is the configuration a deployed JobManager gets: the
-// client's settings plus the deployment's.
+// client's settings plus the deployment's, without secret options (see
+// stageSecrets).
 func clusterConfig(cfg *conf.Configuration, extra map[string]string) map[string]string {
 	out := cfg.Snapshot()
 	delete(out, conf.DeploymentBinary.Key())
 	// Expanded here: $HOME on a Nomad node is the agent's, not the client's.
 	out[conf.StagingDir.Key()] = conf.ExpandEnv(conf.StagingDir.Get(cfg))
-	for k, v := range extra {
-		out[k] = v
-	}
+	maps.Copy(out, extra)
+	out, _ = conf.SplitSecrets(out)
 	return out
 }
 

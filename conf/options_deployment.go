@@ -25,6 +25,9 @@ var (
 	// DeploymentJobGraph is the staged JobGraph of a per-job cluster.
 	DeploymentJobGraph = StringOption("deployment.jobgraph", "",
 		"URI (file:// or hdfs://) of the staged JobGraph (protobuf) a per-job JobManager runs; the client sets it.")
+	// DeploymentSecretsFile keeps secret options off command lines.
+	DeploymentSecretsFile = StringOption("deployment.secrets-file", "",
+		"Path or URI (file://, hdfs://) of a YAML file (0600) of secret options (passwords, tokens) a deployed process reads at start, so that none travels on its command line (visible in ps) or in a Nomad job spec. The client stages the cluster's secrets there and sets it; a JobManager's TaskManagers get the same file (a local JobManager started by hand writes its own) and read only the internal TLS passwords from it.")
 	// DeploymentJobBinary is the staged job binary of a per-job or application cluster.
 	DeploymentJobBinary = StringOption("deployment.job-binary", "",
 		"URI of the job binary in the staging blob cache (<staging.dir>/.gofl/blobs/sha256/<hex>) for per-job and application clusters: the JobManager loads it into its blob store at start, verified against the digest in its name, and TaskManagers fetch it from there.")

@@ -30,7 +30,7 @@ var (
 	DelegationTokensEnabled = BoolOption("security.delegation.tokens.enabled", true,
 		"With a Kerberos login and hdfs:// staging, the client obtains HDFS delegation tokens for the cluster and ships them through staging (0600); the TaskManagers use them instead of the Kerberos options, and the JobManager renews them.")
 	DelegationTokensFile = StringOption("security.delegation.tokens.file", "",
-		"File of HDFS delegation tokens (0600, JSON); without a keytab or ticket cache, hdfs:// presents its NameNode's token from it (over WebHDFS).")
+		"File of HDFS delegation tokens (0600, JSON); without a keytab or ticket cache, hdfs:// presents its NameNode's token from it on the NameNode RPC port (SASL DIGEST-MD5).")
 	DelegationTokensRenewalTimeRatio = FloatOption("security.delegation.tokens.renewal.time-ratio", 0.75,
 		"Delegation tokens are renewed when this fraction of the time to their expiry has passed.").WithCheck(func(r float64) error {
 		if r <= 0 || r >= 1 {

@@ -67,7 +67,7 @@ type deployment struct {
 	log       zerolog.Logger
 	staging   *storage.Staging
 	binaryKey string
-	tokenDir  string             // local copy of the staged delegation tokens ("": none)
+	tokens    *clusterTokens     // the staged delegation tokens (nil: none)
 	binPath   string             // the job binary in the blob store (application mode)
 	jobGraph  *jobgraph.JobGraph // per-job mode
 	args      []string           // application mode
@@ -115,12 +115,12 @@ func prepareDeployment(ctx context.Context, c *conf.Configuration, blobs *blob.S
 		return nil, err
 	}
 	d.log.Info().Str("uri", binURI).Str("key", d.binaryKey).Msg("job binary loaded from staging")
-	if err := d.loadDelegationTokens(ctx); err != nil {
+	if d.tokens, err = loadClusterTokens(ctx, c, d.staging, d.clusterID, false, d.log); err != nil {
 		return nil, err
 	}
 	defer func() {
 		if err != nil {
-			d.removeDelegationTokens()
+			d.tokens.remove()
 		}
 	}()
 	switch d.mode {

@@ -105,6 +105,19 @@ func Start(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*Job
 			return nil, err
 		}
 	}
+	// A session cluster's delegation tokens, before its TaskManagers start.
+	tokens, err := loadSessionTokens(ctx, c, log)
+	if err != nil {
+		rpcLis.Close()
+		restLis.Close()
+		if tempBlobs {
+			_ = os.RemoveAll(blobDir)
+		}
+		return nil, err
+	}
+	if dep != nil {
+		tokens = dep.tokens
+	}
 	// The provider's worker half makes the ResourceManager active (none for standalone).
 	workers, err := providers.NewWorkerDriver(conf.DeploymentProvider.Get(c), providers.DriverContext{
 		Config: c, JobManagerRPCAddress: rpcLis.Addr().String(), Log: log.With().Str("component", "workers").Logger()})
@@ -114,9 +127,9 @@ func Start(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*Job
 		if tempBlobs {
 			_ = os.RemoveAll(blobDir)
 		}
+		tokens.remove()
 		if dep != nil {
 			dep.removeStaging()
-			dep.removeDelegationTokens()
 			dep.staging.Close()
 		}
 		return nil, fmt.Errorf("jobmanager: provider (deployment.provider): %w", err)
@@ -169,15 +182,15 @@ func Start(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*Job
 		if tempBlobs {
 			_ = os.RemoveAll(blobDir)
 		}
+		tokens.remove()
 		if dep != nil {
 			// A per-job or application cluster's staging goes with it.
 			dep.removeStaging()
-			dep.removeDelegationTokens()
 			dep.staging.Close()
 		}
 	})
+	j.run(func() { tokens.renew(ctx) })
 	if dep != nil {
-		j.run(func() { dep.renewDelegationTokens(ctx) })
 		j.run(func() {
 			err := dep.run(ctx, disp, driverRESTAddress(j.RESTAddress))
 			if workers != nil && ctx.Err() == nil {

@@ -86,6 +86,17 @@ func startHA(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*J
 			return fail(err, rpcLis.Close, restLis.Close)
 		}
 	}
+	// Delegation tokens: every JobManager of the cluster, leader or
+	// standby, loads the staged ones (a recovered leader finds them there)
+	// and renews them, so none lapses across a failover.
+	tokens, err := loadSessionTokens(ctx, c, log)
+	if err != nil {
+		return fail(err, rpcLis.Close, restLis.Close)
+	}
+	if dep != nil {
+		tokens = dep.tokens
+	}
+	removeTokens := func() error { tokens.remove(); return nil }
 	ctx, cancel := context.WithCancel(ctx)
 	j := &JobManager{RPCAddress: rpcLis.Addr().String(), RESTAddress: restLis.Addr().String(), cancel: cancel, ctx: ctx}
 	p := &leaderProcess{j: j, c: c, log: log, restToken: restToken, internalTLS: internalTLS, services: services, blobs: blobs, rpc: rpcLis,
@@ -96,7 +107,7 @@ func startHA(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*J
 	restRetriever, err := services.LeaderRetriever(ha.RestServerComponent, p)
 	if err != nil {
 		cancel()
-		return fail(fmt.Errorf("jobmanager: following the REST leader: %w", err), rpcLis.Close, restLis.Close)
+		return fail(fmt.Errorf("jobmanager: following the REST leader: %w", err), rpcLis.Close, restLis.Close, removeTokens)
 	}
 	// One contender drives the process; the ResourceManager's and REST
 	// server's elections only publish their addresses (the process leads
@@ -113,7 +124,7 @@ func startHA(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*J
 			for _, e := range elections {
 				_ = e.Close()
 			}
-			return fail(fmt.Errorf("jobmanager: leader election of %s: %w", comp, err), restRetriever.Close, rpcLis.Close, restLis.Close)
+			return fail(fmt.Errorf("jobmanager: leader election of %s: %w", comp, err), restRetriever.Close, rpcLis.Close, restLis.Close, removeTokens)
 		}
 		elections = append(elections, componentElection{e, comp})
 	}
@@ -146,12 +157,14 @@ func startHA(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*J
 		if tempBlobs {
 			_ = os.RemoveAll(blobDir)
 		}
+		tokens.remove()
 		if dep != nil {
 			// Its staging stays unless the work ended (removed then):
 			// the provider's next attempt needs it.
 			dep.staging.Close()
 		}
 	})
+	j.run(func() { tokens.renew(ctx) })
 	log.Info().Str("rpc", j.RPCAddress).Str("rest", j.RESTAddress).Str("version", version.Version).
 		Str("high_availability", haCfg.Type).Str("cluster_id", haCfg.ClusterID).Msg("JobManager started; campaigning for leadership")
 	return j, nil

@@ -7,64 +7,104 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/rs/zerolog"
+
 	"github.com/gofl/gofl/conf"
 	"github.com/gofl/gofl/storage"
 )
 
-// loadDelegationTokens copies the HDFS delegation tokens the client staged
-// (if any) to a private local file and names it in the JobManager's
-// configuration (security.delegation.tokens.file), so that the
-// TaskManagers the provider starts use the tokens instead of the Kerberos
-// options (see providers/local). Called once by prepareDeployment.
-func (d *deployment) loadDelegationTokens(ctx context.Context) error {
-	tokens, err := d.staging.GetDelegationTokens(ctx, d.clusterID)
+// clusterTokens are a deployed cluster's HDFS delegation tokens, copied to
+// a private local file named in the JobManager's configuration
+// (security.delegation.tokens.file), so that the TaskManagers the provider
+// starts use them instead of the Kerberos options (see providers/local),
+// and renewed while the JobManager runs.
+type clusterTokens struct {
+	dir string // 0700, holds the token file
+	cfg *conf.Configuration
+	log zerolog.Logger
+}
+
+// loadClusterTokens loads the tokens staged for the cluster (0600 in its
+// staging directory): the client's, or an earlier JobManager's of the
+// cluster (a recovered or restarted one finds them there). With none
+// staged and own is true, a JobManager with a Kerberos login obtains them
+// itself for staging.dir and state.checkpoints.dir (as the client does)
+// and stages them. nil when there are none.
+func loadClusterTokens(ctx context.Context, c *conf.Configuration, st *storage.Staging, clusterID string, own bool, log zerolog.Logger) (*clusterTokens, error) {
+	tokens, err := st.GetDelegationTokens(ctx, clusterID)
 	if errors.Is(err, storage.ErrNotFound) {
-		return nil
+		tokens, err = nil, nil
+		if own {
+			if tokens, err = storage.ObtainClusterTokens(ctx, c); err == nil && len(tokens) > 0 {
+				for _, t := range tokens {
+					log.Info().Str("namenode", t.NameNode).Time("expires", t.Expires).Msg("obtained an HDFS delegation token for the cluster")
+				}
+				err = st.PutDelegationTokens(ctx, clusterID, tokens)
+			}
+		}
 	}
 	if err != nil {
-		return fmt.Errorf("jobmanager: reading the staged HDFS delegation tokens: %w", err)
+		return nil, fmt.Errorf("jobmanager: HDFS delegation tokens: %w", err)
+	}
+	if len(tokens) == 0 {
+		return nil, nil
 	}
 	dir, err := os.MkdirTemp("", "gofl-tokens-") // 0700
 	if err != nil {
-		return fmt.Errorf("jobmanager: HDFS delegation tokens: %w", err)
+		return nil, fmt.Errorf("jobmanager: HDFS delegation tokens: %w", err)
 	}
 	file := filepath.Join(dir, "delegation-tokens.json")
 	if err := storage.WriteDelegationTokens(file, tokens); err != nil {
 		_ = os.RemoveAll(dir)
-		return fmt.Errorf("jobmanager: %w", err)
+		return nil, fmt.Errorf("jobmanager: %w", err)
 	}
-	if err := d.cfg.Set(conf.DelegationTokensFile.Key(), file, conf.Source{Kind: conf.SourceCode}); err != nil {
+	if err := c.Set(conf.DelegationTokensFile.Key(), file, conf.Source{Kind: conf.SourceCode}); err != nil {
 		_ = os.RemoveAll(dir)
-		return fmt.Errorf("jobmanager: %w", err)
+		return nil, fmt.Errorf("jobmanager: %w", err)
 	}
-	d.tokenDir = dir
-	d.log.Info().Int("tokens", len(tokens)).Str("file", file).Msg("HDFS delegation tokens loaded from staging")
-	return nil
+	log.Info().Int("tokens", len(tokens)).Str("file", file).Msg("HDFS delegation tokens loaded")
+	return &clusterTokens{dir: dir, cfg: c, log: log}, nil
 }
 
-// renewDelegationTokens keeps the loaded tokens alive until ctx ends
+// renew keeps the tokens alive until ctx ends
 // (security.delegation.tokens.renewal.*), with the JobManager's own
-// Kerberos login. Blocking; the JobManager runs it in a goroutine of its
-// own when tokens were loaded.
-func (d *deployment) renewDelegationTokens(ctx context.Context) {
-	if d.tokenDir == "" {
+// Kerberos login. Blocking; nil-safe.
+func (t *clusterTokens) renew(ctx context.Context) {
+	if t == nil {
 		return
 	}
 	r := &storage.DelegationTokenRenewer{
-		File:         conf.DelegationTokensFile.Get(d.cfg),
-		Options:      storage.OptionsFromConf(d.cfg),
-		TimeRatio:    conf.DelegationTokensRenewalTimeRatio.Get(d.cfg),
-		RetryBackoff: conf.DelegationTokensRenewalRetryBackoff.Get(d.cfg),
-		Log:          d.log.With().Str("component", "delegation-tokens").Logger(),
+		File:         conf.DelegationTokensFile.Get(t.cfg),
+		Options:      storage.OptionsFromConf(t.cfg),
+		TimeRatio:    conf.DelegationTokensRenewalTimeRatio.Get(t.cfg),
+		RetryBackoff: conf.DelegationTokensRenewalRetryBackoff.Get(t.cfg),
+		Log:          t.log.With().Str("component", "delegation-tokens").Logger(),
 	}
 	if err := r.Run(ctx); err != nil && ctx.Err() == nil {
-		d.log.Error().Err(err).Msg("HDFS delegation token renewal stopped")
+		t.log.Error().Err(err).Msg("HDFS delegation token renewal stopped")
 	}
 }
 
-// removeDelegationTokens deletes the local token file (idempotent).
-func (d *deployment) removeDelegationTokens() {
-	if d.tokenDir != "" {
-		_ = os.RemoveAll(d.tokenDir)
+// remove deletes the local token file (idempotent, nil-safe).
+func (t *clusterTokens) remove() {
+	if t != nil {
+		_ = os.RemoveAll(t.dir)
 	}
+}
+
+// loadSessionTokens gives a session cluster the provider deployed
+// (deployment.cluster-id set) its delegation tokens: staged by the client
+// or an earlier JobManager, else obtained with this JobManager's Kerberos
+// login. nil for a JobManager started by hand or without tokens.
+func loadSessionTokens(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*clusterTokens, error) {
+	id := conf.DeploymentClusterID.Get(c)
+	if id == "" || conf.DeploymentMode.Get(c) != conf.ModeSession || conf.DelegationTokensFile.Get(c) != "" {
+		return nil, nil
+	}
+	st, err := storage.OpenStaging(ctx, conf.ExpandEnv(conf.StagingDir.Get(c)), storage.OptionsFromConf(c))
+	if err != nil {
+		return nil, fmt.Errorf("jobmanager: staging (staging.dir): %w", err)
+	}
+	defer st.Close()
+	return loadClusterTokens(ctx, c, st, id, true, log)
 }

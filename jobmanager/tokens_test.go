@@ -20,20 +20,21 @@ func TestDeploymentLoadsStagedDelegationTokens(t *testing.T) {
 	ctx := context.Background()
 	st := storage.NewStaging(storage.Local(), t.TempDir())
 	c := conf.NewConfiguration()
-	d := &deployment{clusterID: "c1", cfg: c, staging: st, log: zerolog.Nop()}
-	if err := d.loadDelegationTokens(ctx); err != nil || d.tokenDir != "" || conf.DelegationTokensFile.Get(c) != "" {
-		t.Fatalf("no staged tokens: %v, dir %q", err, d.tokenDir)
+	// own: a JobManager without a Kerberos login obtains none itself.
+	toks, err := loadClusterTokens(ctx, c, st, "c1", true, zerolog.Nop())
+	if err != nil || toks != nil || conf.DelegationTokensFile.Get(c) != "" {
+		t.Fatalf("no staged tokens: %v, %v", err, toks)
 	}
 	tok := storage.DelegationToken{NameNode: "nn:8020", WebHDFS: "nn:9870", Token: "secret", Renewer: "gofl", Expires: time.Unix(2e9, 0)}
 	if err := st.PutDelegationTokens(ctx, "c1", []storage.DelegationToken{tok}); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.loadDelegationTokens(ctx); err != nil {
+	if toks, err = loadClusterTokens(ctx, c, st, "c1", false, zerolog.Nop()); err != nil {
 		t.Fatal(err)
 	}
 	file := conf.DelegationTokensFile.Get(c)
-	if filepath.Dir(file) != d.tokenDir {
-		t.Fatalf("token file %q not in %q", file, d.tokenDir)
+	if filepath.Dir(file) != toks.dir {
+		t.Fatalf("token file %q not in %q", file, toks.dir)
 	}
 	fi, err := os.Stat(file)
 	if err != nil || fi.Mode().Perm() != 0o600 {
@@ -45,8 +46,8 @@ func TestDeploymentLoadsStagedDelegationTokens(t *testing.T) {
 	if !storage.OptionsFromConf(c).Kerberos.UseTicketCache && storage.OptionsFromConf(c).DelegationTokenFile != file {
 		t.Fatal("the storage options do not name the token file")
 	}
-	d.removeDelegationTokens()
-	if _, err := os.Stat(d.tokenDir); !os.IsNotExist(err) {
+	toks.remove()
+	if _, err := os.Stat(toks.dir); !os.IsNotExist(err) {
 		t.Fatalf("token dir left: %v", err)
 	}
 }

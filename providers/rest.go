@@ -27,7 +27,8 @@ func OverviewReady(ctx context.Context, hc *http.Client, addr string) bool {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return strings.Contains(string(b), "HTTP request to an HTTPS server")
 	}
-	return resp.StatusCode == http.StatusOK
+	// 401: rest.authentication.token is set; the API answers, so it is up.
+	return resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusUnauthorized
 }
 
 // LeaderRESTAddress follows a JobManager's answer to the leader's REST

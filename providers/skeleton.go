@@ -3,7 +3,6 @@ package providers
 import (
 	"context"
 	"fmt"
-	"maps"
 	"strconv"
 
 	"github.com/gofl/gofl/conf"
@@ -65,10 +64,11 @@ func CheckWorkerRequest(ctx context.Context, provider string, spec WorkerSpec) e
 // TaskManagerConfig is the configuration of one TaskManager a driver
 // starts: the JobManager's (base, which drivers strip of JobManager-only
 // keys; not modified) plus where to register, its slots and its resource
-// ID. The provider adds how the TaskManager is reached.
+// ID. The provider adds how the TaskManager is reached. Secret options are
+// left out: they would be on the TaskManager's command line or in its job
+// spec; a TaskManager reads them from conf.DeploymentSecretsFile.
 func TaskManagerConfig(base map[string]string, jobManagerHost, jobManagerPort string, slots int, resourceID string) map[string]string {
-	cfg := make(map[string]string, len(base)+8)
-	maps.Copy(cfg, base)
+	cfg, _ := conf.SplitSecrets(base)
 	cfg[conf.JobManagerRPCAddress.Key()] = jobManagerHost
 	cfg[conf.JobManagerRPCPort.Key()] = jobManagerPort
 	cfg[conf.NumberOfTaskSlots.Key()] = strconv.Itoa(slots)

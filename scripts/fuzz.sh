@@ -22,6 +22,7 @@ targets=(
 	./taskmanager:FuzzCheckSubmitTask
 	./taskmanager/network:FuzzDecodeEvent
 	./taskmanager/network:FuzzServerFrames
+	./storage:FuzzDecodeHadoopToken
 )
 for t in "${targets[@]}"; do
 	pkg=${t%%:*} name=${t##*:}

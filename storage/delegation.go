@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gofl/gofl/conf"
 )
 
 // DelegationToken is an HDFS delegation token: what a process without a
@@ -186,4 +188,34 @@ func tokenFor(tokens []DelegationToken, nn string) (DelegationToken, bool) {
 		}
 	}
 	return DelegationToken{}, false
+}
+
+// ObtainClusterTokens obtains one delegation token per NameNode of c's
+// staging.dir and state.checkpoints.dir when
+// security.delegation.tokens.enabled is on and c logs in to Kerberos
+// (keytab or ticket cache); none otherwise. Blocking. The client calls it
+// at deployment, a session JobManager when the client staged none.
+func ObtainClusterTokens(ctx context.Context, c *conf.Configuration) ([]DelegationToken, error) {
+	if !conf.DelegationTokensEnabled.Get(c) {
+		return nil, nil
+	}
+	opts := OptionsFromConf(c)
+	if opts.Kerberos.Keytab == "" && !opts.Kerberos.UseTicketCache {
+		return nil, nil
+	}
+	var tokens []DelegationToken
+	seen := map[string]bool{}
+	for _, dir := range []string{conf.StagingDir.Get(c), conf.CheckpointsDir.Get(c)} {
+		u, err := url.Parse(conf.ExpandEnv(dir))
+		if err != nil || u.Scheme != "hdfs" || seen[u.Host] {
+			continue
+		}
+		seen[u.Host] = true
+		tok, err := ObtainDelegationToken(ctx, "hdfs://"+u.Host, opts, "")
+		if err != nil {
+			return nil, fmt.Errorf("storage: obtaining an HDFS delegation token for %s (security.delegation.tokens.enabled): %w", u.Redacted(), err)
+		}
+		tokens = append(tokens, tok)
+	}
+	return tokens, nil
 }

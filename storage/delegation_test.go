@@ -68,8 +68,14 @@ func openTokenHDFS(t *testing.T) (FileSystem, string) {
 	if err != nil {
 		t.Fatalf("Open with a delegation token: %v", err)
 	}
-	if _, ok := fsys.(*webhdfsFS); !ok {
+	// The token goes to the NameNode's RPC port (SASL DIGEST-MD5), not
+	// through WebHDFS, and the client acts as the token's owner.
+	h, ok := fsys.(*hdfsFS)
+	if !ok {
 		t.Fatalf("Open with only a token file gave a %T", fsys)
+	}
+	if user, _, _ := strings.Cut(k.Principal, "@"); h.User() != user || h.krb != nil {
+		t.Fatalf("User() = %q (Kerberos client %v), want %q without Kerberos", h.User(), h.krb != nil, user)
 	}
 	return fsys, testDir(t, fsys, "/gofl-test/token-")
 }

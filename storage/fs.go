@@ -115,8 +115,7 @@ type Options struct {
 	// DelegationTokenFile is a file of HDFS delegation tokens
 	// (WriteDelegationTokens), as a cluster's client ships them. With no
 	// keytab and no ticket cache configured, hdfs:// presents the token of
-	// its NameNode, over WebHDFS (colinmarc/hdfs cannot present one on the
-	// RPC port). Default: none.
+	// its NameNode on the RPC port (SASL DIGEST-MD5). Default: none.
 	DelegationTokenFile string
 
 	// DialTimeout bounds each TCP connect to a NameNode or DataNode.

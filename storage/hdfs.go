@@ -30,9 +30,45 @@ type hdfsFS struct {
 	krb       *krbclient.Client // nil without Kerberos; destroyed on Close
 }
 
+// openHDFSFS opens hdfs:// over the NameNode RPC: with a delegation token
+// (SASL DIGEST-MD5) when opts name a token file and no Kerberos
+// credentials, else with Kerberos or as a simple user.
+func openHDFSFS(ctx context.Context, u *url.URL, opts Options) (FileSystem, error) {
+	if opts.DelegationTokenFile == "" || opts.Kerberos.Keytab != "" || opts.Kerberos.UseTicketCache {
+		f, err := openHDFS(ctx, u, opts, nil)
+		if err != nil {
+			return nil, err
+		}
+		return f, nil
+	}
+	hc, confDir, err := loadHadoopConf(opts)
+	if err != nil {
+		return nil, err
+	}
+	addrs, err := nameNodes(u.Host, hc, confDir)
+	if err != nil {
+		return nil, err
+	}
+	tokens, err := ReadDelegationTokens(opts.DelegationTokenFile)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range addrs {
+		if t, ok := tokenFor(tokens, a); ok {
+			f, err := openHDFS(ctx, u, opts, &t)
+			if err != nil {
+				return nil, err
+			}
+			return f, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: the delegation token file %s has no token for HDFS NameNode %v", ErrPermission, opts.DelegationTokenFile, addrs)
+}
+
 // openHDFS connects to the NameNode(s) named by u and checks that they
-// answer.
-func openHDFS(ctx context.Context, u *url.URL, opts Options) (*hdfsFS, error) {
+// answer; with tok it authenticates with that delegation token (SASL
+// DIGEST-MD5, Hadoop's TOKEN auth) instead of Kerberos.
+func openHDFS(ctx context.Context, u *url.URL, opts Options, tok *DelegationToken) (*hdfsFS, error) {
 	hc, confDir, err := loadHadoopConf(opts)
 	if err != nil {
 		return nil, err
@@ -45,7 +81,16 @@ func openHDFS(ctx context.Context, u *url.URL, opts Options) (*hdfsFS, error) {
 	co.Addresses = addrs
 	co.KerberosClient = nil
 	co.KerberosServicePrincipleName = ""
-	if kerberosWanted(opts.Kerberos, hc) {
+	if tok != nil {
+		ht, err := decodeHadoopToken(tok.Token)
+		if err != nil {
+			return nil, err
+		}
+		if co.User, err = tokenOwner(ht.Identifier); err != nil {
+			return nil, err
+		}
+		co.DelegationToken = &hdfs.DelegationToken{Identifier: ht.Identifier, Password: ht.Password}
+	} else if kerberosWanted(opts.Kerberos, hc) {
 		cl, spn, err := kerberosClient(opts.Kerberos, hc)
 		if err != nil {
 			return nil, err
@@ -105,6 +150,10 @@ func openHDFS(ctx context.Context, u *url.URL, opts Options) (*hdfsFS, error) {
 		f.destroyKerberos()
 		if errors.Is(r.err, ErrPermission) || errors.Is(r.err, ErrUnavailable) {
 			return nil, r.err // a Kerberos login error, already explained
+		}
+		if tok != nil && strings.Contains(r.err.Error(), "SASL handshake with a delegation token") {
+			return nil, fmt.Errorf("%w: HDFS NameNode %s refused the %s (expired, cancelled, or not issued by it): %w",
+				ErrPermission, f.nnList(), *tok, r.err)
 		}
 		if co.KerberosClient == nil && strings.Contains(r.err.Error(), "unexpected sequence number") {
 			// A secured NameNode answers a client without SASL with an

@@ -21,11 +21,9 @@ import (
 const defaultNameNodeHTTPPort = "9870"
 
 // webHDFS calls a NameNode's WebHDFS REST API (/webhdfs/v1) as a Kerberos
-// principal (SPNEGO) or with a delegation token. colinmarc/hdfs speaks
-// only Kerberos (GSSAPI) or simple authentication on the NameNode RPC
-// port, not Hadoop's TOKEN (DIGEST-MD5) mechanism; WebHDFS takes a
-// delegation token as a query parameter, so a process without a keytab
-// uses it (see webhdfsFS).
+// principal (SPNEGO) or with a delegation token (a query parameter): how
+// the client obtains, renews and cancels tokens. hdfs:// itself goes to
+// the RPC port, with a token too (third_party/hdfs).
 type webHDFS struct {
 	base  string // http://host:port
 	http  *http.Client

@@ -43,6 +43,9 @@ func runJobManager(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := applySecretsFile(c.Context, cfg); err != nil {
+		return fmt.Errorf("jobmanager: %w", err)
+	}
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	jm, err := jobmanager.Start(ctx, cfg, log)

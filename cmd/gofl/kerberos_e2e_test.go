@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -101,4 +103,70 @@ func (e *e2e) checkHDFSCounts(fsys storage.FileSystem, out, principal string) {
 	if got, want := strings.Join(lines, ","), "be 4,is 1,not 2,or 2,question 1,that 1,the 1,to 4"; got != want {
 		t.Fatalf("word counts on HDFS = %q, want %q", got, want)
 	}
+}
+
+// A session cluster on a Kerberized HDFS uses delegation tokens: the
+// client obtains one and stages it, the session's JobManager loads it
+// (and renews it), and its TaskManagers, started with the token file and
+// no keytab, run wordcount reading and writing hdfs:// over the NameNode's
+// RPC port with the token alone.
+func TestSessionKerberosHDFSTokensE2E(t *testing.T) {
+	t.Parallel()
+	k := storagetest.KerberosHDFSCluster(t)
+	e := newE2E(t)
+	base := fmt.Sprintf("/gofl-kerberos-session-e2e/%d", time.Now().UnixNano())
+	e.staging = k.NameNode + base + "/staging"
+	opts := storage.Options{
+		HadoopConfDir: k.ConfDir,
+		Kerberos:      storage.KerberosOptions{Keytab: k.Keytab, Principal: k.Principal, Krb5Conf: k.Krb5Conf},
+	}
+	ctx := context.Background()
+	fsys, _, err := storage.Open(ctx, k.NameNode+"/", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fsys.Close()
+	t.Cleanup(func() { _ = fsys.RemoveAll(context.Background(), base) })
+	if _, err := storage.WriteFileAtomic(ctx, fsys, base+"/input.txt", strings.NewReader(e2eText)); err != nil {
+		t.Fatal(err)
+	}
+	e.extraArg = []string{"-D", "fs.hdfs.hadoopconf=" + k.ConfDir, "-D", "security.kerberos.login.keytab=" + k.Keytab,
+		"-D", "security.kerberos.login.principal=" + k.Principal, "-D", "security.kerberos.krb5-conf.path=" + k.Krb5Conf,
+		"-D", "log.level=info"}
+	r := e.run("session", "start", "-t", "local", "--name", "ks", "-n", "1")
+	expectOK(t, r, "session start on Kerberized HDFS")
+	if !strings.Contains(r.stdout+r.stderr, "obtained an HDFS delegation token for the cluster") {
+		t.Errorf("the client obtained no delegation token:\n%s\n%s", r.stdout, r.stderr)
+	}
+	defer e.run("session", "stop", "ks")
+	out := base + "/out"
+	r = e.run("run", "-m", "session", "-c", "ks", e.wc, "--input", k.NameNode+base+"/input.txt", "--output", k.NameNode+out)
+	expectOK(t, r, "run -m session on Kerberized HDFS")
+	e.checkHDFSCounts(fsys, out, k.Principal)
+
+	jmLog, _ := os.ReadFile(filepath.Join(e.clustersDir(), "ks", "jobmanager", "gofl.log"))
+	if !strings.Contains(string(jmLog), "HDFS delegation tokens loaded") {
+		t.Errorf("the session JobManager loaded no delegation tokens:\n%s", jmLog)
+	}
+	// The TaskManager runs with the token file, without the keytab.
+	tms, _ := filepath.Glob(filepath.Join(e.clustersDir(), "ks", "taskmanager-*", "gofl.log"))
+	if len(tms) == 0 {
+		t.Fatal("no TaskManager directory")
+	}
+	found := false
+	ents, _ := os.ReadDir("/proc")
+	for _, ent := range ents {
+		cmdline, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "cmdline"))
+		if err != nil || !strings.Contains(string(cmdline), "taskmanager") || !strings.Contains(string(cmdline), "deployment.cluster-id=ks\x00") {
+			continue
+		}
+		found = true
+		if strings.Contains(string(cmdline), "security.kerberos.login.keytab") || !strings.Contains(string(cmdline), "security.delegation.tokens.file=") {
+			t.Errorf("TaskManager %s: want the token file and no keytab: %q", ent.Name(), cmdline)
+		}
+	}
+	if !found {
+		t.Error("no TaskManager process of the session found")
+	}
+	expectOK(t, e.run("session", "stop", "ks"), "session stop")
 }

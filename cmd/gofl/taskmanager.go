@@ -51,6 +51,9 @@ func runTaskManager(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := applySecretsFile(c.Context, cfg, notTaskManagerSecrets...); err != nil {
+		return fmt.Errorf("taskmanager: %w", err)
+	}
 	tcfg := taskmanager.ConfigFromConf(cfg)
 	// The cluster's certificates may be staged (hdfs://): read them as the
 	// TaskManager reads the rest of staging.

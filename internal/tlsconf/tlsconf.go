@@ -168,6 +168,11 @@ func (m *Material) Config() (*tls.Config, error) {
 		Certificates: []tls.Certificate{cert},
 		ClientCAs:    p,
 		ClientAuth:   tls.RequireAndVerifyClientCert,
+		// Each job opens new connections between the same processes
+		// (JobMaster<->TaskManager): resuming a session skips the
+		// certificate signatures and chain checks of a full handshake
+		// (VerifyConnection still runs, on the session's certificates).
+		ClientSessionCache: tls.NewLRUClientSessionCache(256),
 		// The client's check of the server's chain is VerifyConnection's:
 		// the standard one would compare host names.
 		InsecureSkipVerify: true, //nolint:gosec // verified below against the cluster CA

@@ -256,3 +256,28 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// A second connection to the same server resumes the session (no
+// certificate signatures), and the client still checks the peer.
+func TestInternalSessionsResume(t *testing.T) {
+	cfg, err := gen(t).Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := cfg.Clone()
+	cli.ServerName = "gofl-internal" // the session cache's key; the test's ports differ
+	var resumed []bool
+	check := cli.VerifyConnection
+	cli.VerifyConnection = func(cs tls.ConnectionState) error {
+		resumed = append(resumed, cs.DidResume)
+		return check(cs)
+	}
+	for i := 0; i < 2; i++ {
+		if srvErr, cliErr := handshake(t, cfg, cli); srvErr != nil || cliErr != nil {
+			t.Fatalf("handshake %d: %v / %v", i, srvErr, cliErr)
+		}
+	}
+	if len(resumed) != 2 || resumed[0] || !resumed[1] {
+		t.Fatalf("resumed %v, want [false true]", resumed)
+	}
+}

@@ -351,8 +351,11 @@ type proc struct {
 
 // startProcess starts `bin role -D k=v ...` in dir, logging to dir/gofl.log,
 // as the leader of a new process group, and writes its pid file. A
-// goroutine reaps it and then kills what it left in its group.
+// goroutine reaps it and then kills what it left in its group. Secret
+// options go in the process's environment (GOFL_*), readable only by the
+// cluster's user, never on its command line, which ps shows to everyone.
 func startProcess(bin, role, dir, clusterID string, cfg map[string]string) (*proc, error) {
+	cfg, secrets := conf.SplitSecrets(cfg)
 	args := []string{role}
 	keys := make([]string, 0, len(cfg))
 	for k := range cfg {
@@ -369,6 +372,11 @@ func startProcess(bin, role, dir, clusterID string, cfg map[string]string) (*pro
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOFL_CLUSTER_ID="+clusterID, logs.EnvLogFile+"="+filepath.Join(dir, logFile))
+	for k, v := range secrets {
+		if s, ok := conf.Lookup(k); ok {
+			cmd.Env = append(cmd.Env, s.EnvVar()+"="+v)
+		}
+	}
 	if role == "jobmanager" {
 		_ = os.Remove(filepath.Join(dir, exitFile)) // a restart's
 		cmd.Env = append(cmd.Env, ExitFileEnv+"="+filepath.Join(dir, exitFile))

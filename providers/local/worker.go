@@ -1,6 +1,7 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/gofl/gofl/conf"
 	"github.com/gofl/gofl/providers"
+	"github.com/gofl/gofl/storage"
 )
 
 // WorkerDriver is the local provider's JobManager half: TaskManagers as
@@ -82,6 +84,9 @@ func NewWorkerDriver(dc providers.DriverContext) (*WorkerDriver, error) {
 	cfg := dc.Config.Snapshot()
 	for _, k := range notForTaskManagers {
 		delete(cfg, k)
+	}
+	if err := writeOwnSecrets(dir, cfg); err != nil {
+		return nil, err
 	}
 	if cfg[conf.DelegationTokensFile.Key()] != "" {
 		// TaskManagers use the cluster's delegation tokens, not the keytab.
@@ -248,4 +253,28 @@ func (d *WorkerDriver) Close(ctx context.Context) error {
 		<-done
 		return ctx.Err()
 	}
+}
+
+// writeOwnSecrets gives the TaskManagers of a JobManager that has secret
+// options but no conf.DeploymentSecretsFile (started by hand with -D) a
+// secrets file of their own, 0600 in the cluster directory, since
+// TaskManagerConfig keeps secrets off their command lines.
+func writeOwnSecrets(dir string, cfg map[string]string) error {
+	if cfg[conf.DeploymentSecretsFile.Key()] != "" {
+		return nil
+	}
+	_, secrets := conf.SplitSecrets(cfg)
+	if len(secrets) == 0 {
+		return nil
+	}
+	y, err := conf.MarshalSecrets(secrets)
+	if err != nil {
+		return err
+	}
+	file := filepath.Join(dir, "secrets.yaml")
+	if _, err := storage.WriteFilePrivate(context.Background(), storage.Local(), file, bytes.NewReader(y)); err != nil {
+		return fmt.Errorf("local: writing the TaskManagers' secrets file: %w", err)
+	}
+	cfg[conf.DeploymentSecretsFile.Key()] = file
+	return nil
 }

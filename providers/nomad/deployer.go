@@ -173,7 +173,9 @@ func (d *Deployer) jobManagerJob(spec providers.ClusterSpec, bin binary) (*api.J
 		cfg[conf.SlotManagerMinSlots.Key()] = strconv.Itoa(spec.TaskManagers * slots)
 	}
 	env := map[string]string{"GOFL_CLUSTER_ID": spec.ClusterID}
-	if d.opts.Token != "" {
+	if d.opts.Token != "" && spec.Config[conf.DeploymentSecretsFile.Key()] == "" {
+		// Only without a secrets file (a deployer used without the
+		// client): the client stages the token there, out of the job spec.
 		env["NOMAD_TOKEN"] = d.opts.Token
 	}
 	meta := map[string]string{

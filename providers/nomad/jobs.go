@@ -16,6 +16,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/gofl/gofl/conf"
 	"github.com/gofl/gofl/logs"
 )
 
@@ -128,8 +129,11 @@ type taskParams struct {
 // ports: a JobManager's attempts).
 func buildJob(o Options, p taskParams) *api.Job {
 	args := []string{p.role}
-	for _, k := range slices.Sorted(maps.Keys(p.cfg)) {
-		args = append(args, "-D", k+"="+escapeInterpolation(p.cfg[k]))
+	// Secret options never go in a job spec: processes read them from
+	// conf.DeploymentSecretsFile.
+	cfg, _ := conf.SplitSecrets(p.cfg)
+	for _, k := range slices.Sorted(maps.Keys(cfg)) {
+		args = append(args, "-D", k+"="+escapeInterpolation(cfg[k]))
 	}
 	env := maps.Clone(p.env)
 	if env == nil {
