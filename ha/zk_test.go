@@ -427,6 +427,12 @@ func TestZKJobResultStoreDirtyClean(t *testing.T) {
 	if ok, _ := jrs.HasCleanJobResultEntry(ctx, "job-a"); ok {
 		t.Fatal("clean before MarkResultAsClean")
 	}
+	if got, err := jrs.GetJobResult(ctx, "job-a"); err != nil || got.State != "FAILED" {
+		t.Fatalf("GetJobResult of the dirty entry = %+v, %v", got, err)
+	}
+	if _, err := jrs.GetJobResult(ctx, "job-b"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("GetJobResult of no entry: %v", err)
+	}
 	if err := jrs.MarkResultAsClean(ctx, SessionID{1}, "job-a"); !isNotLeader(err) {
 		t.Fatalf("clean with a wrong session: %v", err)
 	}
@@ -440,6 +446,9 @@ func TestZKJobResultStoreDirtyClean(t *testing.T) {
 	}
 	if ok, err := jrs.HasJobResultEntry(ctx, "job-a"); err != nil || !ok {
 		t.Fatalf("entry: %v %v", ok, err)
+	}
+	if got, err := jrs.GetJobResult(ctx, "job-a"); err != nil || got.State != "FAILED" {
+		t.Fatalf("GetJobResult of the clean entry = %+v, %v", got, err)
 	}
 	if dirty, _ := jrs.DirtyResults(ctx); len(dirty) != 0 {
 		t.Fatalf("dirty after clean: %+v", dirty)
