@@ -66,7 +66,7 @@ func killNomadJobManager(t *testing.T, cluster string, cl *client.Client, job st
 		done = st.Latest.Completed.ID
 		return nil
 	})
-	pids := processesOfCluster(cluster, "jobmanager")
+	pids := processesOfCluster(cluster, "\x00jobmanager\x00") // the role argument, not -D jobmanager.*
 	if len(pids) != 1 {
 		t.Fatalf("JobManager processes of cluster %s: %v, want one", cluster, pids)
 	}
