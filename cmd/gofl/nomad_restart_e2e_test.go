@@ -116,8 +116,8 @@ func TestNomadPerJobJobManagerAttemptsExhaustedE2E(t *testing.T) {
 	r.waitLine(t, failoverLine, 2*time.Minute)
 	killNomadJobManager(t, cluster, cl, job, last)
 	code := r.wait(t, 2*time.Minute)
-	if code == 0 {
-		t.Fatalf("gofl run after the last attempt's kill: exit 0\n%s", r.output())
+	if out := r.output(); code == 0 || !strings.Contains(out, "attempt 2 of 2") || !strings.Contains(out, "provider.nomad.jobmanager.attempts") {
+		t.Fatalf("gofl run after the last attempt's kill: exit %d\n%s", code, out)
 	}
 	t.Logf("gofl run after the last attempt's kill: exit %d\n%s", code, r.output())
 	na.waitClusterGone(t, cluster)
