@@ -258,6 +258,9 @@ func (d *ClusterDescriptor) RetrieveCluster(ctx context.Context, clusterID strin
 	}
 	switch info.Status {
 	case providers.StatusTerminated:
+		if why := info.Details["error"]; why != "" {
+			return nil, fmt.Errorf("client: %w: %s has terminated: %s", providers.ErrClusterNotFound, clusterID, why)
+		}
 		return nil, fmt.Errorf("client: %w: %s has terminated", providers.ErrClusterNotFound, clusterID)
 	case providers.StatusFailed:
 		return nil, fmt.Errorf("client: %w: %s has failed (%s); gofl session stop %s removes what is left of it",

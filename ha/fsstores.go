@@ -94,6 +94,27 @@ func (j *fsJobResultStore) HasCleanJobResultEntry(ctx context.Context, jobID str
 	return j.exists(ctx, j.clean(jobID))
 }
 
+func (j *fsJobResultStore) GetJobResult(ctx context.Context, jobID string) (JobResult, error) {
+	if err := validKey("job id", jobID); err != nil {
+		return JobResult{}, err
+	}
+	for _, p := range []string{j.clean(jobID), j.dirty(jobID), j.clean(jobID)} { // clean again: marked clean meanwhile
+		data, err := storage.ReadFile(ctx, j.s.fs, p)
+		if errors.Is(err, storage.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return JobResult{}, fmt.Errorf("ha: job result %s: %w", j.s.fs.URI(p), err)
+		}
+		var r JobResult
+		if err := json.Unmarshal(data, &r); err != nil {
+			return JobResult{}, fmt.Errorf("ha: job result %s: %w", j.s.fs.URI(p), err)
+		}
+		return r, nil
+	}
+	return JobResult{}, fmt.Errorf("%w: no result entry for job %s in %s", ErrNotFound, jobID, j.s.fs.URI(j.dir))
+}
+
 func (j *fsJobResultStore) DirtyResults(ctx context.Context) ([]JobResult, error) {
 	entries, err := j.s.fs.ReadDir(ctx, j.dir)
 	if errors.Is(err, storage.ErrNotFound) {

@@ -239,6 +239,10 @@ type JobResultStore interface {
 	HasJobResultEntry(ctx context.Context, jobID string) (bool, error)
 	// HasCleanJobResultEntry reports whether jobID has a clean entry.
 	HasCleanJobResultEntry(ctx context.Context, jobID string) (bool, error)
+	// GetJobResult returns jobID's entry, dirty or clean; ErrNotFound if
+	// it has none. Called by an application cluster whose restarted driver
+	// submits a job that ended under a former JobManager.
+	GetJobResult(ctx context.Context, jobID string) (JobResult, error)
 	// DirtyResults lists the dirty entries, whose cleanup a new leader
 	// finishes.
 	DirtyResults(ctx context.Context) ([]JobResult, error)

@@ -320,6 +320,16 @@ func (m *memJobResultStore) HasCleanJobResultEntry(_ context.Context, jobID stri
 	return m.results[jobID].clean, nil
 }
 
+func (m *memJobResultStore) GetJobResult(_ context.Context, jobID string) (JobResult, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.results[jobID]
+	if !ok {
+		return JobResult{}, fmt.Errorf("%w: no result entry for job %s", ErrNotFound, jobID)
+	}
+	return e.r, nil
+}
+
 func (m *memJobResultStore) DirtyResults(context.Context) ([]JobResult, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

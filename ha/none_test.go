@@ -151,6 +151,12 @@ func TestNoneStores(t *testing.T) {
 	if ok, _ := jrs.HasCleanJobResultEntry(ctx, "j"); !ok {
 		t.Fatal("not clean")
 	}
+	if r, err := jrs.GetJobResult(ctx, "j"); err != nil || r.State != "FINISHED" {
+		t.Fatalf("GetJobResult = %+v, %v", r, err)
+	}
+	if _, err := jrs.GetJobResult(ctx, "k"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("GetJobResult of no job: %v", err)
+	}
 
 	b := s.BlobStore()
 	if err := b.Put(ctx, "k", strings.NewReader("v")); err != nil {

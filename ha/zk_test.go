@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -427,6 +429,12 @@ func TestZKJobResultStoreDirtyClean(t *testing.T) {
 	if ok, _ := jrs.HasCleanJobResultEntry(ctx, "job-a"); ok {
 		t.Fatal("clean before MarkResultAsClean")
 	}
+	if got, err := jrs.GetJobResult(ctx, "job-a"); err != nil || got.State != "FAILED" {
+		t.Fatalf("GetJobResult of the dirty entry = %+v, %v", got, err)
+	}
+	if _, err := jrs.GetJobResult(ctx, "job-b"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("GetJobResult of no entry: %v", err)
+	}
 	if err := jrs.MarkResultAsClean(ctx, SessionID{1}, "job-a"); !isNotLeader(err) {
 		t.Fatalf("clean with a wrong session: %v", err)
 	}
@@ -440,6 +448,9 @@ func TestZKJobResultStoreDirtyClean(t *testing.T) {
 	}
 	if ok, err := jrs.HasJobResultEntry(ctx, "job-a"); err != nil || !ok {
 		t.Fatalf("entry: %v %v", ok, err)
+	}
+	if got, err := jrs.GetJobResult(ctx, "job-a"); err != nil || got.State != "FAILED" {
+		t.Fatalf("GetJobResult of the clean entry = %+v, %v", got, err)
 	}
 	if dirty, _ := jrs.DirtyResults(ctx); len(dirty) != 0 {
 		t.Fatalf("dirty after clean: %+v", dirty)
@@ -478,5 +489,66 @@ func TestZKUnreachableQuorum(t *testing.T) {
 	cfg.StorageDir = "ftp://nowhere/ha"
 	if _, err := New(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "ftp://nowhere/ha") {
 		t.Fatalf("bad storageDir: %v", err)
+	}
+}
+
+// CleanupClusterData removes the cluster's znode tree and its part of
+// storageDir, and leaves other clusters' alone.
+func TestZKCleanupClusterData(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	other := c.config()
+	other.ClusterID = "/other"
+	o, err := New(ctx, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.(*zkServices).ensurePath(o.(*zkServices).base + "/jobgraphs"); err != nil {
+		t.Fatal(err)
+	}
+	a, ac := c.open(nil), newContender()
+	if _, err := a.LeaderElection(DispatcherComponent, ac); err != nil {
+		t.Fatal(err)
+	}
+	s := ac.awaitGrant(t)
+	if err := a.JobGraphStore().PutJobGraph(ctx, s, "j1", []byte("graph")); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.JobResultStore().CreateDirtyResult(ctx, s, JobResult{JobID: "j0", State: "FAILED"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.BlobStore().Put(ctx, "blob-1", strings.NewReader("binary")); err != nil {
+		t.Fatal(err)
+	}
+	conn, base, fsBase := a.conn, a.base, a.fs.URI(a.fsBase)
+	if ok, _, err := conn.Exists(base + "/jobgraphs/j1"); err != nil || !ok {
+		t.Fatalf("the job graph's znode: %v %v", ok, err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := CleanupClusterData(ctx, c.config()); err != nil {
+		t.Fatal(err)
+	}
+	if err := CleanupClusterData(ctx, c.config()); err != nil { // idempotent
+		t.Fatalf("second cleanup: %v", err)
+	}
+	dir := strings.TrimPrefix(fsBase, "file://")
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("%s after the cleanup: %v", dir, err)
+	}
+	b := c.open(nil)
+	if ok, _, err := b.conn.Exists(base); err != nil || ok {
+		t.Fatalf("znode %s after the cleanup: exists %v, %v", base, ok, err)
+	}
+	if ok, _, err := b.conn.Exists(o.(*zkServices).base); err != nil || !ok {
+		t.Fatalf("the other cluster's znode: exists %v, %v", ok, err)
+	}
+	_ = b.Close()
+	_ = o.Close()
+	noCluster := c.config()
+	noCluster.ClusterID = "/"
+	if err := CleanupClusterData(ctx, noCluster); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("cleanup without a cluster id: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gofl/gofl/conf"
@@ -80,8 +82,20 @@ type deployment struct {
 	submitted  chan struct{}
 	submitOnce sync.Once
 
+	// appID is set for an application cluster under high availability
+	// (high-availability.cluster-id): its driver's jobs get fixed IDs
+	// (jobgraph.ApplicationJobID), so a restarted JobManager's driver
+	// attaches to the recovered jobs instead of submitting them again.
+	appID string
+
 	mu     sync.Mutex
 	status ApplicationStatus
+	// disp is the Dispatcher of the running work (set by run).
+	disp *dispatcher.Dispatcher
+	// ended are the application's jobs that reached a terminal state under
+	// a former JobManager (from the JobResultStore): the driver's
+	// submission attached to them.
+	ended map[string]string
 }
 
 // prepareDeployment opens the staging area and loads the staged job binary
@@ -213,6 +227,9 @@ func (d *deployment) removeStaging() {
 // client is attached, once it fetched the final state): nil if every job
 // FINISHED.
 func (d *deployment) run(ctx context.Context, disp *dispatcher.Dispatcher, restAddr string) error {
+	d.mu.Lock()
+	d.disp = disp
+	d.mu.Unlock()
 	var err error
 	switch d.mode {
 	case conf.ModePerJob:
@@ -290,6 +307,16 @@ func (d *deployment) runApplication(ctx context.Context, disp *dispatcher.Dispat
 		restAddr = "https://" + restAddr
 	}
 	env = append(env, "GOFL_ROLE=driver", EnvDriverREST+"="+restAddr, EnvDriverToken+"="+d.token, EnvDriverBinaryKey+"="+d.binaryKey)
+	if d.appID != "" {
+		known, err := d.knownApplicationJobs(ctx, disp)
+		if err != nil {
+			return err
+		}
+		env = append(env, "GOFL_APPLICATION_ID="+d.appID, "GOFL_RECOVERED_JOB_IDS="+strings.Join(known, ","))
+		if len(known) > 0 {
+			d.log.Info().Strs("job_ids", known).Msg("the application's jobs are known already (recovered or ended): the driver attaches to them")
+		}
+	}
 	if sp := conf.SavepointPath.Get(d.cfg); sp != "" {
 		// A restored application's file sinks continue in their directories.
 		env = append(env, "GOFL_EXECUTION_SAVEPOINT_PATH="+sp)
@@ -319,6 +346,15 @@ func (d *deployment) runApplication(ctx context.Context, disp *dispatcher.Dispat
 	} else if len(l.Jobs) == 0 {
 		errs = append(errs, errors.New("the application driver submitted no job"))
 	}
+	d.mu.Lock()
+	ended := maps.Clone(d.ended)
+	d.mu.Unlock()
+	for _, id := range slices.Sorted(maps.Keys(ended)) {
+		d.addJob(id)
+		if ended[id] != "FINISHED" {
+			errs = append(errs, fmt.Errorf("job %s ended %s", id, ended[id]))
+		}
+	}
 	for _, j := range l.Jobs {
 		d.addJob(j.ID)
 	}
@@ -331,6 +367,67 @@ func (d *deployment) runApplication(ctx context.Context, disp *dispatcher.Dispat
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// knownApplicationJobs lists the application's fixed job IDs that this
+// JobManager has (recovered from the JobGraphStore) or that ended under a
+// former one (JobResultStore). The driver submits in order and every
+// submission is stored before it is acknowledged, so they are a prefix.
+func (d *deployment) knownApplicationJobs(ctx context.Context, disp *dispatcher.Dispatcher) ([]string, error) {
+	var known []string
+	for i := 0; ; i++ {
+		id := jobgraph.ApplicationJobID(d.appID, i)
+		if _, err := disp.JobDetails(ctx, id); err == nil {
+			known = append(known, id)
+			continue
+		}
+		_, ok, err := disp.TerminalResult(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("looking up the application's job %s: %w", id, err)
+		}
+		if !ok {
+			return known, nil
+		}
+		known = append(known, id)
+	}
+}
+
+// attach answers the driver's submission of a job this JobManager has
+// already (recovered, or ended under a former JobManager) with the job's
+// ID, as if it were accepted, and reports whether it did. r's body is
+// restored for the next handler otherwise.
+func (d *deployment) attach(w http.ResponseWriter, r *http.Request) bool {
+	d.mu.Lock()
+	disp := d.disp
+	d.mu.Unlock()
+	if d.appID == "" || disp == nil {
+		return false
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return false
+	}
+	var m pb.JobGraph
+	if protojson.Unmarshal(body, &m) != nil || m.GetJobId() == "" {
+		return false // the REST handler explains
+	}
+	id := m.GetJobId()
+	if _, err := disp.JobDetails(r.Context(), id); err != nil {
+		state, ok, err := disp.TerminalResult(r.Context(), id)
+		if err != nil || !ok {
+			return false
+		}
+		d.mu.Lock()
+		if d.ended == nil {
+			d.ended = map[string]string{}
+		}
+		d.ended[id] = state
+		d.mu.Unlock()
+	}
+	d.log.Info().Str("job_id", id).Msg("the application driver attached to its recovered job instead of submitting it again")
+	writeJSON(w, http.StatusAccepted, restapi.JobSubmitResponse{JobURL: "/jobs/" + id, JobID: id})
+	return true
 }
 
 // handler wraps the REST API: per-job clusters accept no submissions,
@@ -356,6 +453,8 @@ func (d *deployment) handler(next http.Handler) http.Handler {
 			case d.mode == conf.ModeApplication && !d.isDriver(r):
 				writeJSON(w, http.StatusForbidden, restapi.ErrorResponse{Errors: []string{
 					fmt.Sprintf("cluster %s is an application cluster: only its application driver submits jobs; submit to a session cluster (gofl session start, gofl run -m session)", d.clusterID)}})
+				return
+			case d.mode == conf.ModeApplication && d.attach(w, r):
 				return
 			case d.mode == conf.ModeApplication:
 				// The driver's token is the authenticated path past

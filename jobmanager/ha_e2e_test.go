@@ -288,9 +288,13 @@ func TestHAJobManagerFailover(t *testing.T) {
 		}
 		return nil
 	})
-	if ok, err := h.services.JobResultStore().HasCleanJobResultEntry(h.ctx, id); err != nil || !ok {
-		t.Fatalf("job %s has no clean job result entry (%v)", id, err)
-	}
+	// The entry turns clean after the graph went (cleanupTerminal).
+	h.eventually(30*time.Second, func() error {
+		if ok, err := h.services.JobResultStore().HasCleanJobResultEntry(h.ctx, id); err != nil || !ok {
+			return fmt.Errorf("job %s has no clean job result entry (%v)", id, err)
+		}
+		return nil
+	})
 	h.kill9(leader)
 	leader = h.leader(leader)
 	jobs, err := h.client.ListJobs(h.ctx)

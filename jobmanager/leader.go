@@ -35,9 +35,6 @@ import (
 // Flink), stops its ResourceManager (and the TaskManagers it started), and
 // campaigns again; the next leader recovers the jobs.
 func startHA(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*JobManager, error) {
-	if mode := conf.DeploymentMode.Get(c); mode == conf.ModeApplication {
-		return nil, fmt.Errorf("jobmanager: high-availability.type %s works with session and per-job clusters so far, not %s", conf.HighAvailability(c), mode)
-	}
 	haCfg := ha.ConfigFromConf(c, log.With().Str("component", "ha").Logger())
 	services, err := ha.New(ctx, haCfg)
 	if err != nil {
@@ -77,13 +74,18 @@ func startHA(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*J
 	if err != nil {
 		return fail(err, rpcLis.Close, restLis.Close)
 	}
-	// A per-job cluster loads its staged job first, at every start: a
-	// restarted JobManager (the provider's next attempt) finds the job in
-	// the HA stores and recovers it instead of submitting it again.
+	// A per-job or application cluster loads its staged job first, at
+	// every start: a restarted JobManager (the provider's next attempt)
+	// finds the job in the HA stores and recovers it instead of submitting
+	// it again; an application's driver runs again and attaches to its
+	// jobs, whose IDs are fixed (jobgraph.ApplicationJobID).
 	var dep *deployment
-	if conf.DeploymentMode.Get(c) == conf.ModePerJob {
+	if mode := conf.DeploymentMode.Get(c); mode == conf.ModePerJob || mode == conf.ModeApplication {
 		if dep, err = prepareDeployment(ctx, c, blobs, log); err != nil {
 			return fail(err, rpcLis.Close, restLis.Close)
+		}
+		if mode == conf.ModeApplication {
+			dep.appID = haCfg.ClusterID
 		}
 	}
 	// Delegation tokens: every JobManager of the cluster, leader or

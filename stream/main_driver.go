@@ -24,6 +24,14 @@ const (
 	EnvDriverToken = "GOFL_DRIVER_TOKEN"
 	// EnvDriverBinaryKey is this binary's blob key on the JobManager.
 	EnvDriverBinaryKey = "GOFL_JOB_BINARY_KEY"
+	// EnvDriverApplicationID is set under high availability: the
+	// application's ID (high-availability.cluster-id), from which the
+	// driver's jobs get fixed IDs (jobgraph.ApplicationJobID).
+	EnvDriverApplicationID = "GOFL_APPLICATION_ID"
+	// EnvDriverRecoveredJobs lists (comma-separated) the fixed job IDs the
+	// JobManager already has, recovered or terminal: their outputs are not
+	// prepared again (a restarted JobManager's driver attaches to them).
+	EnvDriverRecoveredJobs = "GOFL_RECOVERED_JOB_IDS"
 	// driverTokenHeader carries the token on POST /jobs.
 	driverTokenHeader = "X-Gofl-Driver-Token"
 )
@@ -79,25 +87,57 @@ func driverJobs(args []string) ([]string, []string, error) {
 	return jobs, args, nil
 }
 
+// DriverIDs are the fixed job IDs of an application under high
+// availability: job i (in submission order) gets
+// jobgraph.ApplicationJobID(ApplicationID, i); the zero value leaves the
+// IDs to the Dispatcher.
+type DriverIDs struct {
+	ApplicationID string
+	// Recovered are the fixed IDs the JobManager already has: the driver
+	// prepares no output for them (the recovered job writes on) and its
+	// submission attaches to the job.
+	Recovered []string
+}
+
+func driverIDsFromEnv() DriverIDs {
+	ids := DriverIDs{ApplicationID: os.Getenv(EnvDriverApplicationID)}
+	if s := os.Getenv(EnvDriverRecoveredJobs); s != "" {
+		ids.Recovered = strings.Split(s, ",")
+	}
+	return ids
+}
+
 // RunDriver is the application-driver role: it builds each job (see
 // driverJobs), sets its program arguments and binary key, and submits it.
 // It returns once every job is submitted; the JobManager follows them.
 func RunDriver(ctx context.Context, args []string, sub JobSubmitter, binaryKey string, out io.Writer) error {
+	return RunDriverWithIDs(ctx, args, sub, binaryKey, DriverIDs{}, out)
+}
+
+// RunDriverWithIDs is RunDriver with fixed job IDs (high availability).
+func RunDriverWithIDs(ctx context.Context, args []string, sub JobSubmitter, binaryKey string, fixed DriverIDs, out io.Writer) error {
 	names, rest, err := driverJobs(args)
 	if err != nil {
 		return err
 	}
 	// Plan every job first, so a bad builder submits nothing.
 	graphs := make([]*jobgraph.JobGraph, 0, len(names))
-	for _, name := range names {
+	for i, name := range names {
 		p, err := PlanJob(name, rest)
 		if err != nil {
 			return fmt.Errorf("job %q: %w", name, err)
 		}
-		if err := p.prepareOutputs(ctx); err != nil {
-			return fmt.Errorf("job %q: %w", name, err)
+		id := ""
+		if fixed.ApplicationID != "" {
+			id = jobgraph.ApplicationJobID(fixed.ApplicationID, i)
+		}
+		if id == "" || !slices.Contains(fixed.Recovered, id) {
+			if err := p.prepareOutputs(ctx); err != nil {
+				return fmt.Errorf("job %q: %w", name, err)
+			}
 		}
 		g := *p.Graph
+		g.JobID = id
 		g.ProgramArgs = append([]string{name}, rest...)
 		g.BinaryKey = binaryKey
 		graphs = append(graphs, &g)
@@ -117,5 +157,5 @@ func runDriverFromEnv(ctx context.Context, args []string, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	return RunDriver(ctx, args, sub, os.Getenv(EnvDriverBinaryKey), stderr)
+	return RunDriverWithIDs(ctx, args, sub, os.Getenv(EnvDriverBinaryKey), driverIDsFromEnv(), stderr)
 }

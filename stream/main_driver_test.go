@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -22,6 +24,10 @@ func (f *fakeSubmitter) SubmitJob(_ context.Context, g *jobgraph.JobGraph) (stri
 func init() {
 	stream.RegisterJob("driver-test-ok", func(env *stream.Environment, args []string) error {
 		stream.FromElements(env, args...).Print()
+		return nil
+	})
+	stream.RegisterJob("driver-test-sink", func(env *stream.Environment, args []string) error {
+		stream.FromElements(env, "x").WriteAsText(args[0], stream.Overwrite)
 		return nil
 	})
 	stream.RegisterJob("driver-test-bad", func(env *stream.Environment, args []string) error {
@@ -59,5 +65,43 @@ func TestDriverSubmitterNeedsTheJobManager(t *testing.T) {
 	t.Setenv(stream.EnvDriverREST, "")
 	if _, err := stream.DriverSubmitterFromEnv(); err == nil || !strings.Contains(err.Error(), "gofl run -m application") {
 		t.Fatalf("DriverSubmitterFromEnv = %v", err)
+	}
+}
+
+// Under high availability the driver's jobs get IDs fixed by the
+// application ID, and a job the JobManager already has keeps its output.
+func TestRunDriverWithFixedIDsAttachesToRecoveredJobs(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	part := filepath.Join(out, "part-0")
+	if err := os.WriteFile(part, []byte("committed\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	id := jobgraph.ApplicationJobID("/app", 0)
+	var sub fakeSubmitter
+	err := stream.RunDriverWithIDs(context.Background(), []string{"driver-test-sink", out}, &sub, "sha256:abc",
+		stream.DriverIDs{ApplicationID: "/app", Recovered: []string{id}}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sub.graphs) != 1 || sub.graphs[0].JobID != id {
+		t.Fatalf("submitted %d graphs, want one with the fixed ID %s", len(sub.graphs), id)
+	}
+	if _, err := os.Stat(part); err != nil {
+		t.Fatalf("the recovered job's output was prepared again (Overwrite): %v", err)
+	}
+	// Not recovered: its output is prepared (removed with Overwrite).
+	sub = fakeSubmitter{}
+	if err := stream.RunDriverWithIDs(context.Background(), []string{"driver-test-sink", out}, &sub, "sha256:abc",
+		stream.DriverIDs{ApplicationID: "/app"}, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	if sub.graphs[0].JobID != id {
+		t.Fatalf("job ID %q, want %s", sub.graphs[0].JobID, id)
+	}
+	if _, err := os.Stat(part); !os.IsNotExist(err) {
+		t.Fatalf("a new job's Overwrite output stayed: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/gofl/gofl/ha"
 	"github.com/gofl/gofl/rpc/pb"
 )
 
@@ -52,12 +53,38 @@ func (te *TaskExecutor) triggerCheckpoint(req *pb.TriggerCheckpointRequest) erro
 // notifyCheckpoint is NotifyCheckpoint on the mailbox; a task that takes
 // no checkpoints has nothing to commit.
 func (te *TaskExecutor) notifyCheckpoint(req *pb.NotifyCheckpointRequest) error {
+	if err := te.checkLeaderSession(req); err != nil {
+		return err
+	}
 	t, err := te.checkpointTask(req.JobId, req.Attempt, fmt.Sprintf("notice of checkpoint %d", req.CheckpointId))
 	if err != nil {
 		return err
 	}
 	if ct, ok := t.run.(CheckpointingTask); ok {
 		ct.NotifyCheckpoint(req)
+	}
+	return nil
+}
+
+// checkLeaderSession refuses (FAILED_PRECONDITION) a checkpoint notice
+// from a leader session this TaskManager saw replaced by a newer one: a
+// deposed JobManager that has not noticed yet must never make a sink
+// commit. A session not known yet is accepted (the new leader may be
+// heard from before the retrieval reports it); the fenced checkpoint store
+// keeps a deposed leader from completing checkpoints in the first place.
+func (te *TaskExecutor) checkLeaderSession(req *pb.NotifyCheckpointRequest) error {
+	if req.LeaderSessionId == "" {
+		return nil
+	}
+	s, err := ha.ParseSessionID(req.LeaderSessionId)
+	if err != nil {
+		return status.Errorf(codes.InvalidArgument, "notice of checkpoint %d: leader session: %v", req.CheckpointId, err)
+	}
+	if te.deposedSessions[s] {
+		te.log.Warn().Str("job_id", req.JobId).Int64("checkpoint_id", req.CheckpointId).Stringer("leader_session", s).
+			Msg("refused a checkpoint notice from a deposed leader")
+		return status.Errorf(codes.FailedPrecondition, "%v: notice of checkpoint %d of job %s from leader session %s, which lost its leadership to %s",
+			ErrDeposedLeader, req.CheckpointId, req.JobId, s, *te.rmSession)
 	}
 	return nil
 }

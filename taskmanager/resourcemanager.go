@@ -22,6 +22,10 @@ import (
 // lost and Config.ExitOnResourceManagerLoss is set.
 var ErrResourceManagerLost = errors.New("taskmanager: ResourceManager lost")
 
+// ErrDeposedLeader is what a checkpoint notice from a JobManager that lost
+// its leadership is refused with (high availability).
+var ErrDeposedLeader = errors.New("taskmanager: deposed leader")
+
 // slotReportKey makes slot reports latest-value-wins in the outbox.
 const slotReportKey = "slot-report"
 

@@ -56,10 +56,13 @@ type TaskExecutor struct {
 	// rmSession is the leader session it last reported.
 	rmLeader  ha.LeaderRetriever
 	rmSession *ha.SessionID
-	rnd       *rand.Rand
-	rm        *rmConnection
-	slots     []*slot
-	jobs      map[string]*jobConnection
+	// deposedSessions are the leader sessions rmSession replaced: their
+	// checkpoint notices are refused (checkLeaderSession).
+	deposedSessions map[ha.SessionID]bool
+	rnd             *rand.Rand
+	rm              *rmConnection
+	slots           []*slot
+	jobs            map[string]*jobConnection
 	// closing are connections taken out of jobs whose DisconnectTaskManager
 	// is still on its way; each is closed when it is through.
 	closing map[*jobConnection]struct{}
@@ -118,21 +121,22 @@ func New(cfg Config, log zerolog.Logger) (*TaskExecutor, error) {
 		}
 	}
 	te := &TaskExecutor{
-		cfg:        cfg,
-		creds:      tlsconf.ClientCredentialsLog(tlsCfg, log.With().Str("resource_id", cfg.ResourceID).Logger()),
-		log:        log.With().Str("resource_id", cfg.ResourceID).Logger(),
-		clk:        clock.Or(cfg.Clock),
-		instanceID: randomHex(rnd, 8),
-		addr:       addr,
-		lis:        lis,
-		rnd:        rnd,
-		jobs:       map[string]*jobConnection{},
-		tasks:      map[string]*task{},
-		partitions: map[string]map[string]*heldPartition{},
-		cancelled:  map[string]*tombstones{},
-		closing:    map[*jobConnection]struct{}{},
-		ran:        map[string]*tombstones{},
-		jobRetry:   map[string]*jobRetry{},
+		cfg:             cfg,
+		creds:           tlsconf.ClientCredentialsLog(tlsCfg, log.With().Str("resource_id", cfg.ResourceID).Logger()),
+		log:             log.With().Str("resource_id", cfg.ResourceID).Logger(),
+		clk:             clock.Or(cfg.Clock),
+		instanceID:      randomHex(rnd, 8),
+		addr:            addr,
+		lis:             lis,
+		rnd:             rnd,
+		deposedSessions: map[ha.SessionID]bool{},
+		jobs:            map[string]*jobConnection{},
+		tasks:           map[string]*task{},
+		partitions:      map[string]map[string]*heldPartition{},
+		cancelled:       map[string]*tombstones{},
+		closing:         map[*jobConnection]struct{}{},
+		ran:             map[string]*tombstones{},
+		jobRetry:        map[string]*jobRetry{},
 	}
 	if cfg.Executor != nil {
 		te.mb = mailbox.NewWithExecutor(cfg.Executor)
@@ -332,6 +336,9 @@ func (te *TaskExecutor) resourceManagerLeader(info ha.LeaderInformation) {
 	first := te.rmSession == nil
 	if !first && *te.rmSession == info.SessionID {
 		return
+	}
+	if !first {
+		te.deposedSessions[*te.rmSession] = true
 	}
 	te.rmSession = &info.SessionID
 	if first {

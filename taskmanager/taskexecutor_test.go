@@ -678,3 +678,60 @@ func TestNewLeaderAtTheSameAddressLosesTheOldJobMasters(t *testing.T) {
 		return len(s.Tasks) == 0 && len(s.Jobs) == 0 && s.Slots[0].AllocationID == ""
 	})
 }
+
+// A checkpoint notice carries its JobMaster's leader session: once this
+// TaskManager saw that session replaced, the notice is refused, so a
+// deposed JobManager never makes a sink commit; the new leader's (and a
+// session not heard of yet) are accepted.
+func TestCheckpointNoticeFromADeposedLeaderIsRefused(t *testing.T) {
+	f := &fakeLeaderHA{listeners: make(chan ha.LeaderRetrievalListener, 1)}
+	dial := func(addr string) (pb.ResourceManagerServiceClient, io.Closer, error) {
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return nil, nil, err
+		}
+		return pb.NewResourceManagerServiceClient(cc), cc, nil
+	}
+	c := newCluster(t, nil, nil, Config{LeaderRetrieval: f, DialResourceManager: dial})
+	l := recv(t, f.listeners, "leader listener")
+	old, next := ha.NewSessionID(), ha.NewSessionID()
+	l.NotifyLeaderAddress(ha.LeaderInformation{SessionID: old, Address: c.jmAddr})
+	c.activeSlot("a1", 0, testJobID)
+	a := attempt("sleeper", 0, 0)
+	if err := c.submit(testJobID, tdd(testJobID, "a1", "sleep", `{"duration":"1 min"}`, a)); err != nil {
+		t.Fatal(err)
+	}
+	c.states(a, 2)
+	ctx := context.Background()
+	notify := func(s ha.SessionID, a *pb.ExecutionAttemptID) error {
+		_, err := c.client.NotifyCheckpoint(ctx, &pb.NotifyCheckpointRequest{JobId: testJobID, Attempt: a, CheckpointId: 7, Complete: true,
+			LeaderSessionId: s.String()})
+		return err
+	}
+	if err := notify(old, a); err != nil {
+		t.Fatalf("the leader's notice: %v", err)
+	}
+	l.NotifyLeaderAddress(ha.LeaderInformation{SessionID: next, Address: c.jmAddr})
+	recv(t, c.rm.registers, "registration at the new leader")
+	eventually(t, "the old leader's job is gone", func() bool {
+		s := c.snapshot()
+		return len(s.Tasks) == 0 && len(s.Jobs) == 0
+	})
+	// The new leader's JobMaster deploys the job again on the slot.
+	c.activeSlot("a2", 0, testJobID)
+	b := attempt("sleeper", 0, 1)
+	if err := c.submit(testJobID, tdd(testJobID, "a2", "sleep", `{"duration":"1 min"}`, b)); err != nil {
+		t.Fatal(err)
+	}
+	c.states(b, 2)
+	err := notify(old, b)
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), ErrDeposedLeader.Error()) || !strings.Contains(err.Error(), next.String()) {
+		t.Fatalf("the deposed leader's notice answered %v, want FAILED_PRECONDITION naming %v and the new session", err, ErrDeposedLeader)
+	}
+	if err := notify(next, b); err != nil {
+		t.Fatalf("the new leader's notice: %v", err)
+	}
+	if err := notify(ha.NewSessionID(), b); err != nil {
+		t.Fatalf("a leader session not heard of yet: %v", err)
+	}
+}

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -135,11 +137,25 @@ func TestPerJobJobManagerAttemptsExhaustedE2E(t *testing.T) {
 	r, cluster, cl, job := perJobRun(t, e, restartSettings(e, quorum, 2), 1_000_000, 8, filepath.Join(e.home, "out"))
 	last, _ := killJobManager(t, e, cluster, cl, job, 0)
 	r.waitLine(t, failoverLine, 2*time.Minute)
+	znode, dir := "/gofl/"+cluster, filepath.Join(e.home, "ha", cluster)
+	if _, err := os.Stat(filepath.Join(dir, "jobgraphs")); err != nil || !zktest.Exists(t, quorum, znode+"/jobgraphs/"+job) {
+		t.Fatalf("the running job's HA data: %s/jobgraphs: %v; znode %s/jobgraphs/%s exists: %v", dir, err, znode, job, zktest.Exists(t, quorum, znode+"/jobgraphs/"+job))
+	}
 	killJobManager(t, e, cluster, cl, job, last)
 	code := r.wait(t, 2*time.Minute)
 	if out := r.output(); code == 0 || !strings.Contains(out, "attempt 2 of 2") || !strings.Contains(out, "provider.local.jobmanager.attempts") {
 		t.Fatalf("gofl run after the last attempt's kill: exit %d\n%s", code, out)
 	}
+	// Out of attempts: the cluster's HA data goes with it.
+	waitFor(t, time.Minute, func() error {
+		if zktest.Exists(t, quorum, znode) {
+			return fmt.Errorf("znode %s is still there", znode)
+		}
+		if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%s: %v", dir, err)
+		}
+		return nil
+	})
 }
 
 // checkKeyedCountsOutput checks keyed-counts' committed output: key k has

@@ -187,3 +187,21 @@ func (d *Dispatcher) cleanupTerminal(ctx context.Context, id string) {
 		d.log.Warn().Err(err).Str("job_id", id).Msg("cleaning up a terminal job's HA data failed")
 	}
 }
+
+// TerminalResult reports the terminal state a job reached under any
+// leader, from the JobResultStore; ok is false if it has no entry (or
+// without high availability). Blocks on storage.
+func (d *Dispatcher) TerminalResult(ctx context.Context, id string) (state string, ok bool, err error) {
+	h := d.cfg.HA
+	if h == nil {
+		return "", false, nil
+	}
+	r, err := h.Services.JobResultStore().GetJobResult(ctx, id)
+	if errors.Is(err, ha.ErrNotFound) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("dispatcher: job result of %s: %w", id, err)
+	}
+	return r.State, true, nil
+}

@@ -181,10 +181,15 @@ func (jm *JobMaster) stepCheckpoint(ev checkpoint.Event) {
 
 func (jm *JobMaster) executeCheckpoint(r *checkpoint.Ready) {
 	jm.trigger(r.Triggers)
+	session := "" // the fencing token: a TaskManager refuses a deposed leader's notices
+	if h := jm.cfg.HA; h != nil {
+		session = h.Session.String()
+	}
 	for _, n := range r.Notifications {
 		jm.coordinatorsCompleted(n.ID, n.Complete)
 		for _, a := range n.Attempts {
-			req := &pb.NotifyCheckpointRequest{JobId: jm.jobID, Attempt: attemptProto(a), CheckpointId: n.ID, Complete: n.Complete, LastCompletedCheckpointId: n.LastCompleted}
+			req := &pb.NotifyCheckpointRequest{JobId: jm.jobID, Attempt: attemptProto(a), CheckpointId: n.ID, Complete: n.Complete,
+				LastCompletedCheckpointId: n.LastCompleted, LeaderSessionId: session}
 			jm.sendToTask(a, fmt.Sprintf("NotifyCheckpoint %d %s", n.ID, a), func(ctx context.Context, c pb.TaskExecutorServiceClient) error {
 				_, err := c.NotifyCheckpoint(ctx, req)
 				return err

@@ -301,15 +301,11 @@ func (d *Deployer) startSupervisor(dir, bin string, cfg map[string]string, rec *
 	if err != nil {
 		return fmt.Errorf("local: %w", err)
 	}
+	if err := writeLaunch(dir, launch{Binary: bin, Config: cfg, Attempts: attempts}); err != nil {
+		return err
+	}
 	if attempts <= 1 {
 		return nil
-	}
-	b, err := json.Marshal(launch{Binary: bin, Config: cfg, Attempts: attempts})
-	if err != nil {
-		return fmt.Errorf("local: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, jobManagerDir, launchFile), b, 0o600); err != nil {
-		return fmt.Errorf("local: %w", err)
 	}
 	supDir := filepath.Join(dir, supervisorDir)
 	if err := os.Mkdir(supDir, 0o755); err != nil {
@@ -597,9 +593,17 @@ func (d *Deployer) Kill(ctx context.Context, clusterID string) error {
 		}
 		return fmt.Errorf("local: %w", err)
 	}
+	rec, rerr := d.readRecord(dir)
+	_, alive := rec.live()
+	_, failed := rec.failure(dir)
 	deadline, _ := ctx.Deadline()
 	if left := d.stopCluster(dir, deadline); len(left) > 0 {
 		return fmt.Errorf("local: killing %s: processes %v still run", clusterID, left)
+	}
+	if rerr == nil && !alive && failed {
+		// Failed for good (killed, crashed, out of attempts): nothing
+		// recovers its jobs any more.
+		cleanupHAData(dir, d.opts.Log.With().Str("cluster_id", clusterID).Logger())
 	}
 	archiveLogs(d.opts.Config, clusterID, dir, "", d.opts.Log)
 	d.saveLogs(clusterID, dir)

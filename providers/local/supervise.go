@@ -24,7 +24,8 @@ const (
 	// SupervisorRole is the hidden gofl command that runs Supervise.
 	SupervisorRole = "local-supervisor"
 	// launchFile holds, in the JobManager's directory, what a restart
-	// starts again: binary and configuration (0600: it may hold secrets).
+	// starts again and whose HA data a failed cluster's cleanup removes:
+	// binary and configuration (0600: it may hold secrets).
 	launchFile = "launch.json"
 )
 
@@ -99,6 +100,7 @@ func Supervise(ctx context.Context, base, clusterID string, log zerolog.Logger) 
 				log.Error().Err(err).Msg("noting the failure")
 			}
 			d.stopClusterExcept(dir, supervisorDir, time.Time{})
+			cleanupHAData(dir, log)
 			return nil
 		}
 		if err := d.restart(dir, &rec, l, log); err != nil {

@@ -1,6 +1,7 @@
 package nomad
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -323,6 +324,11 @@ func (d *Deployer) infoFrom(jobID, clusterID string, meta map[string]string, job
 		if ts := a.TaskStates[roleJobManager]; ts != nil {
 			// The provider's attempt counter: Nomad's in-place restarts.
 			info.Details["attempt"] = strconv.FormatUint(ts.Restarts+1, 10)
+			if info.Status == providers.StatusTerminated && ts.Failed {
+				// Out of in-place restarts (the restart policy's mode fail).
+				info.Details["error"] = fmt.Sprintf("the JobManager failed on its attempt %d of %s (%s); Nomad restarts it no more",
+					ts.Restarts+1, cmp.Or(meta[metaAttempts], "1"), conf.NomadJobManagerAttempts.Key())
+			}
 		}
 		if n := meta[metaAttempts]; n != "" {
 			info.Details["attempts"] = n

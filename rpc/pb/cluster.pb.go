@@ -1968,8 +1968,13 @@ type NotifyCheckpointRequest struct {
 	Complete bool `protobuf:"varint,4,opt,name=complete,proto3" json:"complete,omitempty"`
 	// With complete: the latest checkpoint that subsumed earlier ones.
 	LastCompletedCheckpointId int64 `protobuf:"varint,5,opt,name=last_completed_checkpoint_id,json=lastCompletedCheckpointId,proto3" json:"last_completed_checkpoint_id,omitempty"`
-	unknownFields             protoimpl.UnknownFields
-	sizeCache                 protoimpl.SizeCache
+	// The sending JobMaster's leader session (the fencing token, high
+	// availability); empty without it. A TaskManager refuses a notice from
+	// a leader session it saw deposed, so a stale leader never makes a sink
+	// commit.
+	LeaderSessionId string `protobuf:"bytes,6,opt,name=leader_session_id,json=leaderSessionId,proto3" json:"leader_session_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *NotifyCheckpointRequest) Reset() {
@@ -2035,6 +2040,13 @@ func (x *NotifyCheckpointRequest) GetLastCompletedCheckpointId() int64 {
 		return x.LastCompletedCheckpointId
 	}
 	return 0
+}
+
+func (x *NotifyCheckpointRequest) GetLeaderSessionId() string {
+	if x != nil {
+		return x.LeaderSessionId
+	}
+	return ""
 }
 
 // What a job runner reports about checkpoints of its tasks.
@@ -3121,13 +3133,14 @@ const file_cluster_proto_rawDesc = "" +
 	"\aattempt\x18\x02 \x01(\v2\x1b.gofl.v1.ExecutionAttemptIDR\aattempt\x12#\n" +
 	"\rcheckpoint_id\x18\x03 \x01(\x03R\fcheckpointId\x12!\n" +
 	"\ftimestamp_ms\x18\x04 \x01(\x03R\vtimestampMs\x124\n" +
-	"\aoptions\x18\x05 \x01(\v2\x1a.gofl.v1.CheckpointOptionsR\aoptions\"\xe9\x01\n" +
+	"\aoptions\x18\x05 \x01(\v2\x1a.gofl.v1.CheckpointOptionsR\aoptions\"\x95\x02\n" +
 	"\x17NotifyCheckpointRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x125\n" +
 	"\aattempt\x18\x02 \x01(\v2\x1b.gofl.v1.ExecutionAttemptIDR\aattempt\x12#\n" +
 	"\rcheckpoint_id\x18\x03 \x01(\x03R\fcheckpointId\x12\x1a\n" +
 	"\bcomplete\x18\x04 \x01(\bR\bcomplete\x12?\n" +
-	"\x1clast_completed_checkpoint_id\x18\x05 \x01(\x03R\x19lastCompletedCheckpointId\"\xb7\x02\n" +
+	"\x1clast_completed_checkpoint_id\x18\x05 \x01(\x03R\x19lastCompletedCheckpointId\x12*\n" +
+	"\x11leader_session_id\x18\x06 \x01(\tR\x0fleaderSessionId\"\xb7\x02\n" +
 	"\x16RunnerCheckpointReport\x12I\n" +
 	"\vacknowledge\x18\x01 \x01(\v2%.gofl.v1.AcknowledgeCheckpointRequestH\x00R\vacknowledge\x12=\n" +
 	"\adecline\x18\x02 \x01(\v2!.gofl.v1.DeclineCheckpointRequestH\x00R\adecline\x12F\n" +
