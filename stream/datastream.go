@@ -59,6 +59,9 @@ type node struct {
 	// JobMaster runs for a source (FromSource of a CoordinatedSource).
 	coordinator       string
 	coordinatorConfig []byte
+	// combiner, set on a keyed reduce in Batch mode, pre-aggregates its
+	// input on the producers' side of the exchange (runtime.Combiner).
+	combiner func() runtime.Combiner
 	// codec serializes the node's output records (see setCodec).
 	codec    runtime.Codec
 	codecErr error
@@ -241,14 +244,21 @@ func KeyBy[T any, K comparable](s DataStream[T], key func(T) K) KeyedStream[T, K
 }
 
 // Reduce keeps a running reduction per key and emits it after every record
-// (in Batch mode only the final value per key).
+// (in Batch mode only the final value per key). fn must be associative, as
+// Flink's ReduceFunction: in Batch mode the producers of the keyed stream
+// reduce their records per key before the exchange (a combiner), and the
+// Reduce operator reduces those partial results.
 func (k KeyedStream[T, K]) Reduce(fn func(a, b T) T) DataStream[T] {
 	batch := k.env.mode == Batch
 	key := k.key
 	running := newRunning[K, T]()
-	return oneInput[T, T](k.DataStream, "keyed-reduce", "Reduce", func() runtime.Operator {
+	out := oneInput[T, T](k.DataStream, "keyed-reduce", "Reduce", func() runtime.Operator {
 		return &keyedReduceOp[T, K]{runningOp: running, key: key, fn: fn, final: batch}
 	})
+	if batch {
+		out.n.combiner = func() runtime.Combiner { return newReduceCombiner(key, fn) }
+	}
+	return out
 }
 
 // AggregateFunction folds values into an accumulator, as Flink's.

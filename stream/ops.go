@@ -382,3 +382,45 @@ func (o *keyedProcessOp[T, K, O]) ProcessWatermark(wm int64) error {
 	o.Ctx.Output.EmitWatermark(wm)
 	return nil
 }
+
+// combineMaxKeys bounds the keys a reduce combiner holds: past it, it
+// emits its partial results and starts over.
+const combineMaxKeys = 1 << 16
+
+// reduceCombiner is the combiner of a keyed Reduce in Batch mode: the
+// partial reduction per key of one producer subtask, in key arrival order
+// (so its output is deterministic), one map access per record.
+type reduceCombiner[T any, K comparable] struct {
+	key  func(T) K
+	fn   func(a, b T) T
+	idx  map[K]int
+	vals []T
+	box  boxer[T]
+}
+
+func newReduceCombiner[T any, K comparable](key func(T) K, fn func(a, b T) T) *reduceCombiner[T, K] {
+	return &reduceCombiner[T, K]{key: key, fn: fn, idx: map[K]int{}}
+}
+
+func (c *reduceCombiner[T, K]) Add(r runtime.Record, out runtime.Output) {
+	v := as[T](r.Value)
+	k := c.key(v)
+	if i, ok := c.idx[k]; ok {
+		c.vals[i] = c.fn(c.vals[i], v)
+		return
+	}
+	if len(c.vals) >= combineMaxKeys {
+		c.Flush(out)
+	}
+	c.idx[k] = len(c.vals)
+	c.vals = append(c.vals, v)
+}
+
+func (c *reduceCombiner[T, K]) Flush(out runtime.Output) {
+	for i := range c.vals {
+		out.Collect(runtime.Record{Value: c.box.of(c.vals[i])})
+	}
+	clear(c.idx)
+	clear(c.vals)
+	c.vals = c.vals[:0]
+}
