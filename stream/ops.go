@@ -9,13 +9,12 @@ import (
 
 type mapOp[T, U any] struct {
 	runtime.Base
-	fn  func(T) U
-	box boxer[U]
+	fn   func(T) U
+	emit emitter[U]
 }
 
 func (o *mapOp[T, U]) ProcessElement(_ int, r runtime.Record) error {
-	r.Value = o.box.of(o.fn(as[T](r.Value)))
-	o.Ctx.Output.Collect(r)
+	o.emit.emit(o.Ctx.Output, o.fn(as[T](r.Value)), r.Timestamp, r.HasTimestamp)
 	return nil
 }
 
@@ -403,7 +402,11 @@ func newReduceCombiner[T any, K comparable](key func(T) K, fn func(a, b T) T) *r
 }
 
 func (c *reduceCombiner[T, K]) Add(r runtime.Record, out runtime.Output) {
-	v := as[T](r.Value)
+	c.addValue(as[T](r.Value), out)
+}
+
+// addValue implements typedCombiner.
+func (c *reduceCombiner[T, K]) addValue(v T, out runtime.Output) {
 	k := c.key(v)
 	if i, ok := c.idx[k]; ok {
 		c.vals[i] = c.fn(c.vals[i], v)

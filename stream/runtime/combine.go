@@ -27,7 +27,14 @@ type combiningOutput struct {
 	next Output
 	// node is the combiner as an operator, for the errors of the user's
 	// function it runs.
-	node *opNode
+	node   *opNode
+	direct *DirectCombiner
+}
+
+func newCombiningOutput(c Combiner, next Output, node *opNode) *combiningOutput {
+	o := &combiningOutput{c: c, next: next, node: node}
+	o.direct = &DirectCombiner{Combiner: c, Next: next, o: o}
+	return o
 }
 
 func (o *combiningOutput) Collect(r Record) {
@@ -46,3 +53,33 @@ func (o *combiningOutput) flush() {
 	o.c.Flush(o.next)
 	o.node.t.current = prev
 }
+
+// DirectCombiner is the combiner an output feeds, for producers that know
+// its value type: they call its typed method with the value itself,
+// skipping the Record and the value's boxing, between Enter and Exit, so
+// a failure in it is attributed to the combiner as Collect's would be.
+type DirectCombiner struct {
+	// Combiner is the combiner; Next is the output it emits to.
+	Combiner Combiner
+	Next     Output
+	o        *combiningOutput
+}
+
+// DirectCombinerOf returns the combiner o feeds when o is a combiner's
+// input, else nil; always the same one for the same o. It is cheap enough
+// to call per record.
+func DirectCombinerOf(o Output) *DirectCombiner {
+	if c, ok := o.(*combiningOutput); ok {
+		return c.direct
+	}
+	return nil
+}
+
+// Caller is the operator that was running before Enter.
+type Caller struct{ n *opNode }
+
+// Enter makes the combiner the running operator; pass the result to Exit.
+func (d *DirectCombiner) Enter() Caller { return Caller{d.o.node.enter()} }
+
+// Exit makes the caller the running operator again.
+func (d *DirectCombiner) Exit(c Caller) { d.o.node.t.current = c.n }

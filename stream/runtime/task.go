@@ -310,7 +310,7 @@ func newTask(ctx context.Context, spec *TaskSpec, env TaskEnv) (*task, error) {
 			if name == "" {
 				name = "Combine"
 			}
-			c := &combiningOutput{c: o.NewCombiner(), next: out, node: &opNode{t: t, index: o.From, spec: &OperatorSpec{ID: t.nodes[o.From].spec.ID, Name: name}}}
+			c := newCombiningOutput(o.NewCombiner(), out, &opNode{t: t, index: o.From, spec: &OperatorSpec{ID: t.nodes[o.From].spec.ID, Name: name}})
 			t.combiners = append(t.combiners, c)
 			out = c
 		}
