@@ -59,6 +59,9 @@ type node struct {
 	// JobMaster runs for a source (FromSource of a CoordinatedSource).
 	coordinator       string
 	coordinatorConfig []byte
+	// combiner, set on a keyed reduce in Batch mode, pre-aggregates its
+	// input on the producers' side of the exchange (runtime.Combiner).
+	combiner func() runtime.Combiner
 	// codec serializes the node's output records (see setCodec).
 	codec    runtime.Codec
 	codecErr error
@@ -129,7 +132,7 @@ type collector[T any] struct {
 	out   runtime.Output
 	ts    int64
 	hasTs bool
-	box   boxer[T]
+	emit  emitter[T]
 }
 
 // reset points c at the output and timestamp of the next input.
@@ -137,8 +140,37 @@ func (c *collector[T]) reset(out runtime.Output, ts int64, hasTs bool) {
 	c.out, c.ts, c.hasTs = out, ts, hasTs
 }
 
-func (c *collector[T]) Collect(v T) {
-	c.out.Collect(runtime.Record{Value: c.box.of(v), Timestamp: c.ts, HasTimestamp: c.hasTs})
+func (c *collector[T]) Collect(v T) { c.emit.emit(c.out, v, c.ts, c.hasTs) }
+
+// emitter emits an operator's values of T: as boxed records, or straight
+// into the combiner the output feeds when it takes T values (no Record,
+// no boxing). Its zero value is ready; it belongs to one operator
+// instance.
+type emitter[T any] struct {
+	box    boxer[T]
+	direct *runtime.DirectCombiner // the last one seen, typed resolved for it
+	typed  typedCombiner[T]
+}
+
+// typedCombiner is a combiner that takes values of T directly.
+type typedCombiner[T any] interface {
+	addValue(v T, out runtime.Output)
+}
+
+func (e *emitter[T]) emit(out runtime.Output, v T, ts int64, hasTs bool) {
+	if d := runtime.DirectCombinerOf(out); d != nil {
+		if d != e.direct {
+			e.direct = d
+			e.typed, _ = d.Combiner.(typedCombiner[T])
+		}
+		if e.typed != nil {
+			c := d.Enter()
+			e.typed.addValue(v, d.Next)
+			d.Exit(c)
+			return
+		}
+	}
+	out.Collect(runtime.Record{Value: e.box.of(v), Timestamp: ts, HasTimestamp: hasTs})
 }
 
 // as converts a record value back to T (a nil interface value becomes T's
@@ -241,14 +273,21 @@ func KeyBy[T any, K comparable](s DataStream[T], key func(T) K) KeyedStream[T, K
 }
 
 // Reduce keeps a running reduction per key and emits it after every record
-// (in Batch mode only the final value per key).
+// (in Batch mode only the final value per key). fn must be associative, as
+// Flink's ReduceFunction: in Batch mode the producers of the keyed stream
+// reduce their records per key before the exchange (a combiner), and the
+// Reduce operator reduces those partial results.
 func (k KeyedStream[T, K]) Reduce(fn func(a, b T) T) DataStream[T] {
 	batch := k.env.mode == Batch
 	key := k.key
 	running := newRunning[K, T]()
-	return oneInput[T, T](k.DataStream, "keyed-reduce", "Reduce", func() runtime.Operator {
+	out := oneInput[T, T](k.DataStream, "keyed-reduce", "Reduce", func() runtime.Operator {
 		return &keyedReduceOp[T, K]{runningOp: running, key: key, fn: fn, final: batch}
 	})
+	if batch {
+		out.n.combiner = func() runtime.Combiner { return newReduceCombiner(key, fn) }
+	}
+	return out
 }
 
 // AggregateFunction folds values into an accumulator, as Flink's.

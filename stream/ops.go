@@ -9,13 +9,12 @@ import (
 
 type mapOp[T, U any] struct {
 	runtime.Base
-	fn  func(T) U
-	box boxer[U]
+	fn   func(T) U
+	emit emitter[U]
 }
 
 func (o *mapOp[T, U]) ProcessElement(_ int, r runtime.Record) error {
-	r.Value = o.box.of(o.fn(as[T](r.Value)))
-	o.Ctx.Output.Collect(r)
+	o.emit.emit(o.Ctx.Output, o.fn(as[T](r.Value)), r.Timestamp, r.HasTimestamp)
 	return nil
 }
 
@@ -381,4 +380,50 @@ func (o *keyedProcessOp[T, K, O]) ProcessWatermark(wm int64) error {
 	}
 	o.Ctx.Output.EmitWatermark(wm)
 	return nil
+}
+
+// combineMaxKeys bounds the keys a reduce combiner holds: past it, it
+// emits its partial results and starts over.
+const combineMaxKeys = 1 << 16
+
+// reduceCombiner is the combiner of a keyed Reduce in Batch mode: the
+// partial reduction per key of one producer subtask, in key arrival order
+// (so its output is deterministic), one map access per record.
+type reduceCombiner[T any, K comparable] struct {
+	key  func(T) K
+	fn   func(a, b T) T
+	idx  map[K]int
+	vals []T
+	box  boxer[T]
+}
+
+func newReduceCombiner[T any, K comparable](key func(T) K, fn func(a, b T) T) *reduceCombiner[T, K] {
+	return &reduceCombiner[T, K]{key: key, fn: fn, idx: map[K]int{}}
+}
+
+func (c *reduceCombiner[T, K]) Add(r runtime.Record, out runtime.Output) {
+	c.addValue(as[T](r.Value), out)
+}
+
+// addValue implements typedCombiner.
+func (c *reduceCombiner[T, K]) addValue(v T, out runtime.Output) {
+	k := c.key(v)
+	if i, ok := c.idx[k]; ok {
+		c.vals[i] = c.fn(c.vals[i], v)
+		return
+	}
+	if len(c.vals) >= combineMaxKeys {
+		c.Flush(out)
+	}
+	c.idx[k] = len(c.vals)
+	c.vals = append(c.vals, v)
+}
+
+func (c *reduceCombiner[T, K]) Flush(out runtime.Output) {
+	for i := range c.vals {
+		out.Collect(runtime.Record{Value: c.box.of(c.vals[i])})
+	}
+	clear(c.idx)
+	clear(c.vals)
+	c.vals = c.vals[:0]
 }

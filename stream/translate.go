@@ -279,7 +279,11 @@ func (e *Environment) Plan() (*Plan, error) {
 				return nil, err
 			}
 			spec := p.Tasks[src.ID]
-			spec.Outputs = append(spec.Outputs, runtime.OutputSpec{From: up.chainIndex, Tag: in.tag(), NewPartitioner: newPartitioner(k, in.part, res[h.id].maxPar), Codec: c})
+			out := runtime.OutputSpec{From: up.chainIndex, Tag: in.tag(), NewPartitioner: newPartitioner(k, in.part, res[h.id].maxPar), Codec: c}
+			if h.combiner != nil && k == "hash" {
+				out.NewCombiner, out.CombinerName = h.combiner, "Combine ("+h.name+")"
+			}
+			spec.Outputs = append(spec.Outputs, out)
 			tspec := p.Tasks[v.ID]
 			for len(tspec.InputCodecs) <= in.input {
 				tspec.InputCodecs = append(tspec.InputCodecs, nil)

@@ -63,6 +63,12 @@ type OutputSpec struct {
 	// (Context.SideOutput); "" is the main output. Watermarks reach side
 	// outputs too.
 	Tag string
+	// NewCombiner, optional, creates the combiner of one producer subtask
+	// that pre-aggregates the output's records (see Combiner); it is used
+	// only when the task runs without checkpointing. CombinerName names it
+	// in errors.
+	NewCombiner  func() Combiner
+	CombinerName string
 }
 
 // TaskSpec is the chain a vertex runs: operators in chain order (the head
@@ -185,6 +191,9 @@ type task struct {
 	// finishedOnRestore: every operator was restored as finished
 	// (FLIP-147), so the operators see no end of input again.
 	finishedOnRestore bool
+	// combiners pre-aggregate outputs (OutputSpec.NewCombiner); flushed
+	// once the operators finished.
+	combiners []*combiningOutput
 }
 
 // RunTask runs one subtask of a chain until its input ends, it fails, or
@@ -303,7 +312,17 @@ func newTask(ctx context.Context, spec *TaskSpec, env TaskEnv) (*task, error) {
 			return nil, fmt.Errorf("task %q: output %d comes from operator %d", spec.Name, i, o.From)
 		}
 		w := env.Writers[i]
-		t.nodes[o.From].addOutput(o.Tag, &writerOutput{w: w, p: o.NewPartitioner(env.SubtaskIndex), n: w.NumSubpartitions(), wm: t.wmg})
+		var out Output = &writerOutput{w: w, p: o.NewPartitioner(env.SubtaskIndex), n: w.NumSubpartitions(), wm: t.wmg}
+		if o.NewCombiner != nil && env.Control == nil {
+			name := o.CombinerName
+			if name == "" {
+				name = "Combine"
+			}
+			c := newCombiningOutput(o.NewCombiner(), out, &opNode{t: t, index: o.From, spec: &OperatorSpec{ID: t.nodes[o.From].spec.ID, Name: name}})
+			t.combiners = append(t.combiners, c)
+			out = c
+		}
+		t.nodes[o.From].addOutput(o.Tag, out)
 	}
 	for _, n := range t.nodes {
 		outs := n.outs
@@ -397,6 +416,9 @@ func (t *task) endInput() {
 		if n.op != nil {
 			n.call(n.op.Finish)
 		}
+	}
+	for _, c := range t.combiners {
+		c.flush()
 	}
 }
 

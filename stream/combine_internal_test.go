@@ -1,0 +1,94 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/gofl/gofl/stream/runtime"
+)
+
+type combKV struct {
+	K string
+	V int
+}
+
+// collectOutput keeps the records collected.
+type collectOutput struct{ recs []runtime.Record }
+
+func (o *collectOutput) Collect(r runtime.Record) { o.recs = append(o.recs, r) }
+func (o *collectOutput) EmitWatermark(int64)      {}
+
+func TestReduceCombinerFoldsPerKeyAndSpillsPastItsBound(t *testing.T) {
+	c := newReduceCombiner(func(v combKV) string { return v.K }, func(a, b combKV) combKV { return combKV{a.K, a.V + b.V} })
+	out := &collectOutput{}
+	// Every key twice in a row: the first key past the bound finds the
+	// combiner full and flushes it.
+	keys := combineMaxKeys + 10
+	for i := 0; i < keys; i++ {
+		c.Add(runtime.Record{Value: combKV{fmt.Sprint(i), i}}, out)
+		c.Add(runtime.Record{Value: combKV{fmt.Sprint(i), i}}, out)
+	}
+	spilled := len(out.recs)
+	if spilled != combineMaxKeys {
+		t.Fatalf("%d records spilled, want %d (the bound)", spilled, combineMaxKeys)
+	}
+	c.Flush(out)
+	sums := map[string]int{}
+	for _, r := range out.recs {
+		v := r.Value.(combKV)
+		sums[v.K] += v.V
+	}
+	if len(sums) != keys {
+		t.Fatalf("%d keys, want %d", len(sums), keys)
+	}
+	for i := 0; i < keys; i++ {
+		if got := sums[fmt.Sprint(i)]; got != 2*i {
+			t.Fatalf("key %d sums to %d, want %d", i, got, 2*i)
+		}
+	}
+	// Flushed: the next flush emits nothing.
+	n := len(out.recs)
+	c.Flush(out)
+	if len(out.recs) != n {
+		t.Fatalf("an empty combiner emitted %d records", len(out.recs)-n)
+	}
+}
+
+func TestBatchReduceHasACombinerAndStreamingNone(t *testing.T) {
+	for _, mode := range []RuntimeMode{Batch, Streaming} {
+		env := NewEnvironment(WithParallelism(2), WithRuntimeMode(mode))
+		src := FromElements(env, combKV{"a", 1}, combKV{"b", 2}, combKV{"a", 3})
+		sums := KeyBy(src, func(v combKV) string { return v.K }).Reduce(func(a, b combKV) combKV { return combKV{a.K, a.V + b.V} }).Name("Sum")
+		res := sums.Collect()
+		p, err := env.Plan()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var combiners []string
+		for _, spec := range p.Tasks {
+			for _, o := range spec.Outputs {
+				if o.NewCombiner != nil {
+					combiners = append(combiners, o.CombinerName)
+				}
+			}
+		}
+		want := 0
+		if mode == Batch {
+			want = 1
+		}
+		if len(combiners) != want || want == 1 && combiners[0] != "Combine (Sum)" {
+			t.Fatalf("%v: combiners %q, want %d named \"Combine (Sum)\"", mode, combiners, want)
+		}
+		if _, err := env.Execute(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]int{}
+		for _, v := range res.Values() {
+			got[v.K] = v.V // the last value per key is the final one
+		}
+		if got["a"] != 4 || got["b"] != 2 || len(got) != 2 {
+			t.Fatalf("%v: sums %v", mode, got)
+		}
+	}
+}
