@@ -3,6 +3,7 @@
 # DataNodes register under distinct loopback hosts (locality tests), on
 # free ports, and exports
 #   GOFL_TEST_HDFS_HOSTS=hdfs://127.0.0.1:PORT (the NameNode),
+#   GOFL_TEST_HDFS_HOSTS_WEBHDFS=http://127.0.0.1:HTTPPORT (its WebHDFS),
 #   GOFL_TEST_HDFS_HOSTS_DATANODES=127.0.0.2,127.0.0.3,127.0.0.4.
 # The cluster is stopped when CMD ends (whatever way it ends). If
 # GOFL_TEST_HDFS_HOSTS is already set and answers, CMD uses that cluster.
@@ -37,7 +38,8 @@ else
   if svc_start "${MINIHDFS_START_TIMEOUT:-300}" "$log" ready \
     env MINIHDFS_PORT="$port" MINIHDFS_HTTP_PORT="$http" GOFL_MINIDFS_DN_HOSTS="$hosts" "$here/run.sh"; then
     grep -o -m1 'MINIHDFS READY.*' "$log" >&2
-    export GOFL_TEST_HDFS_HOSTS="hdfs://127.0.0.1:$port" GOFL_TEST_HDFS_HOSTS_DATANODES="$hosts"
+    export GOFL_TEST_HDFS_HOSTS="hdfs://127.0.0.1:$port" GOFL_TEST_HDFS_HOSTS_WEBHDFS="http://127.0.0.1:$http" \
+      GOFL_TEST_HDFS_HOSTS_DATANODES="$hosts"
   else
     svc_fail_or_warn "MiniDFSCluster did not start"
   fi
