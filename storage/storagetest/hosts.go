@@ -67,6 +67,7 @@ func (h HDFSHosts) Create(t testing.TB, p string, data []byte, blockSize int64, 
 		h.WebHDFS, (&url.URL{Path: p}).EscapedPath(), blockSize, replication)
 	// The NameNode redirects to a DataNode; the body goes there.
 	cl := &http.Client{Timeout: 2 * time.Minute, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	defer cl.CloseIdleConnections()
 	req, _ := http.NewRequest(http.MethodPut, u, nil)
 	resp, err := cl.Do(req)
 	if err != nil {
