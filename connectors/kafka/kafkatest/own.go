@@ -89,7 +89,8 @@ func (b *OwnBroker) Start() {
 		}
 		select {
 		case <-done:
-			b.t.Fatalf("kafkatest: the broker exited before it was ready:\n%s", tail(out))
+			out, _ = os.ReadFile(b.log)
+			b.t.Fatalf("kafkatest: the broker exited before it was ready (%v):\n%s", cmd.ProcessState, tail(out))
 		case <-time.After(200 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
