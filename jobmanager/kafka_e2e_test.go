@@ -174,6 +174,9 @@ func TestKafkaCountsExactlyOnceAcrossBrokerRestart(t *testing.T) {
 		"restart-strategy.fixed-delay.attempts": "1000",
 		"restart-strategy.fixed-delay.delay":    "500 ms",
 	}))
+	// The broker's restart started a goroutine after the cluster did:
+	// stop it before the cluster's leak check.
+	t.Cleanup(b.Stop)
 	for _, id := range []string{"tm-0", "tm-1"} {
 		c.startTaskManagerProcessWith(id, 2, nil)
 	}
