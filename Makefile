@@ -75,6 +75,15 @@ bench-throughput:
 bench-checkpoint:
 	scripts/minihdfs/with-hdfs.sh $(GO) test -run '^$$' -bench 'BenchmarkCheckpoint' -benchtime 1x -count $${BENCH_COUNT:-1} -timeout 60m ./jobmanager/ ./stream/checkpointing/
 
+# Issue 16's Kafka yardstick: kafka-counts (Kafka -> keyed count -> Kafka)
+# on a cluster of real processes against a plain franz-go consume-and-produce
+# loop on the same broker and records: records/s of both and the ratio
+# gofl/plain (goal >= 0.7). BENCH_COUNT runs (default 2);
+# GOFL_BENCH_KAFKA_RECORDS input records (default 1,000,000).
+.PHONY: bench-kafka
+bench-kafka:
+	scripts/kafka/with-kafka.sh $(GO) test -run '^$$' -bench '^BenchmarkKafkaVsPlain$$' -benchtime 1x -count $(or $(BENCH_COUNT),2) -timeout 30m ./jobmanager/
+
 .PHONY: bench-sim
 bench-sim:
 	$(GO) test -count=1 -run '^TestFaultySeeds$$' -v -timeout 60m ./internal/faultsim/ -seeds $(or $(SEEDS),100000)
