@@ -65,20 +65,27 @@ func checkKafkaCounts(t *testing.T, broker, topic string, count, keys int) {
 	}
 }
 
+// startKafkaCounts starts TaskManager processes tm-0 and tm-1 (2 slots
+// each) and kafka-counts at parallelism 2 on them, and waits until it runs.
+func (c *cluster) startKafkaCounts(broker, in, out string, keys int, prefix string) string {
+	c.t.Helper()
+	for _, id := range []string{"tm-0", "tm-1"} {
+		c.startTaskManagerProcessWith(id, 2, nil)
+	}
+	c.waitForTaskManagers(2)
+	id := c.runSDKJob(testJobBinary, 2, "kafka-counts", "--brokers", broker, "--input", in, "--output", out,
+		"--keys", strconv.Itoa(keys), "--prefix", prefix)
+	c.waitFor(id, 30*time.Second, "RUNNING")
+	return id
+}
+
 func TestKafkaCountsExactlyOnceWithDiscoveryAndKill(t *testing.T) {
 	broker := kafkatest.Broker(t)
 	in := kafkatest.Topic(t, broker, "e2e-in", 2)
 	out := kafkatest.Topic(t, broker, "e2e-out", 1)
 	c := newCluster(t, checkpointSettings("file://"+filepath.Join(t.TempDir(), "checkpoints")))
-	tms := []string{"tm-0", "tm-1"}
-	for _, id := range tms {
-		c.startTaskManagerProcessWith(id, 2, nil)
-	}
-	c.waitForTaskManagers(len(tms))
 	const keys, batch = 8, 3000
-	id := c.runSDKJob(testJobBinary, 2, "kafka-counts", "--brokers", broker, "--input", in, "--output", out,
-		"--keys", strconv.Itoa(keys), "--prefix", "gofl-e2e-"+out)
-	c.waitFor(id, 30*time.Second, "RUNNING")
+	id := c.startKafkaCounts(broker, in, out, keys, "gofl-e2e-"+out)
 
 	if err := kafkatest.ProduceNumbers(broker, in, 2, 0, batch); err != nil {
 		t.Fatal(err)
@@ -177,14 +184,8 @@ func TestKafkaCountsExactlyOnceAcrossBrokerRestart(t *testing.T) {
 	// The broker's restart started a goroutine after the cluster did:
 	// stop it before the cluster's leak check.
 	t.Cleanup(b.Stop)
-	for _, id := range []string{"tm-0", "tm-1"} {
-		c.startTaskManagerProcessWith(id, 2, nil)
-	}
-	c.waitForTaskManagers(2)
 	const keys, batch = 8, 3000
-	id := c.runSDKJob(testJobBinary, 2, "kafka-counts", "--brokers", broker, "--input", in, "--output", out,
-		"--keys", strconv.Itoa(keys), "--prefix", "gofl-restart-"+out)
-	c.waitFor(id, 30*time.Second, "RUNNING")
+	id := c.startKafkaCounts(broker, in, out, keys, "gofl-restart-"+out)
 	if err := kafkatest.ProduceNumbers(broker, in, 2, 0, batch); err != nil {
 		t.Fatal(err)
 	}
