@@ -24,9 +24,12 @@ type reader[T any] struct {
 	de   func(*kgo.Record) (T, error)
 	rctx source.ReaderContext
 
-	cl      *kgo.Client
-	splits  map[string]*PartitionSplit // by SplitID; StartingOffset is the next offset
-	toAdd   []PartitionSplit           // splits added before Start
+	cl     *kgo.Client
+	splits map[string]*PartitionSplit // by SplitID; StartingOffset is the next offset
+	// ids caches SplitID by partition: formatting it for every record
+	// was the reader's main cost.
+	ids     map[topicPartition]string
+	toAdd   []PartitionSplit // splits added before Start
 	noMore  bool
 	fetches chan kgo.Fetches
 	cur     []*kgo.Record
@@ -163,7 +166,7 @@ func (r *reader[T]) PollNext(out source.ReaderOutput[T]) (source.InputStatus, ti
 	for n < len(r.cur) && n < fetchBatch {
 		rec := r.cur[n]
 		n++
-		id := PartitionSplit{Topic: rec.Topic, Partition: rec.Partition}.SplitID()
+		id := r.splitID(rec)
 		sp := r.splits[id]
 		if sp == nil || rec.Offset < sp.StartingOffset {
 			continue // a removed split, or a record before a restored position
@@ -192,6 +195,26 @@ func (r *reader[T]) PollNext(out source.ReaderOutput[T]) (source.InputStatus, ti
 		r.cl.RemoveConsumePartitions(finished)
 	}
 	return source.MoreAvailable, time.Time{}, nil
+}
+
+// topicPartition names a partition.
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+// splitID is the SplitID of rec's partition.
+func (r *reader[T]) splitID(rec *kgo.Record) string {
+	tp := topicPartition{rec.Topic, rec.Partition}
+	id, ok := r.ids[tp]
+	if !ok {
+		if r.ids == nil {
+			r.ids = map[topicPartition]string{}
+		}
+		id = PartitionSplit{Topic: rec.Topic, Partition: rec.Partition}.SplitID()
+		r.ids[tp] = id
+	}
+	return id
 }
 
 func (r *reader[T]) SnapshotState(id int64) ([]PartitionSplit, error) {

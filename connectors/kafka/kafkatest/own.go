@@ -150,4 +150,3 @@ func tail(b []byte) string {
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	return strings.Join(lines[max(0, len(lines)-30):], "\n")
 }
-
