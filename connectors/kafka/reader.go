@@ -171,9 +171,9 @@ func (r *reader[T]) PollNext(out source.ReaderOutput[T]) (source.InputStatus, ti
 			}
 			select {
 			case fs = <-r.fetches:
-				if !r.wait.Stop() {
-					<-r.wait.C
-				}
+				// Go 1.23+ timers: Stop leaves no stale tick for Reset
+				// (draining C here would block for ever).
+				r.wait.Stop()
 			case <-r.wait.C:
 				return source.NothingAvailable, time.Now().Add(fetchWait), nil
 			}
