@@ -21,7 +21,7 @@ build:
 # (each shared by every package) for the hdfs://, real-Nomad, HA, Kafka,
 # Kerberos and dashboard tests; see the scripts.
 test:
-	scripts/minihdfs/with-hdfs.sh scripts/minihdfs/with-kerberos-hdfs.sh scripts/nomad/with-nomad.sh scripts/zookeeper/with-zk.sh scripts/kafka/with-kafka.sh scripts/chromium/with-chromium.sh $(GO) test -race -count=1 -timeout 25m ./...
+	scripts/minihdfs/with-hdfs.sh scripts/minihdfs/with-hdfs-hosts.sh scripts/minihdfs/with-kerberos-hdfs.sh scripts/nomad/with-nomad.sh scripts/zookeeper/with-zk.sh scripts/kafka/with-kafka.sh scripts/chromium/with-chromium.sh $(GO) test -race -count=1 -timeout 25m ./...
 
 # Every fuzz target (scripts/fuzz.sh) for FUZZTIME each (default 60s);
 # CI runs them for 8s each after make test.
@@ -81,6 +81,15 @@ bench-throughput:
 .PHONY: bench-checkpoint
 bench-checkpoint:
 	scripts/minihdfs/with-hdfs.sh $(GO) test -run '^$$' -bench 'BenchmarkCheckpoint' -benchtime 1x -count $${BENCH_COUNT:-1} -timeout 60m ./jobmanager/ ./stream/checkpointing/
+
+# Issue 16's Kafka yardstick: kafka-counts (Kafka -> keyed count -> Kafka)
+# on a cluster of real processes against a plain franz-go consume-and-produce
+# loop on the same broker and records: records/s of both and the ratio
+# gofl/plain (goal >= 0.7). BENCH_COUNT runs (default 2);
+# GOFL_BENCH_KAFKA_RECORDS input records (default 1,000,000).
+.PHONY: bench-kafka
+bench-kafka:
+	scripts/kafka/with-kafka.sh $(GO) test -run '^$$' -bench '^BenchmarkKafkaVsPlain$$' -benchtime 1x -count $(or $(BENCH_COUNT),2) -timeout 30m ./jobmanager/
 
 .PHONY: bench-sim
 bench-sim:

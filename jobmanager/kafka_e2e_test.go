@@ -65,21 +65,28 @@ func checkKafkaCounts(t *testing.T, broker, topic string, count, keys int) {
 	}
 }
 
+// startKafkaCounts starts TaskManager processes tm-0 and tm-1 (2 slots
+// each) and kafka-counts at parallelism 2 on them, and waits until it runs.
+func (c *cluster) startKafkaCounts(broker, in, out string, keys int, prefix string) string {
+	c.t.Helper()
+	for _, id := range []string{"tm-0", "tm-1"} {
+		c.startTaskManagerProcessWith(id, 2, nil)
+	}
+	c.waitForTaskManagers(2)
+	id := c.runSDKJob(testJobBinary, 2, "kafka-counts", "--brokers", broker, "--input", in, "--output", out,
+		"--keys", strconv.Itoa(keys), "--prefix", prefix)
+	c.waitFor(id, 30*time.Second, "RUNNING")
+	return id
+}
+
 func TestKafkaCountsExactlyOnceWithDiscoveryAndKill(t *testing.T) {
 	parallel(t)
 	broker := kafkatest.Broker(t)
 	in := kafkatest.Topic(t, broker, "e2e-in", 2)
 	out := kafkatest.Topic(t, broker, "e2e-out", 1)
 	c := newCluster(t, checkpointSettings("file://"+filepath.Join(t.TempDir(), "checkpoints")))
-	tms := []string{"tm-0", "tm-1"}
-	for _, id := range tms {
-		c.startTaskManagerProcessWith(id, 2, nil)
-	}
-	c.waitForTaskManagers(len(tms))
 	const keys, batch = 8, 3000
-	id := c.runSDKJob(testJobBinary, 2, "kafka-counts", "--brokers", broker, "--input", in, "--output", out,
-		"--keys", strconv.Itoa(keys), "--prefix", "gofl-e2e-"+out)
-	c.waitFor(id, 30*time.Second, "RUNNING")
+	id := c.startKafkaCounts(broker, in, out, keys, "gofl-e2e-"+out)
 
 	if err := kafkatest.ProduceNumbers(broker, in, 2, 0, batch); err != nil {
 		t.Fatal(err)
@@ -151,6 +158,51 @@ func TestKafkaCountsExactlyOnceWithDiscoveryAndKill(t *testing.T) {
 		}
 		return nil
 	})
+	if err := c.client.CancelJob(c.ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor(id, time.Minute, "CANCELED")
+}
+
+// TestKafkaCountsExactlyOnceAcrossBrokerRestart runs kafka-counts (Kafka →
+// keyed count → exactly-once Kafka sink) against a broker of the test's
+// own and restarts that broker (same port, same data) while the job runs:
+// the job rides it out (the clients retry, or the restart strategy
+// restarts the tasks from the latest checkpoint, and the sink's restore
+// commits or aborts the transactions the broker held), checkpoints again,
+// and the output topic, read read_committed, holds each count exactly once.
+func TestKafkaCountsExactlyOnceAcrossBrokerRestart(t *testing.T) {
+	b := kafkatest.StartOwnBroker(t)
+	broker := b.Addr()
+	in := kafkatest.Topic(t, broker, "restart-in", 2)
+	out := kafkatest.Topic(t, broker, "restart-out", 1)
+	// Restarts pace themselves over a broker that takes many seconds to
+	// come back on a loaded machine.
+	c := newCluster(t, merged(checkpointSettings("file://"+filepath.Join(t.TempDir(), "checkpoints")), map[string]string{
+		"restart-strategy.fixed-delay.attempts": "1000",
+		"restart-strategy.fixed-delay.delay":    "500 ms",
+	}))
+	// The broker's restart started a goroutine after the cluster did:
+	// stop it before the cluster's leak check.
+	t.Cleanup(b.Stop)
+	const keys, batch = 8, 3000
+	id := c.startKafkaCounts(broker, in, out, keys, "gofl-restart-"+out)
+	if err := kafkatest.ProduceNumbers(broker, in, 2, 0, batch); err != nil {
+		t.Fatal(err)
+	}
+	last := c.waitCheckpointAfter(id, 0, 60*time.Second)
+	// More input the job is in the middle of when the broker goes.
+	if err := kafkatest.ProduceNumbers(broker, in, 2, batch, 2*batch); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("restarting the broker after checkpoint %d", last)
+	b.Restart()
+	if err := kafkatest.ProduceNumbers(broker, in, 2, 2*batch, 3*batch); err != nil {
+		t.Fatal(err)
+	}
+	last = c.waitCheckpointAfter(id, last, 3*time.Minute)
+	checkKafkaCounts(t, broker, out, 3*batch, keys)
+	c.logExceptions(id)
 	if err := c.client.CancelJob(c.ctx, id); err != nil {
 		t.Fatal(err)
 	}

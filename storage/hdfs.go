@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"path"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/colinmarc/hdfs/v2"
+	"github.com/colinmarc/hdfs/v2/hadoopconf"
 	krbclient "github.com/jcmturner/gokrb5/v8/client"
 	"github.com/jcmturner/gokrb5/v8/krberror"
 )
@@ -28,6 +30,11 @@ type hdfsFS struct {
 	nameNodes []string // resolved RPC addresses
 	opts      Options
 	krb       *krbclient.Client // nil without Kerberos; destroyed on Close
+	token     string            // the delegation token it opened with; "" for none
+	hc        hadoopconf.HadoopConf
+	// web carries the WebHDFS calls (block locations), made on first use.
+	webOnce sync.Once
+	web     *http.Client
 }
 
 // openHDFSFS opens hdfs:// over the NameNode RPC: with a delegation token
@@ -105,7 +112,10 @@ func openHDFS(ctx context.Context, u *url.URL, opts Options, tok *DelegationToke
 	co.NamenodeDialFunc = timeoutDialer(opts.DialTimeout, opts.IOTimeout)
 	co.DatanodeDialFunc = timeoutDialer(opts.DialTimeout, dataTimeout)
 
-	f := &hdfsFS{authority: u.Host, nameNodes: addrs, opts: opts, krb: co.KerberosClient}
+	f := &hdfsFS{authority: u.Host, nameNodes: addrs, opts: opts, krb: co.KerberosClient, hc: hc}
+	if tok != nil {
+		f.token = tok.Token
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("storage: connecting to HDFS NameNode %s: %w", f.nnList(), err)
 	}
@@ -398,6 +408,9 @@ func (f *hdfsFS) ReadDir(ctx context.Context, p string) ([]FileInfo, error) {
 
 func (f *hdfsFS) Close() error {
 	err := f.client.Close()
+	if f.web != nil {
+		f.web.CloseIdleConnections()
+	}
 	f.destroyKerberos()
 	return err
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gofl/gofl/storage"
@@ -100,7 +101,7 @@ type fileEnumerator struct {
 	ctx     source.SplitEnumeratorContext[FileSplit]
 	listed  bool
 	pool    []FileSplit
-	waiting []int
+	waiting []splitRequest
 	// err is the listing's failure, sent to every reader that asks (the
 	// reader fails with it; the job restarts and lists again).
 	err error
@@ -141,6 +142,12 @@ func (e *fileEnumerator) Progress() (source.Progress, bool) {
 	return p, true
 }
 
+// splitRequest is a reader's request waiting for the listing.
+type splitRequest struct {
+	subtask int
+	host    string
+}
+
 func (e *fileEnumerator) Start() error {
 	if e.listed {
 		return nil
@@ -155,8 +162,8 @@ func (e *fileEnumerator) Start() error {
 		e.listed = true
 		waiting := e.waiting
 		e.waiting = nil
-		for _, sub := range waiting {
-			e.HandleSplitRequest(sub, "")
+		for _, r := range waiting {
+			e.HandleSplitRequest(r.subtask, r.host)
 		}
 	}, 0, 0)
 	return nil
@@ -168,7 +175,7 @@ func (e *fileEnumerator) HandleSplitRequest(sub int, host string) {
 		e.finished[fileSplitKey{sp.Path, sp.Start}] = splitBytes(sp)
 	}
 	if !e.listed {
-		e.waiting = append(e.waiting, sub)
+		e.waiting = append(e.waiting, splitRequest{sub, host})
 		return
 	}
 	if e.err != nil {
@@ -183,6 +190,7 @@ func (e *fileEnumerator) HandleSplitRequest(sub int, host string) {
 	sp := e.pool[i]
 	e.pool = append(e.pool[:i], e.pool[i+1:]...)
 	e.reading[sub] = sp
+	fileLocality.count(e.src.Path, sp, host)
 	e.ctx.AssignSplits(map[int][]FileSplit{sub: {sp}})
 }
 
@@ -218,7 +226,9 @@ func (e *fileEnumerator) SnapshotState(int64) (fileEnumState, error) {
 func (e *fileEnumerator) NotifyCheckpointComplete(int64) error { return nil }
 func (e *fileEnumerator) Close() error                         { return nil }
 
-// listFileSplits cuts the files of path into ranges of size bytes.
+// listFileSplits cuts the files of path into ranges of size bytes, or
+// along their blocks, with the blocks' hosts, where the file system stores
+// files in blocks on hosts (storage.BlockLocator: HDFS).
 func listFileSplits(path string, size int64) ([]FileSplit, error) {
 	if size <= 0 {
 		size = DefaultFileSplitSize
@@ -248,7 +258,14 @@ func listFileSplits(path string, size int64) ([]FileSplit, error) {
 		}
 	}
 	var out []FileSplit
+	locator, _ := fs.(storage.BlockLocator)
 	for _, f := range files {
+		if locator != nil && f.Size > 0 {
+			if splits := blockSplits(ctx, locator, f); splits != nil {
+				out = append(out, splits...)
+				continue
+			}
+		}
 		size := size
 		if f.BlockSize > 0 {
 			size = f.BlockSize // one split per HDFS block
@@ -258,6 +275,70 @@ func listFileSplits(path string, size int64) ([]FileSplit, error) {
 		}
 	}
 	return out, nil
+}
+
+// blockSplits cuts f along its blocks, each split with its block's hosts;
+// nil when the NameNode does not say (the WebHDFS call failed, or the
+// blocks do not cover the file): locality is an optimization, so the
+// caller then cuts f by its block size without hosts.
+func blockSplits(ctx context.Context, locator storage.BlockLocator, f storage.FileInfo) []FileSplit {
+	bls, err := locator.BlockLocations(ctx, f.Path, 0, f.Size)
+	if err != nil {
+		return nil
+	}
+	var out []FileSplit
+	next := int64(0)
+	for _, b := range bls {
+		if b.Offset != next || b.Length <= 0 {
+			return nil
+		}
+		out = append(out, FileSplit{Path: f.Path, Start: b.Offset, End: min(b.Offset+b.Length, f.Size), Hosts: b.Hosts})
+		next = b.Offset + b.Length
+	}
+	if next < f.Size {
+		return nil
+	}
+	return out
+}
+
+// FileSplitLocality counts the splits the TextFileSource enumerators of
+// this process assigned for a source path: Local ones went to a reader on
+// one of the split's hosts, Remote ones to a reader elsewhere (or whose
+// host is unknown), None ones had no hosts (not HDFS, or the NameNode did
+// not say). For monitoring and tests: the enumerators run in the
+// JobMaster, so these are the JobManager process's counts.
+type FileSplitLocality struct {
+	Local, Remote, None int64
+}
+
+// FileSourceLocality returns the locality counts of path's TextFileSource
+// enumerators in this process (zero when none ran).
+func FileSourceLocality(path string) FileSplitLocality {
+	fileLocality.mu.Lock()
+	defer fileLocality.mu.Unlock()
+	return fileLocality.byPath[path]
+}
+
+var fileLocality = &localityStats{byPath: map[string]FileSplitLocality{}}
+
+type localityStats struct {
+	mu     sync.Mutex
+	byPath map[string]FileSplitLocality
+}
+
+func (l *localityStats) count(path string, sp FileSplit, host string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := l.byPath[path]
+	switch {
+	case len(sp.Hosts) == 0:
+		c.None++
+	case host != "" && slices.Contains(sp.Hosts, host):
+		c.Local++
+	default:
+		c.Remote++
+	}
+	l.byPath[path] = c
 }
 
 // fileReader reads one split at a time and asks for the next when it is

@@ -2,7 +2,8 @@
 # Runs one Apache Kafka node in KRaft mode (combined broker and controller)
 # in the foreground, loopback only: clients at 127.0.0.1:$KAFKA_PORT (9092,
 # Kafka's default), the controller at 127.0.0.1:$KAFKA_CONTROLLER_PORT
-# (9093). The storage is formatted with a random cluster ID on every start.
+# (9093). The storage is formatted with a random cluster ID on its first
+# start (a kept KAFKA_DIR restarts with its data).
 # Prints "KAFKA READY ..." once it accepts clients and stops (deleting its
 # data) on SIGTERM or Ctrl-C.
 #
@@ -64,14 +65,20 @@ logger.server.name = kafka.server.KafkaRaftServer
 logger.server.level = INFO
 LOG
 
-# A random cluster ID: 16 bytes, URL-safe base64 without padding.
-cluster_id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
 cp="$libs/*"
 # shellcheck disable=SC2086 # KAFKA_JAVA_OPTS is a list of flags
 java_opts=(${KAFKA_JAVA_OPTS:--Xmx512m} -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xshare:auto
   "-Dlog4j2.configurationFile=$dir/log4j2.properties")
-java "${java_opts[@]}" -cp "$cp" kafka.tools.StorageTool format \
-  -t "$cluster_id" -c "$dir/server.properties" --ignore-formatted >/dev/null
+if [[ -f "$dir/data/meta.properties" ]]; then
+  # A restart on a kept KAFKA_DIR: the storage keeps its cluster ID (Kafka
+  # 4 refuses to format it again with another one).
+  cluster_id="$(sed -n 's/^cluster.id=//p' "$dir/data/meta.properties")"
+else
+  # A random cluster ID: 16 bytes, URL-safe base64 without padding.
+  cluster_id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
+  java "${java_opts[@]}" -cp "$cp" kafka.tools.StorageTool format \
+    -t "$cluster_id" -c "$dir/server.properties" --ignore-formatted >/dev/null
+fi
 
 echo "kafka: starting Kafka (cluster $cluster_id) on 127.0.0.1:$port, data in $dir" >&2
 java "${java_opts[@]}" -cp "$cp" kafka.Kafka "$dir/server.properties" &

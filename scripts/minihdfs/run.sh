@@ -10,7 +10,9 @@
 #
 # Environment: MINIHDFS_PORT, MINIHDFS_HTTP_PORT, MINIHDFS_DIR (data
 # directory; default a fresh temporary one, removed on exit),
-# MINIHDFS_JAVA_OPTS (default -Xmx512m). Kerberized (see MiniHdfs.java):
+# MINIHDFS_JAVA_OPTS (default -Xmx512m), GOFL_MINIDFS_DN_HOSTS (e.g.
+# 127.0.0.2,127.0.0.3: one DataNode registered under each host name, for
+# locality tests; default one DataNode on 127.0.0.1). Kerberized (see MiniHdfs.java):
 # MINIHDFS_KERBEROS_KEYTAB (hdfs/localhost and HTTP/localhost keys),
 # MINIHDFS_KRB5_CONF, MINIHDFS_KERBEROS_REALM (GOFL.TEST),
 # MINIHDFS_TOKEN_RENEW_INTERVAL_MS (delegation tokens; default a day).
@@ -57,5 +59,6 @@ exec java ${MINIHDFS_JAVA_OPTS:--Xmx512m} "${krb_opts[@]}" \
   -Dminihdfs.port="${MINIHDFS_PORT:-9000}" \
   -Dminihdfs.http.port="${MINIHDFS_HTTP_PORT:-9870}" \
   -Dminihdfs.dir="${MINIHDFS_DIR:-}" \
+  -Dminihdfs.datanode.hosts="${GOFL_MINIDFS_DN_HOSTS:-}" \
   -cp "$here/target/classes:$(cat "$cp_file")" \
   org.gofl.minihdfs.MiniHdfs

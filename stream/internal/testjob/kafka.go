@@ -3,9 +3,11 @@ package main
 // The job of the Kafka end-to-end tests (issue #16):
 //
 //	kafka-counts --brokers HOST:PORT --input TOPIC --output TOPIC --keys K --prefix TXNPREFIX
+//	    [--bounded] [--at-least-once]
 //
 // reads numbers from the input topic (unbounded, discovering new
-// partitions every 200 ms), keys each number n by n mod K, keeps a running
+// partitions every 200 ms; with --bounded, up to each partition's latest
+// offset at start, then it ends), keys each number n by n mod K, keeps a running
 // count per key in keyed ValueState and writes "key count" records (Kafka
 // key: the key) to the output topic through the exactly-once Kafka sink.
 // Exactly once means a read_committed reader of the output sees, for each
@@ -40,6 +42,8 @@ func buildKafkaCounts(env *stream.Environment, args []string) error {
 	output := fs.String("output", "", "output topic")
 	keys := fs.Int64("keys", 16, "keys")
 	prefix := fs.String("prefix", "", "transactional.id prefix")
+	bounded := fs.Bool("bounded", false, "read up to the latest offsets at start, then end")
+	atLeastOnce := fs.Bool("at-least-once", false, "at-least-once sink instead of exactly-once")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -47,9 +51,19 @@ func buildKafkaCounts(env *stream.Environment, args []string) error {
 		return errors.New("usage: kafka-counts --brokers HOST:PORT --input TOPIC --output TOPIC --keys K --prefix TXNPREFIX")
 	}
 	k := *keys
+	srcOpts := []kafka.SourceOption{kafka.Topics(*input), kafka.GroupID(*prefix)}
+	if *bounded {
+		srcOpts = append(srcOpts, kafka.BoundedBy(kafka.Latest()))
+	} else {
+		srcOpts = append(srcOpts, kafka.PartitionDiscovery(200*time.Millisecond))
+	}
+	guarantee := kafka.ExactlyOnce
+	if *atLeastOnce {
+		guarantee = kafka.AtLeastOnce
+	}
 	src, err := kafka.NewSource([]string{*brokers}, func(r *kgo.Record) (int64, error) {
 		return strconv.ParseInt(string(r.Value), 10, 64)
-	}, kafka.Topics(*input), kafka.PartitionDiscovery(200*time.Millisecond), kafka.GroupID(*prefix))
+	}, srcOpts...)
 	if err != nil {
 		return err
 	}
@@ -66,7 +80,7 @@ func buildKafkaCounts(env *stream.Environment, args []string) error {
 		}).Name("Count").Uid("count")
 	sink, err := kafka.Sink(counted, []string{*brokers}, *output, func(t codec.Tuple2[int64, int64]) *kgo.Record {
 		return &kgo.Record{Key: []byte(strconv.FormatInt(t.F0, 10)), Value: []byte(fmt.Sprintf("%d %d", t.F0, t.F1))}
-	}, kafka.WithDeliveryGuarantee(kafka.ExactlyOnce), kafka.TransactionalIDPrefix(*prefix))
+	}, kafka.WithDeliveryGuarantee(guarantee), kafka.TransactionalIDPrefix(*prefix))
 	if err != nil {
 		return err
 	}

@@ -21,6 +21,13 @@ import org.apache.hadoop.security.UserGroupInformation;
  * <p>System properties: minihdfs.port (9000), minihdfs.http.port (9870),
  * minihdfs.dir (a fresh temporary directory; removed on exit).
  *
+ * <p>minihdfs.datanode.hosts (e.g. "127.0.0.2,127.0.0.3"; default empty: one
+ * DataNode on 127.0.0.1) starts one DataNode per host, each registered
+ * under that host name (dfs.datanode.hostname), so block locations name
+ * distinct loopback hosts for locality tests. The DataNodes listen on all
+ * addresses: the NameNode hands clients the address it saw a DataNode
+ * connect from (127.0.0.1), so its data port must answer there too.
+ *
  * <p>With minihdfs.kerberos.keytab set the cluster is Kerberized
  * (hadoop.security.authentication=kerberos): the NameNode and DataNode log in
  * as hdfs/localhost@REALM and WebHDFS takes SPNEGO as HTTP/localhost@REALM,
@@ -61,14 +68,28 @@ public final class MiniHdfs {
       kerberize(conf, keytab, System.getProperty("minihdfs.kerberos.realm", "GOFL.TEST"));
     }
 
+    String[] dnHosts = System.getProperty("minihdfs.datanode.hosts", "").trim().isEmpty()
+        ? new String[0]
+        : System.getProperty("minihdfs.datanode.hosts").trim().split("\\s*,\\s*");
+
     long start = System.nanoTime();
     MiniDFSCluster cluster = new MiniDFSCluster.Builder(conf)
         .nameNodePort(port)
         .nameNodeHttpPort(httpPort)
-        .numDataNodes(1)
+        .numDataNodes(dnHosts.length == 0 ? 1 : 0)
         .format(true)
         .manageNameDfsDirs(true)
         .build();
+    if (dnHosts.length > 0) {
+      Configuration dnConf = new Configuration(conf);
+      dnConf.set("dfs.datanode.address", "0.0.0.0:0");
+      dnConf.set("dfs.datanode.http.address", "0.0.0.0:0");
+      dnConf.set("dfs.datanode.ipc.address", "0.0.0.0:0");
+      // One at a time: hosts[i] becomes DataNode i's dfs.datanode.hostname.
+      for (String host : dnHosts) {
+        cluster.startDataNodes(dnConf, 1, true, null, null, new String[] {host}, null, false, true);
+      }
+    }
     cluster.waitActive();
     cluster.waitClusterUp();
 
@@ -86,8 +107,9 @@ public final class MiniHdfs {
       stopped.countDown();
     }, "minihdfs-shutdown"));
 
-    System.out.printf("MINIHDFS READY hdfs://127.0.0.1:%d webhdfs=http://127.0.0.1:%d dir=%s%s (%.1fs)%n",
-        port, httpPort, base, keytab.isEmpty() ? "" : " kerberos", (System.nanoTime() - start) / 1e9);
+    System.out.printf("MINIHDFS READY hdfs://127.0.0.1:%d webhdfs=http://127.0.0.1:%d dir=%s%s%s (%.1fs)%n",
+        port, httpPort, base, keytab.isEmpty() ? "" : " kerberos",
+        dnHosts.length == 0 ? "" : " datanodes=" + String.join(",", dnHosts), (System.nanoTime() - start) / 1e9);
     System.out.flush();
     stopped.await();
   }

@@ -1,0 +1,156 @@
+package jobmanager_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/gofl/gofl/connectors/kafka/kafkatest"
+	"github.com/gofl/gofl/rpc/restapi"
+)
+
+// BenchmarkKafkaVsPlain is issue 16's Kafka yardstick: kafka-counts (Kafka
+// → keyed count → Kafka, at parallelism 2, bounded by the input's latest
+// offsets, at-least-once sink, checkpointing off) on a cluster of real
+// processes against a plain franz-go consume-and-produce loop (one process,
+// a map of counts, the same output records) on the same broker, the same
+// input records and the same partitions (2 in, 2 out). Each reports
+// records/s from its start (job submission; the loop's first client) until
+// the last output record is acknowledged (the job FINISHED: its sink
+// flushes at the end of the input), and ratio is gofl/plain. The goal is
+// 0.7 or more. The job's figure includes planning, submission and
+// deployment (a few seconds on a loaded machine); gofl-deployed-records/s
+// and ratio-deployed count from the moment every reader runs instead, as a
+// throughput of a running job (Flink's benchmarks measure that). GOFL_BENCH_KAFKA_RECORDS sets the input (default 1,000,000).
+func BenchmarkKafkaVsPlain(b *testing.B) {
+	n := 1_000_000
+	if v, err := strconv.Atoi(os.Getenv("GOFL_BENCH_KAFKA_RECORDS")); err == nil && v > 0 {
+		n = v
+	}
+	const keys, partitions = 1024, 2
+	broker := kafkatest.Broker(b)
+	in := kafkatest.Topic(b, broker, "bench-in", partitions)
+	for from := 0; from < n; from += 100_000 {
+		if err := kafkatest.ProduceNumbers(broker, in, partitions, from, min(from+100_000, n)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	adm := kafkatest.Admin(b, broker)
+	c := newCluster(b, nil)
+	c.startTaskManagerProcessWith("tm-0", 2, nil)
+	c.startTaskManagerProcessWith("tm-1", 2, nil)
+	c.waitForTaskManagers(2)
+	b.ResetTimer()
+	var goflTime, goflRunning, plainTime time.Duration
+	for i := 0; i < b.N; i++ {
+		out := kafkatest.Topic(b, broker, "bench-gofl-out", partitions)
+		start := time.Now()
+		id := c.runSDKJob(testJobBinary, 2, "kafka-counts", "--brokers", broker, "--input", in, "--output", out,
+			"--keys", strconv.Itoa(keys), "--prefix", "gofl-bench-"+out, "--bounded", "--at-least-once")
+		// Deployed: every reader runs (or already ended).
+		c.waitSubtasks(id, c.vertexID(id, "Kafka Numbers"), 10*time.Minute, func(ss []restapi.SubtaskInfo) error {
+			for _, s := range ss {
+				if s.Status != "RUNNING" && s.Status != "FINISHED" {
+					return fmt.Errorf("reader %s", s.Status)
+				}
+			}
+			return nil
+		})
+		deployed := time.Now()
+		c.waitFor(id, 10*time.Minute, "FINISHED")
+		goflTime += time.Since(start)
+		goflRunning += time.Since(deployed)
+		checkTopicRecords(b, adm, out, n)
+
+		out = kafkatest.Topic(b, broker, "bench-plain-out", partitions)
+		start = time.Now()
+		if err := plainKafkaCounts(broker, in, out, n, keys); err != nil {
+			b.Fatal(err)
+		}
+		plainTime += time.Since(start)
+		checkTopicRecords(b, adm, out, n)
+	}
+	gofl := float64(n) * float64(b.N) / goflTime.Seconds()
+	plain := float64(n) * float64(b.N) / plainTime.Seconds()
+	b.ReportMetric(gofl, "gofl-records/s")
+	b.ReportMetric(plain, "plain-records/s")
+	b.ReportMetric(gofl/plain, "ratio")
+	running := float64(n) * float64(b.N) / goflRunning.Seconds()
+	b.ReportMetric(running, "gofl-deployed-records/s")
+	b.ReportMetric(running/plain, "ratio-deployed")
+}
+
+// plainKafkaCounts is kafka-counts without a framework: read the n
+// numbers of in from the start, count per key n mod keys, write "key
+// count" records keyed by key to out, and wait for their acknowledgement.
+func plainKafkaCounts(broker, in, out string, n, keys int) error {
+	cons, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.ConsumeTopics(in),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		return err
+	}
+	defer cons.Close()
+	prod, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.DefaultProduceTopic(out))
+	if err != nil {
+		return err
+	}
+	defer prod.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var mu sync.Mutex
+	var produceErr error
+	done := func(_ *kgo.Record, err error) {
+		if err != nil {
+			mu.Lock()
+			produceErr = err
+			mu.Unlock()
+		}
+	}
+	counts := make([]int64, keys)
+	for read := 0; read < n; {
+		fs := cons.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			return fmt.Errorf("plain loop: fetching: %w", err)
+		}
+		for it := fs.RecordIter(); !it.Done(); read++ {
+			r := it.Next()
+			v, err := strconv.ParseInt(string(r.Value), 10, 64)
+			if err != nil {
+				return err
+			}
+			k := v % int64(keys)
+			counts[k]++
+			ks := strconv.FormatInt(k, 10)
+			prod.Produce(ctx, &kgo.Record{Key: []byte(ks), Value: []byte(ks + " " + strconv.FormatInt(counts[k], 10))}, done)
+		}
+	}
+	if err := prod.Flush(ctx); err != nil {
+		return err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return produceErr
+}
+
+// checkTopicRecords checks that topic holds n records (its end offsets).
+func checkTopicRecords(b *testing.B, adm *kadm.Client, topic string, n int) {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sum := int64(0)
+	ends.Each(func(o kadm.ListedOffset) { sum += o.Offset })
+	if sum != int64(n) {
+		b.Fatalf("%s holds %d records, want %d", topic, sum, n)
+	}
+}
