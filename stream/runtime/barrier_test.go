@@ -26,7 +26,7 @@ type declineCall struct {
 
 // fakeResponder records the task's Acknowledge and Decline calls.
 type fakeResponder struct {
-	mu       sync.Mutex
+	mu        sync.Mutex
 	acks      []ackCall
 	declines  []declineCall
 	endOfData int
