@@ -394,6 +394,7 @@ func TestCheckpointRetainedOnCancelRestores(t *testing.T) {
 // they ended their data, so the final checkpoint (FLIP-147) is triggered
 // at once and the job ends long before the first interval would.
 func TestCheckpointFinalAtEndOfData(t *testing.T) {
+	parallel(t)
 	settings := checkpointSettings("file://" + filepath.Join(t.TempDir(), "checkpoints"))
 	settings["execution.checkpointing.interval"] = "30 min"
 	c := newCluster(t, settings)

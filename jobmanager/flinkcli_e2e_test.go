@@ -93,6 +93,7 @@ func (f *flinkCLI) run(args ...string) string {
 // `flink info` is not checked: it compiles a Java jar's plan locally and
 // never calls the cluster, so there is nothing of gofl's to check.
 func TestFlinkCLIAgainstGofl(t *testing.T) {
+	parallel(t)
 	c := newCluster(t, checkpointSettings("file://"+filepath.Join(t.TempDir(), "checkpoints")))
 	cli := newFlinkCLI(t, c.jm.RESTAddress)
 	c.startTaskManagerProcess("tm-a", 2)

@@ -172,6 +172,7 @@ func TestKafkaCountsExactlyOnceWithDiscoveryAndKill(t *testing.T) {
 // commits or aborts the transactions the broker held), checkpoints again,
 // and the output topic, read read_committed, holds each count exactly once.
 func TestKafkaCountsExactlyOnceAcrossBrokerRestart(t *testing.T) {
+	parallel(t)
 	b := kafkatest.StartOwnBroker(t)
 	broker := b.Addr()
 	in := kafkatest.Topic(t, broker, "restart-in", 2)

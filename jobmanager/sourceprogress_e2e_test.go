@@ -16,6 +16,7 @@ import (
 // source-progress from the JobMaster's enumerator: the splits listed as
 // total, and splits finished growing from below the total up to it.
 func TestFileSourceProgressInREST(t *testing.T) {
+	parallel(t)
 	c := newCluster(t, nil)
 	c.startTaskManagerProcess("tm-a", 2)
 	c.waitForTaskManagers(1)

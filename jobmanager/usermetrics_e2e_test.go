@@ -40,6 +40,7 @@ func metricValues(t *testing.T, c *cluster, path string) map[string]float64 {
 // rates and the watermarks; REST serves the same per subtask, and
 // Flink's watermarks view.
 func TestUserMetricsRatesAndWatermarks(t *testing.T) {
+	parallel(t)
 	base := 10000 + rand.IntN(9980)
 	reporter := map[string]string{
 		"metrics.reporter.prom.factory.class": conf.PrometheusReporterFactory,
