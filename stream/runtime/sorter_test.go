@@ -82,7 +82,7 @@ func TestExternalSorterSpillsAndMerges(t *testing.T) {
 	defer func(n int) { maxMergeFanIn = n }(maxMergeFanIn)
 	maxMergeFanIn = 4
 	io, s := sortPairs(t, 40_000, 4*PageSize)
-	if io.SpillFiles() <= maxMergeFanIn {
+	if io.SpillFiles() <= int64(maxMergeFanIn) {
 		t.Fatalf("%d spill files, want more than %d (a merge pass)", io.SpillFiles(), maxMergeFanIn)
 	}
 	if s.Spilled == 0 || io.SpilledBytes() < s.Spilled {
