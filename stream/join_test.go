@@ -91,7 +91,7 @@ func spillFiles(t *testing.T, dir string) []string {
 func TestJoinSpillsUnderTinyBudget(t *testing.T) {
 	dir := t.TempDir()
 	m := runtime.NewLocalMetrics()
-	spec := joinsuite.Spec{NA: 40_000, NB: 30_000, Keys: 4000, Pad: 24}
+	spec := joinsuite.Spec{NA: 20_000, NB: 15_000, Keys: 2000, Pad: 24}
 	runJoinSuite(t, spec, stream.WithParallelism(2), stream.WithManagedMemory(1<<20), stream.WithTmpDirs(dir), stream.WithMetrics(m))
 	var spilled float64
 	for name, v := range m.Snapshot() {
@@ -156,5 +156,22 @@ func TestJoinCancelMidSpillLeavesNoFiles(t *testing.T) {
 	}
 	if left := spillFiles(t, dir); len(left) != 0 {
 		t.Fatalf("spill files left after cancelling: %v", left)
+	}
+}
+
+// The checksum form of the suite (what the cluster's memory-bound test and
+// bench-join check) agrees with its per-key reference.
+func TestJoinChecksumLocal(t *testing.T) {
+	spec := joinsuite.Spec{NA: 5000, NB: 4000, Keys: 1500}
+	env := stream.NewEnvironment(stream.WithRuntimeMode(stream.Batch), stream.WithParallelism(2))
+	res := joinsuite.BuildChecksum(env, spec).Collect()
+	if _, err := env.Execute(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := res.Values()
+	sort.Strings(got)
+	want := joinsuite.ExpectedChecksum(spec)
+	if len(want) != 2 || strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("checksums %q, want %q", got, want)
 	}
 }

@@ -137,3 +137,87 @@ func Expected(s Spec) []string {
 	sort.Strings(out)
 	return out
 }
+
+// Checksum is a count and an additive checksum of a join's results.
+type Checksum struct {
+	Kind string
+	N    int64
+	Sum  int64
+}
+
+// checksumMul separates a pair's left value from its right one.
+const checksumMul = 1_000_003
+
+// BuildChecksum adds an inner and a left outer join of the generated
+// inputs to env (Batch mode), each reduced to one Checksum line "<kind>
+// <count> <sum>": a pair counts l.V*checksumMul + r.W, an unmatched left
+// record l.V*checksumMul - 1. Its output is two lines however large the
+// inputs are.
+func BuildChecksum(env *stream.Environment, s Spec) stream.DataStream[string] {
+	a := stream.Generate(env, s.NA, s.LeftAt).Name("Lefts")
+	b := stream.Generate(env, s.NB, s.RightAt).Name("Rights")
+	ka := stream.KeyBy(a, func(l Left) string { return l.Key })
+	kb := stream.KeyBy(b, func(r Right) string { return r.Key })
+	inner := stream.InnerJoin(ka, kb, func(l Left, r Right) Checksum {
+		return Checksum{"inner", 1, l.V*checksumMul + r.W}
+	})
+	left := stream.LeftOuterJoin(ka, kb, func(l Left, r Right, ok bool) Checksum {
+		if !ok {
+			return Checksum{"left", 1, l.V*checksumMul - 1}
+		}
+		return Checksum{"left", 1, l.V*checksumMul + r.W}
+	})
+	sums := stream.KeyBy(stream.Union(inner, left), func(c Checksum) string { return c.Kind }).
+		Reduce(func(x, y Checksum) Checksum { return Checksum{x.Kind, x.N + y.N, x.Sum + y.Sum} })
+	return stream.Map(sums, func(c Checksum) string { return fmt.Sprintf("%s %d %d", c.Kind, c.N, c.Sum) })
+}
+
+// ExpectedChecksum is BuildChecksum's reference, from per-key counts and
+// sums of each side (memory per key, not per record or pair), sorted.
+func ExpectedChecksum(s Spec) []string {
+	type agg struct{ na, sv, nb, sw int64 }
+	keys := map[string]*agg{}
+	get := func(k string) *agg {
+		a := keys[k]
+		if a == nil {
+			a = &agg{}
+			keys[k] = a
+		}
+		return a
+	}
+	for i := range s.NA {
+		l := s.LeftAt(i)
+		a := get(l.Key)
+		a.na++
+		a.sv += l.V
+	}
+	for i := range s.NB {
+		r := s.RightAt(i)
+		a := get(r.Key)
+		a.nb++
+		a.sw += r.W
+	}
+	var in, left Checksum
+	for _, a := range keys {
+		pairs := a.na * a.nb
+		sum := a.sv*a.nb*checksumMul + a.sw*a.na
+		in.N += pairs
+		in.Sum += sum
+		if a.nb == 0 {
+			left.N += a.na
+			left.Sum += a.sv*checksumMul - a.na
+		} else {
+			left.N += pairs
+			left.Sum += sum
+		}
+	}
+	var out []string
+	if in.N > 0 {
+		out = append(out, fmt.Sprintf("inner %d %d", in.N, in.Sum))
+	}
+	if left.N > 0 {
+		out = append(out, fmt.Sprintf("left %d %d", left.N, left.Sum))
+	}
+	sort.Strings(out)
+	return out
+}
