@@ -602,6 +602,11 @@ func (ex *clusterExecutor) Close() {
 	if err := ex.io.Close(); err != nil {
 		ex.log.Warn().Err(err).Msg("removing spill files")
 	}
+	ex.mu.Lock()
+	for _, m := range ex.slotMemory { // no task runs any more
+		_ = m.Close()
+	}
+	ex.mu.Unlock()
 }
 
 // slot is the managed memory of the slot the subtask runs in.

@@ -61,7 +61,14 @@ func (p *Plan) ExecuteLocal(ctx context.Context) (*JobResult, error) {
 	defer cancel()
 	slots := p.localSlots()
 	iom := runtime.NewIOManager(p.env.tmpDirs)
-	defer iom.Close() // after the tasks and pumps: no spill file outlives the job
+	// After the tasks and pumps (deferred before them): no spill file
+	// outlives the job, and no page is unmapped while in use.
+	defer func() {
+		for _, m := range slots {
+			_ = m.Close()
+		}
+		_ = iom.Close()
+	}()
 
 	type sub struct {
 		gates   []*runtime.LocalGate

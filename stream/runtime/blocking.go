@@ -119,7 +119,13 @@ func (w *blockingWriter) Emit(s int, ev Event) error {
 		}
 		sub.held += int64(size)
 	}
-	sub.pages = append(sub.pages, append(make([]byte, 0, size), b...))
+	var pg []byte
+	if m := w.mem(); m != nil && size == PageSize {
+		pg = m.AllocatePage()
+	} else {
+		pg = make([]byte, 0, size)
+	}
+	sub.pages = append(sub.pages, append(pg, b...))
 	return nil
 }
 
@@ -141,6 +147,9 @@ func (w *blockingWriter) spill() error {
 				return fmt.Errorf("runtime: spilling a blocking result: %w", err)
 			}
 			w.r.io.AddSpilled(int64(len(pg)))
+			if m := w.mem(); m != nil {
+				m.FreePage(pg)
+			}
 		}
 		sub.pages = nil
 		w.release(sub)
@@ -225,12 +234,16 @@ func (r *BlockingResult) serveOne(ctx context.Context, p int, s *blockingSub, ga
 	for i, pg := range s.pages {
 		s.pages[i] = nil
 		size := int64(cap(pg))
-		if err := r.decode(byteReader{&pg}, emit); err != nil {
+		rest := pg
+		if err := r.decode(byteReader{&rest}, emit); err != nil {
 			return err
 		}
-		if m := w.mem(); m != nil && s.held >= size {
-			m.Release(size)
-			s.held -= size
+		if m := w.mem(); m != nil {
+			m.FreePage(pg)
+			if s.held >= size {
+				m.Release(size)
+				s.held -= size
+			}
 		}
 	}
 	return emit(Event{Kind: EventEndOfPartition})

@@ -27,7 +27,19 @@ type MemoryManager struct {
 	size int64
 	used atomic.Int64
 	peak atomic.Int64
+
+	// Pages live outside the Go heap (anonymous mappings of pageChunk
+	// bytes, Flink's off-heap managed memory): the GC neither scans them
+	// nor paces on them, so a full budget does not double the heap. Freed
+	// pages are reused; Close unmaps them all.
+	mu     sync.Mutex
+	free   [][]byte
+	chunks [][]byte
+	closed bool
 }
+
+// pageChunk is how much one mapping holds (pageChunk/PageSize pages).
+const pageChunk = 1 << 20
 
 // NewMemoryManager returns a budget of size bytes (at least one page).
 func NewMemoryManager(size int64) *MemoryManager {
@@ -61,6 +73,58 @@ func (m *MemoryManager) TryReserve(n int64) bool {
 
 // Release gives back n bytes reserved with TryReserve.
 func (m *MemoryManager) Release(n int64) { m.used.Add(-n) }
+
+// AllocatePage returns an empty page of PageSize capacity outside the Go
+// heap; the caller reserved it first (TryReserve) and hands it back with
+// FreePage. Nothing may reference a page after FreePage or Close.
+func (m *MemoryManager) AllocatePage() []byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if n := len(m.free); n > 0 {
+		p := m.free[n-1]
+		m.free = m.free[:n-1]
+		return p[:0]
+	}
+	if m.closed {
+		return make([]byte, 0, PageSize)
+	}
+	c, err := mapAnonymous(pageChunk)
+	if err != nil {
+		return make([]byte, 0, PageSize) // no mapping: the heap will do
+	}
+	m.chunks = append(m.chunks, c)
+	for off := PageSize; off < pageChunk; off += PageSize {
+		m.free = append(m.free, c[off:off:off+PageSize])
+	}
+	return c[0:0:PageSize]
+}
+
+// FreePage returns a page from AllocatePage for reuse.
+func (m *MemoryManager) FreePage(p []byte) {
+	if cap(p) != PageSize {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.closed {
+		m.free = append(m.free, p[:0])
+	}
+}
+
+// Close unmaps every page; the executor calls it once no task runs.
+// Idempotent.
+func (m *MemoryManager) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closed = true
+	m.free = nil
+	var errs []error
+	for _, c := range m.chunks {
+		errs = append(errs, unmap(c))
+	}
+	m.chunks = nil
+	return errors.Join(errs...)
+}
 
 // IOManager creates the spill files of batch operators under the
 // configured temporary directories (Flink's IOManager and io.tmp.dirs),

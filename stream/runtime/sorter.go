@@ -106,7 +106,7 @@ func (s *ExternalSorter) Add(k, v []byte) error {
 		return nil
 	}
 	if len(s.pages) == 0 || len(s.pages[len(s.pages)-1])+n > PageSize {
-		s.pages = append(s.pages, make([]byte, 0, PageSize))
+		s.pages = append(s.pages, s.mem.AllocatePage())
 	}
 	p := len(s.pages) - 1
 	s.offs = append(s.offs, uint64(p)<<32|uint64(len(s.pages[p])))
@@ -169,6 +169,9 @@ func (s *ExternalSorter) spill() error {
 }
 
 func (s *ExternalSorter) free() {
+	for _, p := range s.pages {
+		s.mem.FreePage(p)
+	}
 	s.pages, s.big, s.offs = nil, nil, nil
 	s.mem.Release(s.held)
 	s.held = 0

@@ -196,7 +196,9 @@ type task struct {
 // operator failed, ctx.Err() when cancelled.
 func RunTask(ctx context.Context, spec *TaskSpec, env TaskEnv) (err error) {
 	if env.Batch.Memory == nil {
-		env.Batch.Memory = NewMemoryManager(DefaultManagedMemory)
+		mem := NewMemoryManager(DefaultManagedMemory)
+		env.Batch.Memory = mem
+		defer func() { _ = mem.Close() }() // after the operators closed
 	}
 	if env.Batch.IO == nil {
 		io := NewIOManager(nil)
