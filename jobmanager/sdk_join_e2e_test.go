@@ -220,7 +220,7 @@ func TestJoinUnderSmallManagedMemoryOnCluster(t *testing.T) {
 	// Left and right records of ~110 bytes (padded keys): 300k a side.
 	spec := joinsuite.Spec{NA: 300_000, NB: 300_000, Keys: 100_000, Pad: 100}
 	peaks, wall := runJoinUnderBudget(t, spec, 2, 1, 2, "8m")
-	const boundMiB = 160
+	const boundMiB = 128
 	t.Logf("wall time %v, peak RSS MiB per process: %v", wall, peaks)
 	if len(peaks) < 2 {
 		t.Fatalf("watched %d processes, want the TaskManager and its runner", len(peaks))
