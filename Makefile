@@ -50,6 +50,15 @@ PLAINWC ?= $(abspath ../shared/bench/plainwc)
 bench-wordcount:
 	GOFL_PLAINWC=$(PLAINWC) GOFL_PROFILE_DIR=$(if $(PROFILE),$(abspath $(PROFILE))) $(GO) test -run '^$$' -bench '^BenchmarkWordcountVsPlain$$' -benchtime 1x -count $(or $(BENCH_COUNT),3) -timeout 30m ./examples/wordcount/
 
+# Issue 17's batch join: about 2 GB of generated input (1 GB a side) joined
+# on a TaskManager process with taskmanager.memory.managed.size 256m: the
+# result is checked against a per-key reference, and every gofl process
+# must peak under 600 MiB RSS. GOFL_BENCH_JOIN_RECORDS=N shrinks it (N
+# records a side).
+.PHONY: bench-join
+bench-join:
+	$(GO) test -run '^$$' -bench '^BenchmarkJoin2GB$$' -benchtime 1x -count 1 -timeout 90m ./jobmanager/
+
 # Deployment latency on the local provider: gofl run to RUNNING and to
 # FINISHED in per-job mode, and submitting to a running session
 # (RUNS, default 5).

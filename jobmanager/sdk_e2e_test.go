@@ -79,7 +79,7 @@ func (c *cluster) planSDKJobFrom(savepoint, bin string, p int, args ...string) *
 }
 
 // readParts reads every line of the part files in dir.
-func readParts(t *testing.T, dir string) []string {
+func readParts(t testing.TB, dir string) []string {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(dir, "part-*"))
 	if err != nil || len(files) == 0 {

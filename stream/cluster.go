@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,6 +77,12 @@ type clusterExecutor struct {
 	// localStateDir is the job's task-local state directory on this
 	// TaskManager (runner.EnvLocalStateDir); "" without one.
 	localStateDir string
+	// io spills the batch operators of every task; slotMemory is each
+	// slot's managed memory, by subtask index (the tasks of a slot share
+	// one index), slotSize bytes each (runner.EnvManagedMemory).
+	io         *runtime.IOManager
+	slotSize   int64
+	slotMemory map[int]*runtime.MemoryManager
 
 	mu sync.Mutex
 	// report takes the tasks' checkpoint acknowledgements and declines
@@ -152,7 +159,17 @@ func newClusterExecutor(p *Plan, shuffle *network.ShuffleEnvironment, selfAddr s
 	}
 	ex := &clusterExecutor{plan: p, shuffle: shuffle, selfAddr: selfAddr, log: log,
 		results: map[jobgraph.ResultID]int{}, tasks: map[string]*clusterTask{}, fss: checkpointing.NewFileSystems(opts),
-		localStateDir: os.Getenv(runner.EnvLocalStateDir)}
+		localStateDir: os.Getenv(runner.EnvLocalStateDir), slotSize: runtime.DefaultManagedMemory, slotMemory: map[int]*runtime.MemoryManager{}}
+	if v, err := strconv.ParseInt(os.Getenv(runner.EnvManagedMemory), 10, 64); err == nil && v > 0 {
+		ex.slotSize = v
+	}
+	var dirs []string
+	for _, d := range strings.Split(os.Getenv(runner.EnvTmpDirs), ",") {
+		if d = strings.TrimSpace(d); d != "" {
+			dirs = append(dirs, d)
+		}
+	}
+	ex.io = runtime.NewIOManager(dirs)
 	for i := range p.Graph.Edges {
 		ex.results[p.Graph.ResultIDOf(i)] = i
 	}
@@ -251,7 +268,8 @@ func (ex *clusterExecutor) runTask(ctx context.Context, req *pb.SubmitTaskReques
 	env := runtime.TaskEnv{SubtaskIndex: int(tdd.Attempt.SubtaskIndex), Parallelism: int(ti.NumberOfSubtasks), MaxParallelism: int(ti.MaxParallelism),
 		Accumulate:     func(name string, v []byte) { acc[name] = append(acc[name], v...) },
 		OperatorEvents: func(opID string) runtime.OperatorEventGateway { return ex.operatorGateway(t, opID) },
-		Metrics:        tio.user, Watermarks: tio.watermarks}
+		Metrics:        tio.user, Watermarks: tio.watermarks,
+		Batch:          runtime.BatchMemory{Memory: ex.slot(int(tdd.Attempt.SubtaskIndex)), IO: ex.io}}
 	tlog := ex.log.With().Str("attempt", attemptString(tdd.Attempt)).Logger()
 	var local *checkpointing.TaskLocalStateStore
 	if t.control != nil && localRecovery(tdd.GetJobInformation().GetConfig()) {
@@ -589,6 +607,26 @@ func (ex *clusterExecutor) Close() {
 	if err := ex.fss.Close(); err != nil {
 		ex.log.Debug().Err(err).Msg("closing checkpoint storage")
 	}
+	if err := ex.io.Close(); err != nil {
+		ex.log.Warn().Err(err).Msg("removing spill files")
+	}
+	ex.mu.Lock()
+	for _, m := range ex.slotMemory { // no task runs any more
+		_ = m.Close()
+	}
+	ex.mu.Unlock()
+}
+
+// slot is the managed memory of the slot the subtask runs in.
+func (ex *clusterExecutor) slot(subtask int) *runtime.MemoryManager {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	m := ex.slotMemory[subtask]
+	if m == nil {
+		m = runtime.NewMemoryManager(ex.slotSize)
+		ex.slotMemory[subtask] = m
+	}
+	return m
 }
 
 // Records on the network: a flags byte (bit 0: has a timestamp), the

@@ -51,6 +51,10 @@ type Environment struct {
 	args []string
 	// metrics receives the user metrics of the local executor's tasks.
 	metrics MetricGroup
+	// managedMemory and tmpDirs are the local executor's managed memory
+	// (split among its slots) and spill directories.
+	managedMemory int64
+	tmpDirs       []string
 }
 
 // Option configures a new Environment.
@@ -73,6 +77,19 @@ func WithJobName(name string) Option { return func(e *Environment) { e.name = na
 // each task keeps its own in-memory group). On a cluster the TaskManager
 // decides where they go.
 func WithMetrics(g MetricGroup) Option { return func(e *Environment) { e.metrics = g } }
+
+// WithManagedMemory sets the local executor's managed memory
+// (taskmanager.memory.managed.size of a cluster), in bytes: it is divided
+// among as many slots as the job's highest parallelism, subtask i of every
+// task using slot i's, as on a cluster. Batch operators that buffer (sorts,
+// joins, blocking exchanges) spill to disk past it. Default
+// runtime.DefaultManagedMemory per slot.
+func WithManagedMemory(bytes int64) Option { return func(e *Environment) { e.managedMemory = bytes } }
+
+// WithTmpDirs sets the local executor's spill directories (io.tmp.dirs;
+// default os.TempDir()). Spill files go into a private directory under
+// each, removed when the job ends, however it ends.
+func WithTmpDirs(dirs ...string) Option { return func(e *Environment) { e.tmpDirs = dirs } }
 
 // WithStdout redirects Print sinks (default os.Stdout).
 func WithStdout(w io.Writer) Option { return func(e *Environment) { e.stdout = w } }

@@ -59,6 +59,16 @@ func (p *Plan) ExecuteLocal(ctx context.Context) (*JobResult, error) {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	slots := p.localSlots()
+	iom := runtime.NewIOManager(p.env.tmpDirs)
+	// After the tasks and pumps (deferred before them): no spill file
+	// outlives the job, and no page is unmapped while in use.
+	defer func() {
+		for _, m := range slots {
+			_ = m.Close()
+		}
+		_ = iom.Close()
+	}()
 
 	type sub struct {
 		gates   []*runtime.LocalGate
@@ -123,14 +133,14 @@ func (p *Plan) ExecuteLocal(ctx context.Context) (*JobResult, error) {
 				}
 				producer.writers = append(producer.writers, runtime.NewLocalWriter(ctx, targets, localBatchSize))
 			case pointwise:
-				r := runtime.NewBlockingResult(1, 1)
+				r := runtime.NewBlockingResult(1, 1, p.Tasks[src.ID].Outputs[len(producer.writers)].Codec, slots[ps:ps+1], iom)
 				producer.writers = append(producer.writers, r.Writer(0))
 				gate := consumers[ps].gates[input]
 				pumps.Go(func() { _ = r.Serve(ctx, 0, gate, b, localBatchSize) })
 			}
 		}
 		if e.PartitionType == jobgraph.Blocking && !pointwise {
-			r := runtime.NewBlockingResult(src.Parallelism, dst.Parallelism)
+			r := runtime.NewBlockingResult(src.Parallelism, dst.Parallelism, p.Tasks[src.ID].Outputs[len(subs[src.ID][0].writers)].Codec, slots, iom)
 			for ps, producer := range subs[src.ID] {
 				producer.writers = append(producer.writers, r.Writer(ps))
 			}
@@ -150,7 +160,7 @@ func (p *Plan) ExecuteLocal(ctx context.Context) (*JobResult, error) {
 		spec := p.Tasks[v.ID]
 		for i, s := range subs[v.ID] {
 			env := runtime.TaskEnv{SubtaskIndex: i, Parallelism: v.Parallelism, MaxParallelism: v.EffectiveMaxParallelism(), Writers: s.writers,
-				OperatorEvents: coords.gateway(i)}
+				OperatorEvents: coords.gateway(i), Batch: runtime.BatchMemory{Memory: slots[i], IO: iom}}
 			if m := p.env.metrics; m != nil {
 				env.Metrics = m.AddGroup(v.Name).AddGroup(strconv.Itoa(i))
 			}
@@ -180,6 +190,25 @@ func (p *Plan) ExecuteLocal(ctx context.Context) (*JobResult, error) {
 		return res, fmt.Errorf("job %q failed: %w", g.Name, firstErr)
 	}
 	return res, nil
+}
+
+// localSlots are the local executor's slots' managed memory: as many as
+// the job's highest parallelism, sharing WithManagedMemory (each
+// runtime.DefaultManagedMemory by default).
+func (p *Plan) localSlots() []*runtime.MemoryManager {
+	n := 1
+	for _, v := range p.Graph.Vertices {
+		n = max(n, v.Parallelism)
+	}
+	per := int64(runtime.DefaultManagedMemory)
+	if p.env.managedMemory > 0 {
+		per = p.env.managedMemory / int64(n)
+	}
+	slots := make([]*runtime.MemoryManager, n)
+	for i := range slots {
+		slots[i] = runtime.NewMemoryManager(per)
+	}
+	return slots
 }
 
 func isCancel(err error) bool {

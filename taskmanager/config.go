@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strconv"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/gofl/gofl/logs"
 	"github.com/gofl/gofl/rpc/pb"
 	"github.com/gofl/gofl/storage"
+	"github.com/gofl/gofl/taskmanager/runner"
 )
 
 // Config configures a TaskExecutor. Zero fields take the defaults listed.
@@ -154,7 +156,7 @@ func ConfigFromConf(c *conf.Configuration) Config {
 		SlotTimeout:            conf.TaskManagerSlotTimeout.Get(c),
 		HeartbeatTimeout:       conf.HeartbeatTimeout.Get(c),
 		HeartbeatInterval:      conf.HeartbeatInterval.Get(c),
-		RunnerEnv:              storage.ClientEnv(c),
+		RunnerEnv:              append(slices.Clip(storage.ClientEnv(c)), batchMemoryEnv(c)...),
 		WorkDir:                conf.ExpandEnv(conf.TaskManagerWorkDir.Get(c)),
 		LogArchiveInterval:     conf.LogArchiveInterval.Get(c),
 	}
@@ -203,4 +205,15 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("taskmanager: invalid config: %w", err)
 	}
 	return c, nil
+}
+
+// batchMemoryEnv tells runners their slot's managed memory and the spill
+// directories (runner.EnvManagedMemory, runner.EnvTmpDirs).
+func batchMemoryEnv(c *conf.Configuration) []string {
+	slots := int64(max(conf.NumberOfTaskSlots.Get(c), 1))
+	env := []string{runner.EnvManagedMemory + "=" + strconv.FormatInt(int64(conf.TaskManagerManagedMemorySize.Get(c))/slots, 10)}
+	if d := conf.IOTmpDirs.Get(c); d != "" {
+		env = append(env, runner.EnvTmpDirs+"="+conf.ExpandEnv(d))
+	}
+	return env
 }

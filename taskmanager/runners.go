@@ -10,6 +10,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -232,6 +234,9 @@ func (p *runnerPool) start(ctx context.Context, jr *jobRunner, jobMasterAddress 
 		return nil, failure.NonRecoverable(fmt.Errorf("taskmanager: the job's runner directory: %w", err))
 	}
 	env = append(env, runner.EnvLocalStateDir+"="+localState)
+	if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, runner.EnvTmpDirs+"=") }) {
+		env = append(env, runner.EnvTmpDirs+"="+jobDir) // io.tmp.dirs' default: the work directory
+	}
 	proc, err := runner.Start(ctx, runner.Spec{JobID: jr.jobID, Binary: path, Args: info.ProgramArgs, Fingerprint: info.Fingerprint,
 		Dir: jobDir, DataListener: jr.lis, DataAddress: jr.addr, Env: env,
 		MetricsInterval: p.metricsInterval, HeartbeatInterval: p.heartbeatInterval, HeartbeatTimeout: p.heartbeatTimeout, Clock: p.clk,

@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"sync"
 )
 
 // LocalGate is an InputGate fed in-process through a bounded Go channel:
@@ -99,96 +98,6 @@ func (w *LocalWriter) Finish() error {
 		if err := w.send(s); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// BlockingResult is a local BLOCKING result: producers write everything
-// into memory, and consumers see nothing until every producer finished, as
-// with Flink's blocking partitions (which spill to disk instead).
-type BlockingResult struct {
-	mu        sync.Mutex
-	data      [][][][]Event // [producer][subpartition] chunks of blockingChunk events
-	remaining int
-	done      chan struct{}
-}
-
-// blockingChunk is how many events one chunk of a subpartition holds:
-// appending to fixed chunks never copies what is written, so a result
-// takes its size, not up to twice that while a slice grows.
-const blockingChunk = 4096
-
-// NewBlockingResult returns a result of producers × subpartitions.
-func NewBlockingResult(producers, subpartitions int) *BlockingResult {
-	r := &BlockingResult{data: make([][][][]Event, producers), remaining: producers, done: make(chan struct{})}
-	for p := range r.data {
-		r.data[p] = make([][][]Event, subpartitions)
-	}
-	return r
-}
-
-// Writer is the ResultWriter of one producer subtask.
-func (r *BlockingResult) Writer(producer int) ResultWriter {
-	return &blockingWriter{r: r, p: producer}
-}
-
-// Serve feeds subpartition sub to gate once all producers finished, the
-// producer p's events on channel base+p, then returns. It returns early
-// with ctx's error. What it handed on is released.
-func (r *BlockingResult) Serve(ctx context.Context, sub int, gate *LocalGate, base, batchSize int) error {
-	select {
-	case <-r.done:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	for p := range r.data {
-		r.mu.Lock()
-		chunks := r.data[p][sub]
-		r.data[p][sub] = nil
-		r.mu.Unlock()
-		for i, evs := range chunks {
-			chunks[i] = nil
-			for len(evs) > 0 {
-				n := min(batchSize, len(evs))
-				if err := gate.send(ctx, ChannelBatch{Channel: base + p, Events: evs[:n:n]}); err != nil {
-					return err
-				}
-				evs = evs[n:]
-			}
-		}
-	}
-	return nil
-}
-
-type blockingWriter struct {
-	r *BlockingResult
-	p int
-}
-
-func (w *blockingWriter) NumSubpartitions() int { return len(w.r.data[w.p]) }
-
-func (w *blockingWriter) Emit(s int, ev Event) error {
-	chunks := w.r.data[w.p][s]
-	if n := len(chunks); n == 0 || len(chunks[n-1]) == blockingChunk {
-		chunks = append(chunks, make([]Event, 0, blockingChunk))
-		w.r.data[w.p][s] = chunks
-	}
-	last := &chunks[len(chunks)-1]
-	*last = append(*last, ev)
-	return nil
-}
-
-func (w *blockingWriter) Flush() error { return nil }
-
-func (w *blockingWriter) Finish() error {
-	w.r.mu.Lock()
-	defer w.r.mu.Unlock()
-	for s := range w.r.data[w.p] {
-		w.r.data[w.p][s] = append(w.r.data[w.p][s], []Event{{Kind: EventEndOfPartition}})
-	}
-	w.r.remaining--
-	if w.r.remaining == 0 {
-		close(w.r.done)
 	}
 	return nil
 }

@@ -102,6 +102,10 @@ type Context struct {
 	OperatorEvents OperatorEventGateway
 	// Metrics is the operator's user metric group (see TaskEnv.Metrics).
 	Metrics MetricGroup
+	// Batch is the slot's managed memory and I/O manager (see
+	// TaskEnv.Batch); batch operators that buffer reserve and spill with it
+	// and release all of it in Close.
+	Batch BatchMemory
 
 	task  *task
 	index int

@@ -114,6 +114,12 @@ type TaskEnv struct {
 	// StateBackend configures the keyed state backends operators create
 	// with Context.NewKeyedStateBackend (zero value: hashmap).
 	StateBackend StateBackendOptions
+	// Batch is the slot's managed memory and the I/O manager the task's
+	// batch operators (sorts, joins) reserve and spill with. A nil Memory:
+	// DefaultManagedMemory for the task alone; a nil IO: one on
+	// os.TempDir that the task closes (removing its spill files) when it
+	// ends.
+	Batch BatchMemory
 	// Metrics is the subtask's metric group; each operator gets its
 	// subgroup named by the operator's name as Context.Metrics (Flink's
 	// operator scope). Nil: a
@@ -203,6 +209,20 @@ type task struct {
 // close the operators. The returned error is an *OperatorError when an
 // operator failed, ctx.Err() when cancelled.
 func RunTask(ctx context.Context, spec *TaskSpec, env TaskEnv) (err error) {
+	if env.Batch.Memory == nil {
+		mem := NewMemoryManager(DefaultManagedMemory)
+		env.Batch.Memory = mem
+		defer func() { _ = mem.Close() }() // after the operators closed
+	}
+	if env.Batch.IO == nil {
+		io := NewIOManager(nil)
+		env.Batch.IO = io
+		defer func() {
+			if cerr := io.Close(); err == nil {
+				err = cerr
+			}
+		}()
+	}
 	t, err := newTask(ctx, spec, env)
 	if err != nil {
 		return err
@@ -283,7 +303,7 @@ func newTask(ctx context.Context, spec *TaskSpec, env TaskEnv) (*task, error) {
 			SubtaskIndex: env.SubtaskIndex, Parallelism: env.Parallelism, MaxParallelism: env.MaxParallelism,
 			Accumulate: env.Accumulate, task: t, index: i,
 			Checkpointing: env.Checkpointing, side: map[string]Output{},
-			Metrics: metrics.AddGroup(os.Name),
+			Metrics: metrics.AddGroup(os.Name), Batch: env.Batch,
 		}
 		if env.OperatorEvents != nil {
 			n.ctx.OperatorEvents = env.OperatorEvents(os.ID)

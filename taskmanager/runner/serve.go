@@ -39,6 +39,12 @@ const (
 	// of their checkpointed state when state.backend.local-recovery is on;
 	// the TaskManager deletes it when the job is released there.
 	EnvLocalStateDir = "GOFL_LOCAL_STATE_DIR"
+	// EnvManagedMemory is the managed memory of one slot in bytes
+	// (taskmanager.memory.managed.size / slots); EnvTmpDirs the spill
+	// directories, comma-separated (io.tmp.dirs, else the job's directory
+	// in the TaskManager's work directory).
+	EnvManagedMemory = "GOFL_MANAGED_MEMORY_PER_SLOT"
+	EnvTmpDirs       = "GOFL_IO_TMP_DIRS"
 )
 
 // DataListener returns the data port the TaskManager handed to this runner
