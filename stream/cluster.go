@@ -269,7 +269,7 @@ func (ex *clusterExecutor) runTask(ctx context.Context, req *pb.SubmitTaskReques
 		Accumulate:     func(name string, v []byte) { acc[name] = append(acc[name], v...) },
 		OperatorEvents: func(opID string) runtime.OperatorEventGateway { return ex.operatorGateway(t, opID) },
 		Metrics:        tio.user, Watermarks: tio.watermarks,
-		Batch:          runtime.BatchMemory{Memory: ex.slot(int(tdd.Attempt.SubtaskIndex)), IO: ex.io}}
+		Batch: runtime.BatchMemory{Memory: ex.slot(int(tdd.Attempt.SubtaskIndex)), IO: ex.io}}
 	tlog := ex.log.With().Str("attempt", attemptString(tdd.Attempt)).Logger()
 	var local *checkpointing.TaskLocalStateStore
 	if t.control != nil && localRecovery(tdd.GetJobInformation().GetConfig()) {
