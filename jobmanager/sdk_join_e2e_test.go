@@ -45,6 +45,7 @@ func diffLines(got, want []string) string {
 // network's blocking partitions), with duplicate keys, keys one side
 // lacks, and an empty side, against the plain-Go reference.
 func TestJoinSuiteOnCluster(t *testing.T) {
+	parallel(t)
 	c := newCluster(t, nil)
 	c.startTaskManager("tm-a", 2)
 	c.startTaskManager("tm-b", 2)
@@ -217,6 +218,7 @@ func runJoinUnderBudget(t testing.TB, spec joinsuite.Spec, p, tms, slots int, ma
 // per TaskManager spills, is exact, and no gofl process's peak RSS passes
 // a bound far below what holding the input would take.
 func TestJoinUnderSmallManagedMemoryOnCluster(t *testing.T) {
+	parallel(t)
 	// Left and right records of ~110 bytes (padded keys): 300k a side.
 	spec := joinsuite.Spec{NA: 300_000, NB: 300_000, Keys: 100_000, Pad: 100}
 	peaks, wall := runJoinUnderBudget(t, spec, 2, 1, 2, "8m")
