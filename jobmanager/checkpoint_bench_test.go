@@ -42,6 +42,9 @@ func BenchmarkCheckpointThroughput(b *testing.B) {
 		c.waitForTaskManagers(2)
 		return &variant{name: name, c: c}
 	}
+	// Two clusters at once: each one's goroutine check would see the
+	// other's; TestMain checks the package at the end.
+	parallelTests.Store(b.Name(), true)
 	off := start("off", nil)
 	on := start("every-1s", map[string]string{"execution.checkpointing.interval": "1 s"})
 	b.ResetTimer()
