@@ -63,7 +63,7 @@ func BenchmarkWordcountEndToEnd(b *testing.B) {
 					}
 					b.Run(name, func(b *testing.B) {
 						for i := 0; i < b.N; i++ {
-							out := filepath.Join(dir, fmt.Sprintf("out-%d-%d-%v-%v-%d", size, p, tls, withMetrics, i))
+							out := filepath.Join(b.TempDir(), fmt.Sprintf("out-%d-%d-%v-%v-%d", size, p, tls, withMetrics, i))
 							runWordcountOnce(b, input, out, p, size, words, tls, withMetrics)
 						}
 					})
