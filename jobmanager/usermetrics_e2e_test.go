@@ -45,6 +45,7 @@ func TestUserMetricsRatesAndWatermarks(t *testing.T) {
 	reporter := map[string]string{
 		"metrics.reporter.prom.factory.class": conf.PrometheusReporterFactory,
 		"metrics.reporter.prom.port":          fmt.Sprintf("%d-%d", base, base+19),
+		"taskmanager.memory.managed.size":     "64m",
 	}
 	c := newCluster(t, reporter)
 	for _, id := range []string{"tm-a", "tm-b"} {
@@ -142,12 +143,14 @@ func TestUserMetricsRatesAndWatermarks(t *testing.T) {
 			Hardware struct {
 				CPUCores       int   `json:"cpuCores"`
 				PhysicalMemory int64 `json:"physicalMemory"`
+				ManagedMemory  int64 `json:"managedMemory"`
 			} `json:"hardware"`
 			MemoryConfiguration map[string]int64 `json:"memoryConfiguration"`
 		}
 		restGet(t, c, "/taskmanagers/"+tm, &info)
-		if info.Hardware.CPUCores <= 0 || info.Hardware.PhysicalMemory <= 0 || info.MemoryConfiguration == nil {
-			t.Fatalf("TaskManager %s: %+v", tm, info)
+		if info.Hardware.CPUCores <= 0 || info.Hardware.PhysicalMemory <= 0 || info.MemoryConfiguration == nil ||
+			info.Hardware.ManagedMemory != 64<<20 || info.MemoryConfiguration["managedMemory"] != 64<<20 {
+			t.Fatalf("TaskManager %s: %+v (want 64 MiB of managed memory)", tm, info)
 		}
 		c.eventually(waitLimit, func() error {
 			m := metricValues(t, c, "/taskmanagers/"+tm+"/metrics?get=Status.JVM.Memory.Heap.Used,Status.Go.Goroutines")

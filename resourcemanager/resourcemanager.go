@@ -499,7 +499,7 @@ func (rm *ResourceManager) info(te *taskExecutor) restapi.TaskManagerInfo {
 	if h := te.hardware; h != nil {
 		info.Hardware = &restapi.HardwareDescription{CPUCores: int(h.CpuCores), PhysicalMemory: h.PhysicalMemory,
 			FreeMemory: h.FreeMemory, ManagedMemory: h.ManagedMemory}
-		info.MemoryConfiguration = &restapi.MemoryConfiguration{TotalProcessMemory: h.MemoryLimit}
+		info.MemoryConfiguration = &restapi.MemoryConfiguration{TotalProcessMemory: h.MemoryLimit, ManagedMemory: h.ManagedMemory}
 	}
 	return info
 }

@@ -82,6 +82,10 @@ type Config struct {
 	// TaskManager's file-system settings (storage.ClientEnv), so user code
 	// reading or writing hdfs:// acts as the TaskManager is configured to.
 	RunnerEnv []string
+	// ManagedMemory is taskmanager.memory.managed.size, shared by the
+	// slots' batch operators (told to runners through RunnerEnv); reported
+	// in the TaskManager's hardware description.
+	ManagedMemory int64
 	// InternalTLS, if set, is the cluster's internal TLS material
 	// (security.ssl.internal.*): the gRPC server requires it of
 	// JobManagers, the gRPC clients (JobMaster, ResourceManager, blob
@@ -157,6 +161,7 @@ func ConfigFromConf(c *conf.Configuration) Config {
 		HeartbeatTimeout:       conf.HeartbeatTimeout.Get(c),
 		HeartbeatInterval:      conf.HeartbeatInterval.Get(c),
 		RunnerEnv:              append(slices.Clip(storage.ClientEnv(c)), batchMemoryEnv(c)...),
+		ManagedMemory:          int64(conf.TaskManagerManagedMemorySize.Get(c)),
 		WorkDir:                conf.ExpandEnv(conf.TaskManagerWorkDir.Get(c)),
 		LogArchiveInterval:     conf.LogArchiveInterval.Get(c),
 	}

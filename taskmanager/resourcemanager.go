@@ -97,7 +97,7 @@ func (te *TaskExecutor) registerAtResourceManager(gen uint64) {
 		Location:        te.location(),
 		NumberOfSlots:   int32(len(te.slots)),
 		InstanceId:      te.instanceID,
-		Hardware:        hardware(),
+		Hardware:        hardware(te.cfg.ManagedMemory),
 	}
 	client := rm.client
 	var resp *pb.RegisterTaskExecutorResponse

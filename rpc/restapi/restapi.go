@@ -283,7 +283,7 @@ type TaskManagerInfo struct {
 
 // HardwareDescription is Flink's: the TaskManager's cores, the machine's
 // memory, the memory free at registration (Flink: the JVM's heap size) and
-// managed memory (none in gofl), in bytes.
+// managed memory (taskmanager.memory.managed.size), in bytes.
 type HardwareDescription struct {
 	CPUCores       int   `json:"cpuCores"`
 	PhysicalMemory int64 `json:"physicalMemory"`
@@ -294,7 +294,7 @@ type HardwareDescription struct {
 // MemoryConfiguration is Flink's TaskExecutorMemoryConfiguration, in
 // bytes. A Go TaskManager has no JVM memory pools: only
 // totalProcessMemory is set, to the Go memory limit (GOMEMLIMIT), when
-// there is one.
+// there is one, and managedMemory.
 type MemoryConfiguration struct {
 	FrameworkHeap      int64 `json:"frameworkHeap"`
 	TaskHeap           int64 `json:"taskHeap"`
