@@ -96,14 +96,18 @@ type Coordinator struct {
 	// and finalDue that the next checkpoint is due at once (set when
 	// allEnded turns true, cleared by the next periodic trigger).
 	endOfData map[eg.ExecutionAttemptID]bool
-	allEnded  bool
-	finalDue  bool
-	pending   map[int64]*pending
-	store     []Completed // retained checkpoints, oldest first
-	latest    *Completed  // newest completed (or restored) checkpoint or savepoint
-	outcomes  map[int64]outcome
-	oldest    []int64 // ids in outcomes, in insertion order
-	shared    *SharedStateRegistry
+	// afterWrite are aborted checkpoints whose metadata write was in
+	// flight: their directory is discarded once the write ended, since a
+	// discard before it would leave the _metadata the write then creates.
+	afterWrite map[int64]string
+	allEnded   bool
+	finalDue   bool
+	pending    map[int64]*pending
+	store      []Completed // retained checkpoints, oldest first
+	latest     *Completed  // newest completed (or restored) checkpoint or savepoint
+	outcomes   map[int64]outcome
+	oldest     []int64 // ids in outcomes, in insertion order
+	shared     *SharedStateRegistry
 
 	stats   statsState
 	ready   Ready
@@ -123,7 +127,7 @@ func New(cfg Config, jg *jobgraph.JobGraph, restored *Restored) (*Coordinator, e
 		return nil, err
 	}
 	c := &Coordinator{cfg: cfg, jobID: jg.JobID, jg: jg, upstream: map[jobgraph.VertexID][]*jobgraph.Edge{},
-		nextID: 1, tasks: map[subtask]Task{}, endOfData: map[eg.ExecutionAttemptID]bool{}, pending: map[int64]*pending{}, outcomes: map[int64]outcome{},
+		nextID: 1, tasks: map[subtask]Task{}, endOfData: map[eg.ExecutionAttemptID]bool{}, afterWrite: map[int64]string{}, pending: map[int64]*pending{}, outcomes: map[int64]outcome{},
 		shared: newSharedStateRegistry()}
 	for _, e := range jg.Edges {
 		c.upstream[e.Target] = append(c.upstream[e.Target], e)
@@ -181,6 +185,9 @@ func (c *Coordinator) Step(now time.Duration, ev Event) error {
 		if ack, ok := ev.(Acknowledge); ok {
 			c.lateAck(ack)
 		}
+		if w, ok := ev.(MetadataWritten); ok {
+			c.discardAfterWrite(w.ID)
+		}
 		return nil
 	}
 	switch ev := ev.(type) {
@@ -215,6 +222,7 @@ func (c *Coordinator) Step(now time.Duration, ev Event) error {
 			c.abort(p, cause, false)
 		}
 	case MetadataWritten:
+		c.discardAfterWrite(ev.ID)
 		c.metadataWritten(ev)
 	case JobEnded:
 		c.jobEnded(ev.Status)
@@ -499,6 +507,7 @@ func (c *Coordinator) metadataWritten(ev MetadataWritten) {
 		return
 	}
 	if ev.Err != nil {
+		p.writing = false // ended: its directory can go now
 		c.abort(p, fmt.Errorf("%w: %s: %w", ErrMetadataWrite, p.location, ev.Err), true)
 		return
 	}
@@ -553,7 +562,11 @@ func (c *Coordinator) abort(p *pending, cause error, counted bool) {
 	for _, ack := range p.acks {
 		c.shared.Orphan(p.id, ack.Operators)
 	}
-	c.ready.Discards = append(c.ready.Discards, Discard{Location: p.location})
+	if p.writing {
+		c.afterWrite[p.id] = p.location
+	} else {
+		c.ready.Discards = append(c.ready.Discards, Discard{Location: p.location})
+	}
 	if p.savepoint() {
 		c.ready.Savepoints = append(c.ready.Savepoints, SavepointResult{RequestID: p.requestID, ID: p.id, Err: cause})
 		return
@@ -565,6 +578,15 @@ func (c *Coordinator) abort(p *pending, cause error, counted bool) {
 	if c.failures > c.cfg.TolerableFailures && c.ready.FailJob == nil {
 		c.ready.FailJob = fmt.Errorf("%w (%d failed in a row, %d tolerated): %w", ErrTooManyFailures, c.failures, c.cfg.TolerableFailures, cause)
 		c.failures = 0
+	}
+}
+
+// discardAfterWrite discards an aborted checkpoint whose metadata write
+// just ended.
+func (c *Coordinator) discardAfterWrite(id int64) {
+	if loc, ok := c.afterWrite[id]; ok {
+		delete(c.afterWrite, id)
+		c.ready.Discards = append(c.ready.Discards, Discard{Location: loc})
 	}
 }
 
