@@ -72,10 +72,19 @@ func forNomadAgents(t *testing.T, f func(t *testing.T, e *e2e, na nomadAgent)) {
 	})
 }
 
+// realNomadSlots bounds the tests deploying on the real agent at once: a
+// dev agent on this machine's 2 cores offers about 4 cores' worth of MHz,
+// and each cluster asks 1000 MHz per process (more at once: "cpu
+// exhausted"). Taken after t.Parallel, never before: a paused parallel
+// test holding one would block the serial tests.
+var realNomadSlots = make(chan struct{}, 2)
+
 // newRealNomadE2E is a world whose clusters run on the real agent.
 func newRealNomadE2E(t *testing.T) (*e2e, nomadAgent) {
 	t.Helper()
 	addr := nomadtest.RealAgent(t)
+	realNomadSlots <- struct{}{}
+	t.Cleanup(func() { <-realNomadSlots }) // after the world's own cleanups
 	e := newE2E(t)
 	e.extraArg = append(e.extraArg, "-D", "provider.nomad.address="+addr)
 	return e, newNomadAgent(t, addr, true)

@@ -71,10 +71,10 @@ non-empty output directory unless the
 job asks for stream.Overwrite. Relative paths in job arguments are rejected:
 give absolute paths or URIs.
 
-To join two inputs in batch mode (until a non-windowed join exists;
-stream.Join is windowed): key both the same way, stream.Connect them and run
-stream.CoProcess with a KeyedCoProcessFunction that keeps each side in keyed
-state and emits the matches as the other side arrives.
+To join two inputs in batch mode: stream.InnerJoin, stream.LeftOuterJoin or
+stream.CoGroup over two KeyBy streams (stream.Join is the windowed join). They
+sort both sides in managed memory (taskmanager.memory.managed.size) and spill
+to io.tmp.dirs past it.
 
 Examples:
    gofl run ./examples/wordcount --input /data/text --output /tmp/counts

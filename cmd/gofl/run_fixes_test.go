@@ -203,7 +203,7 @@ func TestRunHelpAndReadmeAnswerTheUsersQuestions(t *testing.T) {
 		"Print()":           {"Print()", "logs/<cluster-id>"},
 		"Ctrl-C":            {"Ctrl-C", "-sae", "second Ctrl-C"},
 		"local parallelism": {"GOFL_PARALLELISM="},
-		"batch join":        {"Connect", "CoProcess", "KeyedCoProcessFunction"},
+		"batch join":        {"InnerJoin", "LeftOuterJoin", "CoGroup", "managed memory"},
 	}
 	for name, doc := range map[string]string{"gofl run --help": r.stdout, "README.md": string(readme)} {
 		flat := strings.Join(strings.Fields(doc), " ")
