@@ -36,8 +36,7 @@ func TestFileSourceProgressInREST(t *testing.T) {
 	src := c.vertexID(id, "Lines")
 	var seen []string
 	midway, lastDone := false, int64(-1)
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	c.eventually(2*time.Minute, func() error {
 		d, err := c.client.JobDetails(c.ctx, id)
 		if err != nil {
 			t.Fatal(err)
@@ -60,13 +59,10 @@ func TestFileSourceProgressInREST(t *testing.T) {
 			if d.State != "FINISHED" {
 				t.Fatalf("job ended %s", d.State)
 			}
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job still %s; progress seen: %v", d.State, seen)
-		}
-		time.Sleep(50 * time.Millisecond) // a poll interval, not a wait for an event
-	}
+		return fmt.Errorf("job still %s; progress seen: %v", d.State, seen)
+	})
 	if !midway {
 		t.Fatalf("no progress between 0 and the total was reported: %v", seen)
 	}

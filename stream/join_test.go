@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gofl/gofl/internal/clustertest"
 	"github.com/gofl/gofl/internal/joinsuite"
 	"github.com/gofl/gofl/stream"
 	"github.com/gofl/gofl/stream/runtime"
@@ -129,27 +130,19 @@ func TestJoinCancelMidSpillLeavesNoFiles(t *testing.T) {
 		func(l joinsuite.Left, r joinsuite.Right) int64 { return l.V + r.W }).Collect()
 	done := make(chan error, 1)
 	go func() { _, err := env.Execute(ctx); done <- err }()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		var joins int
+	clustertest.Eventually(t, 2*time.Minute, "a spill file of the join", func() bool {
 		for _, f := range spillFiles(t, dir) {
 			if strings.HasPrefix(filepath.Base(f), "join-") {
-				joins++
+				return true
 			}
-		}
-		if joins > 0 {
-			break
 		}
 		select {
 		case err := <-done:
 			t.Fatalf("the job ended before the join spilled: %v", err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the join wrote no spill file within 2 minutes")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return false
+	})
 	cancel()
 	if err := <-done; err == nil {
 		t.Fatal("the cancelled job succeeded")

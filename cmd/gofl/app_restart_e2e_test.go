@@ -61,26 +61,9 @@ func TestApplicationJobManagerRestartE2E(t *testing.T) {
 		t.Fatalf("application jobs %v, want the fixed ID [%s]", jobs, want)
 	}
 	last, killed := killJobManager(t, e, cluster, cl, want, 0)
-	waitFor(t, 2*time.Minute, func() error {
-		d, err := cl.JobDetails(context.Background(), want)
-		if err != nil {
-			return err
-		}
-		if d.State != "RUNNING" {
-			return fmt.Errorf("job %s", d.State)
-		}
-		return nil
-	})
-	running := time.Since(killed)
-	st, err := cl.JobCheckpoints(context.Background(), want)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Latest.Restored == nil || st.Latest.Restored.ID < last {
-		t.Fatalf("the restarted JobManager's job restored %+v, want checkpoint %d or later", st.Latest.Restored, last)
-	}
+	running, restored := waitRecovered(t, cl, want, last, killed)
 	t.Logf("application mode: kill -9 after checkpoint %d: job RUNNING again %v after the kill, restored checkpoint %d (provider restart, measured under load)",
-		last, running.Round(time.Millisecond), st.Latest.Restored.ID)
+		last, running.Round(time.Millisecond), restored)
 	// Exactly one job: the restarted driver attached, it did not submit.
 	if jobs := appJobs(t, cl); !slices.Equal(jobs, []string{want}) {
 		t.Fatalf("after the restart the application has jobs %v, want [%s]", jobs, want)

@@ -54,18 +54,7 @@ func nomadRestartRun(t *testing.T, count int, out string) (*e2e, *liveRun, nomad
 // once a checkpoint after `after` completed, and returns that checkpoint.
 func killNomadJobManager(t *testing.T, cluster string, cl *client.Client, job string, after int64) int64 {
 	t.Helper()
-	var done int64
-	waitFor(t, 2*time.Minute, func() error {
-		st, err := cl.JobCheckpoints(context.Background(), job)
-		if err != nil {
-			return err
-		}
-		if st.Latest.Completed == nil || st.Latest.Completed.ID <= after {
-			return fmt.Errorf("no checkpoint after %d yet", after)
-		}
-		done = st.Latest.Completed.ID
-		return nil
-	})
+	done := waitCheckpointAfter(t, cl, job, after)
 	pids := processesOfCluster(cluster, "\x00jobmanager\x00") // the role argument, not -D jobmanager.*
 	if len(pids) != 1 {
 		t.Fatalf("JobManager processes of cluster %s: %v, want one", cluster, pids)

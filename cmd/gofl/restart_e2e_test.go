@@ -61,9 +61,9 @@ func perJobRun(t *testing.T, e *e2e, settings []string, count, keys int, out str
 	return r, m[1], cl, id
 }
 
-// killJobManager kill -9s the cluster's JobManager once a checkpoint
-// after `after` completed; it returns that checkpoint and the kill's time.
-func killJobManager(t *testing.T, e *e2e, cluster string, cl *client.Client, job string, after int64) (int64, time.Time) {
+// waitCheckpointAfter waits for a completed checkpoint of job after
+// `after` and returns it.
+func waitCheckpointAfter(t *testing.T, cl *client.Client, job string, after int64) int64 {
 	t.Helper()
 	var done int64
 	waitFor(t, 2*time.Minute, func() error {
@@ -77,6 +77,40 @@ func killJobManager(t *testing.T, e *e2e, cluster string, cl *client.Client, job
 		done = st.Latest.Completed.ID
 		return nil
 	})
+	return done
+}
+
+// waitRecovered waits until job runs again after the JobManager kill at
+// killed, checks that it restored checkpoint last or a later one, and
+// returns the time from the kill to RUNNING and the checkpoint restored.
+func waitRecovered(t *testing.T, cl *client.Client, job string, last int64, killed time.Time) (time.Duration, int64) {
+	t.Helper()
+	waitFor(t, 2*time.Minute, func() error {
+		d, err := cl.JobDetails(context.Background(), job)
+		if err != nil {
+			return err
+		}
+		if d.State != "RUNNING" {
+			return fmt.Errorf("job %s", d.State)
+		}
+		return nil
+	})
+	running := time.Since(killed)
+	st, err := cl.JobCheckpoints(context.Background(), job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Latest.Restored == nil || st.Latest.Restored.ID < last {
+		t.Fatalf("the restarted JobManager's job restored %+v, want checkpoint %d or later", st.Latest.Restored, last)
+	}
+	return running, st.Latest.Restored.ID
+}
+
+// killJobManager kill -9s the cluster's JobManager once a checkpoint
+// after `after` completed; it returns that checkpoint and the kill's time.
+func killJobManager(t *testing.T, e *e2e, cluster string, cl *client.Client, job string, after int64) (int64, time.Time) {
+	t.Helper()
+	done := waitCheckpointAfter(t, cl, job, after)
 	b, err := os.ReadFile(filepath.Join(e.clustersDir(), cluster, "jobmanager", "pid"))
 	if err != nil {
 		t.Fatal(err)
@@ -101,26 +135,9 @@ func TestPerJobJobManagerRestartE2E(t *testing.T) {
 	const count, keys = 30000, 8
 	r, cluster, cl, job := perJobRun(t, e, restartSettings(e, quorum, 2), count, keys, out)
 	last, killed := killJobManager(t, e, cluster, cl, job, 0)
-	waitFor(t, 2*time.Minute, func() error {
-		d, err := cl.JobDetails(context.Background(), job)
-		if err != nil {
-			return err
-		}
-		if d.State != "RUNNING" {
-			return fmt.Errorf("job %s", d.State)
-		}
-		return nil
-	})
-	running := time.Since(killed)
-	st, err := cl.JobCheckpoints(context.Background(), job)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Latest.Restored == nil || st.Latest.Restored.ID < last {
-		t.Fatalf("the restarted JobManager's job restored %+v, want checkpoint %d or later", st.Latest.Restored, last)
-	}
+	running, restored := waitRecovered(t, cl, job, last, killed)
 	t.Logf("kill -9 after checkpoint %d: job RUNNING again %v after the kill, restored checkpoint %d (provider restart, measured under load)",
-		last, running.Round(time.Millisecond), st.Latest.Restored.ID)
+		last, running.Round(time.Millisecond), restored)
 	r.waitLine(t, failoverLine, time.Minute)
 	if code := r.wait(t, 3*time.Minute); code != 0 {
 		t.Fatalf("gofl run: exit %d\n%s", code, r.output())
