@@ -8,12 +8,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/gofl/gofl/client"
-	"github.com/gofl/gofl/internal/tlsconf"
 )
 
 // BenchmarkInternalTLSPaired measures what internal TLS costs, in paired
@@ -90,23 +88,7 @@ func startBenchCluster(b *testing.B, internalTLS bool) string {
 	b.Helper()
 	rest, rpc := freePort(b), freePort(b)
 	logDir := b.TempDir()
-	common := []string{"-D", "jobmanager.rpc.port=" + strconv.Itoa(rpc), "-D", "jobmanager.rpc.address=127.0.0.1"}
-	if internalTLS {
-		m, err := tlsconf.Generate("bench", nil, time.Hour)
-		if err != nil {
-			b.Fatal(err)
-		}
-		env, err := m.WriteFiles(filepath.Join(logDir, "tls"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		opt := map[string]string{tlsconf.EnvCert: "cert", tlsconf.EnvKey: "key", tlsconf.EnvCA: "ca"}
-		common = append(common, "-D", "security.ssl.internal.enabled=true")
-		for _, e := range env {
-			k, v, _ := strings.Cut(e, "=")
-			common = append(common, "-D", "security.ssl.internal."+opt[k]+"="+v)
-		}
-	}
+	common := benchClusterArgs(b, rpc, internalTLS, logDir)
 	for i, args := range [][]string{
 		{"jobmanager", "-D", "rest.port=" + strconv.Itoa(rest), "-D", "rest.address=127.0.0.1"},
 		{"taskmanager", "-D", "taskmanager.numberOfTaskSlots=2", "-D", "taskmanager.rpc.port=0"},

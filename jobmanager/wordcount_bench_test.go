@@ -138,24 +138,7 @@ func runWordcountOnce(b *testing.B, input, output string, p, mb int, words int64
 			_ = c.Wait()
 		}
 	}()
-	common := []string{"-D", "jobmanager.rpc.port=" + strconv.Itoa(rpc), "-D", "jobmanager.rpc.address=127.0.0.1"}
-	if internalTLS {
-		// Internal mutual TLS on every link, with a generated cluster CA.
-		m, err := tlsconf.Generate("bench", nil, time.Hour)
-		if err != nil {
-			b.Fatal(err)
-		}
-		env, err := m.WriteFiles(filepath.Join(logDir, "tls"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		opt := map[string]string{tlsconf.EnvCert: "cert", tlsconf.EnvKey: "key", tlsconf.EnvCA: "ca"}
-		common = append(common, "-D", "security.ssl.internal.enabled=true")
-		for _, e := range env {
-			k, v, _ := strings.Cut(e, "=")
-			common = append(common, "-D", "security.ssl.internal."+opt[k]+"="+v)
-		}
-	}
+	common := benchClusterArgs(b, rpc, internalTLS, logDir)
 	promBase := 0
 	if withMetrics {
 		// Below Nomad's dynamic ports and the ephemeral ones.
@@ -323,4 +306,30 @@ func runnerPidsByBinary() []int {
 		}
 	}
 	return pids
+}
+
+// benchClusterArgs are the -D options every process of a benchmark
+// cluster shares: the JobManager's RPC address and, with internalTLS,
+// internal mutual TLS with a cluster CA generated under dir.
+func benchClusterArgs(b *testing.B, rpc int, internalTLS bool, dir string) []string {
+	b.Helper()
+	common := []string{"-D", "jobmanager.rpc.port=" + strconv.Itoa(rpc), "-D", "jobmanager.rpc.address=127.0.0.1"}
+	if !internalTLS {
+		return common
+	}
+	m, err := tlsconf.Generate("bench", nil, time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	env, err := m.WriteFiles(filepath.Join(dir, "tls"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	opt := map[string]string{tlsconf.EnvCert: "cert", tlsconf.EnvKey: "key", tlsconf.EnvCA: "ca"}
+	common = append(common, "-D", "security.ssl.internal.enabled=true")
+	for _, e := range env {
+		k, v, _ := strings.Cut(e, "=")
+		common = append(common, "-D", "security.ssl.internal."+opt[k]+"="+v)
+	}
+	return common
 }

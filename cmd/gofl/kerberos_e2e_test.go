@@ -22,24 +22,7 @@ import (
 // keytab fails the run with a message naming the principal and keytab.
 func TestDeployKerberosHDFSE2E(t *testing.T) {
 	t.Parallel()
-	k := storagetest.KerberosHDFSCluster(t)
-	e := newE2E(t)
-	base := fmt.Sprintf("/gofl-kerberos-e2e/%d", time.Now().UnixNano())
-	e.staging = k.NameNode + base + "/staging"
-	opts := storage.Options{
-		HadoopConfDir: k.ConfDir,
-		Kerberos:      storage.KerberosOptions{Keytab: k.Keytab, Principal: k.Principal, Krb5Conf: k.Krb5Conf},
-	}
-	ctx := context.Background()
-	fsys, _, err := storage.Open(ctx, k.NameNode+"/", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fsys.Close()
-	t.Cleanup(func() { _ = fsys.RemoveAll(context.Background(), base) })
-	if _, err := storage.WriteFileAtomic(ctx, fsys, base+"/input.txt", strings.NewReader(e2eText)); err != nil {
-		t.Fatal(err)
-	}
+	k, e, fsys, base := newKerberosE2E(t, "gofl-kerberos-e2e")
 	kerberos := func(keytab string) []string {
 		return []string{"-D", "fs.hdfs.hadoopconf=" + k.ConfDir,
 			"-D", "security.kerberos.login.keytab=" + keytab,
@@ -112,24 +95,7 @@ func (e *e2e) checkHDFSCounts(fsys storage.FileSystem, out, principal string) {
 // RPC port with the token alone.
 func TestSessionKerberosHDFSTokensE2E(t *testing.T) {
 	t.Parallel()
-	k := storagetest.KerberosHDFSCluster(t)
-	e := newE2E(t)
-	base := fmt.Sprintf("/gofl-kerberos-session-e2e/%d", time.Now().UnixNano())
-	e.staging = k.NameNode + base + "/staging"
-	opts := storage.Options{
-		HadoopConfDir: k.ConfDir,
-		Kerberos:      storage.KerberosOptions{Keytab: k.Keytab, Principal: k.Principal, Krb5Conf: k.Krb5Conf},
-	}
-	ctx := context.Background()
-	fsys, _, err := storage.Open(ctx, k.NameNode+"/", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fsys.Close()
-	t.Cleanup(func() { _ = fsys.RemoveAll(context.Background(), base) })
-	if _, err := storage.WriteFileAtomic(ctx, fsys, base+"/input.txt", strings.NewReader(e2eText)); err != nil {
-		t.Fatal(err)
-	}
+	k, e, fsys, base := newKerberosE2E(t, "gofl-kerberos-session-e2e")
 	e.extraArg = []string{"-D", "fs.hdfs.hadoopconf=" + k.ConfDir, "-D", "security.kerberos.login.keytab=" + k.Keytab,
 		"-D", "security.kerberos.login.principal=" + k.Principal, "-D", "security.kerberos.krb5-conf.path=" + k.Krb5Conf,
 		"-D", "log.level=info"}
@@ -169,4 +135,31 @@ func TestSessionKerberosHDFSTokensE2E(t *testing.T) {
 		t.Error("no TaskManager process of the session found")
 	}
 	expectOK(t, e.run("session", "stop", "ks"), "session stop")
+}
+
+// newKerberosE2E is a world staging on the Kerberized MiniDFS under a new
+// /<prefix>/<n>, with e2eText at <base>/input.txt, written with the test
+// keytab through fsys; the directory is removed, and fsys closed, after
+// the test.
+func newKerberosE2E(t *testing.T, prefix string) (storagetest.KerberosHDFS, *e2e, storage.FileSystem, string) {
+	t.Helper()
+	k := storagetest.KerberosHDFSCluster(t)
+	e := newE2E(t)
+	base := fmt.Sprintf("/%s/%d", prefix, time.Now().UnixNano())
+	e.staging = k.NameNode + base + "/staging"
+	opts := storage.Options{
+		HadoopConfDir: k.ConfDir,
+		Kerberos:      storage.KerberosOptions{Keytab: k.Keytab, Principal: k.Principal, Krb5Conf: k.Krb5Conf},
+	}
+	ctx := context.Background()
+	fsys, _, err := storage.Open(ctx, k.NameNode+"/", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fsys.Close() })
+	t.Cleanup(func() { _ = fsys.RemoveAll(context.Background(), base) })
+	if _, err := storage.WriteFileAtomic(ctx, fsys, base+"/input.txt", strings.NewReader(e2eText)); err != nil {
+		t.Fatal(err)
+	}
+	return k, e, fsys, base
 }
