@@ -713,9 +713,10 @@ func TestCheckpointNoticeFromADeposedLeaderIsRefused(t *testing.T) {
 	}
 	l.NotifyLeaderAddress(ha.LeaderInformation{SessionID: next, Address: c.jmAddr})
 	recv(t, c.rm.registers, "registration at the new leader")
-	eventually(t, "the old leader's job is gone", func() bool {
+	// The ResourceManager got the registration; its answer arrives after.
+	eventually(t, "the old leader's job is gone and the TaskManager registered again", func() bool {
 		s := c.snapshot()
-		return len(s.Tasks) == 0 && len(s.Jobs) == 0
+		return len(s.Tasks) == 0 && len(s.Jobs) == 0 && s.Registered
 	})
 	// The new leader's JobMaster deploys the job again on the slot.
 	c.activeSlot("a2", 0, testJobID)
