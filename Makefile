@@ -22,6 +22,7 @@ build:
 # Kerberos and dashboard tests; see the scripts.
 test:
 	scripts/minihdfs/with-hdfs.sh scripts/minihdfs/with-hdfs-hosts.sh scripts/minihdfs/with-kerberos-hdfs.sh scripts/nomad/with-nomad.sh scripts/zookeeper/with-zk.sh scripts/kafka/with-kafka.sh scripts/chromium/with-chromium.sh $(GO) test -race -count=1 -timeout 25m ./...
+	$(GO) test -count=1 -run 'NoAlloc' ./stream/...
 
 # Every fuzz target (scripts/fuzz.sh) for FUZZTIME each (default 60s);
 # CI runs them for 8s each after make test.

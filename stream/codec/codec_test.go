@@ -390,7 +390,11 @@ func TestNoAllocEncode(t *testing.T) {
 		"Tuple2":  func() { buf = tc.Append(buf[:0], T2("a", int64(1))) },
 		"Int64":   func() { buf = Int64.Append(buf[:0], 5) },
 	} {
-		if n := testing.AllocsPerRun(100, f); n != 0 {
+		n := testing.AllocsPerRun(100, f)
+		if raceEnabled && name == "Kitchen" {
+			continue // its map scratch is pooled; checked by the non-race pass
+		}
+		if n != 0 {
 			t.Errorf("%s: Append allocates %.1f times per record", name, n)
 		}
 	}
