@@ -265,3 +265,78 @@ func TestCheckpointRecordedInHAStores(t *testing.T) {
 		t.Fatalf("latest stored checkpoint %+v (%v), want 7 at %s", latest, ok, loc)
 	}
 }
+
+// With HA, a checkpoint the coordinator aborts while its metadata write is
+// in flight (here: a task failed) is never recorded in the
+// CompletedCheckpointStore, whose entry would point at the directory the
+// abort discards once the write ended.
+func TestCheckpointAbortedDuringItsMetadataWriteIsNotRecordedInHA(t *testing.T) {
+	clk := clock.NewFake(t0)
+	dir := t.TempDir()
+	cfg := testConfig(clk, 1)
+	cfg.Checkpoint = checkpoint.Config{Interval: time.Second, CheckpointsDir: "file://" + dir}
+	services := ha.NewNone(nil)
+	defer services.Close()
+	store, err := services.CompletedCheckpointStore(context.Background(), "ha", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.HA = &CheckpointRecovery{Checkpoints: store, IDs: services.CheckpointIDCounter("ha")}
+	writing, release, wrote := make(chan string, 1), make(chan struct{}), make(chan error, 1)
+	cfg.writeMetadata = func(ctx context.Context, location string, md *pb.CheckpointMetadata) error {
+		if md.CheckpointId != 1 {
+			return checkpoint.Store{}.Write(ctx, location, md)
+		}
+		writing <- location
+		<-release
+		err := checkpoint.Store{}.Write(ctx, location, md)
+		wrote <- err
+		return err
+	}
+	h := start(t, cfg, ckJob("ha"), &fakeRM{})
+	h.register("tm1", 2)
+	waitFor(t, "both deployments", func() bool { return len(h.tm("tm1").log("SubmitTask")) == 2 })
+	src, sink := h.attempt("src", 0), h.attempt("sink", 0)
+	for _, a := range []eg.ExecutionAttemptID{src, sink} {
+		if err := h.report(a, eg.Running); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the checkpoint timer", func() bool {
+		h.advance(time.Second)
+		return len(h.checkpointCalls("tm1", "TriggerCheckpoint", 1)) > 0
+	})
+	h.ack(src, 1)
+	h.ack(sink, 1)
+	var loc string
+	waitFor(t, "the metadata write", func() bool {
+		select {
+		case loc = <-writing:
+			return true
+		default:
+			return false
+		}
+	})
+	// The sink fails: the failover aborts the pending checkpoint.
+	if _, err := h.jm.UpdateTaskExecutionState(context.Background(), &pb.UpdateTaskExecutionStateRequest{JobId: h.jm.JobID(),
+		Attempt: attemptProto(sink), State: eg.Failed.String(), Failure: failover.Encode(errors.New("boom"))}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the redeployments", func() bool { return len(h.tm("tm1").log("SubmitTask")) == 4 })
+	close(release)
+	if err := <-wrote; err != nil {
+		t.Fatalf("the metadata write: %v", err)
+	}
+	waitFor(t, "the aborted checkpoint's directory discarded after its write", func() bool {
+		_, err := os.Stat(strings.TrimPrefix(loc, "file://"))
+		return errors.Is(err, os.ErrNotExist)
+	})
+	if cp, ok := store.Latest(); ok {
+		t.Fatalf("the HA store holds checkpoint %+v, which the coordinator aborted", cp)
+	}
+	for _, c := range h.checkpointCalls("tm1", "NotifyCheckpoint", 1) {
+		if c.complete {
+			t.Errorf("a task heard of the aborted checkpoint's completion: %v", c)
+		}
+	}
+}
