@@ -66,7 +66,8 @@ func (d *Deployer) cleanupHAData(clusterID string, job *api.Job) {
 }
 
 // jobManagerSettings reads the -D key=value arguments of a JobManager job
-// (see buildJob), nil if it has none.
+// (see buildJob) but those Nomad interpolates (its ports), nil if it has
+// none.
 func jobManagerSettings(job *api.Job) map[string]string {
 	if job == nil || len(job.TaskGroups) == 0 || len(job.TaskGroups[0].Tasks) == 0 {
 		return nil
@@ -85,9 +86,11 @@ func jobManagerSettings(job *api.Job) map[string]string {
 		if args[i] != "-D" {
 			continue
 		}
-		if k, v, ok := strings.Cut(args[i+1], "="); ok {
-			out[k] = strings.ReplaceAll(v, "$${", "${") // undo escapeInterpolation
+		k, v, ok := strings.Cut(args[i+1], "=")
+		if !ok || nomadPortVar.MatchString(v) {
+			continue // Nomad fills the ports in at run time; HA needs none
 		}
+		out[k] = strings.ReplaceAll(v, "$${", "${") // undo escapeInterpolation
 		i++
 	}
 	if len(out) == 0 {
