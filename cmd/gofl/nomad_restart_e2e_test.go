@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -108,10 +105,7 @@ func TestNomadPerJobJobManagerAttemptsExhaustedE2E(t *testing.T) {
 	last := killNomadJobManager(t, cluster, cl, job, 0)
 	r.waitLine(t, failoverLine, 2*time.Minute)
 	quorum := zktest.Quorum(t)
-	znode, dir := "/gofl/"+cluster, filepath.Join(e.home, "ha", cluster)
-	if _, err := os.Stat(filepath.Join(dir, "jobgraphs")); err != nil || !zktest.Exists(t, quorum, znode+"/jobgraphs/"+job) {
-		t.Fatalf("the running job's HA data: %s/jobgraphs: %v; znode %s/jobgraphs/%s exists: %v", dir, err, znode, job, zktest.Exists(t, quorum, znode+"/jobgraphs/"+job))
-	}
+	znode, dir := checkHAData(t, e, quorum, cluster, job)
 	killNomadJobManager(t, cluster, cl, job, last)
 	code := r.wait(t, 2*time.Minute)
 	if out := r.output(); code == 0 || !strings.Contains(out, "attempt 2 of 2") || !strings.Contains(out, "provider.nomad.jobmanager.attempts") {
@@ -120,13 +114,5 @@ func TestNomadPerJobJobManagerAttemptsExhaustedE2E(t *testing.T) {
 	t.Logf("gofl run after the last attempt's kill: exit %d\n%s", code, r.output())
 	na.waitClusterGone(t, cluster)
 	// Out of attempts: the cluster's HA data goes with it.
-	waitFor(t, time.Minute, func() error {
-		if zktest.Exists(t, quorum, znode) {
-			return fmt.Errorf("znode %s is still there", znode)
-		}
-		if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("%s: %v", dir, err)
-		}
-		return nil
-	})
+	waitHADataGone(t, quorum, znode, dir)
 }

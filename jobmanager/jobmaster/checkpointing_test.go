@@ -222,6 +222,19 @@ func TestSavepointPathAtStart(t *testing.T) {
 	}
 }
 
+// noneRecovery is the checkpoint recovery of job "ha" in in-memory HA
+// services (type none), retaining 1 checkpoint.
+func noneRecovery(t *testing.T) *CheckpointRecovery {
+	t.Helper()
+	services := ha.NewNone(nil)
+	t.Cleanup(func() { services.Close() })
+	store, err := services.CompletedCheckpointStore(context.Background(), "ha", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &CheckpointRecovery{Checkpoints: store, IDs: services.CheckpointIDCounter("ha")}
+}
+
 // With HA, checkpoint ids start at the counter's value, the counter moves
 // past an id before its trigger goes out, and a completed checkpoint is in
 // the CompletedCheckpointStore before any task hears of its completion.
@@ -230,14 +243,8 @@ func TestCheckpointRecordedInHAStores(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(clk, 1)
 	cfg.Checkpoint = checkpoint.Config{Interval: time.Second, CheckpointsDir: "file://" + dir, FirstID: 7}
-	services := ha.NewNone(nil)
-	defer services.Close()
-	store, err := services.CompletedCheckpointStore(context.Background(), "ha", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids := services.CheckpointIDCounter("ha")
-	cfg.HA = &CheckpointRecovery{Checkpoints: store, IDs: ids}
+	cfg.HA = noneRecovery(t)
+	store, ids := cfg.HA.Checkpoints, cfg.HA.IDs
 	h := start(t, cfg, ckJob("ha"), &fakeRM{})
 	h.register("tm1", 2)
 	waitFor(t, "both deployments", func() bool { return len(h.tm("tm1").log("SubmitTask")) == 2 })
@@ -275,13 +282,8 @@ func TestCheckpointAbortedDuringItsMetadataWriteIsNotRecordedInHA(t *testing.T) 
 	dir := t.TempDir()
 	cfg := testConfig(clk, 1)
 	cfg.Checkpoint = checkpoint.Config{Interval: time.Second, CheckpointsDir: "file://" + dir}
-	services := ha.NewNone(nil)
-	defer services.Close()
-	store, err := services.CompletedCheckpointStore(context.Background(), "ha", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.HA = &CheckpointRecovery{Checkpoints: store, IDs: services.CheckpointIDCounter("ha")}
+	cfg.HA = noneRecovery(t)
+	store := cfg.HA.Checkpoints
 	writing, release, wrote := make(chan string, 1), make(chan struct{}), make(chan error, 1)
 	cfg.writeMetadata = func(ctx context.Context, location string, md *pb.CheckpointMetadata) error {
 		if md.CheckpointId != 1 {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
-	"github.com/gofl/gofl/conf"
 	"github.com/gofl/gofl/ha"
 	"github.com/gofl/gofl/providers"
 )
@@ -47,22 +46,7 @@ func (d *Deployer) cleanupHAData(clusterID string, job *api.Job) {
 	if settings == nil {
 		return
 	}
-	c, err := conf.FromMap(settings)
-	if err != nil {
-		log.Warn().Err(err).Msg("the cluster's JobManager configuration; its HA data (if any) stays")
-		return
-	}
-	if conf.HighAvailability(c) == conf.HighAvailabilityNone {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-	defer cancel()
-	cfg := ha.ConfigFromConf(c, log)
-	if err := ha.CleanupClusterData(ctx, cfg); err != nil {
-		log.Warn().Err(err).Str("ha_cluster_id", cfg.ClusterID).Msg("removing the failed cluster's HA data; remove it by hand")
-		return
-	}
-	log.Info().Str("ha_cluster_id", cfg.ClusterID).Msg("the failed cluster's HA data removed")
+	ha.CleanupFailedCluster(settings, cleanupTimeout, log)
 }
 
 // jobManagerSettings reads the -D key=value arguments of a JobManager job
