@@ -222,6 +222,26 @@ func TestSavepointPathAtStart(t *testing.T) {
 	}
 }
 
+// runCkJobUntilTriggered runs ckJob(name) on one TaskManager, both tasks
+// RUNNING, and moves the clock on until checkpoint id is triggered.
+func runCkJobUntilTriggered(t *testing.T, cfg Config, name string, id int64) (h *harness, src, sink eg.ExecutionAttemptID) {
+	t.Helper()
+	h = start(t, cfg, ckJob(name), &fakeRM{})
+	h.register("tm1", 2)
+	waitFor(t, "both deployments", func() bool { return len(h.tm("tm1").log("SubmitTask")) == 2 })
+	src, sink = h.attempt("src", 0), h.attempt("sink", 0)
+	for _, a := range []eg.ExecutionAttemptID{src, sink} {
+		if err := h.report(a, eg.Running); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the checkpoint timer", func() bool {
+		h.advance(time.Second)
+		return len(h.checkpointCalls("tm1", "TriggerCheckpoint", id)) > 0
+	})
+	return h, src, sink
+}
+
 // noneRecovery is the checkpoint recovery of job "ha" in in-memory HA
 // services (type none), retaining 1 checkpoint.
 func noneRecovery(t *testing.T) *CheckpointRecovery {
@@ -245,19 +265,7 @@ func TestCheckpointRecordedInHAStores(t *testing.T) {
 	cfg.Checkpoint = checkpoint.Config{Interval: time.Second, CheckpointsDir: "file://" + dir, FirstID: 7}
 	cfg.HA = noneRecovery(t)
 	store, ids := cfg.HA.Checkpoints, cfg.HA.IDs
-	h := start(t, cfg, ckJob("ha"), &fakeRM{})
-	h.register("tm1", 2)
-	waitFor(t, "both deployments", func() bool { return len(h.tm("tm1").log("SubmitTask")) == 2 })
-	src, sink := h.attempt("src", 0), h.attempt("sink", 0)
-	for _, a := range []eg.ExecutionAttemptID{src, sink} {
-		if err := h.report(a, eg.Running); err != nil {
-			t.Fatal(err)
-		}
-	}
-	waitFor(t, "the checkpoint timer", func() bool {
-		h.advance(time.Second)
-		return len(h.checkpointCalls("tm1", "TriggerCheckpoint", 7)) > 0
-	})
+	h, src, sink := runCkJobUntilTriggered(t, cfg, "ha", 7)
 	if next, err := ids.Get(context.Background()); err != nil || next != 8 {
 		t.Fatalf("the counter is at %d (%v) once checkpoint 7 was triggered, want 8", next, err)
 	}
@@ -295,19 +303,7 @@ func TestCheckpointAbortedDuringItsMetadataWriteIsNotRecordedInHA(t *testing.T) 
 		wrote <- err
 		return err
 	}
-	h := start(t, cfg, ckJob("ha"), &fakeRM{})
-	h.register("tm1", 2)
-	waitFor(t, "both deployments", func() bool { return len(h.tm("tm1").log("SubmitTask")) == 2 })
-	src, sink := h.attempt("src", 0), h.attempt("sink", 0)
-	for _, a := range []eg.ExecutionAttemptID{src, sink} {
-		if err := h.report(a, eg.Running); err != nil {
-			t.Fatal(err)
-		}
-	}
-	waitFor(t, "the checkpoint timer", func() bool {
-		h.advance(time.Second)
-		return len(h.checkpointCalls("tm1", "TriggerCheckpoint", 1)) > 0
-	})
+	h, src, sink := runCkJobUntilTriggered(t, cfg, "ha", 1)
 	h.ack(src, 1)
 	h.ack(sink, 1)
 	var loc string
