@@ -118,8 +118,11 @@ var (
 	// TaskManagerResourceID identifies a TaskManager to the ResourceManager.
 	TaskManagerResourceID = StringOption("taskmanager.resource-id", "",
 		"Unique ID of the TaskManager in the cluster; empty generates host:port plus a random suffix.")
-	// TaskManagerSlotTimeout is how long an allocated slot waits for its JobMaster to accept it.
+	// TaskManagerSlotTimeout is how long an allocated slot waits for its JobMaster to accept it,
+	// and (high availability) how long a slot kept on leader loss waits for the job's new JobMaster.
 	TaskManagerSlotTimeout = DurationOption("taskmanager.slot.timeout", 10*time.Second,
-		"Time an allocated slot may wait for its job's JobMaster to accept it before the TaskManager frees it again.").
+		"Time an allocated slot may wait for its job's JobMaster to accept it before the TaskManager frees it again; "+
+			"also the grace period a slot is kept for its job when the JobManager leader is lost (high availability), "+
+			"waiting for the new leader's JobMaster of the job to take it.").
 		WithCheck(positive)
 )

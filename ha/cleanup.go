@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/rs/zerolog"
 
 	"github.com/gofl/gofl/conf"
 )
@@ -43,6 +45,30 @@ func CleanupClusterData(ctx context.Context, cfg Config) error {
 	}
 	s.log.Info().Str("znode", s.base).Str("storageDir", s.fs.URI(s.fsBase)).Msg("ha: the cluster's data removed")
 	return nil
+}
+
+// CleanupFailedCluster is CleanupClusterData for a provider removing a
+// failed cluster, given the settings (key to value) its JobManager ran
+// with: settings without high availability have nothing to remove, and
+// errors are logged, not returned (the cluster goes anyway). Blocks up to
+// timeout.
+func CleanupFailedCluster(settings map[string]string, timeout time.Duration, log zerolog.Logger) {
+	c, err := conf.FromMap(settings)
+	if err != nil {
+		log.Warn().Err(err).Msg("the cluster's JobManager configuration; its HA data (if any) stays")
+		return
+	}
+	if conf.HighAvailability(c) == conf.HighAvailabilityNone {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cfg := ConfigFromConf(c, log)
+	if err := CleanupClusterData(ctx, cfg); err != nil {
+		log.Warn().Err(err).Str("ha_cluster_id", cfg.ClusterID).Msg("removing the failed cluster's HA data; remove it by hand")
+		return
+	}
+	log.Info().Str("ha_cluster_id", cfg.ClusterID).Msg("the failed cluster's HA data removed")
 }
 
 // deleteTree deletes the znode p and everything below it; a missing node

@@ -460,9 +460,10 @@ func TestHAStandaloneTaskManagersFollowTheLeader(t *testing.T) {
 	registered := time.Since(killed)
 	h.waitFor(id, 60*time.Second, "RUNNING")
 	running := time.Since(killed)
-	// The TaskManagers cancel the old leader's tasks and free their slots
-	// at once, so the recovered job runs and checkpoints long before the
-	// old JobMaster's heartbeat timeout (60 s) would free them.
+	// The TaskManagers cancel the old leader's tasks at once and offer
+	// their kept slots to the new leader's JobMaster, so the recovered job
+	// runs and checkpoints long before the old JobMaster's heartbeat
+	// timeout (60 s) would free them.
 	next := h.waitCheckpointAfter(id, last, 30*time.Second)
 	t.Logf("the TaskManagers registered at the new leader %v after the kill; job RUNNING after %v; checkpoint %d (after %d) completed after %v",
 		registered.Round(time.Millisecond), running.Round(time.Millisecond), next, last, time.Since(killed).Round(time.Millisecond))

@@ -43,7 +43,8 @@ type Config struct {
 	// growing with jitter up to MaxRegistrationBackoff; default 100 ms.
 	RegistrationBackoff time.Duration
 	// SlotTimeout is how long an allocated slot waits for its JobMaster to
-	// accept it before it is freed again (taskmanager.slot.timeout);
+	// accept it before it is freed again (taskmanager.slot.timeout), and how
+	// long a slot kept on leader loss waits for the job's next JobMaster;
 	// default 10 s.
 	SlotTimeout time.Duration
 	// HeartbeatTimeout applies when a registration response carries no

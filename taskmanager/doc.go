@@ -43,6 +43,11 @@
 //     slot. Accepted slots become active; rejected ones, and ones not
 //     accepted within Config.SlotTimeout, are freed and reported. FreeSlot
 //     cancels the slot's tasks; the slot is free once they ended.
+//   - Leader loss (high availability). On a new ResourceManager leader
+//     session the jobs of the old leader's JobMasters lose their tasks but
+//     keep their slots, allocated and inactive, for Config.SlotTimeout: they
+//     are reported allocated and offered to the job's JobMaster at the new
+//     leader (retried while it refuses), and freed if none took them.
 //   - Rejections are paced. A JobMaster that rejects the registration or
 //     offered slots starts a per-job backoff that outlives the connection:
 //     the next registration or offer for the job waits for it. A

@@ -15,7 +15,9 @@ import (
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/gofl/gofl/internal/blob"
 	"github.com/gofl/gofl/internal/clock"
@@ -184,20 +186,21 @@ func (r *fakeRM) DisconnectTaskExecutor(_ context.Context, req *pb.DisconnectTas
 // fakeJM is an in-test JobMaster (serving any job) that records calls.
 type fakeJM struct {
 	pb.UnimplementedJobMasterServiceServer
-	id                 string
-	heartbeatTimeoutMs int64
-	accept             func(*pb.SlotOffer) bool // nil: accept all
-	offerGate          chan struct{}            // if set, OfferSlots waits for it
-	updateErr          atomic.Value             // error for UpdateTaskExecutionState, if set
-	registerErr        atomic.Value             // error for RegisterTaskManager, if set
-	registers          chan *pb.RegisterTaskManagerRequest
-	offers             chan *pb.OfferSlotsRequest
-	updates            chan *pb.UpdateTaskExecutionStateRequest
-	disconnects        chan *pb.DisconnectTaskManagerRequest
-	lost               chan *pb.ReportPartitionsLostRequest
-	acks               chan *pb.AcknowledgeCheckpointRequest
-	declines           chan *pb.DeclineCheckpointRequest
-	blobs              *blob.Store // job binaries, served by the JobMaster's BlobService
+	id                  string
+	heartbeatTimeoutMs  int64
+	accept              func(*pb.SlotOffer) bool // nil: accept all
+	offerGate           chan struct{}            // if set, OfferSlots waits for it
+	updateErr           atomic.Value             // error for UpdateTaskExecutionState, if set
+	registerErr         atomic.Value             // error for RegisterTaskManager, if set
+	refuseRegistrations atomic.Int32             // refuse this many RegisterTaskManager calls (NOT_FOUND)
+	registers           chan *pb.RegisterTaskManagerRequest
+	offers              chan *pb.OfferSlotsRequest
+	updates             chan *pb.UpdateTaskExecutionStateRequest
+	disconnects         chan *pb.DisconnectTaskManagerRequest
+	lost                chan *pb.ReportPartitionsLostRequest
+	acks                chan *pb.AcknowledgeCheckpointRequest
+	declines            chan *pb.DeclineCheckpointRequest
+	blobs               *blob.Store // job binaries, served by the JobMaster's BlobService
 }
 
 func newFakeJM() *fakeJM {
@@ -210,6 +213,9 @@ func newFakeJM() *fakeJM {
 
 func (j *fakeJM) RegisterTaskManager(_ context.Context, req *pb.RegisterTaskManagerRequest) (*pb.RegisterTaskManagerResponse, error) {
 	send(j.registers, req)
+	if j.refuseRegistrations.Add(-1) >= 0 {
+		return nil, status.Error(codes.NotFound, "dispatcher: no JobMaster for the job yet")
+	}
 	if err, ok := j.registerErr.Load().(error); ok {
 		return nil, err
 	}

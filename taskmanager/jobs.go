@@ -207,6 +207,13 @@ func (te *TaskExecutor) registerAtJobMaster(jc *jobConnection) {
 			}
 			if err != nil {
 				te.jobRejected(jc.jobID)
+				if te.jobHasKeptSlots(jc.jobID) {
+					// The new leader may not run the job's JobMaster yet:
+					// try again after the pause, until the slots time out.
+					jc.log.Info().Err(err).Str("job_master", jc.address).Msg("registration at the new leader's JobMaster failed; the kept slots wait")
+					te.registerAtJobMaster(jc)
+					return
+				}
 				jc.log.Warn().Err(err).Str("job_master", jc.address).Msg("registration at the JobMaster failed; giving up the job's slots")
 				te.jobMasterLost(jc, fmt.Sprintf("registration at JobMaster %s failed: %v", jc.address, err), false)
 				return
@@ -314,8 +321,14 @@ func (te *TaskExecutor) offerSlots(jc *jobConnection) {
 					continue // freed or re-allocated meanwhile
 				}
 				if accepted[s.allocationID] {
-					s.active = true
+					s.active, s.kept = true, false
 					jc.log.Info().Str("allocation_id", s.allocationID).Int("slot", s.index).Msg("JobMaster accepted slot")
+					continue
+				}
+				if s.kept {
+					// The recovered JobMaster may not ask for slots yet: offered
+					// again after the pause, until the slot times out.
+					jc.log.Info().Str("allocation_id", s.allocationID).Int("slot", s.index).Err(err).Msg("JobMaster did not take the kept slot yet")
 					continue
 				}
 				if err == nil {
@@ -325,6 +338,7 @@ func (te *TaskExecutor) offerSlots(jc *jobConnection) {
 				freed++
 			}
 			if err != nil || len(accepted) < len(slots) {
+				// Also paces the offers of kept slots.
 				te.jobRejected(jc.jobID)
 			} else {
 				delete(te.jobRetry, jc.jobID) // the JobMaster takes what it is offered
@@ -401,6 +415,32 @@ func (te *TaskExecutor) enqueueReport(req *pb.UpdateTaskExecutionStateRequest) {
 		_, err := c.UpdateTaskExecutionState(ctx, req)
 		return err
 	})
+}
+
+// jobMasterLeaderLost is jobMasterLost for a JobMaster that lost its
+// leadership: the job's slots are kept (keepSlot) instead of freed, for
+// the new leader's JobMaster of the job.
+func (te *TaskExecutor) jobMasterLeaderLost(jc *jobConnection, cause string) {
+	if te.jobs[jc.jobID] != jc {
+		return
+	}
+	te.closeJobConnection(jc, cause, false, true, nil)
+	failure := errors.New(cause)
+	for _, t := range te.sortedTasks() {
+		if t.jobID == jc.jobID {
+			te.cancelTask(t, failure)
+		}
+	}
+	for _, s := range te.slots {
+		if s.jobID == jc.jobID {
+			te.keepSlot(s)
+		}
+	}
+	if n := len(te.partitions[jc.jobID]); n > 0 {
+		jc.log.Info().Int("partitions", n).Msg("releasing the job's partitions")
+		delete(te.partitions, jc.jobID)
+	}
+	te.sendSlotReport()
 }
 
 // jobMasterLost closes the job's connection, cancels its tasks, frees its

@@ -12,7 +12,10 @@ import (
 // slot is one entry of the slot table: free, or allocated to an allocation
 // of a job. An allocated slot is active once the job's JobMaster accepted
 // it; only active slots run tasks. A freed slot whose tasks still run is
-// releasing until the last one ended, like Flink's TaskSlot.
+// releasing until the last one ended, like Flink's TaskSlot. A slot whose
+// JobMaster lost its leadership is kept: still allocated to the job, but
+// inactive, waiting up to Config.SlotTimeout for the job's next JobMaster
+// to take it (Flink's markSlotInactive).
 type slot struct {
 	index        int
 	allocationID string
@@ -20,6 +23,7 @@ type slot struct {
 	allocSeq     uint64 // distinguishes allocations for the slot timeout
 	active       bool
 	releasing    bool
+	kept         bool
 }
 
 func (s *slot) free() bool { return s.allocationID == "" }
@@ -43,6 +47,40 @@ func (te *TaskExecutor) jobHasSlots(jobID string) bool {
 		}
 	}
 	return false
+}
+
+func (te *TaskExecutor) jobHasKeptSlots(jobID string) bool {
+	for _, s := range te.slots {
+		if s.jobID == jobID && s.kept {
+			return true
+		}
+	}
+	return false
+}
+
+// keepSlot makes an allocated slot inactive but keeps its allocation for
+// the job's next JobMaster (a new leader), which it is offered to; if no
+// JobMaster took it within Config.SlotTimeout it is freed. The caller
+// cancels the slot's tasks and sends the slot report.
+func (te *TaskExecutor) keepSlot(s *slot) {
+	if s.free() || s.releasing {
+		return
+	}
+	s.active, s.kept, s.allocSeq = false, true, te.nextSeq()
+	seq, job := s.allocSeq, s.jobID
+	te.log.Info().Str("job_id", job).Str("allocation_id", s.allocationID).Int("slot", s.index).
+		Dur("slot_timeout", te.cfg.SlotTimeout).Msg("keeping the slot for the job's next JobMaster")
+	te.after(te.cfg.SlotTimeout, func() {
+		if s.allocSeq != seq || !s.kept || s.free() || s.releasing {
+			return
+		}
+		te.log.Warn().Str("job_id", job).Str("allocation_id", s.allocationID).Int("slot", s.index).Dur("timeout", te.cfg.SlotTimeout).
+			Msg("no JobMaster took the kept slot in time; freeing it")
+		s.kept = false
+		te.freeSlot(s, fmt.Sprintf("kept slot not taken by a JobMaster within %v", te.cfg.SlotTimeout), nil)
+		te.sendSlotReport()
+		te.closeJobIfIdle(job)
+	})
 }
 
 func (te *TaskExecutor) slotReport() *pb.SlotReport {
@@ -128,6 +166,7 @@ func (te *TaskExecutor) freeSlot(s *slot, cause string, cancelCause error) {
 	}
 	te.log.Info().Str("job_id", s.jobID).Str("allocation_id", s.allocationID).Int("slot", s.index).
 		Int("tasks", n).Str("cause", cause).Msg("freeing slot")
+	s.kept = false
 	if n > 0 {
 		s.releasing = true
 		return

@@ -33,6 +33,9 @@ type SlotInfo struct {
 	JobID        string
 	Active       bool // accepted by the JobMaster
 	Releasing    bool // freed, waiting for its tasks to end
+	// Kept: its JobMaster lost its leadership; it waits for the job's next
+	// one until taskmanager.slot.timeout.
+	Kept bool
 }
 
 // JobInfo describes the connection to one job's JobMaster.
@@ -78,7 +81,7 @@ func (te *TaskExecutor) Snapshot(ctx context.Context) (Snapshot, error) {
 			s.Registered, s.ResourceManagerID = true, te.rm.id
 		}
 		for _, sl := range te.slots {
-			s.Slots = append(s.Slots, SlotInfo{Index: sl.index, AllocationID: sl.allocationID, JobID: sl.jobID, Active: sl.active, Releasing: sl.releasing})
+			s.Slots = append(s.Slots, SlotInfo{Index: sl.index, AllocationID: sl.allocationID, JobID: sl.jobID, Active: sl.active, Releasing: sl.releasing, Kept: sl.kept})
 		}
 		for _, jc := range te.jobs {
 			s.Jobs = append(s.Jobs, JobInfo{JobID: jc.jobID, Address: jc.address, Connected: jc.connected, JobMasterID: jc.jobMasterID,

@@ -348,14 +348,25 @@ func (te *TaskExecutor) resourceManagerLeader(info ha.LeaderInformation) {
 	// The JobMasters lead with the ResourceManager, in one process: the
 	// jobs connected under an older leader session, or at another address,
 	// lost theirs, even when the new leader has the old one's address (a
-	// JobManager restarted on its ports). Their tasks are cancelled and
-	// their slots freed for the new leader, which recovers the jobs.
+	// JobManager restarted on its ports). Their tasks are cancelled, but
+	// their slots are kept for the new leader, which recovers the jobs:
+	// the slot report shows them allocated, and they are offered to the
+	// job's new JobMaster (the leader's address) first.
+	var kept []string
 	for _, jc := range te.sortedJobs() {
 		if jc.address != info.Address || jc.leaderSession == nil || *jc.leaderSession != info.SessionID {
-			te.jobMasterLost(jc, "the JobManager lost its leadership to "+info.Address+" (leader session "+info.SessionID.String()+")", false)
+			te.jobMasterLeaderLost(jc, "the JobManager lost its leadership to "+info.Address+" (leader session "+info.SessionID.String()+")")
+			if te.jobHasKeptSlots(jc.jobID) {
+				kept = append(kept, jc.jobID)
+			}
 		}
 	}
 	te.connectToResourceManager("a new ResourceManager leader", false)
+	for _, job := range kept {
+		if err := te.connectJob(job, info.Address); err != nil {
+			te.log.Warn().Err(err).Str("job_id", job).Msg("cannot connect to the new leader's JobMaster; the kept slots time out")
+		}
+	}
 }
 
 // fail stops the TaskExecutor with err, which Run returns.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -649,23 +650,36 @@ func (f *fakeLeaderHA) LeaderRetriever(component string, l ha.LeaderRetrievalLis
 	return nopCloser{}, nil
 }
 
-// A new leader session at the old leader's address (a JobManager restarted
-// on its ports) still means the JobMasters connected before lost their
-// leadership: the job's tasks are cancelled, its slots freed, and the
-// TaskManager registers at the new leader.
-func TestNewLeaderAtTheSameAddressLosesTheOldJobMasters(t *testing.T) {
+// haCluster is a TaskExecutor following a fake leader retrieval, with its
+// fake RM and JM at the first leader's address; it returns the listener.
+func haCluster(t *testing.T, rm *fakeRM, jm *fakeJM, cfg Config) (*cluster, ha.LeaderRetrievalListener) {
+	t.Helper()
 	f := &fakeLeaderHA{listeners: make(chan ha.LeaderRetrievalListener, 1)}
-	dial := func(addr string) (pb.ResourceManagerServiceClient, io.Closer, error) {
+	cfg.LeaderRetrieval = f
+	cfg.DialResourceManager = func(addr string) (pb.ResourceManagerServiceClient, io.Closer, error) {
 		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			return nil, nil, err
 		}
 		return pb.NewResourceManagerServiceClient(cc), cc, nil
 	}
-	c := newCluster(t, nil, nil, Config{LeaderRetrieval: f, DialResourceManager: dial})
+	c := newCluster(t, rm, jm, cfg)
 	l := recv(t, f.listeners, "leader listener")
+	return c, l
+}
+
+// A new leader session at the old leader's address (a JobManager restarted
+// on its ports) still means the JobMasters connected before lost their
+// leadership: the job's tasks are cancelled and the TaskManager registers
+// at the new leader. The job's slot is kept (taskmanager.slot.timeout):
+// the slot report to the new leader shows it allocated to the job, and it
+// is offered to the job's new JobMaster, which takes it: the same
+// allocation runs the job's next attempt.
+func TestNewLeaderKeepsTheJobsSlotsForItsNextJobMaster(t *testing.T) {
+	c, l := haCluster(t, nil, nil, Config{})
 	l.NotifyLeaderAddress(ha.LeaderInformation{SessionID: ha.NewSessionID(), Address: c.jmAddr})
 	c.activeSlot("a1", 0, testJobID)
+	recv(t, c.jm.offers, "offer to the first leader")
 	a := attempt("sleeper", 0, 0)
 	if err := c.submit(testJobID, tdd(testJobID, "a1", "sleep", `{"duration":"1 min"}`, a)); err != nil {
 		t.Fatal(err)
@@ -673,10 +687,75 @@ func TestNewLeaderAtTheSameAddressLosesTheOldJobMasters(t *testing.T) {
 	c.states(a, 2)
 	l.NotifyLeaderAddress(ha.LeaderInformation{SessionID: ha.NewSessionID(), Address: c.jmAddr})
 	recv(t, c.rm.registers, "registration at the new leader")
-	eventually(t, "the old leader's job is gone", func() bool {
+	for {
+		r := recv(t, c.rm.reports, "slot report to the new leader")
+		if sl := r.SlotReport.Slots[0]; sl.AllocationId == "a1" && sl.JobId == testJobID {
+			break
+		}
+	}
+	o := recv(t, c.jm.offers, "offer of the kept slot to the new JobMaster")
+	if len(o.Slots) != 1 || o.Slots[0].AllocationId != "a1" || o.Slots[0].SlotIndex != 0 {
+		t.Fatalf("offer = %v, want the kept allocation a1 in slot 0", o.Slots)
+	}
+	eventually(t, "the old task is gone and the kept slot active again", func() bool {
 		s := c.snapshot()
-		return len(s.Tasks) == 0 && len(s.Jobs) == 0 && s.Slots[0].AllocationID == ""
+		return len(s.Tasks) == 0 && s.Slots[0].AllocationID == "a1" && s.Slots[0].Active && !s.Slots[0].Kept && len(s.Jobs) == 1
 	})
+	b := attempt("sleeper", 0, 1)
+	if err := c.submit(testJobID, tdd(testJobID, "a1", "sleep", `{"duration":"1 min"}`, b)); err != nil {
+		t.Fatal(err)
+	}
+	c.states(b, 2)
+}
+
+// A kept slot that no JobMaster takes is freed after
+// taskmanager.slot.timeout (an injected clock): the new leader's JobMaster
+// is not there at first (its registration is refused), then refuses the
+// slot; until the timeout the slot stays allocated to the job and is
+// offered again, then it is freed and reported free.
+func TestKeptSlotNobodyTakesIsFreedAfterTheSlotTimeout(t *testing.T) {
+	rm, jm := newFakeRM(), newFakeJM()
+	rm.heartbeatTimeoutMs, jm.heartbeatTimeoutMs = 3_600_000, 3_600_000
+	var refuse atomic.Bool
+	jm.accept = func(*pb.SlotOffer) bool { return !refuse.Load() }
+	clk := clock.NewFake(time.Unix(1000, 0))
+	const timeout = time.Minute
+	c, l := haCluster(t, rm, jm, Config{Clock: clk, SlotTimeout: timeout})
+	l.NotifyLeaderAddress(ha.LeaderInformation{SessionID: ha.NewSessionID(), Address: c.jmAddr})
+	c.activeSlot("a1", 0, testJobID)
+	recv(t, jm.registers, "registration at the first JobMaster")
+	recv(t, jm.offers, "offer to the first JobMaster")
+	jm.refuseRegistrations.Store(1)
+	refuse.Store(true)
+	kept := clk.Now()
+	l.NotifyLeaderAddress(ha.LeaderInformation{SessionID: ha.NewSessionID(), Address: c.jmAddr})
+	recv(t, rm.registers, "registration at the new leader")
+	recv(t, jm.registers, "registration at the new JobMaster (refused)")
+	if s := c.snapshot().Slots[0]; s.AllocationID != "a1" || !s.Kept || s.Active {
+		t.Fatalf("slot after the leader change = %+v, want a1 kept and inactive", s)
+	}
+	advanceUntil(t, clk, jm.registers, "the registration retried after its pause")
+	o := recv(t, jm.offers, "offer of the kept slot (refused)")
+	if len(o.Slots) != 1 || o.Slots[0].AllocationId != "a1" {
+		t.Fatalf("offer = %v, want a1", o.Slots)
+	}
+	advanceUntil(t, clk, jm.offers, "the kept slot offered again after the pause")
+	// Up to just before the timeout the slot stays the job's.
+	clk.Advance(kept.Add(timeout - time.Second).Sub(clk.Now()))
+	if s := c.snapshot().Slots[0]; s.AllocationID != "a1" || !s.Kept {
+		t.Fatalf("slot %v after the leader change = %+v, want a1 still kept", timeout-time.Second, s)
+	}
+	clk.Advance(time.Second)
+	eventually(t, "the kept slot freed after the slot timeout and its job forgotten", func() bool {
+		s := c.snapshot()
+		return s.Slots[0].AllocationID == "" && !s.Slots[0].Kept && len(s.Jobs) == 0
+	})
+	for {
+		r := recv(t, rm.reports, "slot report with the slot free")
+		if r.SlotReport.Slots[0].AllocationId == "" {
+			break
+		}
+	}
 }
 
 // A checkpoint notice carries its JobMaster's leader session: once this
@@ -684,16 +763,7 @@ func TestNewLeaderAtTheSameAddressLosesTheOldJobMasters(t *testing.T) {
 // deposed JobManager never makes a sink commit; the new leader's (and a
 // session not heard of yet) are accepted.
 func TestCheckpointNoticeFromADeposedLeaderIsRefused(t *testing.T) {
-	f := &fakeLeaderHA{listeners: make(chan ha.LeaderRetrievalListener, 1)}
-	dial := func(addr string) (pb.ResourceManagerServiceClient, io.Closer, error) {
-		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			return nil, nil, err
-		}
-		return pb.NewResourceManagerServiceClient(cc), cc, nil
-	}
-	c := newCluster(t, nil, nil, Config{LeaderRetrieval: f, DialResourceManager: dial})
-	l := recv(t, f.listeners, "leader listener")
+	c, l := haCluster(t, nil, nil, Config{})
 	old, next := ha.NewSessionID(), ha.NewSessionID()
 	l.NotifyLeaderAddress(ha.LeaderInformation{SessionID: old, Address: c.jmAddr})
 	c.activeSlot("a1", 0, testJobID)
@@ -714,14 +784,13 @@ func TestCheckpointNoticeFromADeposedLeaderIsRefused(t *testing.T) {
 	l.NotifyLeaderAddress(ha.LeaderInformation{SessionID: next, Address: c.jmAddr})
 	recv(t, c.rm.registers, "registration at the new leader")
 	// The ResourceManager got the registration; its answer arrives after.
-	eventually(t, "the old leader's job is gone and the TaskManager registered again", func() bool {
+	eventually(t, "the old leader's task is gone, the TaskManager registered again and the new JobMaster took the kept slot", func() bool {
 		s := c.snapshot()
-		return len(s.Tasks) == 0 && len(s.Jobs) == 0 && s.Registered
+		return len(s.Tasks) == 0 && s.Registered && s.Slots[0].AllocationID == "a1" && s.Slots[0].Active
 	})
 	// The new leader's JobMaster deploys the job again on the slot.
-	c.activeSlot("a2", 0, testJobID)
 	b := attempt("sleeper", 0, 1)
-	if err := c.submit(testJobID, tdd(testJobID, "a2", "sleep", `{"duration":"1 min"}`, b)); err != nil {
+	if err := c.submit(testJobID, tdd(testJobID, "a1", "sleep", `{"duration":"1 min"}`, b)); err != nil {
 		t.Fatal(err)
 	}
 	c.states(b, 2)

@@ -99,7 +99,7 @@ func (te *TaskExecutor) submitTask(req *pb.SubmitTaskRequest) error {
 	}
 	// A JobMaster deploying into a slot it was offered has accepted it, even
 	// if its OfferSlots reply has not arrived yet (Flink's tryMarkSlotActive).
-	s.active = true
+	s.active, s.kept = true, false
 	if _, dup := te.tasks[key]; dup {
 		return status.Errorf(codes.AlreadyExists, "task %s is already running", key)
 	}

@@ -98,11 +98,14 @@ func TestNomadPerJobJobManagerRestartE2E(t *testing.T) {
 
 // TestNomadPerJobJobManagerAttemptsExhaustedE2E kills the JobManager on
 // both of its attempts: the run fails with a message naming the cluster's
-// end, and no allocation or process of the cluster is left.
+// end, no allocation or process of the cluster is left, and its HA data
+// (znode and storageDir directory, there before the last kill) is gone.
 func TestNomadPerJobJobManagerAttemptsExhaustedE2E(t *testing.T) {
-	_, r, na, cluster, cl, job := nomadRestartRun(t, 1_000_000, filepath.Join(t.TempDir(), "out"))
+	e, r, na, cluster, cl, job := nomadRestartRun(t, 1_000_000, filepath.Join(t.TempDir(), "out"))
 	last := killNomadJobManager(t, cluster, cl, job, 0)
 	r.waitLine(t, failoverLine, 2*time.Minute)
+	quorum := zktest.Quorum(t)
+	znode, dir := checkHAData(t, e, quorum, cluster, job)
 	killNomadJobManager(t, cluster, cl, job, last)
 	code := r.wait(t, 2*time.Minute)
 	if out := r.output(); code == 0 || !strings.Contains(out, "attempt 2 of 2") || !strings.Contains(out, "provider.nomad.jobmanager.attempts") {
@@ -110,4 +113,6 @@ func TestNomadPerJobJobManagerAttemptsExhaustedE2E(t *testing.T) {
 	}
 	t.Logf("gofl run after the last attempt's kill: exit %d\n%s", code, r.output())
 	na.waitClusterGone(t, cluster)
+	// Out of attempts: the cluster's HA data goes with it.
+	waitHADataGone(t, quorum, znode, dir)
 }

@@ -154,16 +154,32 @@ func TestPerJobJobManagerAttemptsExhaustedE2E(t *testing.T) {
 	r, cluster, cl, job := perJobRun(t, e, restartSettings(e, quorum, 2), 1_000_000, 8, filepath.Join(e.home, "out"))
 	last, _ := killJobManager(t, e, cluster, cl, job, 0)
 	r.waitLine(t, failoverLine, 2*time.Minute)
-	znode, dir := "/gofl/"+cluster, filepath.Join(e.home, "ha", cluster)
-	if _, err := os.Stat(filepath.Join(dir, "jobgraphs")); err != nil || !zktest.Exists(t, quorum, znode+"/jobgraphs/"+job) {
-		t.Fatalf("the running job's HA data: %s/jobgraphs: %v; znode %s/jobgraphs/%s exists: %v", dir, err, znode, job, zktest.Exists(t, quorum, znode+"/jobgraphs/"+job))
-	}
+	znode, dir := checkHAData(t, e, quorum, cluster, job)
 	killJobManager(t, e, cluster, cl, job, last)
 	code := r.wait(t, 2*time.Minute)
 	if out := r.output(); code == 0 || !strings.Contains(out, "attempt 2 of 2") || !strings.Contains(out, "provider.local.jobmanager.attempts") {
 		t.Fatalf("gofl run after the last attempt's kill: exit %d\n%s", code, out)
 	}
 	// Out of attempts: the cluster's HA data goes with it.
+	waitHADataGone(t, quorum, znode, dir)
+}
+
+// checkHAData checks that the running job of the cluster has HA data (its
+// JobGraph under the cluster's znode and storageDir directory, at e.home/ha)
+// and returns the znode and the directory.
+func checkHAData(t *testing.T, e *e2e, quorum, cluster, job string) (znode, dir string) {
+	t.Helper()
+	znode, dir = "/gofl/"+cluster, filepath.Join(e.home, "ha", cluster)
+	if _, err := os.Stat(filepath.Join(dir, "jobgraphs")); err != nil || !zktest.Exists(t, quorum, znode+"/jobgraphs/"+job) {
+		t.Fatalf("the running job's HA data: %s/jobgraphs: %v; znode %s/jobgraphs/%s exists: %v", dir, err, znode, job, zktest.Exists(t, quorum, znode+"/jobgraphs/"+job))
+	}
+	return znode, dir
+}
+
+// waitHADataGone waits until the cluster's znode and storageDir directory
+// are gone.
+func waitHADataGone(t *testing.T, quorum, znode, dir string) {
+	t.Helper()
 	waitFor(t, time.Minute, func() error {
 		if zktest.Exists(t, quorum, znode) {
 			return fmt.Errorf("znode %s is still there", znode)

@@ -155,6 +155,16 @@ func (c *Coordinator) Latest() *Completed { return c.latest }
 // Retained lists the retained completed checkpoints, oldest first.
 func (c *Coordinator) Retained() []Completed { return slices.Clone(c.store) }
 
+// Writing reports whether checkpoint id is pending with its metadata
+// write in flight, not aborted meanwhile (an abort during the write
+// discards it once the write ended). The JobMaster asks on its mailbox
+// right before it records the checkpoint in the HA store, so that store
+// never holds a checkpoint the coordinator aborted. Does not block.
+func (c *Coordinator) Writing(id int64) bool {
+	p := c.pending[id]
+	return p != nil && p.writing
+}
+
 // HasReady reports whether Ready has actions.
 func (c *Coordinator) HasReady() bool { return !c.ready.Empty() }
 

@@ -200,11 +200,11 @@ func (jm *JobMaster) executeCheckpoint(r *checkpoint.Ready) {
 		w := w
 		jm.addCoordinatorStates(w.Metadata)
 		jm.io(func(ctx context.Context) error {
-			if err := jm.ckStore.Write(ctx, w.Location, w.Metadata); err != nil {
-				return err
-			}
-			return jm.recordCompleted(ctx, w)
+			return jm.writeMetadata(ctx, w.Location, w.Metadata)
 		}, func(err error) {
+			if err == nil {
+				err = jm.recordCompleted(w)
+			}
 			if err == nil {
 				jm.log.Info().Int64("checkpoint_id", w.ID).Str("location", w.Location).Msg("checkpoint completed")
 			} else {
@@ -292,17 +292,37 @@ func (jm *JobMaster) sendTriggers(triggers []checkpoint.Trigger) {
 // recordCompleted adds a checkpoint whose _metadata is durable to the HA
 // CompletedCheckpointStore (fenced) before the coordinator completes it:
 // tasks commit their output only after that, so a later leader restores
-// from a checkpoint at least as new as any committed output. Savepoints
-// are not recorded, as in Flink. Off the mailbox.
-func (jm *JobMaster) recordCompleted(ctx context.Context, w checkpoint.MetadataWrite) error {
+// from a checkpoint at least as new as any committed output. It runs on
+// the mailbox, blocking it for one store write (bounded by RPCTimeout),
+// and only while the coordinator still wants the checkpoint: one it
+// aborted during the metadata write (a failover) is not recorded, and
+// nothing can abort it between that check and the write, so the store
+// never holds an aborted checkpoint, whose directory is discarded.
+// Savepoints are not recorded, as in Flink.
+func (jm *JobMaster) recordCompleted(w checkpoint.MetadataWrite) error {
 	h := jm.cfg.HA
-	if h == nil || w.Metadata.GetType() != pb.CheckpointType_CHECKPOINT_TYPE_CHECKPOINT {
+	if h == nil || w.Metadata.GetType() != pb.CheckpointType_CHECKPOINT_TYPE_CHECKPOINT || jm.ck == nil {
 		return nil
 	}
+	if !jm.ck.Writing(w.ID) {
+		jm.log.Info().Int64("checkpoint_id", w.ID).Msg("checkpoint aborted during its metadata write; not recorded in the HA store")
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), jm.cfg.RPCTimeout)
+	defer cancel()
 	if _, err := h.Checkpoints.AddCheckpoint(ctx, h.Session, ha.CompletedCheckpoint{ID: w.ID, Location: w.Location, Timestamp: time.Now()}); err != nil {
 		return fmt.Errorf("jobmaster: recording checkpoint %d in the HA store: %w", w.ID, err)
 	}
 	return nil
+}
+
+// writeMetadata writes a checkpoint's _metadata (Config.writeMetadata in
+// tests). Off the mailbox.
+func (jm *JobMaster) writeMetadata(ctx context.Context, location string, md *pb.CheckpointMetadata) error {
+	if w := jm.cfg.writeMetadata; w != nil {
+		return w(ctx, location, md)
+	}
+	return jm.ckStore.Write(ctx, location, md)
 }
 
 // sendToTask queues a call to the TaskManager running attempt a; nothing

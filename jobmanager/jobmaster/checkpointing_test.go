@@ -222,6 +222,39 @@ func TestSavepointPathAtStart(t *testing.T) {
 	}
 }
 
+// runCkJobUntilTriggered runs ckJob(name) on one TaskManager, both tasks
+// RUNNING, and moves the clock on until checkpoint id is triggered.
+func runCkJobUntilTriggered(t *testing.T, cfg Config, name string, id int64) (h *harness, src, sink eg.ExecutionAttemptID) {
+	t.Helper()
+	h = start(t, cfg, ckJob(name), &fakeRM{})
+	h.register("tm1", 2)
+	waitFor(t, "both deployments", func() bool { return len(h.tm("tm1").log("SubmitTask")) == 2 })
+	src, sink = h.attempt("src", 0), h.attempt("sink", 0)
+	for _, a := range []eg.ExecutionAttemptID{src, sink} {
+		if err := h.report(a, eg.Running); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the checkpoint timer", func() bool {
+		h.advance(time.Second)
+		return len(h.checkpointCalls("tm1", "TriggerCheckpoint", id)) > 0
+	})
+	return h, src, sink
+}
+
+// noneRecovery is the checkpoint recovery of job "ha" in in-memory HA
+// services (type none), retaining 1 checkpoint.
+func noneRecovery(t *testing.T) *CheckpointRecovery {
+	t.Helper()
+	services := ha.NewNone(nil)
+	t.Cleanup(func() { services.Close() })
+	store, err := services.CompletedCheckpointStore(context.Background(), "ha", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &CheckpointRecovery{Checkpoints: store, IDs: services.CheckpointIDCounter("ha")}
+}
+
 // With HA, checkpoint ids start at the counter's value, the counter moves
 // past an id before its trigger goes out, and a completed checkpoint is in
 // the CompletedCheckpointStore before any task hears of its completion.
@@ -230,27 +263,9 @@ func TestCheckpointRecordedInHAStores(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(clk, 1)
 	cfg.Checkpoint = checkpoint.Config{Interval: time.Second, CheckpointsDir: "file://" + dir, FirstID: 7}
-	services := ha.NewNone(nil)
-	defer services.Close()
-	store, err := services.CompletedCheckpointStore(context.Background(), "ha", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids := services.CheckpointIDCounter("ha")
-	cfg.HA = &CheckpointRecovery{Checkpoints: store, IDs: ids}
-	h := start(t, cfg, ckJob("ha"), &fakeRM{})
-	h.register("tm1", 2)
-	waitFor(t, "both deployments", func() bool { return len(h.tm("tm1").log("SubmitTask")) == 2 })
-	src, sink := h.attempt("src", 0), h.attempt("sink", 0)
-	for _, a := range []eg.ExecutionAttemptID{src, sink} {
-		if err := h.report(a, eg.Running); err != nil {
-			t.Fatal(err)
-		}
-	}
-	waitFor(t, "the checkpoint timer", func() bool {
-		h.advance(time.Second)
-		return len(h.checkpointCalls("tm1", "TriggerCheckpoint", 7)) > 0
-	})
+	cfg.HA = noneRecovery(t)
+	store, ids := cfg.HA.Checkpoints, cfg.HA.IDs
+	h, src, sink := runCkJobUntilTriggered(t, cfg, "ha", 7)
 	if next, err := ids.Get(context.Background()); err != nil || next != 8 {
 		t.Fatalf("the counter is at %d (%v) once checkpoint 7 was triggered, want 8", next, err)
 	}
@@ -263,5 +278,63 @@ func TestCheckpointRecordedInHAStores(t *testing.T) {
 	latest, ok := store.Latest()
 	if loc := "file://" + filepath.Join(dir, "ha", "chk-7"); !ok || latest.ID != 7 || latest.Location != loc {
 		t.Fatalf("latest stored checkpoint %+v (%v), want 7 at %s", latest, ok, loc)
+	}
+}
+
+// With HA, a checkpoint the coordinator aborts while its metadata write is
+// in flight (here: a task failed) is never recorded in the
+// CompletedCheckpointStore, whose entry would point at the directory the
+// abort discards once the write ended.
+func TestCheckpointAbortedDuringItsMetadataWriteIsNotRecordedInHA(t *testing.T) {
+	clk := clock.NewFake(t0)
+	dir := t.TempDir()
+	cfg := testConfig(clk, 1)
+	cfg.Checkpoint = checkpoint.Config{Interval: time.Second, CheckpointsDir: "file://" + dir}
+	cfg.HA = noneRecovery(t)
+	store := cfg.HA.Checkpoints
+	writing, release, wrote := make(chan string, 1), make(chan struct{}), make(chan error, 1)
+	cfg.writeMetadata = func(ctx context.Context, location string, md *pb.CheckpointMetadata) error {
+		if md.CheckpointId != 1 {
+			return checkpoint.Store{}.Write(ctx, location, md)
+		}
+		writing <- location
+		<-release
+		err := checkpoint.Store{}.Write(ctx, location, md)
+		wrote <- err
+		return err
+	}
+	h, src, sink := runCkJobUntilTriggered(t, cfg, "ha", 1)
+	h.ack(src, 1)
+	h.ack(sink, 1)
+	var loc string
+	waitFor(t, "the metadata write", func() bool {
+		select {
+		case loc = <-writing:
+			return true
+		default:
+			return false
+		}
+	})
+	// The sink fails: the failover aborts the pending checkpoint.
+	if _, err := h.jm.UpdateTaskExecutionState(context.Background(), &pb.UpdateTaskExecutionStateRequest{JobId: h.jm.JobID(),
+		Attempt: attemptProto(sink), State: eg.Failed.String(), Failure: failover.Encode(errors.New("boom"))}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the redeployments", func() bool { return len(h.tm("tm1").log("SubmitTask")) == 4 })
+	close(release)
+	if err := <-wrote; err != nil {
+		t.Fatalf("the metadata write: %v", err)
+	}
+	waitFor(t, "the aborted checkpoint's directory discarded after its write", func() bool {
+		_, err := os.Stat(strings.TrimPrefix(loc, "file://"))
+		return errors.Is(err, os.ErrNotExist)
+	})
+	if cp, ok := store.Latest(); ok {
+		t.Fatalf("the HA store holds checkpoint %+v, which the coordinator aborted", cp)
+	}
+	for _, c := range h.checkpointCalls("tm1", "NotifyCheckpoint", 1) {
+		if c.complete {
+			t.Errorf("a task heard of the aborted checkpoint's completion: %v", c)
+		}
 	}
 }

@@ -118,6 +118,10 @@ type Config struct {
 	// checkpoints in the HA services (high-availability.type other than
 	// none), fenced by the leader session.
 	HA *CheckpointRecovery
+
+	// writeMetadata, if set (tests), replaces writing a checkpoint's
+	// _metadata to storage.
+	writeMetadata func(ctx context.Context, location string, md *pb.CheckpointMetadata) error
 }
 
 // CheckpointRecovery is where a leader's JobMaster records what the next

@@ -1,7 +1,6 @@
 package local
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/gofl/gofl/conf"
 	"github.com/gofl/gofl/ha"
 )
 
@@ -32,22 +30,7 @@ func cleanupHAData(dir string, log zerolog.Logger) {
 		log.Warn().Err(err).Msg("the cluster's launch.json; its HA data (if any) stays")
 		return
 	}
-	c, err := conf.FromMap(l.Config)
-	if err != nil {
-		log.Warn().Err(err).Msg("the cluster's configuration; its HA data (if any) stays")
-		return
-	}
-	if conf.HighAvailability(c) == conf.HighAvailabilityNone {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), haCleanupTimeout)
-	defer cancel()
-	cfg := ha.ConfigFromConf(c, log)
-	if err := ha.CleanupClusterData(ctx, cfg); err != nil {
-		log.Warn().Err(err).Str("cluster_id", cfg.ClusterID).Msg("removing the failed cluster's HA data; remove it by hand")
-		return
-	}
-	log.Info().Str("ha_cluster_id", cfg.ClusterID).Msg("the failed cluster's HA data removed")
+	ha.CleanupFailedCluster(l.Config, haCleanupTimeout, log)
 }
 
 // writeLaunch writes launch.json, what a restart starts again and what a

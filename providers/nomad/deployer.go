@@ -405,8 +405,11 @@ func (d *Deployer) List(ctx context.Context) ([]providers.ClusterInfo, error) {
 		}
 		if info.Status == providers.StatusTerminated {
 			d.log.Info().Str("cluster_id", info.ClusterID).Str("job_id", j.ID).Msg("cleaning a cluster whose JobManager ended")
+			failed := d.failedCluster(ctx, info.ClusterID)
 			if err := d.clean(info.ClusterID); err != nil {
 				d.log.Warn().Err(err).Str("cluster_id", info.ClusterID).Msg("cleaning a terminated cluster")
+			} else if failed != nil {
+				d.cleanupHAData(info.ClusterID, failed)
 			}
 			continue
 		}
@@ -436,8 +439,14 @@ func (d *Deployer) Kill(ctx context.Context, clusterID string) error {
 	if len(jobs) == 0 {
 		return fmt.Errorf("%w: %s (no Nomad jobs %s* at %s)", providers.ErrClusterNotFound, clusterID, clusterJobsPrefix(clusterID), d.opts.Address)
 	}
+	failed := d.failedCluster(ctx, clusterID)
 	if err := d.killJobs(ctx, clusterID); err != nil {
 		return err
+	}
+	if failed != nil {
+		// Failed for good and its processes gone: nothing recovers its
+		// jobs any more.
+		d.cleanupHAData(clusterID, failed)
 	}
 	d.log.Info().Str("cluster_id", clusterID).Msg("cluster killed")
 	return nil
