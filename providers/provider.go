@@ -187,6 +187,15 @@ type LogLocator interface {
 	LogDir(clusterID string) string
 }
 
+// InPlaceBinary is implemented by a ClusterDeployer whose clusters run the
+// gofl binary from ClusterSpec.Binary where it is, on this machine (the
+// local provider): the client does not stage it in the blob cache for
+// them, which would only hash (the first time also copy) tens of MB per
+// deployment. RunsBinaryInPlace does not block.
+type InPlaceBinary interface {
+	RunsBinaryInPlace() bool
+}
+
 // WorkerSpec is the resources one worker (TaskManager) gets.
 type WorkerSpec struct {
 	// Slots is taskmanager.numberOfTaskSlots of the TaskManager; at least 1.

@@ -12,6 +12,8 @@ import (
 	"io"
 	"os"
 	"path"
+	"path/filepath"
+	"strings"
 
 	"github.com/gofl/gofl/internal/blob"
 	"github.com/gofl/gofl/internal/ids"
@@ -264,6 +266,36 @@ func (s *Staging) BlobURI(key string) (string, error) {
 		return "", err
 	}
 	return s.fs.URI(p), nil
+}
+
+// LocalBlobPath is where the staging area under stagingDir (staging.dir,
+// expanded) keeps the blob key, as a path of this host's file system; ok
+// is false unless stagingDir is on the local disk (file:// or a path) and
+// key is valid. A process on this host may hard-link such a blob
+// (blob.Store.Link) instead of fetching a copy; it need not exist.
+func LocalBlobPath(stagingDir, key string) (p string, ok bool) {
+	if !strings.HasPrefix(stagingDir, "/") && !strings.HasPrefix(stagingDir, "file:") {
+		return "", false // Open would connect to HDFS
+	}
+	fsys, root, err := Open(context.Background(), stagingDir, Options{})
+	if err != nil {
+		return "", false
+	}
+	defer fsys.Close()
+	p, err = NewStaging(fsys, root).BlobPath(key)
+	if err != nil {
+		return "", false
+	}
+	return LocalPath(fsys, p)
+}
+
+// LocalPath is p of fsys as a path of this host's file system, if fsys is
+// the local disk.
+func LocalPath(fsys FileSystem, p string) (string, bool) {
+	if _, local := fsys.(localFS); !local {
+		return "", false
+	}
+	return filepath.FromSlash(p), true
 }
 
 // HasBlob reports whether the cache holds key.

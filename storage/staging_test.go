@@ -272,3 +272,29 @@ func TestStagingDelegationTokens(t *testing.T) {
 		}
 	})
 }
+
+// LocalBlobPath names a staged blob on the local disk for linking, and
+// nothing for HDFS or a bad key.
+func TestLocalBlobPath(t *testing.T) {
+	dir := t.TempDir()
+	s := NewStaging(Local(), dir)
+	data := []byte("a binary")
+	key, _, err := s.PutBlob(testCtx(t), bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sd := range []string{dir, "file://" + dir} {
+		p, ok := LocalBlobPath(sd, key)
+		if !ok {
+			t.Fatalf("LocalBlobPath(%s): not local", sd)
+		}
+		if b, err := os.ReadFile(p); err != nil || !bytes.Equal(b, data) {
+			t.Errorf("LocalBlobPath(%s) = %s: %q, %v", sd, p, b, err)
+		}
+	}
+	for _, c := range [][2]string{{"hdfs://nn:8020/user/x", key}, {dir, "sha256:nothex"}, {"relative/dir", key}} {
+		if p, ok := LocalBlobPath(c[0], c[1]); ok {
+			t.Errorf("LocalBlobPath(%s, %s) = %s, want none", c[0], c[1], p)
+		}
+	}
+}

@@ -74,6 +74,11 @@ type Deployer struct {
 }
 
 var _ providers.ClusterDeployer = (*Deployer)(nil)
+var _ providers.InPlaceBinary = (*Deployer)(nil)
+
+// RunsBinaryInPlace implements providers.InPlaceBinary: the cluster's
+// processes run the gofl binary at its path.
+func (d *Deployer) RunsBinaryInPlace() bool { return true }
 
 // NewDeployer returns a Deployer on opts.Dir.
 func NewDeployer(opts Options) *Deployer {
