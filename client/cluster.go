@@ -375,6 +375,10 @@ func (c *ClusterClient) Finish(ctx context.Context, wait time.Duration) bool {
 	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
+	var exited <-chan struct{} // nil: poll only
+	if w, ok := c.desc.dep.(providers.ExitWatcher); ok {
+		exited = w.Exited(c.Info.ClusterID)
+	}
 	for {
 		info, err := c.desc.dep.Retrieve(ctx, c.Info.ClusterID)
 		if errors.Is(err, providers.ErrClusterNotFound) || err == nil && info.Status == providers.StatusTerminated {
@@ -383,6 +387,8 @@ func (c *ClusterClient) Finish(ctx context.Context, wait time.Duration) bool {
 		select {
 		case <-ctx.Done():
 			return false
+		case <-exited:
+			exited = nil // look again now; then poll
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

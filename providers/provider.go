@@ -196,6 +196,15 @@ type InPlaceBinary interface {
 	RunsBinaryInPlace() bool
 }
 
+// ExitWatcher is implemented by a ClusterDeployer that learns when the
+// JobManager of a cluster it deployed, from this process, exits (the local
+// provider: the JobManager is its child). Exited returns a channel closed
+// then, or nil for a cluster it did not deploy; it does not block. The
+// client wakes on it instead of waiting out a Retrieve poll.
+type ExitWatcher interface {
+	Exited(clusterID string) <-chan struct{}
+}
+
 // WorkerSpec is the resources one worker (TaskManager) gets.
 type WorkerSpec struct {
 	// Slots is taskmanager.numberOfTaskSlots of the TaskManager; at least 1.
