@@ -33,7 +33,8 @@ import (
 // finds them again (Flink's ClusterDescriptor): a session cluster, a
 // per-job cluster running one planned JobGraph, or an application cluster
 // whose JobManager runs the job binary's main. Deploying stages the
-// artifacts (the gofl binary and the job binary in the content-addressed
+// artifacts (the gofl binary, unless the provider runs it in place
+// (providers.InPlaceBinary), and the job binary in the content-addressed
 // blob cache under staging.dir, the configuration and the JobGraph in the
 // cluster's directory) before the provider starts anything. The provider
 // must be registered (providers.Register; `gofl` registers its own in
@@ -202,7 +203,11 @@ func (d *ClusterDescriptor) deploy(ctx context.Context, id string, mode provider
 	if err != nil {
 		return nil, err
 	}
-	s, err := d.stage(ctx, id, goflBin, jobBin)
+	stageBin := goflBin
+	if ip, ok := d.dep.(providers.InPlaceBinary); ok && ip.RunsBinaryInPlace() {
+		stageBin = "" // nobody would read it from the cache
+	}
+	s, err := d.stage(ctx, id, stageBin, jobBin)
 	if err != nil {
 		return nil, err
 	}
@@ -217,7 +222,10 @@ func (d *ClusterDescriptor) deploy(ctx context.Context, id string, mode provider
 	if err := stageSecrets(ctx, s.st, id, d.cfg, extra, d.provider); err != nil {
 		return nil, err
 	}
-	artifacts := []string{s.goflURI}
+	var artifacts []string
+	if s.goflURI != "" {
+		artifacts = append(artifacts, s.goflURI)
+	}
 	if jobBin != "" {
 		artifacts = append(artifacts, s.jobURI)
 		extra[conf.DeploymentJobBinary.Key()] = s.jobURI
@@ -367,6 +375,10 @@ func (c *ClusterClient) Finish(ctx context.Context, wait time.Duration) bool {
 	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
+	var exited <-chan struct{} // nil: poll only
+	if w, ok := c.desc.dep.(providers.ExitWatcher); ok {
+		exited = w.Exited(c.Info.ClusterID)
+	}
 	for {
 		info, err := c.desc.dep.Retrieve(ctx, c.Info.ClusterID)
 		if errors.Is(err, providers.ErrClusterNotFound) || err == nil && info.Status == providers.StatusTerminated {
@@ -375,6 +387,8 @@ func (c *ClusterClient) Finish(ctx context.Context, wait time.Duration) bool {
 		select {
 		case <-ctx.Done():
 			return false
+		case <-exited:
+			exited = nil // look again now; then poll
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -421,8 +435,8 @@ func (d *ClusterDescriptor) openStaging(ctx context.Context) (*storage.Staging, 
 	return st, nil
 }
 
-// stage puts the gofl binary and the job binary (if any) in the blob cache
-// and the configuration snapshot in the cluster's directory. On error it
+// stage puts the gofl binary and the job binary (each if not "") in the
+// blob cache and the configuration snapshot in the cluster's directory. On error it
 // removes the cluster's directory again.
 func (d *ClusterDescriptor) stage(ctx context.Context, clusterID, goflBin, jobBin string) (_ *staged, err error) {
 	st, err := d.openStaging(ctx)
@@ -435,12 +449,16 @@ func (d *ClusterDescriptor) stage(ctx context.Context, clusterID, goflBin, jobBi
 			s.Remove()
 		}
 	}()
-	key, _, err := st.PutBlobFile(ctx, goflBin)
-	if err != nil {
-		return nil, fmt.Errorf("client: staging the gofl binary: %w", err)
-	}
-	if s.goflURI, err = st.BlobURI(key); err != nil {
-		return nil, err
+	var keys []string
+	if goflBin != "" {
+		key, _, err := st.PutBlobFile(ctx, goflBin)
+		if err != nil {
+			return nil, fmt.Errorf("client: staging the gofl binary: %w", err)
+		}
+		if s.goflURI, err = st.BlobURI(key); err != nil {
+			return nil, err
+		}
+		keys = append(keys, key)
 	}
 	if jobBin != "" {
 		if s.report.JobKey, s.report.JobUploaded, err = st.PutBlobFile(ctx, jobBin); err != nil {
@@ -450,7 +468,6 @@ func (d *ClusterDescriptor) stage(ctx context.Context, clusterID, goflBin, jobBi
 			return nil, err
 		}
 	}
-	keys := []string{key}
 	if s.report.JobKey != "" {
 		keys = append(keys, s.report.JobKey)
 	}

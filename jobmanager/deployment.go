@@ -171,8 +171,9 @@ func prepareDeployment(ctx context.Context, c *conf.Configuration, blobs *blob.S
 	return d, nil
 }
 
-// loadStagedBinary copies a blob of the staging cache into the blob store,
-// checked against the digest its name carries. A blob whose content does
+// loadStagedBinary copies (on the local disk: hard-links) a blob of the
+// staging cache into the blob store, checked against the digest its name
+// carries. A blob whose content does
 // not match is corrupt: it is removed from the cache, so the next
 // deployment uploads it again.
 func loadStagedBinary(ctx context.Context, uri string, blobs *blob.Store, opts storage.Options) (string, error) {
@@ -188,6 +189,19 @@ func loadStagedBinary(ctx context.Context, uri string, blobs *blob.Store, opts s
 		return "", fmt.Errorf("jobmanager: the staged job binary: %w", err)
 	}
 	defer fsys.Close()
+	if local, ok := storage.LocalPath(fsys, p); ok {
+		// On this host's disk: linked and checked, not copied (a job
+		// binary is tens of MB, read again by every TaskManager).
+		_, err := blobs.Link(local, key)
+		if errors.Is(err, blob.ErrDigestMismatch) {
+			_ = fsys.RemoveAll(ctx, p)
+			return "", fmt.Errorf("jobmanager: the staged job binary %s is corrupt (%w); it was removed from the staging cache, deploy again to upload it anew", uri, err)
+		}
+		if err == nil {
+			return key, nil
+		}
+		// Another file system, or no hard links: copy it.
+	}
 	rc, err := fsys.Open(ctx, p)
 	if err != nil {
 		return "", fmt.Errorf("jobmanager: the staged job binary: %w", err)

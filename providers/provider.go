@@ -187,6 +187,24 @@ type LogLocator interface {
 	LogDir(clusterID string) string
 }
 
+// InPlaceBinary is implemented by a ClusterDeployer whose clusters run the
+// gofl binary from ClusterSpec.Binary where it is, on this machine (the
+// local provider): the client does not stage it in the blob cache for
+// them, which would only hash (the first time also copy) tens of MB per
+// deployment. RunsBinaryInPlace does not block.
+type InPlaceBinary interface {
+	RunsBinaryInPlace() bool
+}
+
+// ExitWatcher is implemented by a ClusterDeployer that learns when the
+// JobManager of a cluster it deployed, from this process, exits (the local
+// provider: the JobManager is its child). Exited returns a channel closed
+// then, or nil for a cluster it did not deploy; it does not block. The
+// client wakes on it instead of waiting out a Retrieve poll.
+type ExitWatcher interface {
+	Exited(clusterID string) <-chan struct{}
+}
+
 // WorkerSpec is the resources one worker (TaskManager) gets.
 type WorkerSpec struct {
 	// Slots is taskmanager.numberOfTaskSlots of the TaskManager; at least 1.

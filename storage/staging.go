@@ -12,6 +12,9 @@ import (
 	"io"
 	"os"
 	"path"
+	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/gofl/gofl/internal/blob"
 	"github.com/gofl/gofl/internal/ids"
@@ -266,6 +269,36 @@ func (s *Staging) BlobURI(key string) (string, error) {
 	return s.fs.URI(p), nil
 }
 
+// LocalBlobPath is where the staging area under stagingDir (staging.dir,
+// expanded) keeps the blob key, as a path of this host's file system; ok
+// is false unless stagingDir is on the local disk (file:// or a path) and
+// key is valid. A process on this host may hard-link such a blob
+// (blob.Store.Link) instead of fetching a copy; it need not exist.
+func LocalBlobPath(stagingDir, key string) (p string, ok bool) {
+	if !strings.HasPrefix(stagingDir, "/") && !strings.HasPrefix(stagingDir, "file:") {
+		return "", false // Open would connect to HDFS
+	}
+	fsys, root, err := Open(context.Background(), stagingDir, Options{})
+	if err != nil {
+		return "", false
+	}
+	defer fsys.Close()
+	p, err = NewStaging(fsys, root).BlobPath(key)
+	if err != nil {
+		return "", false
+	}
+	return LocalPath(fsys, p)
+}
+
+// LocalPath is p of fsys as a path of this host's file system, if fsys is
+// the local disk.
+func LocalPath(fsys FileSystem, p string) (string, bool) {
+	if _, local := fsys.(localFS); !local {
+		return "", false
+	}
+	return filepath.FromSlash(p), true
+}
+
 // HasBlob reports whether the cache holds key.
 func (s *Staging) HasBlob(ctx context.Context, key string) (bool, error) {
 	p, err := s.BlobPath(key)
@@ -279,13 +312,26 @@ func (s *Staging) HasBlob(ctx context.Context, key string) (bool, error) {
 	return err == nil, err
 }
 
-// PutBlob adds r's content to the blob cache and returns its key. The
-// content is hashed first; if the cache already holds that key nothing is
-// uploaded and written is false. Otherwise it is uploaded under a temporary
-// name, checked against the digest again (r must not change in between) and
-// renamed into place; written is true. The client calls it to stage the
-// gofl binary and job binaries.
+// PutBlob adds r's content to the blob cache and returns its key. When the
+// cache holds no blob of r's size, the content is certainly new: it is
+// uploaded under a temporary name while hashed, in one pass, and renamed
+// to its key. Otherwise it is hashed first; if the cache already holds
+// that key nothing is uploaded and written is false, else it is uploaded
+// under a temporary name, checked against the digest again (r must not
+// change in between) and renamed into place; written is true. The client
+// calls it to stage the gofl binary and job binaries.
 func (s *Staging) PutBlob(ctx context.Context, r io.ReadSeeker) (key string, written bool, err error) {
+	if size, err := r.Seek(0, io.SeekEnd); err == nil && s.noBlobOfSize(ctx, size) {
+		// Certainly new (equal content has equal size): hashed while it
+		// is uploaded, in one pass instead of two.
+		if _, err := r.Seek(0, io.SeekStart); err != nil {
+			return "", false, fmt.Errorf("storage: rewinding a blob: %w", err)
+		}
+		return s.putNewBlob(ctx, r)
+	}
+	if _, err := r.Seek(0, io.SeekStart); err != nil {
+		return "", false, fmt.Errorf("storage: rewinding a blob: %w", err)
+	}
 	h := sha256.New()
 	if _, err := copyCtx(ctx, h, r); err != nil {
 		return "", false, fmt.Errorf("storage: hashing a blob: %w", err)
@@ -303,6 +349,65 @@ func (s *Staging) PutBlob(ctx context.Context, r io.ReadSeeker) (key string, wri
 	}
 	vr := &hashingReader{r: r, h: sha256.New()}
 	if _, err := WriteFileAtomic(ctx, s.fs, p, &checkAtEOF{hashingReader: vr, key: key}); err != nil {
+		return "", false, err
+	}
+	return key, true, nil
+}
+
+// noBlobOfSize reports whether the cache certainly holds no blob of size
+// bytes (false when it cannot tell).
+func (s *Staging) noBlobOfSize(ctx context.Context, size int64) bool {
+	ents, err := s.fs.ReadDir(ctx, path.Join(s.root, blobsDir, "sha256"))
+	if errors.Is(err, ErrNotFound) {
+		return true
+	}
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if e.Size == size && !e.IsDir {
+			return false
+		}
+	}
+	return true
+}
+
+// putNewBlob uploads r under a temporary name while hashing it and renames
+// it to its key; if the key appeared meanwhile (another client), the
+// upload is dropped and written is false.
+func (s *Staging) putNewBlob(ctx context.Context, r io.Reader) (key string, written bool, err error) {
+	dir := path.Join(s.root, blobsDir, "sha256")
+	if err := s.fs.MkdirAll(ctx, dir); err != nil {
+		return "", false, err
+	}
+	tmp := tempName(path.Join(dir, "incoming"))
+	removeTmp := func() {
+		// A fresh context: the cleanup must run even if ctx ended.
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = s.fs.RemoveAll(cctx, tmp)
+	}
+	w, err := s.fs.Create(ctx, tmp)
+	if err != nil {
+		return "", false, err
+	}
+	h := sha256.New()
+	_, err = copyCtx(ctx, w, &hashingReader{r: r, h: h})
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		removeTmp()
+		return "", false, err
+	}
+	key = "sha256:" + hex.EncodeToString(h.Sum(nil))
+	p, _ := s.BlobPath(key)
+	if has, err := s.HasBlob(ctx, key); err != nil || has {
+		removeTmp()
+		return key, false, err
+	}
+	if err := s.fs.Rename(ctx, tmp, p); err != nil {
+		removeTmp()
 		return "", false, err
 	}
 	return key, true, nil

@@ -272,3 +272,85 @@ func TestStagingDelegationTokens(t *testing.T) {
 		}
 	})
 }
+
+// LocalBlobPath names a staged blob on the local disk for linking, and
+// nothing for HDFS or a bad key.
+func TestLocalBlobPath(t *testing.T) {
+	dir := t.TempDir()
+	s := NewStaging(Local(), dir)
+	data := []byte("a binary")
+	key, _, err := s.PutBlob(testCtx(t), bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sd := range []string{dir, "file://" + dir} {
+		p, ok := LocalBlobPath(sd, key)
+		if !ok {
+			t.Fatalf("LocalBlobPath(%s): not local", sd)
+		}
+		if b, err := os.ReadFile(p); err != nil || !bytes.Equal(b, data) {
+			t.Errorf("LocalBlobPath(%s) = %s: %q, %v", sd, p, b, err)
+		}
+	}
+	for _, c := range [][2]string{{"hdfs://nn:8020/user/x", key}, {dir, "sha256:nothex"}, {"relative/dir", key}} {
+		if p, ok := LocalBlobPath(c[0], c[1]); ok {
+			t.Errorf("LocalBlobPath(%s, %s) = %s, want none", c[0], c[1], p)
+		}
+	}
+}
+
+// countingReadSeeker counts the bytes read through it.
+type countingReadSeeker struct {
+	io.ReadSeeker
+	n int64
+}
+
+func (c *countingReadSeeker) Read(b []byte) (int, error) {
+	n, err := c.ReadSeeker.Read(b)
+	c.n += int64(n)
+	return n, err
+}
+
+// A blob of a size the cache does not hold is read once (hashed while it
+// is uploaded); one of a size it holds is hashed before anything is
+// written, and not written when present.
+func TestPutBlobReadsANewBlobOnce(t *testing.T) {
+	ctx := testCtx(t)
+	s := NewStaging(Local(), t.TempDir())
+	data := bytes.Repeat([]byte("new binary "), 10_000)
+	r := &countingReadSeeker{ReadSeeker: bytes.NewReader(data)}
+	key, written, err := s.PutBlob(ctx, r)
+	if err != nil || !written || key != blob.KeyOf(data) || r.n != int64(len(data)) {
+		t.Fatalf("PutBlob = %s, %v, %v after reading %d bytes; want %s written in one pass of %d", key, written, err, r.n, blob.KeyOf(data), len(data))
+	}
+	r = &countingReadSeeker{ReadSeeker: bytes.NewReader(data)}
+	if _, written, err := s.PutBlob(ctx, r); err != nil || written || r.n != int64(len(data)) {
+		t.Fatalf("again: written=%v, %v after reading %d bytes; want only hashed", written, err, r.n)
+	}
+	// Same size, other content: hashed, then uploaded and checked.
+	other := bytes.Repeat([]byte("old binary "), 10_000)
+	r = &countingReadSeeker{ReadSeeker: bytes.NewReader(other)}
+	key2, written, err := s.PutBlob(ctx, r)
+	if err != nil || !written || key2 != blob.KeyOf(other) || r.n != 2*int64(len(other)) {
+		t.Fatalf("same size: %s, %v, %v after reading %d bytes", key2, written, err, r.n)
+	}
+	for _, k := range []string{key, key2} {
+		p, _ := s.BlobPath(k)
+		if b, err := os.ReadFile(p); err != nil || blob.KeyOf(b) != k {
+			t.Errorf("blob %s: %v", k, err)
+		}
+	}
+	ents, _ := os.ReadDir(filepath.Dir(mustBlobPath(t, s, key)))
+	if len(ents) != 2 {
+		t.Errorf("blob directory holds %d entries, want the 2 blobs and no temporary file", len(ents))
+	}
+}
+
+func mustBlobPath(t *testing.T, s *Staging, key string) string {
+	t.Helper()
+	p, err := s.BlobPath(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

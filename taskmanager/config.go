@@ -67,6 +67,11 @@ type Config struct {
 	// runner's socket and log (taskmanager.tmp-dirs); default a fresh
 	// temporary directory removed when Run returns.
 	WorkDir string
+	// StagingDir is staging.dir (expanded): a job binary that its blob
+	// cache holds on this host's disk (per-job and application clusters on
+	// the local provider) is hard-linked into the library cache, checked,
+	// instead of fetched from the JobManager. Empty: always fetched.
+	StagingDir string
 	// LogFile is the file this process's stdout and stderr go to
 	// (GOFL_LOG_FILE), served as taskmanager.log; empty: none.
 	LogFile string
@@ -164,6 +169,7 @@ func ConfigFromConf(c *conf.Configuration) Config {
 		RunnerEnv:              append(slices.Clip(storage.ClientEnv(c)), batchMemoryEnv(c)...),
 		ManagedMemory:          int64(conf.TaskManagerManagedMemorySize.Get(c)),
 		WorkDir:                conf.ExpandEnv(conf.TaskManagerWorkDir.Get(c)),
+		StagingDir:             conf.ExpandEnv(conf.StagingDir.Get(c)),
 		LogArchiveInterval:     conf.LogArchiveInterval.Get(c),
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -27,6 +28,7 @@ import (
 	"github.com/gofl/gofl/internal/clock"
 	"github.com/gofl/gofl/internal/ids"
 	"github.com/gofl/gofl/rpc/pb"
+	"github.com/gofl/gofl/storage"
 	"github.com/gofl/gofl/taskmanager/runner"
 )
 
@@ -55,6 +57,9 @@ type runnerPool struct {
 	// metricsInterval is how often runners sample their tasks' metrics;
 	// heartbeatInterval and heartbeatTimeout watch their liveness.
 	metricsInterval, heartbeatInterval, heartbeatTimeout time.Duration
+	// stagingDir is Config.StagingDir: job binaries staged there on this
+	// host's disk are linked, not fetched.
+	stagingDir string
 	// env is added to every runner's environment (Config.RunnerEnv).
 	env []string
 	// onLost is TaskRunnerHost.RunnerLost.
@@ -269,6 +274,7 @@ func (p *runnerPool) fetchBinary(ctx context.Context, jobMasterAddress, key stri
 		}
 		return &connReader{ReadCloser: rc, cc: cc}, nil
 	}
+	p.linkStaged(key)
 	fetchCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	path, err := p.cache.Get(fetchCtx, key, fetch)
@@ -282,6 +288,25 @@ func (p *runnerPool) fetchBinary(ctx context.Context, jobMasterAddress, key stri
 		return "", failure.EnvironmentError(fmt.Errorf("job binary %s: %w", key, err))
 	}
 	return path, nil
+}
+
+// linkStaged hard-links the job binary key from the staging blob cache into
+// the library cache when that cache is on this host's disk and holds it:
+// the bytes are checked, not copied or sent through the JobManager. Where
+// it cannot (elsewhere, another file system, no such blob), the binary is
+// fetched as usual.
+func (p *runnerPool) linkStaged(key string) {
+	store := p.cache.Store()
+	if store.Has(key) {
+		return
+	}
+	src, ok := storage.LocalBlobPath(p.stagingDir, key)
+	if !ok {
+		return
+	}
+	if _, err := store.Link(src, key); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		p.log.Debug().Err(err).Str("key", key).Msg("linking the staged job binary failed; fetching it from the JobManager")
+	}
 }
 
 // connReader is a download that closes its connection when closed.

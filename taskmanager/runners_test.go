@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/gofl/gofl/internal/blob"
 	"github.com/gofl/gofl/rpc/pb"
+	"github.com/gofl/gofl/storage"
 )
 
 // stallingBlobService serves one blob in two chunks and holds the second
@@ -95,5 +97,61 @@ func TestJobBinaryDownloadOutlivesTheFirstWaiter(t *testing.T) {
 	case <-svc.halfSent:
 		t.Fatal("the binary was downloaded twice")
 	default:
+	}
+}
+
+// A job binary in the staging blob cache on this host's disk (a per-job
+// cluster on the local provider) is linked, not fetched from the
+// JobManager; a corrupt one is not used, the JobManager's copy is.
+func TestJobBinaryLinkedFromLocalStaging(t *testing.T) {
+	data := bytes.Repeat([]byte("staged binary "), 10_000)
+	key := blob.KeyOf(data)
+	staging := t.TempDir()
+	staged, ok := storage.LocalBlobPath(staging, key)
+	if !ok {
+		t.Fatal("no local path for the staged blob")
+	}
+	if err := os.MkdirAll(filepath.Dir(staged), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(staged, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := newRunnerPool(t.TempDir(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.close()
+	pool.stagingDir = staging
+	pool.dial = func(string) (*grpc.ClientConn, error) { return nil, errors.New("no JobManager in this test") }
+	p, err := pool.fetchBinary(context.Background(), "127.0.0.1:1", key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := os.Stat(staged)
+	b, err := os.Stat(p)
+	if err != nil || !os.SameFile(a, b) || b.Mode().Perm()&0o100 == 0 {
+		t.Fatalf("binary %s: %v, %v; want the staged file linked, executable", p, b, err)
+	}
+
+	// Corrupt in the staging cache: fetched from the JobManager instead.
+	bad := bytes.Repeat([]byte("other binary "), 10_000)
+	badKey := blob.KeyOf(bad)
+	stagedBad, _ := storage.LocalBlobPath(staging, badKey)
+	if err := os.WriteFile(stagedBad, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	svc := &stallingBlobService{data: bad, halfSent: make(chan struct{}, 10), release: make(chan struct{})}
+	close(svc.release)
+	addr, _ := serve(t, "127.0.0.1:0", func(s *grpc.Server) { pb.RegisterBlobServiceServer(s, svc) })
+	pool.dial = func(a string) (*grpc.ClientConn, error) {
+		return grpc.NewClient(a, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	}
+	p, err = pool.fetchBinary(context.Background(), addr, badKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, bad) {
+		t.Fatalf("fetched binary: %d bytes, %v; want the JobManager's", len(got), err)
 	}
 }

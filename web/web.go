@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"path"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -27,11 +28,30 @@ const AssetPrefix = "/web/"
 const apiPlaceholder = "{{GOFL_API_BASE}}"
 
 // file is one asset ready to serve: its bytes, gzipped bytes (nil when
-// compression does not pay), content type and strong ETag.
+// compression does not pay), content type and strong ETag. The gzipped
+// bytes are made on the first request that takes them, not when the
+// JobManager starts: most JobManagers (a per-job cluster's) never serve
+// the dashboard, and compressing it all is on their start-up path.
 type file struct {
-	body, gz []byte
-	ctype    string
-	etag     string
+	body   []byte
+	ctype  string
+	etag   string
+	gzOnce sync.Once
+	gzBody []byte
+}
+
+// gz returns the gzipped body, nil when compression does not pay.
+func (f *file) gz() []byte {
+	f.gzOnce.Do(func() {
+		var b bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&b, gzip.BestCompression)
+		_, _ = zw.Write(f.body)
+		_ = zw.Close()
+		if b.Len() < len(f.body)*9/10 {
+			f.gzBody = b.Bytes()
+		}
+	})
+	return f.gzBody
 }
 
 func newFile(name string, body []byte) *file {
@@ -39,13 +59,6 @@ func newFile(name string, body []byte) *file {
 	f := &file{body: body, etag: `"` + hex.EncodeToString(sum[:12]) + `"`, ctype: mime.TypeByExtension(path.Ext(name))}
 	if f.ctype == "" {
 		f.ctype = http.DetectContentType(body)
-	}
-	var b bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&b, gzip.BestCompression)
-	_, _ = zw.Write(body)
-	_ = zw.Close()
-	if b.Len() < len(body)*9/10 {
-		f.gz = b.Bytes()
 	}
 	return f
 }
@@ -103,9 +116,11 @@ func Handler(apiBase string) http.Handler {
 			h.Set("X-Frame-Options", "DENY")
 		}
 		body := f.body
-		if f.gz != nil && acceptsGzip(r) {
-			h.Set("Content-Encoding", "gzip")
-			body = f.gz
+		if acceptsGzip(r) {
+			if gz := f.gz(); gz != nil {
+				h.Set("Content-Encoding", "gzip")
+				body = gz
+			}
 		}
 		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(body))
 	})

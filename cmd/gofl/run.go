@@ -37,7 +37,8 @@ directory: give the job absolute paths (relative ones are rejected).
                       remembered session (gofl session start), else to
                       rest.address:rest.port. -m HOST:PORT is session mode on
                       that JobManager, as Flink's -m.
-   per-job            plan locally, stage gofl, JOB (content-addressed blob
+   per-job            plan locally, stage gofl (not for -t local, which runs
+                      it in place), JOB (content-addressed blob
                       cache <staging.dir>/.gofl/blobs/), the configuration and
                       the JobGraph (<staging.dir>/.gofl/<cluster-id>/), deploy a
                       cluster through the provider (-t) that runs only this job

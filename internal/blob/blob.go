@@ -212,6 +212,65 @@ func (s *Store) Put(r io.Reader, want string, limit int64) (key string, stored b
 	return key, true, nil
 }
 
+// Link stores the blob key by hard-linking src, a file of another
+// content-addressed store on the same file system (the staging blob cache,
+// another process's Store), instead of copying it: the bytes are read once
+// to check them against key, never written. src must be a file nobody
+// modifies in place, as the blobs of such a store are. It fails without
+// storing anything if src cannot be linked here (another file system, no
+// hard links: the caller copies instead), does not hash to key
+// (ErrDigestMismatch) or does not fit the quota. A blob already present is
+// not linked again; stored reports whether this call stored it.
+func (s *Store) Link(src, key string) (stored bool, err error) {
+	h, err := ParseKey(key)
+	if err != nil {
+		return false, err
+	}
+	if _, err := os.Stat(s.path(h)); err == nil {
+		return false, nil
+	}
+	tmp, err := os.CreateTemp(filepath.Join(s.dir, "sha256"), ".linking-*")
+	if err != nil {
+		return false, fmt.Errorf("blob: %w", err)
+	}
+	name := tmp.Name()
+	tmp.Close()
+	// Link refuses an existing name: the placeholder only reserved one.
+	if err := os.Remove(name); err != nil {
+		return false, fmt.Errorf("blob: %w", err)
+	}
+	if err := os.Link(src, name); err != nil {
+		return false, fmt.Errorf("blob: linking %s: %w", src, err)
+	}
+	defer os.Remove(name) // a no-op once renamed
+	f, err := os.Open(name)
+	if err != nil {
+		return false, fmt.Errorf("blob: %w", err)
+	}
+	d := sha256.New()
+	n, err := io.Copy(d, f)
+	f.Close()
+	if err != nil {
+		return false, fmt.Errorf("blob: reading %s: %w", src, err)
+	}
+	if got := prefix + hex.EncodeToString(d.Sum(nil)); got != key {
+		return false, fmt.Errorf("%w: %s holds content hashing to %s, not %s", ErrDigestMismatch, src, got, key)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.max > 0 && s.used+n > s.max {
+		return false, &QuotaError{Used: s.used, Max: s.max}
+	}
+	if _, err := os.Stat(s.path(h)); err == nil {
+		return false, nil // another Put or Link was first
+	}
+	if err := os.Rename(name, s.path(h)); err != nil {
+		return false, fmt.Errorf("blob: %w", err)
+	}
+	s.used += n
+	return true, nil
+}
+
 func (s *Store) quotaError() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -106,3 +106,47 @@ func TestConcurrentPutsOfTheSameBlob(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Link stores a blob of another store without copying it (the same inode),
+// after checking its bytes, and refuses one that does not hash to its key.
+func TestLinkVerifiesAndShares(t *testing.T) {
+	src, _ := Open(t.TempDir())
+	s, _ := Open(t.TempDir())
+	data := bytes.Repeat([]byte("linked"), 5000)
+	key, _, err := src.Put(bytes.NewReader(data), "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, _ := src.Path(key)
+	if stored, err := s.Link(sp, KeyOf([]byte("other"))); !errors.Is(err, ErrDigestMismatch) || stored {
+		t.Fatalf("Link with the wrong key = %v, %v; want ErrDigestMismatch", stored, err)
+	}
+	if entries, _ := os.ReadDir(s.Dir() + "/sha256"); len(entries) != 0 {
+		t.Fatalf("a refused Link left %d files", len(entries))
+	}
+	stored, err := s.Link(sp, key)
+	if err != nil || !stored {
+		t.Fatalf("Link = %v, %v", stored, err)
+	}
+	p, err := s.Path(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := os.Stat(sp)
+	b, _ := os.Stat(p)
+	if !os.SameFile(a, b) {
+		t.Error("Link copied the blob instead of linking it")
+	}
+	if s.Usage() != int64(len(data)) {
+		t.Errorf("usage %d, want %d", s.Usage(), len(data))
+	}
+	if stored, err := s.Link(sp, key); err != nil || stored {
+		t.Errorf("second Link = %v, %v; want present, not stored", stored, err)
+	}
+	if err := s.Verify(key); err != nil {
+		t.Error(err)
+	}
+	if _, err := s.Link(sp+".missing", KeyOf([]byte("x"))); err == nil {
+		t.Error("Link of a missing file succeeded")
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -71,9 +72,27 @@ type Options struct {
 // every cluster visible to other Deployers on the same base directory.
 type Deployer struct {
 	opts Options
+
+	mu     sync.Mutex
+	exited map[string]<-chan struct{} // the first JobManager of the clusters deployed here
 }
 
 var _ providers.ClusterDeployer = (*Deployer)(nil)
+var _ providers.InPlaceBinary = (*Deployer)(nil)
+var _ providers.ExitWatcher = (*Deployer)(nil)
+
+// Exited implements providers.ExitWatcher: the first JobManager process of
+// a cluster this Deployer started (a restart by the supervisor is not its
+// child).
+func (d *Deployer) Exited(clusterID string) <-chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.exited[clusterID]
+}
+
+// RunsBinaryInPlace implements providers.InPlaceBinary: the cluster's
+// processes run the gofl binary at its path.
+func (d *Deployer) RunsBinaryInPlace() bool { return true }
 
 // NewDeployer returns a Deployer on opts.Dir.
 func NewDeployer(opts Options) *Deployer {
@@ -238,6 +257,14 @@ func (d *Deployer) deploy(ctx context.Context, spec providers.ClusterSpec, dir, 
 			return providers.ClusterInfo{}, err
 		}
 		procs[i] = p
+		if i == 0 {
+			d.mu.Lock()
+			if d.exited == nil {
+				d.exited = map[string]<-chan struct{}{}
+			}
+			d.exited[spec.ClusterID] = p.done
+			d.mu.Unlock()
+		}
 		if i == 0 {
 			rec.JobManager = p.id
 		} else {

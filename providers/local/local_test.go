@@ -232,11 +232,25 @@ func TestKilledJobManagerLeavesAFailedCluster(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = d.Kill(context.Background(), id) })
 	eventually(t, time.Minute, "a TaskManager registers", func() bool { return len(taskManagerIDs(t, info.RESTAddress)) == 1 })
+	exited := d.Exited(id)
+	if exited == nil || newDeployer(t, base).Exited(id) != nil {
+		t.Fatal("Exited: want a channel from the deploying Deployer only")
+	}
+	select {
+	case <-exited:
+		t.Fatal("Exited closed while the JobManager runs")
+	default:
+	}
 	jmPid, _ := strconv.Atoi(info.Details["pid"])
 	if err := syscall.Kill(jmPid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	killed := time.Now()
+	select {
+	case <-exited:
+	case <-time.After(time.Minute):
+		t.Fatal("Exited did not close when the JobManager was killed")
+	}
 	// The TaskManager notices the silence after heartbeat.timeout (3 s);
 	// slack for a loaded machine.
 	eventually(t, 2*time.Minute, "the orphaned TaskManager exits", func() bool { return len(processesOf(t, id)) == 0 })
