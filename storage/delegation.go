@@ -167,8 +167,19 @@ func WriteDelegationTokens(path string, tokens []DelegationToken) error {
 	return nil
 }
 
-// ReadDelegationTokens reads a file WriteDelegationTokens wrote.
+// ReadDelegationTokens reads a file WriteDelegationTokens (or
+// Staging.PutDelegationTokens on a file:// staging directory) wrote: a
+// local path or a file:// URI. A TaskManager on Nomad gets the staged
+// file's URI; an hdfs:// one cannot be read without a login, so it is
+// refused with ErrInvalid.
 func ReadDelegationTokens(path string) ([]DelegationToken, error) {
+	if strings.Contains(path, "://") {
+		u, err := url.Parse(path)
+		if err != nil || u.Scheme != "file" || (u.Host != "" && u.Host != "localhost") || !strings.HasPrefix(u.Path, "/") {
+			return nil, fmt.Errorf("%w: delegation token file %q: want a local path or file:///path", ErrInvalid, path)
+		}
+		path = u.Path
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, wrapErr("read delegation tokens", path, err)
@@ -191,7 +202,9 @@ func tokenFor(tokens []DelegationToken, nn string) (DelegationToken, bool) {
 }
 
 // ObtainClusterTokens obtains one delegation token per NameNode of c's
-// staging.dir and state.checkpoints.dir when
+// staging.dir, state.checkpoints.dir, security.kerberos.access.hadoopFileSystems
+// and the Hadoop configuration's fs.defaultFS (as Flink's
+// HadoopFSDelegationTokenProvider) when
 // security.delegation.tokens.enabled is on and c logs in to Kerberos
 // (keytab or ticket cache); none otherwise. Blocking. The client calls it
 // at deployment, a session JobManager when the client staged none.
@@ -205,7 +218,7 @@ func ObtainClusterTokens(ctx context.Context, c *conf.Configuration) ([]Delegati
 	}
 	var tokens []DelegationToken
 	seen := map[string]bool{}
-	for _, dir := range []string{conf.StagingDir.Get(c), conf.CheckpointsDir.Get(c)} {
+	for _, dir := range tokenFileSystems(c, opts) {
 		u, err := url.Parse(conf.ExpandEnv(dir))
 		if err != nil || u.Scheme != "hdfs" || seen[u.Host] {
 			continue
@@ -218,4 +231,19 @@ func ObtainClusterTokens(ctx context.Context, c *conf.Configuration) ([]Delegati
 		tokens = append(tokens, tok)
 	}
 	return tokens, nil
+}
+
+// tokenFileSystems are the file systems ObtainClusterTokens covers (any
+// scheme; it keeps the hdfs:// ones).
+func tokenFileSystems(c *conf.Configuration, opts Options) []string {
+	dirs := []string{conf.StagingDir.Get(c), conf.CheckpointsDir.Get(c)}
+	for _, fs := range strings.Split(conf.KerberosAccessHadoopFileSystems.Get(c), ",") {
+		if fs = strings.TrimSpace(fs); fs != "" {
+			dirs = append(dirs, fs)
+		}
+	}
+	if hc, _, err := loadHadoopConf(opts); err == nil && hc != nil {
+		dirs = append(dirs, hc["fs.defaultFS"])
+	}
+	return dirs
 }

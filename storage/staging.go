@@ -10,8 +10,10 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"net/url"
 	"os"
 	"path"
+	"strings"
 
 	"github.com/gofl/gofl/internal/blob"
 	"github.com/gofl/gofl/internal/ids"
@@ -134,6 +136,26 @@ func (s *Staging) GetDelegationTokens(ctx context.Context, clusterID string) ([]
 		return nil, fmt.Errorf("%w: staged delegation tokens of cluster %s: %v", ErrInvalid, clusterID, err)
 	}
 	return f.Tokens, nil
+}
+
+// LocalClusterFileURI is the file:// URI of a file in the cluster's
+// staging directory when stagingDir (staging.dir, expanded) is a local
+// path or file:// URI, found without opening the staging area; ok is
+// false for any other scheme (hdfs://). The nomad provider names the
+// staged token file to its TaskManagers with it.
+func LocalClusterFileURI(stagingDir, clusterID, name string) (uri string, ok bool, err error) {
+	if strings.HasPrefix(stagingDir, "/") {
+		stagingDir = "file://" + stagingDir
+	}
+	u, err := url.Parse(stagingDir)
+	if err != nil || u.Scheme != "file" {
+		return "", false, nil
+	}
+	p, err := NewStaging(Local(), u.Path).clusterFile(clusterID, name)
+	if err != nil {
+		return "", false, err
+	}
+	return Local().URI(p), true, nil
 }
 
 // PutClusterFile atomically writes a file into the cluster's staging

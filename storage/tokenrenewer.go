@@ -28,6 +28,11 @@ type DelegationTokenRenewer struct {
 	TimeRatio float64
 	// RetryBackoff: security.delegation.tokens.renewal.retry.backoff (1h).
 	RetryBackoff time.Duration
+	// OnChange, if set, is called (in Run's goroutine) after the file was
+	// rewritten: the JobManager re-stages the tokens with it, for the
+	// TaskManagers that read the staged copy (nomad) and for the next
+	// leader.
+	OnChange func(ctx context.Context, tokens []DelegationToken)
 	// Clock: nil is the real one.
 	Clock clock.Clock
 	Log   zerolog.Logger
@@ -125,6 +130,8 @@ func (r *DelegationTokenRenewer) Run(ctx context.Context) error {
 		if changed {
 			if err := WriteDelegationTokens(r.File, tokens); err != nil {
 				r.Log.Error().Err(err).Msg("could not write the renewed HDFS delegation tokens")
+			} else if r.OnChange != nil {
+				r.OnChange(ctx, tokens)
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path"
@@ -162,4 +163,67 @@ func newKerberosE2E(t *testing.T, prefix string) (storagetest.KerberosHDFS, *e2e
 		t.Fatal(err)
 	}
 	return k, e, fsys, base
+}
+
+// A session on the Nomad test agent, staging on file:// and data on the
+// Kerberized HDFS: the client obtains a delegation token for the Hadoop
+// configuration's fs.defaultFS and stages it 0600; the TaskManagers' job
+// specs name the staged file (security.delegation.tokens.file=file://...)
+// and no keytab, and hold no token; wordcount reads and writes hdfs:// as
+// the principal with the token alone.
+func TestNomadKerberosHDFSTokensE2E(t *testing.T) {
+	t.Parallel()
+	k, e, fsys, base := newKerberosE2E(t, "gofl-kerberos-nomad-e2e")
+	e.staging = "" // file://$HOME: TaskManagers read the token file without a login
+	startNomadAgent(t, e)
+	na := newNomadAgent(t, strings.TrimPrefix(e.extraArg[len(e.extraArg)-1], "provider.nomad.address="), false)
+	e.extraArg = append(e.extraArg, "-D", "fs.hdfs.hadoopconf="+k.ConfDir, "-D", "security.kerberos.login.keytab="+k.Keytab,
+		"-D", "security.kerberos.login.principal="+k.Principal, "-D", "security.kerberos.krb5-conf.path="+k.Krb5Conf)
+	const x = "nk"
+	expectOK(t, e.run("session", "start", "-t", "nomad", "--name", x, "-n", "1"), "session start -t nomad on Kerberized HDFS")
+	defer e.run("session", "stop", x)
+	staged := filepath.Join(e.home, storage.StagingSubdir, x, storage.DelegationTokensFile)
+	st, err := os.Stat(staged)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("the staged delegation tokens: %v %v", st, err)
+	}
+	tokens, err := storage.ReadDelegationTokens(staged)
+	if err != nil || len(tokens) != 1 || tokens[0].Token == "" {
+		t.Fatalf("staged delegation tokens %v: %v", tokens, err)
+	}
+	out := base + "/out"
+	r := e.run("run", "-m", "session", "-c", x, e.wc, "--input", k.NameNode+base+"/input.txt", "--output", k.NameNode+out)
+	expectOK(t, r, "run -m session on Nomad with Kerberized HDFS")
+	e.checkHDFSCounts(fsys, out, k.Principal)
+
+	// The job specs: the TaskManagers' names the staged file and no keytab;
+	// none holds the token.
+	jobs, _, err := na.api.Jobs().PrefixList("gofl-" + x + "-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tms := 0
+	for _, j := range jobs {
+		job, _, err := na.api.Jobs().Info(j.ID, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec, _ := json.Marshal(job)
+		if strings.Contains(string(spec), tokens[0].Token) {
+			t.Errorf("job %s holds the delegation token", j.ID)
+		}
+		if job.Meta["gofl.role"] != "taskmanager" {
+			continue
+		}
+		tms++
+		if want := "security.delegation.tokens.file=file://" + staged; !strings.Contains(string(spec), want) ||
+			strings.Contains(string(spec), "security.kerberos.login.keytab") {
+			t.Errorf("TaskManager job %s: want %s and no keytab:\n%s", j.ID, want, spec)
+		}
+	}
+	if tms == 0 {
+		t.Errorf("no TaskManager job of %s among %d jobs", x, len(jobs))
+	}
+	expectOK(t, e.run("session", "stop", x), "session stop")
+	na.waitClusterGone(t, x)
 }
