@@ -8,10 +8,14 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/gofl/gofl/client"
+	"github.com/gofl/gofl/ha/zktest"
 	"github.com/gofl/gofl/storage"
 	"github.com/gofl/gofl/storage/storagetest"
 )
@@ -115,26 +119,7 @@ func TestSessionKerberosHDFSTokensE2E(t *testing.T) {
 	if !strings.Contains(string(jmLog), "HDFS delegation tokens loaded") {
 		t.Errorf("the session JobManager loaded no delegation tokens:\n%s", jmLog)
 	}
-	// The TaskManager runs with the token file, without the keytab.
-	tms, _ := filepath.Glob(filepath.Join(e.clustersDir(), "ks", "taskmanager-*", "gofl.log"))
-	if len(tms) == 0 {
-		t.Fatal("no TaskManager directory")
-	}
-	found := false
-	ents, _ := os.ReadDir("/proc")
-	for _, ent := range ents {
-		cmdline, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "cmdline"))
-		if err != nil || !strings.Contains(string(cmdline), "taskmanager") || !strings.Contains(string(cmdline), "deployment.cluster-id=ks\x00") {
-			continue
-		}
-		found = true
-		if strings.Contains(string(cmdline), "security.kerberos.login.keytab") || !strings.Contains(string(cmdline), "security.delegation.tokens.file=") {
-			t.Errorf("TaskManager %s: want the token file and no keytab: %q", ent.Name(), cmdline)
-		}
-	}
-	if !found {
-		t.Error("no TaskManager process of the session found")
-	}
+	checkTaskManagersUseTokens(t, e, "ks")
 	expectOK(t, e.run("session", "stop", "ks"), "session stop")
 }
 
@@ -226,4 +211,118 @@ func TestNomadKerberosHDFSTokensE2E(t *testing.T) {
 	}
 	expectOK(t, e.run("session", "stop", x), "session stop")
 	na.waitClusterGone(t, x)
+}
+
+// checkTaskManagersUseTokens checks that the local session's TaskManagers
+// run with the token file and without the keytab.
+func checkTaskManagersUseTokens(t *testing.T, e *e2e, session string) {
+	t.Helper()
+	tms, _ := filepath.Glob(filepath.Join(e.clustersDir(), session, "taskmanager-*", "gofl.log"))
+	if len(tms) == 0 {
+		t.Fatal("no TaskManager directory")
+	}
+	found := false
+	ents, _ := os.ReadDir("/proc")
+	for _, ent := range ents {
+		cmdline, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "cmdline"))
+		if err != nil || !strings.Contains(string(cmdline), "taskmanager") || !strings.Contains(string(cmdline), "deployment.cluster-id="+session+"\x00") {
+			continue
+		}
+		found = true
+		if strings.Contains(string(cmdline), "security.kerberos.login.keytab") || !strings.Contains(string(cmdline), "security.delegation.tokens.file=") {
+			t.Errorf("TaskManager %s: want the token file and no keytab: %q", ent.Name(), cmdline)
+		}
+	}
+	if !found {
+		t.Errorf("no TaskManager process of the session %s found", session)
+	}
+}
+
+// An HA session (two JobManagers, ZooKeeper) on the Kerberized HDFS with
+// TaskManagers that hold tokens only: the leader is killed -9 while a
+// keyed-counts job checkpoints to hdfs://; the standby, which loaded the
+// staged tokens at start, takes over, restores the job from its last
+// checkpoint on hdfs://, renews the tokens, and the output is exact.
+func TestSessionKerberosHAFailoverE2E(t *testing.T) {
+	t.Parallel()
+	quorum := zktest.Quorum(t)
+	k, e, fsys, base := newKerberosE2E(t, "gofl-kerberos-ha-e2e")
+	haSettings := map[string]string{"high-availability.type": "zookeeper", "high-availability.zookeeper.quorum": quorum,
+		"high-availability.cluster-id": fmt.Sprintf("/e2e-krb-%d", time.Now().UnixNano()),
+		"high-availability.storageDir": "file://" + filepath.Join(e.home, "ha")}
+	settings := map[string]string{"fs.hdfs.hadoopconf": k.ConfDir, "security.kerberos.login.keytab": k.Keytab,
+		"security.kerberos.login.principal": k.Principal, "security.kerberos.krb5-conf.path": k.Krb5Conf, "log.level": "info",
+		"execution.checkpointing.interval": "200 ms", "state.checkpoints.dir": k.NameNode + base + "/checkpoints",
+		"restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": "50", "restart-strategy.fixed-delay.delay": "100 ms",
+		// Renewal every few seconds (of a 24 h token), so the new leader's shows.
+		"security.delegation.tokens.renewal.time-ratio": "0.00005"}
+	for k, v := range haSettings {
+		settings[k] = v
+	}
+	for k, v := range settings {
+		e.extraArg = append(e.extraArg, "-D", k+"="+v)
+	}
+	expectOK(t, e.run("session", "start", "-t", "local", "--name", "kha", "--jobmanagers", "2", "-n", "1"), "session start --jobmanagers 2 on Kerberized HDFS")
+	defer e.run("session", "stop", "kha")
+	checkTaskManagersUseTokens(t, e, "kha")
+	const count, keys = 4000, 4
+	out := filepath.Join(e.home, "out")
+	r := e.run("run", "-m", "session", "-c", "kha", "-d", testJobBinaryForCLI(t), "keyed-counts", "--count", strconv.Itoa(count),
+		"--keys", strconv.Itoa(keys), "--rate", "1000", "--output", out)
+	expectOK(t, r, "run -d keyed-counts")
+	m := submitLine.FindStringSubmatch(r.stdout + r.stderr)
+	if m == nil {
+		t.Fatalf("no job ID in the output:\n%s\n%s", r.stdout, r.stderr)
+	}
+	job := m[1]
+
+	pid, leader, survivor, survivorDir := sessionLeader(t, e, "kha", haSettings)
+	lcl, err := client.New(leader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := waitCheckpointAfter(t, lcl, job, 0)
+	survivorLog := filepath.Join(survivorDir, "gofl.log")
+	renewals := func() int {
+		b, _ := os.ReadFile(survivorLog)
+		return strings.Count(string(b), "renewed the HDFS delegation token")
+	}
+	before := renewals()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := client.New(survivor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Minute, func() error {
+		d, err := cl.JobDetails(context.Background(), job)
+		if err != nil {
+			return err
+		}
+		if d.State != "FINISHED" {
+			return fmt.Errorf("job %s", d.State)
+		}
+		return nil
+	})
+	st, err := cl.JobCheckpoints(context.Background(), job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Latest.Restored == nil || st.Latest.Restored.ID < last {
+		t.Errorf("the new leader restored %+v, want checkpoint %d or later", st.Latest.Restored, last)
+	}
+	checkKeyedCountsOutput(t, out, count, keys)
+	if ents, err := fsys.ReadDir(context.Background(), base+"/checkpoints"); err != nil || len(ents) == 0 {
+		t.Errorf("no checkpoints on HDFS: %v %v", ents, err)
+	}
+	// The survivor loaded the staged tokens and renews them after the kill.
+	waitFor(t, time.Minute, func() error {
+		b, _ := os.ReadFile(survivorLog)
+		if !strings.Contains(string(b), "HDFS delegation tokens loaded") || renewals() <= before {
+			return fmt.Errorf("the surviving JobManager has not loaded the tokens, or renewed none since the kill (%s)", survivorLog)
+		}
+		return nil
+	})
+	expectOK(t, e.run("session", "stop", "kha"), "session stop")
 }
