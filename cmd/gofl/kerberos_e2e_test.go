@@ -262,12 +262,13 @@ func TestSessionKerberosHAFailoverE2E(t *testing.T) {
 	for k, v := range settings {
 		e.extraArg = append(e.extraArg, "-D", k+"="+v)
 	}
+	testjob := testJobBinaryForCLI(t) // before the session: building it can take minutes on a loaded machine
 	expectOK(t, e.run("session", "start", "-t", "local", "--name", "kha", "--jobmanagers", "2", "-n", "1"), "session start --jobmanagers 2 on Kerberized HDFS")
 	defer e.run("session", "stop", "kha")
 	checkTaskManagersUseTokens(t, e, "kha")
 	const count, keys = 4000, 4
 	out := filepath.Join(e.home, "out")
-	r := e.run("run", "-m", "session", "-c", "kha", "-d", testJobBinaryForCLI(t), "keyed-counts", "--count", strconv.Itoa(count),
+	r := e.run("run", "-m", "session", "-c", "kha", "-d", testjob, "keyed-counts", "--count", strconv.Itoa(count),
 		"--keys", strconv.Itoa(keys), "--rate", "1000", "--output", out)
 	expectOK(t, r, "run -d keyed-counts")
 	m := submitLine.FindStringSubmatch(r.stdout + r.stderr)
