@@ -325,7 +325,7 @@ func newLeading(c *conf.Configuration, address string, internalTLS *tls.Config, 
 	disp := dispatcher.New(dispatcher.Config{Cluster: c, Address: address, Version: version.Version,
 		MaxArchivedJobs: conf.JobStoreMaxCapacity.Get(c), ResultCacheBytes: int64(conf.JobStoreCacheSize.Get(c)), HA: dispHA,
 		OnGloballyTerminal: onTerminal, PrepareJob: jt.prepare, WhileRunning: jt.renew,
-		JobMasterOptions:   func(jc *jobmaster.Config) { jc.DialTaskManager = dialTM }},
+		JobMasterOptions: func(jc *jobmaster.Config) { jc.DialTaskManager = dialTM }},
 		rm, log.With().Str("component", "dispatcher").Logger())
 	// Identifiers in every request are checked before any handler runs.
 	srv := grpc.NewServer(grpc.MaxRecvMsgSize(64<<20), grpc.Creds(tlsconf.ServerCredentials(internalTLS, log.With().Str("component", "rpc").Logger())),
