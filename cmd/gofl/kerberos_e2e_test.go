@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -326,4 +329,124 @@ func TestSessionKerberosHAFailoverE2E(t *testing.T) {
 		return nil
 	})
 	expectOK(t, e.run("session", "stop", "kha"), "session stop")
+}
+
+var longToken = regexp.MustCompile(`[A-Za-z0-9_-]{100,}`)
+
+// A job submitted to a session with its user's keytab acts as that user:
+// the session (user gofl) cannot read another user's private directory,
+// so wordcount on it fails when submitted without a login; submitted with
+// the other user's keytab, the client obtains that user's delegation
+// tokens (renewer: the session's user) and ships them with the job, the
+// JobManager stages them 0600 and names them to the TaskManagers, and the
+// job reads and writes the directory as its submitter; once it ended the
+// tokens are cancelled and their staged file is gone. A stale keytab fails
+// the run naming the principal and keytab. No token shows in any log.
+func TestSessionKerberosJobTokensE2E(t *testing.T) {
+	t.Parallel()
+	k, e, fsys, base := newKerberosE2E(t, "gofl-kerberos-jobtokens-e2e")
+	if k.OtherKeytab == "" {
+		t.Fatal("the KDC has no second user (GOFL_TEST_KDC_OTHER_*): scripts/kdc/run.sh makes one")
+	}
+	ctx := context.Background()
+	// <base>/shared is open to all; <base>/shared/private is the other user's, 0700.
+	if err := fsys.MkdirAll(ctx, base+"/shared"); err != nil {
+		t.Fatal(err)
+	}
+	if err := fsys.(storage.Chmoder).Chmod(ctx, base+"/shared", 0o777); err != nil {
+		t.Fatal(err)
+	}
+	other, _, err := storage.Open(ctx, k.NameNode+"/", storage.Options{HadoopConfDir: k.ConfDir,
+		Kerberos: storage.KerberosOptions{Keytab: k.OtherKeytab, Principal: k.OtherPrincipal, Krb5Conf: k.Krb5Conf}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	private := base + "/shared/private"
+	if err := other.MkdirAll(ctx, private); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.(storage.Chmoder).Chmod(ctx, private, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := storage.WriteFileAtomic(ctx, other, private+"/input.txt", strings.NewReader(e2eText)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.RemoveAll(context.Background(), private) })
+
+	common := []string{"-D", "fs.hdfs.hadoopconf=" + k.ConfDir, "-D", "security.kerberos.krb5-conf.path=" + k.Krb5Conf, "-D", "log.level=info"}
+	login := func(principal, keytab string) []string {
+		return append(slices.Clone(common), "-D", "security.kerberos.login.keytab="+keytab, "-D", "security.kerberos.login.principal="+principal)
+	}
+	e.extraArg = login(k.Principal, k.Keytab)
+	expectOK(t, e.run("session", "start", "-t", "local", "--name", "kj", "-n", "1"), "session start on Kerberized HDFS")
+	defer e.run("session", "stop", "kj")
+	wc := func(out string) e2eResult {
+		return e.run("run", "-m", "session", "-c", "kj", e.wc, "--input", k.NameNode+private+"/input.txt", "--output", k.NameNode+out)
+	}
+	var logs []string // every client output, for the secrets check
+
+	// Without a login of its own, the job acts as the session's user.
+	e.extraArg = common
+	r := wc(private + "/out-session")
+	logs = append(logs, r.stdout, r.stderr)
+	if r.code == 0 || !strings.Contains(strings.ToLower(r.stdout+r.stderr), "permission") {
+		t.Fatalf("run on the other user's directory without its login: exit %d, want a permission failure\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+
+	e.extraArg = login(k.OtherPrincipal, k.OtherKeytab)
+	r = wc(private + "/out")
+	logs = append(logs, r.stdout, r.stderr)
+	expectOK(t, r, "run with the other user's keytab")
+	if !strings.Contains(r.stdout+r.stderr, "obtained an HDFS delegation token for the job") {
+		t.Errorf("the client obtained no token for the job:\n%s\n%s", r.stdout, r.stderr)
+	}
+	e.checkHDFSCounts(other, private+"/out", k.OtherPrincipal)
+
+	e.extraArg = login(k.Principal, k.WrongKeytab)
+	r = wc(private + "/out-wrong")
+	logs = append(logs, r.stdout, r.stderr)
+	if r.code == 0 || !strings.Contains(r.stderr, k.Principal) || !strings.Contains(r.stderr, k.WrongKeytab) || !strings.Contains(r.stderr, "keytab incorrect") {
+		t.Fatalf("run with a stale keytab: exit %d, want a failure naming %s, %s and the cause\n%s\n%s", r.code, k.Principal, k.WrongKeytab, r.stdout, r.stderr)
+	}
+
+	// The JobManager staged the job's tokens, and cancelled and removed
+	// them once the job finished.
+	jmLog := filepath.Join(e.clustersDir(), "kj", "jobmanager", "gofl.log")
+	st, err := storage.OpenStaging(ctx, e.staging, storage.Options{HadoopConfDir: k.ConfDir,
+		Kerberos: storage.KerberosOptions{Keytab: k.Keytab, Principal: k.Principal, Krb5Conf: k.Krb5Conf}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	dir, _ := st.ClusterDir("kj")
+	waitFor(t, time.Minute, func() error {
+		b, _ := os.ReadFile(jmLog)
+		if !strings.Contains(string(b), "staged the job's own HDFS delegation token") || !strings.Contains(string(b), "cancelled the job's HDFS delegation token") {
+			return errors.New("the JobManager has not staged and cancelled the job's tokens")
+		}
+		ents, err := st.FileSystem().ReadDir(ctx, dir)
+		if err != nil {
+			return err
+		}
+		for _, en := range ents {
+			if strings.HasPrefix(en.Name, "job-") {
+				return fmt.Errorf("staged job tokens left: %s", en.Name)
+			}
+		}
+		return nil
+	})
+	_ = filepath.Walk(filepath.Join(e.clustersDir(), "kj"), func(p string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() && strings.HasSuffix(p, ".log") {
+			b, _ := os.ReadFile(p)
+			logs = append(logs, string(b))
+		}
+		return nil
+	})
+	for _, l := range logs {
+		if m := longToken.FindString(l); m != "" {
+			t.Errorf("a log holds what looks like a token: %.20s...", m)
+		}
+	}
+	expectOK(t, e.run("session", "stop", "kj"), "session stop")
 }
