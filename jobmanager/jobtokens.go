@@ -56,7 +56,8 @@ func (t *jobTokens) staging(ctx context.Context) (*storage.Staging, error) {
 
 // prepare stages the tokens a submission carries and names the staged
 // file in the job's configuration (dispatcher.Config.PrepareJob). Without
-// tokens it does nothing. Blocking.
+// tokens, or on a JobManager started by hand (nil), it does nothing (the
+// Dispatcher drops the tokens). Blocking.
 func (t *jobTokens) prepare(ctx context.Context, jg *jobgraph.JobGraph) error {
 	raw := jg.Config[restapi.JobConfigDelegationTokens]
 	if raw == "" {
@@ -67,7 +68,9 @@ func (t *jobTokens) prepare(ctx context.Context, jg *jobgraph.JobGraph) error {
 		return fmt.Errorf("%w: the job's delegation tokens (%s) are not a JSON list of tokens", restapi.ErrBadRequest, restapi.JobConfigDelegationTokens)
 	}
 	if t == nil {
-		return fmt.Errorf("%w: only a session cluster a provider deployed takes a job's own delegation tokens", restapi.ErrBadRequest)
+		// A JobManager started by hand has no cluster staging directory:
+		// the job runs with the cluster's credentials, as before.
+		return nil
 	}
 	st, err := t.staging(ctx)
 	if err != nil {
