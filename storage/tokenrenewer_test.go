@@ -68,14 +68,7 @@ func TestDelegationTokenRenewerSchedule(t *testing.T) {
 	// step advances the fake clock to its next timer once Run has armed it.
 	step := func() call {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for clk.Pending() == 0 {
-			if time.Now().After(deadline) {
-				t.Fatal("the renewer armed no timer")
-			}
-			time.Sleep(time.Millisecond)
-		}
-		clk.Step()
+		stepArmed(t, clk)
 		select {
 		case c := <-calls1:
 			t.Logf("call %s %s at +%v", c.op, c.token, c.at.Sub(start))
@@ -115,6 +108,20 @@ func TestDelegationTokenRenewerSchedule(t *testing.T) {
 	want(step(), "renew", "t1", 160*time.Minute) // the first obtain failed: after the 10 min backoff
 	want(<-calls1, "obtain", "hdfs://nn:8020", 160*time.Minute)
 	waitFile("the new token", func(d DelegationToken) bool { return d.Token == "t2" })
+}
+
+// stepArmed advances the fake clock to its next timer once the renewer
+// has armed one.
+func stepArmed(t *testing.T, clk *clock.Fake) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for clk.Pending() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the renewer armed no timer")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	clk.Step()
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -196,14 +203,7 @@ func TestDelegationTokenRenewerNoReplace(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	step := func() time.Time {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for clk.Pending() == 0 {
-			if time.Now().After(deadline) {
-				t.Fatal("the renewer armed no timer")
-			}
-			time.Sleep(time.Millisecond)
-		}
-		clk.Step()
+		stepArmed(t, clk)
 		select {
 		case at := <-renewals:
 			return at
