@@ -405,6 +405,8 @@ func TestSessionKerberosJobTokensE2E(t *testing.T) {
 		t.Fatalf("run with a stale keytab: exit %d, want a failure naming %s, %s and the cause\n%s\n%s", r.code, k.Principal, k.WrongKeytab, r.stdout, r.stderr)
 	}
 
+	e.extraArg = login(k.Principal, k.Keytab) // the session's user, to stop it
+
 	// The JobManager staged the job's tokens, and cancelled and removed
 	// them once the job finished.
 	jmLog := filepath.Join(e.clustersDir(), "kj", "jobmanager", "gofl.log")
