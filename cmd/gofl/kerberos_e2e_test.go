@@ -337,9 +337,10 @@ var longToken = regexp.MustCompile(`[A-Za-z0-9_-]{100,}`)
 // the session's user (gofl) cannot read another user's private directory;
 // submitted with the other user's keytab, the client obtains that user's delegation
 // tokens (renewer: the session's user) and ships them with the job, the
-// JobManager stages them 0600 and names them to the TaskManagers, and the
-// job reads and writes the directory as its submitter; once it ended the
-// tokens are cancelled and their staged file is gone. A stale keytab fails
+// JobManager stages them 0600, names them to the TaskManagers and renews
+// them (their expiry is unknown to the client, which may not renew them),
+// and the job reads and writes the directory as its submitter; once it
+// ended the tokens are cancelled and their staged file is gone. A stale keytab fails
 // the run naming the principal and keytab. No token shows in any log.
 func TestSessionKerberosJobTokensE2E(t *testing.T) {
 	t.Parallel()
@@ -419,8 +420,10 @@ func TestSessionKerberosJobTokensE2E(t *testing.T) {
 	dir, _ := st.ClusterDir("kj")
 	waitFor(t, time.Minute, func() error {
 		b, _ := os.ReadFile(jmLog)
-		if !strings.Contains(string(b), "staged the job's own HDFS delegation token") || !strings.Contains(string(b), "cancelled the job's HDFS delegation token") {
-			return errors.New("the JobManager has not staged and cancelled the job's tokens")
+		renewed := regexp.MustCompile(`"component":"job-delegation-tokens".*"renewed the HDFS delegation token"`)
+		if !strings.Contains(string(b), "staged the job's own HDFS delegation token") || !renewed.Match(b) ||
+			!strings.Contains(string(b), "cancelled the job's HDFS delegation token") {
+			return errors.New("the JobManager has not staged, renewed and cancelled the job's tokens")
 		}
 		ents, err := st.FileSystem().ReadDir(ctx, dir)
 		if err != nil {
