@@ -28,7 +28,9 @@ var (
 	HDFSNameNodePrincipal = StringOption("fs.hdfs.namenode.principal", "",
 		"The NameNode's Kerberos service principal; empty: dfs.namenode.kerberos.principal from hdfs-site.xml.")
 	DelegationTokensEnabled = BoolOption("security.delegation.tokens.enabled", true,
-		"With a Kerberos login and hdfs:// staging, the client obtains HDFS delegation tokens for the cluster and ships them through staging (0600); the TaskManagers use them instead of the Kerberos options, and the JobManager renews them.")
+		"With a Kerberos login, the client obtains HDFS delegation tokens (for staging.dir, state.checkpoints.dir, fs.defaultFS and security.kerberos.access.hadoopFileSystems) for the cluster and ships them through staging (0600); the TaskManagers use them instead of the Kerberos options, and the JobManager renews them. A job submitted to a session brings its user's own tokens, which the JobManager renews while it runs and cancels at its end.")
+	KerberosAccessHadoopFileSystems = StringOption("security.kerberos.access.hadoopFileSystems", "",
+		"Comma-separated hdfs:// file systems the client obtains delegation tokens for, besides staging.dir, state.checkpoints.dir and the Hadoop configuration's fs.defaultFS (Flink's key).")
 	DelegationTokensFile = StringOption("security.delegation.tokens.file", "",
 		"File of HDFS delegation tokens (0600, JSON); without a keytab or ticket cache, hdfs:// presents its NameNode's token from it on the NameNode RPC port (SASL DIGEST-MD5).")
 	DelegationTokensRenewalTimeRatio = FloatOption("security.delegation.tokens.renewal.time-ratio", 0.75,

@@ -310,10 +310,22 @@ func newLeading(c *conf.Configuration, address string, internalTLS *tls.Config, 
 	if dir := conf.ExpandEnv(conf.JobManagerArchiveDir.Get(c)); dir != "" {
 		onTerminal = func(jobID string) { archiveJob(archiver, jobID, log) }
 	}
+	// A session job's own delegation tokens: staged at submission, renewed
+	// while it runs, cancelled when it ends.
+	jt := newJobTokens(c, log)
+	if jt != nil {
+		archive := onTerminal
+		onTerminal = func(jobID string) {
+			if archive != nil {
+				archive(jobID)
+			}
+			jt.cancel(jobID)
+		}
+	}
 	disp := dispatcher.New(dispatcher.Config{Cluster: c, Address: address, Version: version.Version,
 		MaxArchivedJobs: conf.JobStoreMaxCapacity.Get(c), ResultCacheBytes: int64(conf.JobStoreCacheSize.Get(c)), HA: dispHA,
-		OnGloballyTerminal: onTerminal,
-		JobMasterOptions:   func(jc *jobmaster.Config) { jc.DialTaskManager = dialTM }},
+		OnGloballyTerminal: onTerminal, PrepareJob: jt.prepare, WhileRunning: jt.renew,
+		JobMasterOptions: func(jc *jobmaster.Config) { jc.DialTaskManager = dialTM }},
 		rm, log.With().Str("component", "dispatcher").Logger())
 	// Identifiers in every request are checked before any handler runs.
 	srv := grpc.NewServer(grpc.MaxRecvMsgSize(64<<20), grpc.Creds(tlsconf.ServerCredentials(internalTLS, log.With().Str("component", "rpc").Logger())),
@@ -324,7 +336,7 @@ func newLeading(c *conf.Configuration, address string, internalTLS *tls.Config, 
 	h := rest.NewHandler(disp, log.With().Str("component", "rest").Logger(), rest.Options{Blobs: blobs, Uploads: uploads,
 		DisableSubmit: !conf.WebSubmitEnabled(c), DisableCancel: !conf.WebCancelEnable.Get(c), Logs: newLogFiles(disp, creds),
 		Version: version.Version, Config: configEntries(c)})
-	if onTerminal != nil {
+	if conf.ExpandEnv(conf.JobManagerArchiveDir.Get(c)) != "" {
 		archiver = historyserver.NewArchiver(conf.ExpandEnv(conf.JobManagerArchiveDir.Get(c)), storage.OptionsFromConf(c), h,
 			log.With().Str("component", "archiver").Logger())
 	}

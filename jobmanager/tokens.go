@@ -19,9 +19,10 @@ import (
 // starts use them instead of the Kerberos options (see providers/local),
 // and renewed while the JobManager runs.
 type clusterTokens struct {
-	dir string // 0700, holds the token file
-	cfg *conf.Configuration
-	log zerolog.Logger
+	dir       string // 0700, holds the token file
+	clusterID string
+	cfg       *conf.Configuration
+	log       zerolog.Logger
 }
 
 // loadClusterTokens loads the tokens staged for the cluster (0600 in its
@@ -63,7 +64,7 @@ func loadClusterTokens(ctx context.Context, c *conf.Configuration, st *storage.S
 		return nil, fmt.Errorf("jobmanager: %w", err)
 	}
 	log.Info().Int("tokens", len(tokens)).Str("file", file).Msg("HDFS delegation tokens loaded")
-	return &clusterTokens{dir: dir, cfg: c, log: log}, nil
+	return &clusterTokens{dir: dir, clusterID: clusterID, cfg: c, log: log}, nil
 }
 
 // renew keeps the tokens alive until ctx ends
@@ -79,9 +80,25 @@ func (t *clusterTokens) renew(ctx context.Context) {
 		TimeRatio:    conf.DelegationTokensRenewalTimeRatio.Get(t.cfg),
 		RetryBackoff: conf.DelegationTokensRenewalRetryBackoff.Get(t.cfg),
 		Log:          t.log.With().Str("component", "delegation-tokens").Logger(),
+		OnChange:     t.restage,
 	}
 	if err := r.Run(ctx); err != nil && ctx.Err() == nil {
 		t.log.Error().Err(err).Msg("HDFS delegation token renewal stopped")
+	}
+}
+
+// restage writes renewed or replaced tokens back to the cluster's staging
+// directory (0600): nomad TaskManagers read that copy, and the next
+// JobManager of the cluster loads it. Failures are logged: the local file
+// is renewed all the same.
+func (t *clusterTokens) restage(ctx context.Context, tokens []storage.DelegationToken) {
+	st, err := storage.OpenStaging(ctx, conf.ExpandEnv(conf.StagingDir.Get(t.cfg)), storage.OptionsFromConf(t.cfg))
+	if err == nil {
+		err = st.PutDelegationTokens(ctx, t.clusterID, tokens)
+		st.Close()
+	}
+	if err != nil && ctx.Err() == nil {
+		t.log.Warn().Err(err).Msg("could not stage the renewed HDFS delegation tokens")
 	}
 }
 

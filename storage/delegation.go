@@ -78,16 +78,20 @@ func (w *webHDFS) close() {
 // ObtainDelegationToken logs in to Kerberos from opts and asks the
 // NameNode of an hdfs:// URI for a delegation token that renewer may
 // renew (empty: the logged-in user), over WebHDFS with SPNEGO
-// (GETDELEGATIONTOKEN). Blocking; the caller keeps the token secret.
+// (GETDELEGATIONTOKEN). Blocking; the caller keeps the token secret. A
+// token for another renewer (a session JobManager's user) cannot be
+// renewed here, so its expiry is unknown: Expires is now, and its renewer
+// renews it first thing.
 func ObtainDelegationToken(ctx context.Context, uri string, opts Options, renewer string) (DelegationToken, error) {
 	w, nn, err := webHDFSFor(uri, opts)
 	if err != nil {
 		return DelegationToken{}, err
 	}
 	defer w.close()
+	self := w.krb.Credentials.UserName()
+	self, _, _ = strings.Cut(self, "/") // Hadoop's short name
 	if renewer == "" {
-		renewer = w.krb.Credentials.UserName()
-		renewer, _, _ = strings.Cut(renewer, "/") // Hadoop's short name
+		renewer = self
 	}
 	var out struct {
 		Token struct {
@@ -101,6 +105,10 @@ func ObtainDelegationToken(ctx context.Context, uri string, opts Options, renewe
 		return DelegationToken{}, fmt.Errorf("storage: obtaining an HDFS delegation token from %s: the answer has no token", w.base)
 	}
 	t := DelegationToken{NameNode: nn, WebHDFS: strings.TrimPrefix(w.base, "http://"), Token: out.Token.URLString, Renewer: renewer}
+	if renewer != self {
+		t.Expires = time.Now()
+		return t, nil
+	}
 	// A new token's expiry is only known by renewing it (Hadoop's clients
 	// do the same); the renewal also proves that renewer may renew it.
 	if t.Expires, err = w.renew(ctx, t); err != nil {
@@ -167,8 +175,19 @@ func WriteDelegationTokens(path string, tokens []DelegationToken) error {
 	return nil
 }
 
-// ReadDelegationTokens reads a file WriteDelegationTokens wrote.
+// ReadDelegationTokens reads a file WriteDelegationTokens (or
+// Staging.PutDelegationTokens on a file:// staging directory) wrote: a
+// local path or a file:// URI. A TaskManager on Nomad gets the staged
+// file's URI; an hdfs:// one cannot be read without a login, so it is
+// refused with ErrInvalid.
 func ReadDelegationTokens(path string) ([]DelegationToken, error) {
+	if strings.Contains(path, "://") {
+		u, err := url.Parse(path)
+		if err != nil || u.Scheme != "file" || (u.Host != "" && u.Host != "localhost") || !strings.HasPrefix(u.Path, "/") {
+			return nil, fmt.Errorf("%w: delegation token file %q: want a local path or file:///path", ErrInvalid, path)
+		}
+		path = u.Path
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, wrapErr("read delegation tokens", path, err)
@@ -191,11 +210,20 @@ func tokenFor(tokens []DelegationToken, nn string) (DelegationToken, bool) {
 }
 
 // ObtainClusterTokens obtains one delegation token per NameNode of c's
-// staging.dir and state.checkpoints.dir when
+// staging.dir, state.checkpoints.dir, security.kerberos.access.hadoopFileSystems
+// and the Hadoop configuration's fs.defaultFS (as Flink's
+// HadoopFSDelegationTokenProvider) when
 // security.delegation.tokens.enabled is on and c logs in to Kerberos
 // (keytab or ticket cache); none otherwise. Blocking. The client calls it
 // at deployment, a session JobManager when the client staged none.
 func ObtainClusterTokens(ctx context.Context, c *conf.Configuration) ([]DelegationToken, error) {
+	return ObtainTokens(ctx, c, "")
+}
+
+// ObtainTokens is ObtainClusterTokens with tokens renewer may renew
+// (empty: the logged-in user): a client submitting a job to a session
+// obtains them for the session JobManager's user.
+func ObtainTokens(ctx context.Context, c *conf.Configuration, renewer string) ([]DelegationToken, error) {
 	if !conf.DelegationTokensEnabled.Get(c) {
 		return nil, nil
 	}
@@ -205,17 +233,60 @@ func ObtainClusterTokens(ctx context.Context, c *conf.Configuration) ([]Delegati
 	}
 	var tokens []DelegationToken
 	seen := map[string]bool{}
-	for _, dir := range []string{conf.StagingDir.Get(c), conf.CheckpointsDir.Get(c)} {
+	for _, dir := range tokenFileSystems(c, opts) {
 		u, err := url.Parse(conf.ExpandEnv(dir))
 		if err != nil || u.Scheme != "hdfs" || seen[u.Host] {
 			continue
 		}
 		seen[u.Host] = true
-		tok, err := ObtainDelegationToken(ctx, "hdfs://"+u.Host, opts, "")
+		tok, err := ObtainDelegationToken(ctx, "hdfs://"+u.Host, opts, renewer)
 		if err != nil {
 			return nil, fmt.Errorf("storage: obtaining an HDFS delegation token for %s (security.delegation.tokens.enabled): %w", u.Redacted(), err)
 		}
 		tokens = append(tokens, tok)
 	}
 	return tokens, nil
+}
+
+// tokenFileSystems are the file systems ObtainClusterTokens covers (any
+// scheme; it keeps the hdfs:// ones).
+func tokenFileSystems(c *conf.Configuration, opts Options) []string {
+	dirs := []string{conf.StagingDir.Get(c), conf.CheckpointsDir.Get(c)}
+	for _, fs := range strings.Split(conf.KerberosAccessHadoopFileSystems.Get(c), ",") {
+		if fs = strings.TrimSpace(fs); fs != "" {
+			dirs = append(dirs, fs)
+		}
+	}
+	if hc, _, err := loadHadoopConf(opts); err == nil && hc != nil {
+		dirs = append(dirs, hc["fs.defaultFS"])
+	}
+	return dirs
+}
+
+// ShortName is Hadoop's short name of a Kerberos principal
+// (user[/instance][@REALM] -> user), as renewers are named.
+func ShortName(principal string) string {
+	name, _, _ := strings.Cut(principal, "@")
+	name, _, _ = strings.Cut(name, "/")
+	return name
+}
+
+// MergeDelegationTokens is first's tokens, then second's for the
+// NameNodes first has none for: a job's runners act as the submitting
+// user (first) where the job brought a token, as the cluster elsewhere.
+func MergeDelegationTokens(first, second []DelegationToken) []DelegationToken {
+	out := append([]DelegationToken(nil), first...)
+	for _, t := range second {
+		if _, ok := tokenFor(first, t.NameNode); !ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// JobDelegationTokensFile is the staged file of a job's own delegation
+// tokens (a session job submitted with its user's Kerberos login) in the
+// cluster's staging directory.
+func JobDelegationTokensFile(jobID string) string {
+	return "job-" + jobID + "-" + DelegationTokensFile
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -118,25 +119,97 @@ func (s *Staging) clusterFile(clusterID, name string) (string, error) {
 // PutDelegationTokens stages the cluster's HDFS delegation tokens, readable
 // by the staging directory's owner only (0600).
 func (s *Staging) PutDelegationTokens(ctx context.Context, clusterID string, tokens []DelegationToken) error {
-	b, err := json.Marshal(tokenFile{Tokens: tokens})
-	if err != nil {
-		return err
-	}
-	return s.PutClusterSecretFile(ctx, clusterID, DelegationTokensFile, bytes.NewReader(b))
+	return s.PutTokenFile(ctx, clusterID, DelegationTokensFile, tokens)
 }
 
 // GetDelegationTokens reads the cluster's staged delegation tokens;
 // ErrNotFound if the client staged none.
 func (s *Staging) GetDelegationTokens(ctx context.Context, clusterID string) ([]DelegationToken, error) {
-	b, err := s.GetClusterFile(ctx, clusterID, DelegationTokensFile)
+	return s.GetTokenFile(ctx, clusterID, DelegationTokensFile)
+}
+
+// PutTokenFile stages tokens as the cluster's file name, 0600 (the
+// cluster's tokens, or a job's: JobDelegationTokensFile).
+func (s *Staging) PutTokenFile(ctx context.Context, clusterID, name string, tokens []DelegationToken) error {
+	b, err := json.Marshal(tokenFile{Tokens: tokens})
+	if err != nil {
+		return err
+	}
+	return s.PutClusterSecretFile(ctx, clusterID, name, bytes.NewReader(b))
+}
+
+// GetTokenFile reads tokens PutTokenFile staged; ErrNotFound if none.
+func (s *Staging) GetTokenFile(ctx context.Context, clusterID, name string) ([]DelegationToken, error) {
+	b, err := s.GetClusterFile(ctx, clusterID, name)
 	if err != nil {
 		return nil, err
 	}
+	return parseTokenFile(b, clusterID+"/"+name)
+}
+
+// ClusterFileURI is the URI of a file in the cluster's staging directory,
+// for handing to another process.
+func (s *Staging) ClusterFileURI(clusterID, name string) (string, error) {
+	p, err := s.clusterFile(clusterID, name)
+	if err != nil {
+		return "", err
+	}
+	return s.fs.URI(p), nil
+}
+
+// RemoveClusterFile removes one staged file; a missing one is no error.
+func (s *Staging) RemoveClusterFile(ctx context.Context, clusterID, name string) error {
+	p, err := s.clusterFile(clusterID, name)
+	if err != nil {
+		return err
+	}
+	if err := s.fs.RemoveAll(ctx, p); err != nil && !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
+// ReadStagedDelegationTokens reads a token file a Staging wrote, by its URI
+// (ClusterFileURI), with opts (the reader's own credentials). Blocking.
+func ReadStagedDelegationTokens(ctx context.Context, uri string, opts Options) ([]DelegationToken, error) {
+	fsys, p, err := Open(ctx, uri, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer fsys.Close()
+	b, err := ReadFile(ctx, fsys, p)
+	if err != nil {
+		return nil, err
+	}
+	return parseTokenFile(b, uri)
+}
+
+func parseTokenFile(b []byte, name string) ([]DelegationToken, error) {
 	var f tokenFile
 	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("%w: staged delegation tokens of cluster %s: %v", ErrInvalid, clusterID, err)
+		return nil, fmt.Errorf("%w: staged delegation tokens %s: %v", ErrInvalid, name, err)
 	}
 	return f.Tokens, nil
+}
+
+// LocalClusterFileURI is the file:// URI of a file in the cluster's
+// staging directory when stagingDir (staging.dir, expanded) is a local
+// path or file:// URI, found without opening the staging area; ok is
+// false for any other scheme (hdfs://). The nomad provider names the
+// staged token file to its TaskManagers with it.
+func LocalClusterFileURI(stagingDir, clusterID, name string) (uri string, ok bool, err error) {
+	if strings.HasPrefix(stagingDir, "/") {
+		stagingDir = "file://" + stagingDir
+	}
+	u, err := url.Parse(stagingDir)
+	if err != nil || u.Scheme != "file" {
+		return "", false, nil
+	}
+	p, err := NewStaging(Local(), u.Path).clusterFile(clusterID, name)
+	if err != nil {
+		return "", false, err
+	}
+	return Local().URI(p), true, nil
 }
 
 // PutClusterFile atomically writes a file into the cluster's staging

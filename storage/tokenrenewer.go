@@ -28,6 +28,15 @@ type DelegationTokenRenewer struct {
 	TimeRatio float64
 	// RetryBackoff: security.delegation.tokens.renewal.retry.backoff (1h).
 	RetryBackoff time.Duration
+	// NoReplace: a token past renewal is not replaced by a new one of the
+	// renewer's own (a job's tokens act as their submitter, not as the
+	// JobManager); it stays as it is until it expires.
+	NoReplace bool
+	// OnChange, if set, is called (in Run's goroutine) after the file was
+	// rewritten: the JobManager re-stages the tokens with it, for the
+	// TaskManagers that read the staged copy (nomad) and for the next
+	// leader.
+	OnChange func(ctx context.Context, tokens []DelegationToken)
 	// Clock: nil is the real one.
 	Clock clock.Clock
 	Log   zerolog.Logger
@@ -108,6 +117,12 @@ func (r *DelegationTokenRenewer) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
+			if r.NoReplace {
+				due[i] = now.Add(backoff)
+				r.Log.Warn().Str("namenode", t.NameNode).Time("expires", t.Expires).Err(err).Dur("retry_in", backoff).
+					Msg("could not renew the HDFS delegation token")
+				continue
+			}
 			// Renewal is over: obtain a new token in its place.
 			nt, oerr := obtain(ctx, "hdfs://"+t.NameNode, r.Options, t.Renewer)
 			if oerr != nil {
@@ -125,6 +140,8 @@ func (r *DelegationTokenRenewer) Run(ctx context.Context) error {
 		if changed {
 			if err := WriteDelegationTokens(r.File, tokens); err != nil {
 				r.Log.Error().Err(err).Msg("could not write the renewed HDFS delegation tokens")
+			} else if r.OnChange != nil {
+				r.OnChange(ctx, tokens)
 			}
 		}
 	}

@@ -88,6 +88,10 @@ type Config struct {
 	// TaskManager's file-system settings (storage.ClientEnv), so user code
 	// reading or writing hdfs:// acts as the TaskManager is configured to.
 	RunnerEnv []string
+	// Storage is the TaskManager's own HDFS client options: it reads a
+	// session job's staged delegation tokens with them, for the job's
+	// runners (restapi.JobConfigDelegationTokensFile).
+	Storage storage.Options
 	// ManagedMemory is taskmanager.memory.managed.size, shared by the
 	// slots' batch operators (told to runners through RunnerEnv); reported
 	// in the TaskManager's hardware description.
@@ -167,6 +171,7 @@ func ConfigFromConf(c *conf.Configuration) Config {
 		HeartbeatTimeout:       conf.HeartbeatTimeout.Get(c),
 		HeartbeatInterval:      conf.HeartbeatInterval.Get(c),
 		RunnerEnv:              append(slices.Clip(storage.ClientEnv(c)), batchMemoryEnv(c)...),
+		Storage:                storage.OptionsFromConf(c),
 		ManagedMemory:          int64(conf.TaskManagerManagedMemorySize.Get(c)),
 		WorkDir:                conf.ExpandEnv(conf.TaskManagerWorkDir.Get(c)),
 		StagingDir:             conf.ExpandEnv(conf.StagingDir.Get(c)),

@@ -28,6 +28,7 @@ import (
 	"github.com/gofl/gofl/internal/clock"
 	"github.com/gofl/gofl/internal/ids"
 	"github.com/gofl/gofl/rpc/pb"
+	"github.com/gofl/gofl/rpc/restapi"
 	"github.com/gofl/gofl/storage"
 	"github.com/gofl/gofl/taskmanager/runner"
 )
@@ -62,6 +63,8 @@ type runnerPool struct {
 	stagingDir string
 	// env is added to every runner's environment (Config.RunnerEnv).
 	env []string
+	// storage is the TaskManager's HDFS client options (Config.Storage).
+	storage storage.Options
 	// onLost is TaskRunnerHost.RunnerLost.
 	onLost func(jobID string, runner uint64, cause error)
 	// onCheckpoint is TaskRunnerHost.CheckpointReport.
@@ -241,6 +244,11 @@ func (p *runnerPool) start(ctx context.Context, jr *jobRunner, jobMasterAddress 
 	env = append(env, runner.EnvLocalStateDir+"="+localState)
 	if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, runner.EnvTmpDirs+"=") }) {
 		env = append(env, runner.EnvTmpDirs+"="+jobDir) // io.tmp.dirs' default: the work directory
+	}
+	if uri := info.Config[restapi.JobConfigDelegationTokensFile]; uri != "" {
+		if env, err = p.jobTokenEnv(ctx, jr.jobID, uri, jobDir, env); err != nil {
+			return nil, err
+		}
 	}
 	proc, err := runner.Start(ctx, runner.Spec{JobID: jr.jobID, Binary: path, Args: info.ProgramArgs, Fingerprint: info.Fingerprint,
 		Dir: jobDir, DataListener: jr.lis, DataAddress: jr.addr, Env: env,

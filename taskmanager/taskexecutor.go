@@ -189,7 +189,7 @@ func New(cfg Config, log zerolog.Logger) (*TaskExecutor, error) {
 			env = append(append([]string{}, env...), tlsEnv...)
 		}
 		pool.dial, pool.listen, pool.clk, pool.onLost = te.dialGRPC, te.listenData, te.clk, host.RunnerLost
-		pool.rpcTimeout, pool.env, pool.onCheckpoint = cfg.RPCTimeout, env, host.CheckpointReport
+		pool.rpcTimeout, pool.env, pool.onCheckpoint, pool.storage = cfg.RPCTimeout, env, host.CheckpointReport, cfg.Storage
 		pool.stagingDir = cfg.StagingDir
 		pool.metricsInterval, pool.heartbeatInterval, pool.heartbeatTimeout = cfg.MetricsInterval, cfg.HeartbeatInterval, cfg.HeartbeatTimeout
 		te.exec = newProcessTaskRunner(pool)

@@ -42,34 +42,8 @@ func TestDeploySessionStandbyJobManagersE2E(t *testing.T) {
 	e.checkCounts(out1)
 
 	// Find and kill the leader.
-	cfg, err := conf.FromMap(map[string]string{"high-availability.type": "zookeeper", "high-availability.zookeeper.quorum": quorum,
+	pid, _, _, _ := sessionLeader(t, e, "ha2", map[string]string{"high-availability.type": "zookeeper", "high-availability.zookeeper.quorum": quorum,
 		"high-availability.cluster-id": clusterID, "high-availability.storageDir": "file://" + filepath.Join(e.home, "ha")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	services, err := ha.New(ctx, ha.ConfigFromConf(cfg, zerolog.Nop()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer services.Close()
-	leader, err := ha.RetrieveLeader(ctx, services, ha.RestServerComponent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(e.clustersDir(), "ha2")
-	pid := 0
-	for _, jm := range []string{"jobmanager", "jobmanager-2"} {
-		log, _ := os.ReadFile(filepath.Join(dir, jm, "gofl.log"))
-		if m := restLine.FindSubmatch(log); m != nil && string(m[1]) == leader.Address {
-			b, _ := os.ReadFile(filepath.Join(dir, jm, "pid"))
-			pid, _ = strconv.Atoi(strings.Fields(string(b) + " 0")[0])
-		}
-	}
-	if pid <= 0 {
-		t.Fatalf("no JobManager of ha2 serves REST at the leader's %s", leader.Address)
-	}
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -94,4 +68,43 @@ func TestDeploySessionStandbyJobManagersE2E(t *testing.T) {
 	}
 	e.checkCounts(out2)
 	expectOK(t, e.run("session", "stop"), "session stop")
+}
+
+// sessionLeader finds which JobManager of a local session with two
+// (jobmanager, jobmanager-2) leads, by the REST address ZooKeeper names
+// (haSettings: the session's high-availability.* options); it returns the
+// leader's pid and REST address and the other JobManager's REST address
+// and directory.
+func sessionLeader(t *testing.T, e *e2e, session string, haSettings map[string]string) (pid int, rest, otherRest, otherDir string) {
+	t.Helper()
+	cfg, err := conf.FromMap(haSettings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	services, err := ha.New(ctx, ha.ConfigFromConf(cfg, zerolog.Nop()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer services.Close()
+	leader, err := ha.RetrieveLeader(ctx, services, ha.RestServerComponent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, jm := range []string{"jobmanager", "jobmanager-2"} {
+		dir := filepath.Join(e.clustersDir(), session, jm)
+		log, _ := os.ReadFile(filepath.Join(dir, "gofl.log"))
+		m := restLine.FindSubmatch(log)
+		if m != nil && string(m[1]) == leader.Address {
+			b, _ := os.ReadFile(filepath.Join(dir, "pid"))
+			pid, _ = strconv.Atoi(strings.Fields(string(b) + " 0")[0])
+		} else if m != nil {
+			otherRest, otherDir = string(m[1]), dir
+		}
+	}
+	if pid <= 0 || otherRest == "" {
+		t.Fatalf("no JobManager of %s serves REST at the leader's %s, or no other one", session, leader.Address)
+	}
+	return pid, leader.Address, otherRest, otherDir
 }

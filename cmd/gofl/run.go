@@ -188,6 +188,9 @@ func runSession(c *cli.Context, addr string) error {
 	if len(jg.ProgramArgs) == 0 {
 		jg.ProgramArgs = jobArgs
 	}
+	if err := attachJobTokens(c, cl, jg); err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
 	id, err := cl.SubmitJob(c.Context, jg)
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
@@ -360,4 +363,15 @@ func checkJobArgs(args []string) error {
 		return fmt.Errorf("run: %s is a relative path, but the job runs in its TaskManagers' working directories, not here; give an absolute path (%s) or a URI (file://, hdfs://)", what, abs)
 	}
 	return nil
+}
+
+// attachJobTokens ships the caller's own HDFS delegation tokens with a job
+// submitted to a session, when its configuration has a Kerberos login
+// (client.AttachJobTokens).
+func attachJobTokens(c *cli.Context, cl *client.Client, jg *jobgraph.JobGraph) error {
+	cfg, log, err := setup(c)
+	if err != nil {
+		return err
+	}
+	return client.AttachJobTokens(c.Context, cfg, cl, jg, log)
 }

@@ -69,6 +69,9 @@ func runSubmit(c *cli.Context) error {
 			return fmt.Errorf("submit: %w", err)
 		}
 	}
+	if err := attachJobTokens(c, cl, jg); err != nil {
+		return fmt.Errorf("submit: %w", err)
+	}
 	id, err := cl.SubmitJob(c.Context, jg)
 	if err != nil {
 		return fmt.Errorf("submit: %w", err)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 
 	"github.com/rs/zerolog"
@@ -61,6 +62,18 @@ type Config struct {
 	// did. It may query the Dispatcher; it must not block for long (the
 	// history server's archiving: jobmanager.archive.fs.dir).
 	OnGloballyTerminal func(jobID string)
+	// PrepareJob, if set, is called by SubmitJob (not for recovered jobs),
+	// with the job ID set, before the job is validated and stored: it may
+	// rewrite the job's configuration (a session JobManager stages the
+	// job's delegation tokens and names the staged file there). An error
+	// fails the submission. restapi.JobConfigDelegationTokens is removed
+	// after it, whatever it did.
+	PrepareJob func(ctx context.Context, jg *jobgraph.JobGraph) error
+	// WhileRunning, if set, runs in a goroutine of its own beside each
+	// job's JobMaster (submitted or recovered) and must return once ctx
+	// ends, which it does when the JobMaster stopped (the JobManager
+	// renews a job's delegation tokens in it).
+	WhileRunning func(ctx context.Context, jobID string, jobConfig map[string]string)
 }
 
 // Dispatcher runs jobs.
@@ -179,6 +192,17 @@ func (d *Dispatcher) SubmitJob(ctx context.Context, jg *jobgraph.JobGraph) (stri
 	if err := jobgraph.ValidateJobID(jg.JobID); err != nil {
 		return "", err
 	}
+	// Only the JobManager names a job's staged tokens.
+	delete(jg.Config, restapi.JobConfigDelegationTokensFile)
+	if d.cfg.PrepareJob != nil {
+		if jg.JobID == "" {
+			jg.JobID = randomJobID()
+		}
+		if err := d.cfg.PrepareJob(ctx, jg); err != nil {
+			return "", err
+		}
+	}
+	delete(jg.Config, restapi.JobConfigDelegationTokens)
 	return d.submit(ctx, jg, false)
 }
 
@@ -227,14 +251,32 @@ func (d *Dispatcher) submit(ctx context.Context, jg *jobgraph.JobGraph, recovere
 		d.jobs[jg.JobID] = jm
 		d.ended[jg.JobID] = make(chan struct{})
 		d.wg.Add(1)
+		stop := d.whileRunning(jg)
 		go func() {
 			defer d.wg.Done()
 			jm.Run(d.runCtx)
+			stop()
 			d.mb.Post(func() { d.archive(jm) })
 		}()
 		d.log.Info().Str("job_id", jg.JobID).Str("job", jg.Name).Int("vertices", len(jg.Vertices)).Bool("recovered", recovered).Msg("job submitted")
 		return jg.JobID, nil
 	})
+}
+
+// whileRunning starts Config.WhileRunning for the job; the returned stop
+// ends it and waits for it.
+func (d *Dispatcher) whileRunning(jg *jobgraph.JobGraph) (stop func()) {
+	if d.cfg.WhileRunning == nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(d.runCtx)
+	done := make(chan struct{})
+	id, cfg := jg.JobID, maps.Clone(jg.Config)
+	go func() {
+		defer close(done)
+		d.cfg.WhileRunning(ctx, id, cfg)
+	}()
+	return func() { cancel(); <-done }
 }
 
 func (d *Dispatcher) archive(jm *jobmaster.JobMaster) {

@@ -423,3 +423,17 @@ type ConfigEntry struct {
 	Key   string `json:"key"`
 	Value string `json:"value"`
 }
+
+// Keys of a JobGraph's configuration that carry a job's own HDFS
+// delegation tokens (Flink's delegation token framework, per job).
+const (
+	// JobConfigDelegationTokens holds the tokens a client obtained with its
+	// user's Kerberos login (storage's token file JSON) in a POST /jobs;
+	// the Dispatcher takes it out before the job is stored or shown, and a
+	// session JobManager stages the tokens 0600.
+	JobConfigDelegationTokens = "gofl.internal.delegation-tokens"
+	// JobConfigDelegationTokensFile names the staged file of the job's
+	// tokens (storage.JobDelegationTokensFile); set by the JobManager only,
+	// read by TaskManagers to give the job's runners the tokens.
+	JobConfigDelegationTokensFile = "gofl.internal.delegation-tokens-file"
+)

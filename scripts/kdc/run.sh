@@ -9,6 +9,8 @@
 #                 and SPNEGO for WebHDFS)
 #   user.keytab   $KDC_USER (gofl), the principal gofl runs as
 #   wrong.keytab  $KDC_USER with an old key the KDC no longer has
+#   other.keytab  $KDC_OTHER_USER (gofl-other), a second user (a job's
+#                 submitter other than the cluster's user)
 # and env.sh, which exports GOFL_TEST_KDC_* for them.
 #
 # Needs krb5-kdc, krb5-admin-server (kadmin.local) and krb5-user (kinit,
@@ -18,6 +20,7 @@ dir="${1:?usage: run.sh DIR}"
 realm="${KDC_REALM:-GOFL.TEST}"
 port="${KDC_PORT:-88}"
 user="${KDC_USER:-gofl}"
+other="${KDC_OTHER_USER:-gofl-other}"
 mkdir -p "$dir"
 dir="$(cd "$dir" && pwd)"
 
@@ -85,6 +88,8 @@ if [[ ! -f "$dir/principal" ]]; then
   kadm "ktadd -k $dir/wrong.keytab -norandkey $user@$realm"
   kadm "cpw -randkey $user@$realm"
   kadm "ktadd -k $dir/user.keytab -norandkey $user@$realm"
+  kadm "addprinc -randkey $other@$realm"
+  kadm "ktadd -k $dir/other.keytab $other@$realm"
   chmod 0600 "$dir"/*.keytab
 fi
 
@@ -96,6 +101,8 @@ export GOFL_TEST_KDC_ADDRESS='127.0.0.1:$port'
 export GOFL_TEST_KDC_USER_PRINCIPAL='$user@$realm'
 export GOFL_TEST_KDC_USER_KEYTAB='$dir/user.keytab'
 export GOFL_TEST_KDC_WRONG_KEYTAB='$dir/wrong.keytab'
+export GOFL_TEST_KDC_OTHER_PRINCIPAL='$other@$realm'
+export GOFL_TEST_KDC_OTHER_KEYTAB='$dir/other.keytab'
 export GOFL_TEST_KDC_SERVICE_KEYTAB='$dir/hdfs.keytab'
 export GOFL_TEST_KDC_SERVICE_PRINCIPAL='hdfs/localhost@$realm'
 export GOFL_TEST_KDC_HTTP_PRINCIPAL='HTTP/localhost@$realm'

@@ -2,7 +2,7 @@
 # Runs Hadoop's MiniDFSCluster (hadoop-client-minicluster from Maven Central)
 # in the foreground: NameNode RPC at hdfs://127.0.0.1:$MINIHDFS_PORT (9000),
 # WebHDFS at http://127.0.0.1:$MINIHDFS_HTTP_PORT (9870), one DataNode,
-# permissions off. Prints "MINIHDFS READY ..." when it accepts requests and
+# permissions off (on when Kerberized). Prints "MINIHDFS READY ..." when it accepts requests and
 # stops (deleting its data) on SIGTERM or Ctrl-C.
 #
 # The first run resolves the artifacts into ~/.m2 and compiles the launcher

@@ -58,6 +58,8 @@ type KerberosHDFS struct {
 	Principal, Keytab string
 	// WrongKeytab holds a stale key of Principal: logging in with it fails.
 	WrongKeytab string
+	// OtherPrincipal and OtherKeytab are a second user (gofl-other@REALM).
+	OtherPrincipal, OtherKeytab string
 	// ServicePrincipal is the NameNode's principal (hdfs/localhost@REALM).
 	ServicePrincipal string
 }
@@ -76,6 +78,8 @@ func KerberosHDFSCluster(t testing.TB) KerberosHDFS {
 		Principal:        os.Getenv("GOFL_TEST_KDC_USER_PRINCIPAL"),
 		Keytab:           os.Getenv("GOFL_TEST_KDC_USER_KEYTAB"),
 		WrongKeytab:      os.Getenv("GOFL_TEST_KDC_WRONG_KEYTAB"),
+		OtherPrincipal:   os.Getenv("GOFL_TEST_KDC_OTHER_PRINCIPAL"),
+		OtherKeytab:      os.Getenv("GOFL_TEST_KDC_OTHER_KEYTAB"),
 		ServicePrincipal: os.Getenv("GOFL_TEST_KDC_SERVICE_PRINCIPAL"),
 	}
 	msg := ""

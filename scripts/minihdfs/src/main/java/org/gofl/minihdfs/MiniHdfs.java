@@ -35,7 +35,7 @@ import org.apache.hadoop.security.UserGroupInformation;
  * needs -Djava.security.krb5.conf). Block access tokens are on and data
  * transfer is SASL-authenticated (dfs.data.transfer.protection=authentication)
  * on unprivileged ports, which ignore.secure.ports.for.testing allows without
- * HTTPS.
+ * HTTPS. Permissions are on (off without Kerberos), with the root 1777.
  */
 public final class MiniHdfs {
   public static void main(String[] args) throws Exception {
@@ -92,6 +92,12 @@ public final class MiniHdfs {
     }
     cluster.waitActive();
     cluster.waitClusterUp();
+    if (!keytab.isEmpty()) {
+      // Permissions are on (kerberize): the root is open to every user,
+      // as /tmp is, so tests make their own directories under it.
+      cluster.getFileSystem().setPermission(new org.apache.hadoop.fs.Path("/"),
+          new org.apache.hadoop.fs.permission.FsPermission((short) 01777));
+    }
 
     CountDownLatch stopped = new CountDownLatch(1);
     Runtime.getRuntime().addShutdownHook(new Thread(() -> {
@@ -118,6 +124,9 @@ public final class MiniHdfs {
     String service = "hdfs/localhost@" + realm;
     String http = "HTTP/localhost@" + realm;
     conf.set("hadoop.security.authentication", "kerberos");
+    // Users are authenticated, so permissions hold: one user's private
+    // directory is closed to another (a job acting as its submitter).
+    conf.setBoolean("dfs.permissions.enabled", true);
     conf.set("hadoop.rpc.protection", "authentication");
     conf.set("dfs.namenode.kerberos.principal", service);
     conf.set("dfs.namenode.keytab.file", keytab);
