@@ -1,0 +1,138 @@
+package jobmanager_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gofl/gofl/client"
+	"github.com/gofl/gofl/conf"
+	"github.com/gofl/gofl/jobgraph"
+)
+
+// BenchmarkMetricsCost measures what metrics reporting costs wordcount
+// (issue 14's goal: < 3%), in pairs of runs on two clusters side by side
+// (runPairs): one without reporters, one with Flink's Prometheus reporter
+// on the JobManager and both TaskManagers, every process scraped every
+// second and the job's vertex metrics polled over REST every second, as
+// a Prometheus server and an open dashboard do. It reports throughput
+// (MB/s, records/s: input words) and CPU time per MB of the TaskManagers
+// and job runners of each side, and the cost of reporting from the pairs'
+// ratios with their spread and 95% confidence interval (reportPairs).
+// -benchtime Nx runs N pairs; GOFL_BENCH_WORDCOUNT_MB sets the input
+// (default 50), GOFL_BENCH_METRICS_P the parallelism (default 4: every
+// slot, records cross between the TaskManagers).
+func BenchmarkMetricsCost(b *testing.B) {
+	mb, p := 50, 4
+	if v, err := strconv.Atoi(os.Getenv("GOFL_BENCH_WORDCOUNT_MB")); err == nil && v > 0 {
+		mb = v
+	}
+	if v, err := strconv.Atoi(os.Getenv("GOFL_BENCH_METRICS_P")); err == nil && v > 0 && v <= 4 {
+		p = v
+	}
+	dir := b.TempDir()
+	input, warmup := filepath.Join(dir, "input.txt"), filepath.Join(dir, "warmup.txt")
+	words := writeText(b, input, mb<<20)
+	warmupWords := writeText(b, warmup, 1<<20)
+
+	// Below Nomad's dynamic ports and the ephemeral ones.
+	promBase := 10000 + rand.IntN(9980)
+	reporter := map[string]string{"metrics.reporter.prom.factory.class": conf.PrometheusReporterFactory,
+		"metrics.reporter.prom.port": fmt.Sprintf("%d-%d", promBase, promBase+9)}
+	// Two clusters at once: each one's goroutine check would see the
+	// other's; TestMain checks the package at the end.
+	parallelTests.Store(b.Name(), true)
+	off := startPairedSide(b, "off", nil, nil)
+	on := startPairedSide(b, "on", reporter, reporter)
+	on.beside = func(stop <-chan struct{}) { pollMetrics(on.c.client, on.c.jm.RESTAddress, promBase, 10, stop) }
+	// Both reporters answer before the first run.
+	on.c.eventually(waitLimit, func() error {
+		jm, tms, err := scrapeRange(promBase, 10)
+		if err != nil || jm == nil || len(tms) != 2 {
+			return fmt.Errorf("scraped a JobManager: %v, TaskManagers %v (%v)", jm != nil, keys(tms), err)
+		}
+		return nil
+	})
+
+	out := func(s *pairedSide, pair int) string {
+		return filepath.Join(dir, fmt.Sprintf("out-%s-%d", s.name, pair))
+	}
+	b.ResetTimer()
+	runs := runPairs(b, b.N, [2]*pairedSide{off, on}, func(s *pairedSide, pair int) *jobgraph.JobGraph {
+		in := input
+		if pair < 0 {
+			in = warmup
+		}
+		return s.c.planSDKJob(wordcountBinary, p, "--input", in, "--output", out(s, pair))
+	}, func(s *pairedSide, pair int) {
+		want := words
+		if pair < 0 {
+			want = warmupWords
+		}
+		if got := wordcountTotal(b, out(s, pair)); got != want {
+			b.Fatalf("%s pair %d: counted %d words, wrote %d", s.name, pair, got, want)
+		}
+		if err := os.RemoveAll(out(s, pair)); err != nil {
+			b.Fatal(err)
+		}
+	})
+	b.StopTimer()
+	reportPairs(b, [2]*pairedSide{off, on}, runs, pairedWork{"MB", float64(mb)},
+		pairedWork{"MB", float64(mb)}, pairedWork{"records", float64(words)})
+}
+
+// pollMetrics scrapes every Prometheus reporter on the n ports from
+// promBase and polls the vertex metrics of every running job of the
+// cluster at restAddr over REST, every second, as a Prometheus server and
+// an open dashboard do, until stop is closed.
+func pollMetrics(cl *client.Client, restAddr string, promBase, n int, stop <-chan struct{}) {
+	ctx := context.Background()
+	for {
+		_, _, _ = scrapeRange(promBase, n)
+		if jobs, err := cl.JobsOverview(ctx); err == nil {
+			for _, j := range jobs.Jobs {
+				if client.IsGloballyTerminal(j.State) {
+					continue
+				}
+				det, err := cl.JobDetails(ctx, j.ID)
+				if err != nil {
+					continue
+				}
+				for _, v := range det.Vertices {
+					resp, err := http.Get(fmt.Sprintf("http://%s/jobs/%s/vertices/%s/metrics?get=0.numRecordsInPerSecond,0.currentInputWatermark", restAddr, j.ID, v.ID))
+					if err == nil {
+						_, _ = io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+					}
+				}
+			}
+		}
+		select {
+		case <-stop:
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// wordcountTotal sums the counts of wordcount's output ("<word> <count>"
+// lines) in dir.
+func wordcountTotal(t testing.TB, dir string) int64 {
+	t.Helper()
+	var total int64
+	for _, line := range readParts(t, dir) {
+		if i := strings.LastIndexByte(line, ' '); i > 0 {
+			n, _ := strconv.ParseInt(line[i+1:], 10, 64)
+			total += n
+		}
+	}
+	return total
+}
