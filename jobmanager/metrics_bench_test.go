@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,11 +28,15 @@ import (
 // (MB/s, records/s: input words) and CPU time per MB of the TaskManagers
 // and job runners of each side, and the cost of reporting from the pairs'
 // ratios with their spread and 95% confidence interval (reportPairs).
-// -benchtime Nx runs N pairs; GOFL_BENCH_WORDCOUNT_MB sets the input
-// (default 50), GOFL_BENCH_METRICS_P the parallelism (default 4: every
-// slot, records cross between the TaskManagers).
+// Run it with -benchtime 1x: GOFL_BENCH_PAIRS sets the pairs (default 10;
+// each of the b.N iterations runs them all), GOFL_BENCH_WORDCOUNT_MB the
+// input (default 50), GOFL_BENCH_METRICS_P the parallelism (default 4:
+// every slot, so records cross between the TaskManagers).
 func BenchmarkMetricsCost(b *testing.B) {
-	mb, p := 50, 4
+	mb, p, pairs := 50, 4, 10
+	if v, err := strconv.Atoi(os.Getenv("GOFL_BENCH_PAIRS")); err == nil && v > 0 {
+		pairs = v
+	}
 	if v, err := strconv.Atoi(os.Getenv("GOFL_BENCH_WORDCOUNT_MB")); err == nil && v > 0 {
 		mb = v
 	}
@@ -66,7 +71,7 @@ func BenchmarkMetricsCost(b *testing.B) {
 		return filepath.Join(dir, fmt.Sprintf("out-%s-%d", s.name, pair))
 	}
 	b.ResetTimer()
-	runs := runPairs(b, b.N, [2]*pairedSide{off, on}, func(s *pairedSide, pair int) *jobgraph.JobGraph {
+	runs := runPairs(b, pairs*b.N, [2]*pairedSide{off, on}, func(s *pairedSide, pair int) *jobgraph.JobGraph {
 		in := input
 		if pair < 0 {
 			in = warmup
@@ -87,6 +92,43 @@ func BenchmarkMetricsCost(b *testing.B) {
 	b.StopTimer()
 	reportPairs(b, [2]*pairedSide{off, on}, runs, pairedWork{"MB", float64(mb)},
 		pairedWork{"MB", float64(mb)}, pairedWork{"records", float64(words)})
+
+	// The reporting's own cost, with far less noise: both clusters idle at
+	// once, the scraping on one; its extra CPU per second as a share of
+	// what the wordcount runs took per second (off side, median).
+	idle := idleCPU([2]*pairedSide{off, on}, 20*time.Second)
+	var busy []float64
+	for _, r := range runs[0] {
+		busy = append(busy, float64(r.cpu.Milliseconds())/r.wall.Seconds())
+	}
+	b.ReportMetric(idle[0], "cpu-ms/s-idle-off")
+	b.ReportMetric(idle[1], "cpu-ms/s-idle-on")
+	b.ReportMetric(100*(idle[1]-idle[0])/median(busy), "%cost-cpu-idle-scrape")
+	b.Logf("idle clusters: off %.1f, on (scraped) %.1f CPU ms/s; the wordcount runs took %.0f CPU ms/s (off, median)",
+		idle[0], idle[1], median(busy))
+}
+
+// idleCPU is the CPU time per second, in ms, the TaskManagers of each of
+// the idle sides spend over d, both measured at once, each side's beside
+// load running.
+func idleCPU(sides [2]*pairedSide, d time.Duration) (perSecond [2]float64) {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, s := range sides {
+		if s.beside != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); s.beside(stop) }()
+		}
+	}
+	defer wg.Wait()
+	defer close(stop)
+	c0, begin := [2]time.Duration{sides[0].cpu(), sides[1].cpu()}, time.Now()
+	time.Sleep(d) // the measuring window
+	el := time.Since(begin).Seconds()
+	for i, s := range sides {
+		perSecond[i] = float64((s.cpu() - c0[i]).Milliseconds()) / el
+	}
+	return perSecond
 }
 
 // pollMetrics scrapes every Prometheus reporter on the n ports from
