@@ -189,15 +189,19 @@ type pairedWork struct {
 // figure comes with its noise.
 func reportPairs(b *testing.B, sides [2]*pairedSide, runs [2][]pairedRun, cpuPer pairedWork, rates ...pairedWork) {
 	b.Helper()
+	// Go keeps 10 lines of a benchmark's log: one line per side and cost.
 	var wallCost, cpuCost []float64
 	for i := range runs[0] {
 		r0, r1 := runs[0][i], runs[1][i]
-		w, c := 100*(r1.wall.Seconds()/r0.wall.Seconds()-1), 100*(r1.cpu.Seconds()/r0.cpu.Seconds()-1)
-		wallCost, cpuCost = append(wallCost, w), append(cpuCost, c)
-		b.Logf("pair %d: %s %v cpu %v, %s %v cpu %v: wall %+.1f%%, cpu %+.1f%%",
-			i, sides[0].name, r0.wall, r0.cpu, sides[1].name, r1.wall, r1.cpu, w, c)
+		wallCost = append(wallCost, 100*(r1.wall.Seconds()/r0.wall.Seconds()-1))
+		cpuCost = append(cpuCost, 100*(r1.cpu.Seconds()/r0.cpu.Seconds()-1))
 	}
 	for i, s := range sides {
+		var wall, cpuRuns []string
+		for _, r := range runs[i] {
+			wall, cpuRuns = append(wall, r.wall.Round(time.Millisecond).String()), append(cpuRuns, r.cpu.String())
+		}
+		b.Logf("%s runs: wall %v, cpu %v", s.name, wall, cpuRuns)
 		for _, u := range rates {
 			var v []float64
 			for _, r := range runs[i] {
@@ -220,8 +224,12 @@ func reportPairs(b *testing.B, sides [2]*pairedSide, runs [2][]pairedRun, cpuPer
 		b.ReportMetric(slices.Max(c.v), "%cost-"+c.name+"-max")
 		mean, half := meanCI95(c.v)
 		b.ReportMetric(half, "%cost-"+c.name+"-ci95")
-		b.Logf("%s cost of %s over %s: median %+.1f%%, mean %+.1f%% ± %.1f%% (95%% CI, %d pairs), min %+.1f%%, max %+.1f%%",
-			c.name, sides[1].name, sides[0].name, median(c.v), mean, half, len(c.v), slices.Min(c.v), slices.Max(c.v))
+		pairs := make([]string, len(c.v))
+		for i, x := range c.v {
+			pairs[i] = fmt.Sprintf("%+.1f", x)
+		}
+		b.Logf("%s cost of %s over %s: median %+.1f%%, mean %+.1f%% ± %.1f%% (95%% CI, %d pairs), min %+.1f%%, max %+.1f%%; pairs %v",
+			c.name, sides[1].name, sides[0].name, median(c.v), mean, half, len(c.v), slices.Min(c.v), slices.Max(c.v), pairs)
 	}
 }
 
@@ -256,4 +264,48 @@ func meanCI95(v []float64) (mean, half float64) {
 		q = t[df-1]
 	}
 	return mean, q * sd / math.Sqrt(float64(len(v)))
+}
+
+// TestPairedStats checks the paired benchmarks' arithmetic and their
+// reading of /proc.
+func TestPairedStats(t *testing.T) {
+	if got := median([]float64{3, 1, 2}); got != 2 {
+		t.Errorf("median of 3, 1, 2 = %v", got)
+	}
+	if got := median([]float64{4, 1, 3, 2}); got != 2.5 {
+		t.Errorf("median of 4, 1, 3, 2 = %v", got)
+	}
+	// Mean 2, sd 1, 3 values: t(0.975, 2) × 1 / √3.
+	mean, half := meanCI95([]float64{1, 2, 3})
+	if mean != 2 || math.Abs(half-4.30/math.Sqrt(3)) > 1e-9 {
+		t.Errorf("meanCI95(1, 2, 3) = %v ± %v", mean, half)
+	}
+	if _, half := meanCI95([]float64{5}); !math.IsInf(half, 1) {
+		t.Errorf("one value's interval ± %v, want +Inf", half)
+	}
+	st, ok := readProcStat(os.Getpid())
+	if !ok || st.ppid != os.Getppid() {
+		t.Fatalf("this process's stat %+v (%v), parent %d", st, ok, os.Getppid())
+	}
+	// Its CPU time grows as it works.
+	var sink float64
+	for deadline := time.Now().Add(waitLimit); ; {
+		now, _ := readProcStat(os.Getpid())
+		if now.self < st.self {
+			t.Fatalf("CPU time went from %v back to %v", st.self, now.self)
+		}
+		if now.self > st.self {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("CPU time stayed %v", st.self)
+		}
+		for i := 0; i < 1e6; i++ {
+			sink += math.Sqrt(float64(i))
+		}
+	}
+	_ = sink
+	if _, ok := readProcStat(-1); ok {
+		t.Error("read the stat of pid -1")
+	}
 }
