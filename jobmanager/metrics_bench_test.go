@@ -71,8 +71,8 @@ func BenchmarkMetricsCost(b *testing.B) {
 	}
 	b.ResetTimer()
 	runs := runPairs(b, pairs*b.N, [2]*pairedSide{off, on}, func(s *pairedSide, pair int) *jobgraph.JobGraph {
-		// The warm-up pair too runs the whole input: a smaller one left
-		// the first measured pair off by up to 30%.
+		// The warm-up pair too runs the whole input: after a 1 MB one,
+		// the first measured pair was once off by 32%.
 		return s.c.planSDKJob(wordcountBinary, p, "--input", input, "--output", out(s, pair))
 	}, func(s *pairedSide, pair int) {
 		if got := wordcountTotal(b, out(s, pair)); got != words {
