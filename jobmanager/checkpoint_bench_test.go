@@ -6,7 +6,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
-	"time"
+
+	"github.com/gofl/gofl/jobgraph"
 )
 
 // BenchmarkCheckpointThroughput runs keyed-counts (a keyed running count
@@ -23,51 +24,38 @@ func BenchmarkCheckpointThroughput(b *testing.B) {
 		n = v
 	}
 	// Two clusters side by side, one without checkpoints and one with, and
-	// their runs interleaved (off, on, on, off, ...): a change in the
-	// machine's load hits both alike, so the ratio is steadier than that of
-	// two separate runs.
-	type variant struct {
-		name  string
-		c     *cluster
-		total time.Duration
-	}
-	start := func(name string, extra map[string]string) *variant {
-		settings := map[string]string{"state.checkpoints.dir": "file://" + filepath.Join(b.TempDir(), "checkpoints")}
-		for k, v := range extra {
-			settings[k] = v
-		}
-		c := newCluster(b, settings)
-		c.startTaskManagerProcessWith("tm-0", 2, nil)
-		c.startTaskManagerProcessWith("tm-1", 2, nil)
-		c.waitForTaskManagers(2)
-		return &variant{name: name, c: c}
-	}
-	// Two clusters at once: each one's goroutine check would see the
-	// other's; TestMain checks the package at the end.
+	// their runs interleaved (runPairs). Two clusters at once: each one's
+	// goroutine check would see the other's; TestMain checks the package
+	// at the end.
 	parallelTests.Store(b.Name(), true)
-	off := start("off", nil)
-	on := start("every-1s", map[string]string{"execution.checkpointing.interval": "1 s"})
+	dirs := func() map[string]string {
+		return map[string]string{"state.checkpoints.dir": "file://" + filepath.Join(b.TempDir(), "checkpoints")}
+	}
+	off := startPairedSide(b, "off", dirs(), nil)
+	on := startPairedSide(b, "every-1s", merged(dirs(), map[string]string{"execution.checkpointing.interval": "1 s"}), nil)
+	dir := b.TempDir()
+	out := func(s *pairedSide, pair int) string {
+		return filepath.Join(dir, fmt.Sprintf("out-%s-%d", s.name, pair))
+	}
 	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		order := []*variant{off, on}
-		if i%2 == 1 {
-			order[0], order[1] = on, off
+	runs := runPairs(b, b.N, [2]*pairedSide{off, on}, func(s *pairedSide, pair int) *jobgraph.JobGraph {
+		count := n
+		if pair < 0 { // warm-up
+			count = 100_000
 		}
-		for _, v := range order {
-			out := filepath.Join(b.TempDir(), fmt.Sprintf("out-%s-%d", v.name, i))
-			begin := time.Now()
-			id := v.c.keyedCountsJob(2, n, 1024, 1e12, out)
-			v.c.waitFor(id, 10*time.Minute, "FINISHED")
-			d := time.Since(begin)
-			v.total += d
-			b.Logf("run %d %s: %.0f records/s", i, v.name, float64(n)/d.Seconds())
-			if err := os.RemoveAll(out); err != nil {
-				b.Fatal(err)
-			}
+		return s.c.planSDKJob(testJobBinary, 2, keyedCountsArgs(count, 1024, 1e12, out(s, pair))...)
+	}, func(s *pairedSide, pair int) {
+		if err := os.RemoveAll(out(s, pair)); err != nil {
+			b.Fatal(err)
+		}
+	})
+	b.StopTimer()
+	reportPairs(b, [2]*pairedSide{off, on}, runs, pairedWork{"Mrecords", float64(n) / 1e6}, pairedWork{"records", float64(n)})
+	var total [2]float64
+	for i := range runs {
+		for _, r := range runs[i] {
+			total[i] += r.wall.Seconds()
 		}
 	}
-	for _, v := range []*variant{off, on} {
-		b.ReportMetric(float64(n)*float64(b.N)/v.total.Seconds(), "records/s-"+v.name)
-	}
-	b.ReportMetric(100*off.total.Seconds()/on.total.Seconds(), "%-of-off")
+	b.ReportMetric(100*total[0]/total[1], "%-of-off")
 }

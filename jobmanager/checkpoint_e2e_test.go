@@ -35,8 +35,13 @@ func checkpointSettings(dir string) map[string]string {
 // keyedCountsJob runs keyed-counts at parallelism p.
 func (c *cluster) keyedCountsJob(p int, count, keys int64, rate float64, out string) string {
 	c.t.Helper()
-	return c.runSDKJob(testJobBinary, p, "keyed-counts", "--count", strconv.FormatInt(count, 10),
-		"--keys", strconv.FormatInt(keys, 10), "--rate", strconv.FormatFloat(rate, 'f', 0, 64), "--output", out)
+	return c.runSDKJob(testJobBinary, p, keyedCountsArgs(count, keys, rate, out)...)
+}
+
+// keyedCountsArgs are the test job's arguments for keyed-counts.
+func keyedCountsArgs(count, keys int64, rate float64, out string) []string {
+	return []string{"keyed-counts", "--count", strconv.FormatInt(count, 10),
+		"--keys", strconv.FormatInt(keys, 10), "--rate", strconv.FormatFloat(rate, 'f', 0, 64), "--output", out}
 }
 
 // checkKeyedCounts checks the committed output of keyed-counts: every key

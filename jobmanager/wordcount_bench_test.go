@@ -4,10 +4,8 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,10 +25,10 @@ import (
 // slots each) over generated text, from submission to FINISHED, and reports
 // the input rate and the peak RSS of every process.
 // GOFL_BENCH_WORDCOUNT_MB sets the input size (default 100).
-// GOFL_BENCH_METRICS: 1 runs with metrics reporting on (Flink's Prometheus
+// GOFL_BENCH_METRICS=1 runs with metrics reporting on (Flink's Prometheus
 // reporter on every process, each scraped every second, and the vertex
-// metrics polled over REST every second, as a dashboard does); compare runs
-// without and with it, paired (off then on) at each parallelism.
+// metrics polled over REST every second, as a dashboard does); what that
+// costs is BenchmarkMetricsCost's measure.
 func BenchmarkWordcountEndToEnd(b *testing.B) {
 	mb := 100
 	if v, err := strconv.Atoi(os.Getenv("GOFL_BENCH_WORDCOUNT_MB")); err == nil && v > 0 {
@@ -43,31 +41,23 @@ func BenchmarkWordcountEndToEnd(b *testing.B) {
 	if os.Getenv("GOFL_BENCH_INTERNAL_TLS") == "compare" {
 		sizes, modes = []int{mb, 1}, []bool{false, true}
 	}
-	metricsModes := []bool{os.Getenv("GOFL_BENCH_METRICS") == "1"}
-	if os.Getenv("GOFL_BENCH_METRICS") == "compare" {
-		metricsModes = []bool{false, true}
-	}
+	withMetrics := os.Getenv("GOFL_BENCH_METRICS") == "1"
 	dir := b.TempDir()
 	for _, size := range sizes {
 		input := filepath.Join(dir, fmt.Sprintf("input-%d.txt", size))
 		words := writeText(b, input, size<<20)
 		for _, p := range []int{1, 4} {
 			for _, tls := range modes {
-				for _, withMetrics := range metricsModes {
-					name := fmt.Sprintf("%dMB/p%d", size, p)
-					if len(modes) > 1 {
-						name += fmt.Sprintf("/tls=%v", tls)
-					}
-					if len(metricsModes) > 1 {
-						name += fmt.Sprintf("/metrics=%v", withMetrics)
-					}
-					b.Run(name, func(b *testing.B) {
-						for i := 0; i < b.N; i++ {
-							out := filepath.Join(b.TempDir(), fmt.Sprintf("out-%d-%d-%v-%v-%d", size, p, tls, withMetrics, i))
-							runWordcountOnce(b, input, out, p, size, words, tls, withMetrics)
-						}
-					})
+				name := fmt.Sprintf("%dMB/p%d", size, p)
+				if len(modes) > 1 {
+					name += fmt.Sprintf("/tls=%v", tls)
 				}
+				b.Run(name, func(b *testing.B) {
+					for i := 0; i < b.N; i++ {
+						out := filepath.Join(b.TempDir(), fmt.Sprintf("out-%d-%d-%v-%v-%d", size, p, tls, withMetrics, i))
+						runWordcountOnce(b, input, out, p, size, words, tls, withMetrics)
+					}
+				})
 			}
 		}
 	}
@@ -210,30 +200,9 @@ func runWordcountOnce(b *testing.B, input, output string, p, mb int, words int64
 	if !withMetrics {
 		close(polled)
 	} else {
-		// Scrape every process and poll the job's vertex metrics every
-		// second while the job runs.
 		go func() {
 			defer close(polled)
-			for {
-				_, _, _ = scrapeRange(promBase, 10)
-				if jobs, err := cl.JobsOverview(ctx); err == nil {
-					for _, j := range jobs.Jobs {
-						if det, err := cl.JobDetails(ctx, j.ID); err == nil {
-							for _, v := range det.Vertices {
-								if resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/jobs/%s/vertices/%s/metrics?get=0.numRecordsInPerSecond,0.currentInputWatermark", rest, j.ID, v.ID)); err == nil {
-									_, _ = io.Copy(io.Discard, resp.Body)
-									resp.Body.Close()
-								}
-							}
-						}
-					}
-				}
-				select {
-				case <-stop:
-					return
-				case <-time.After(time.Second):
-				}
-			}
+			pollMetrics(cl, fmt.Sprintf("127.0.0.1:%d", rest), promBase, 10, stop)
 		}()
 	}
 	b.StartTimer()
@@ -248,17 +217,7 @@ func runWordcountOnce(b *testing.B, input, output string, p, mb int, words int64
 	<-sampled
 	<-polled
 
-	parts, _ := filepath.Glob(filepath.Join(output, "part-*"))
-	var total int64
-	for _, part := range parts {
-		data, _ := os.ReadFile(part)
-		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-			if i := strings.LastIndexByte(line, ' '); i > 0 {
-				n, _ := strconv.ParseInt(line[i+1:], 10, 64)
-				total += n
-			}
-		}
-	}
+	total := wordcountTotal(b, output)
 	if total != words {
 		b.Fatalf("counted %d words, wrote %d", total, words)
 	}
