@@ -15,6 +15,7 @@ package source
 
 import (
 	"errors"
+	"math"
 	"time"
 )
 
@@ -154,10 +155,14 @@ const (
 	EndOfInput
 )
 
+// NoTimestamp, as a record's timestamp, emits the record without one
+// (Flink's TimestampAssigner.NO_TIMESTAMP): it advances no watermark.
+const NoTimestamp int64 = math.MinInt64
+
 // ReaderOutput receives a reader's records.
 type ReaderOutput[T any] interface {
-	// Collect emits a record without a split of its own (its timestamp
-	// advances the reader-wide watermark).
+	// Collect emits a record without a split of its own (its timestamp,
+	// unless NoTimestamp, advances the reader-wide watermark).
 	Collect(value T, timestamp int64)
 	// ForSplit returns the output of one split: its records advance that
 	// split's watermark only, and the reader's watermark is the minimum
