@@ -160,7 +160,11 @@ func (e *fileEnumerator) Start() error {
 	if e.listed {
 		return nil
 	}
-	e.ctx.CallAsync(func() (any, error) { return listFileSplits(e.src.Path, e.src.SplitSize) }, func(v any, err error) {
+	e.ctx.CallAsync(func() (any, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		return listFileSplits(ctx, e.src.Path, e.src.SplitSize)
+	}, func(v any, err error) {
 		if err != nil {
 			e.err = err
 		} else {
@@ -250,7 +254,7 @@ func (e *fileEnumerator) Close() error                         { return nil }
 // listFileSplits cuts the files of path into ranges of size bytes, or
 // along their blocks, with the blocks' hosts, where the file system stores
 // files in blocks on hosts (storage.BlockLocator: HDFS).
-func listFileSplits(path string, size int64) ([]FileSplit, error) {
+func listFileSplits(ctx context.Context, path string, size int64) ([]FileSplit, error) {
 	if size <= 0 {
 		size = DefaultFileSplitSize
 	}
@@ -259,8 +263,6 @@ func listFileSplits(path string, size int64) ([]FileSplit, error) {
 		return nil, err
 	}
 	defer fs.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	fi, err := fs.Stat(ctx, root)
 	if err != nil {
 		return nil, err
@@ -296,6 +298,29 @@ func listFileSplits(path string, size int64) ([]FileSplit, error) {
 		}
 	}
 	return out, nil
+}
+
+// PreferredHosts implements source.HostPreferrer: the bytes of the files'
+// blocks on each host, as the NameNode reports them; nil off HDFS (no
+// hosts to prefer, and no need to list the files twice).
+func (s *TextFileSource) PreferredHosts(ctx context.Context) (map[string]int64, error) {
+	if !strings.HasPrefix(s.Path, "hdfs://") {
+		return nil, nil
+	}
+	splits, err := listFileSplits(ctx, s.Path, s.SplitSize)
+	if err != nil {
+		return nil, err
+	}
+	var hosts map[string]int64
+	for _, sp := range splits {
+		for _, h := range sp.Hosts {
+			if hosts == nil {
+				hosts = map[string]int64{}
+			}
+			hosts[h] += splitBytes(sp)
+		}
+	}
+	return hosts, nil
 }
 
 // blockSplits cuts f along its blocks, each split with its block's hosts;

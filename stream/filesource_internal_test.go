@@ -95,7 +95,7 @@ func TestTextFileSourceFastReadersTakeMoreSplits(t *testing.T) {
 func TestFileSplitBoundaries(t *testing.T) {
 	dir := t.TempDir()
 	writeLines(t, dir, "a.txt", 0, 500)
-	splits, err := listFileSplits(filepath.Join(dir, "a.txt"), 100)
+	splits, err := listFileSplits(context.Background(), filepath.Join(dir, "a.txt"), 100)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@
 package source
 
 import (
+	"context"
 	"errors"
 	"math"
 	"time"
@@ -115,6 +116,18 @@ type Progress struct {
 // report (yet).
 type ProgressReporter interface {
 	Progress() (p Progress, ok bool)
+}
+
+// HostPreferrer is implemented by a Source that knows on which hosts its
+// data lives (HDFS block replicas), and by the Coordinator of any source
+// (nil for one that does not). The JobMaster asks once, when it builds
+// the job and before it schedules it, and prefers slots on those hosts for
+// the source's subtasks (Flink's input split locations through the
+// locality slot selection). It may block on I/O until ctx ends; the
+// result weighs each host by the bytes it holds; nil or an error: no
+// preference (locality is an optimization).
+type HostPreferrer interface {
+	PreferredHosts(ctx context.Context) (map[string]int64, error)
 }
 
 // SplitEnumeratorContext is the enumerator's view of the coordinator. Its
