@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gofl/gofl/stream/runtime"
 	"github.com/gofl/gofl/stream/source"
 )
 
@@ -281,5 +282,33 @@ func TestLocalSplitPrefersTheReadersHost(t *testing.T) {
 	}
 	if got := localSplit(pool[2:], "127.0.0.9"); got != 0 {
 		t.Errorf("only remote splits: index %d; want the first", got)
+	}
+}
+
+type recordsOutput struct{ recs []runtime.Record }
+
+func (o *recordsOutput) Collect(r runtime.Record) { o.recs = append(o.recs, r) }
+func (o *recordsOutput) EmitWatermark(int64)      {}
+
+// TextFile is the Source API's file source: its operator names the file
+// coordinator (the JobMaster's enumerator), and its records, emitted with
+// source.NoTimestamp, carry no timestamp and hold no watermark back.
+func TestTextFileIsTheFileSource(t *testing.T) {
+	dir := t.TempDir()
+	writeLines(t, dir, "a.txt", 0, 10)
+	env := NewEnvironment()
+	TextFile(env, dir).Collect()
+	g, err := env.Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op := g.Graph.Vertices[0].Operators[0]; op.Coordinator != textFileCoordinator {
+		t.Fatalf("TextFile's operator names coordinator %q, want %q", op.Coordinator, textFileCoordinator)
+	}
+	rec := &recordsOutput{}
+	o := readerOutput[string]{out: rec, now: time.Now, splits: map[string]*splitWatermark{}, last: runtime.MinWatermark}
+	o.Collect("line", source.NoTimestamp)
+	if len(rec.recs) != 1 || rec.recs[0].HasTimestamp || rec.recs[0].Value != "line" || o.reader.seen {
+		t.Fatalf("emitted %+v (reader watermark seen: %v); want one record without timestamp", rec.recs, o.reader.seen)
 	}
 }
