@@ -135,3 +135,30 @@ func TestSubtasksSpreadOverPreferredHosts(t *testing.T) {
 		t.Errorf("subtasks 0..2 placed on %v, want %v", got, want)
 	}
 }
+
+// An offered slot goes to the oldest pending request that prefers its
+// TaskManager or has its host first, else to the oldest request.
+func TestOfferedSlotGoesToTheRequestPreferringIt(t *testing.T) {
+	r1 := &sharedSlot{pending: true, profile: slotProfile{hosts: []string{"h1", "h2"}}}
+	r2 := &sharedSlot{pending: true, profile: slotProfile{hosts: []string{"h2", "h1"}}}
+	r3 := &sharedSlot{pending: true, profile: slotProfile{preferred: map[string]int{"tm-3": 1}}}
+	withdrawn := &sharedSlot{profile: slotProfile{hosts: []string{"h2"}}}
+	p := &slotPool{pending: []*sharedSlot{r1, withdrawn, r2, r3}, queued: 3}
+	for _, c := range []struct {
+		loc  eg.TaskManagerLocation
+		want *sharedSlot
+		name string
+	}{
+		{eg.TaskManagerLocation{ID: "tm-2", Host: "h2"}, r2, "r2 (h2 first)"},
+		{eg.TaskManagerLocation{ID: "tm-3", Host: "h9"}, r3, "r3 (its inputs on tm-3)"},
+		{eg.TaskManagerLocation{ID: "tm-9", Host: "h9"}, r1, "r1 (the oldest)"},
+		{eg.TaskManagerLocation{ID: "tm-1", Host: "h1"}, nil, "none"},
+	} {
+		if got := p.popPendingFor(c.loc); got != c.want {
+			t.Errorf("a slot of %+v went to %p, want %s", c.loc, got, c.name)
+		}
+	}
+	if p.queued != 0 {
+		t.Errorf("%d requests still queued, want 0", p.queued)
+	}
+}
