@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -147,6 +148,9 @@ func TestCheckpointUnboundedGenerator(t *testing.T) {
 	}
 }
 
+// TextFile's checkpoint is its enumerator's pool and each reader's
+// splits (the current one from its next line): a restore at another
+// parallelism reads exactly the lines an uninterrupted run reads.
 func TestCheckpointTextFileSource(t *testing.T) {
 	dir := t.TempDir()
 	for f := 0; f < 2; f++ {
@@ -159,9 +163,24 @@ func TestCheckpointTextFileSource(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	env := NewEnvironment()
-	src := TextFile(env, dir).n.newSource
+	src := &TextFileSource{Path: dir, SplitSize: 8 << 10, untimed: true}
+	want := newFileWorld(t, src, 1, nil, nil).readAll(t, -1)
+	if len(want) != 3002 {
+		t.Fatalf("an uninterrupted run read %d lines, want 3002", len(want))
+	}
 	for _, p := range sourceRescales {
-		checkSourceRestore(t, src, p[0], p[1])
+		p1, p2 := p[0], p[1]
+		w := newFileWorld(t, src, p1, nil, nil)
+		first := w.readAll(t, 2) // the first poll asks for a split
+		enumState, readerStates := w.snapshot(t)
+		w.close()
+		second := newFileWorld(t, src, p2, &enumState, readerStates).readAll(t, -1)
+		if len(first) == 0 || len(second) == 0 {
+			t.Fatalf("the checkpoint is not in the middle: %d then %d lines", len(first), len(second))
+		}
+		got := slices.Sorted(slices.Values(append(first, second...)))
+		if w := slices.Sorted(slices.Values(want)); !slices.Equal(got, w) {
+			t.Fatalf("p%d -> p%d: got %d lines, want %d (duplicates or gaps)", p1, p2, len(got), len(w))
+		}
 	}
 }

@@ -37,19 +37,27 @@ type fileEnumState struct {
 	Splits []FileSplit
 }
 
-// DefaultFileSplitSize is the split size of TextFileSource.
+// DefaultFileSplitSize is the split size of TextFileSource (and TextFile)
+// on file systems without blocks: large enough that a split's request, a
+// round trip to the JobMaster, costs nothing next to reading it, small
+// enough that fast readers take more and the progress moves.
 const DefaultFileSplitSize = 4 << 20
 
 // TextFileSource reads the lines of a file or directory (as TextFile)
 // through the Source API: the JobMaster's enumerator cuts the files into
-// splits (one per block on HDFS, SplitSize bytes elsewhere) and hands them out one at a time to the reader
-// that asks, so fast readers take more, and a failed reader's unfinished
-// splits go back to the pool. Use it with FromSource.
+// splits (one per block on HDFS, SplitSize bytes elsewhere) and hands them
+// out one at a time to the reader that asks, so fast readers take more, and
+// a failed reader's unfinished splits go back to the pool. A reader asks
+// for its next split as soon as it starts one, so the next is there when
+// it finishes. Records carry their ingestion time as timestamp. Use it
+// with FromSource; TextFile is this source without timestamps.
 type TextFileSource struct {
 	Path      string
 	SplitSize int64
 	// pace, for tests, runs before each record of subtask's reader.
 	pace func(subtask int)
+	// untimed emits the records without timestamps (TextFile).
+	untimed bool
 }
 
 const textFileCoordinator = "gofl.text-file"
@@ -78,12 +86,12 @@ func (s *TextFileSource) Boundedness() source.Boundedness { return source.Bounde
 
 // CreateEnumerator implements source.Source.
 func (s *TextFileSource) CreateEnumerator(ctx source.SplitEnumeratorContext[FileSplit]) (source.SplitEnumerator[FileSplit, fileEnumState], error) {
-	return &fileEnumerator{src: s, ctx: ctx, reading: map[int]FileSplit{}, finished: map[fileSplitKey]int64{}}, nil
+	return &fileEnumerator{src: s, ctx: ctx, reading: map[string]FileSplit{}, finished: map[fileSplitKey]int64{}}, nil
 }
 
 // RestoreEnumerator implements source.Source.
 func (s *TextFileSource) RestoreEnumerator(ctx source.SplitEnumeratorContext[FileSplit], st fileEnumState) (source.SplitEnumerator[FileSplit, fileEnumState], error) {
-	e := &fileEnumerator{src: s, ctx: ctx, listed: st.Listed, pool: st.Splits, reading: map[int]FileSplit{}, finished: map[fileSplitKey]int64{}}
+	e := &fileEnumerator{src: s, ctx: ctx, listed: st.Listed, pool: st.Splits, reading: map[string]FileSplit{}, finished: map[fileSplitKey]int64{}}
 	e.counted()
 	return e, nil
 }
@@ -105,11 +113,11 @@ type fileEnumerator struct {
 	// err is the listing's failure, sent to every reader that asks (the
 	// reader fails with it; the job restarts and lists again).
 	err error
-	// Progress: reading is the split each reader was handed last; a
-	// reader asks for the next split once it finished that one, which
-	// then counts in finished. total is what the listing (or the restored
-	// pool: progress after a restore counts from there) held.
-	reading           map[int]FileSplit
+	// Progress: reading are the splits handed out, by ID; a reader
+	// reports each it finished (finishedEvent), which then counts in
+	// finished. total is what the listing (or the restored pool: progress
+	// after a restore counts from there) held.
+	reading           map[string]FileSplit
 	finished          map[fileSplitKey]int64 // bytes of each finished split
 	total, bytesTotal int64
 }
@@ -152,7 +160,11 @@ func (e *fileEnumerator) Start() error {
 	if e.listed {
 		return nil
 	}
-	e.ctx.CallAsync(func() (any, error) { return listFileSplits(e.src.Path, e.src.SplitSize) }, func(v any, err error) {
+	e.ctx.CallAsync(func() (any, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		return listFileSplits(ctx, e.src.Path, e.src.SplitSize)
+	}, func(v any, err error) {
 		if err != nil {
 			e.err = err
 		} else {
@@ -170,10 +182,6 @@ func (e *fileEnumerator) Start() error {
 }
 
 func (e *fileEnumerator) HandleSplitRequest(sub int, host string) {
-	if sp, ok := e.reading[sub]; ok { // the reader finished it
-		delete(e.reading, sub)
-		e.finished[fileSplitKey{sp.Path, sp.Start}] = splitBytes(sp)
-	}
 	if !e.listed {
 		e.waiting = append(e.waiting, splitRequest{sub, host})
 		return
@@ -189,7 +197,7 @@ func (e *fileEnumerator) HandleSplitRequest(sub int, host string) {
 	i := localSplit(e.pool, host)
 	sp := e.pool[i]
 	e.pool = append(e.pool[:i], e.pool[i+1:]...)
-	e.reading[sub] = sp
+	e.reading[sp.SplitID()] = sp
 	fileLocality.count(e.src.Path, sp, host)
 	e.ctx.AssignSplits(map[int][]FileSplit{sub: {sp}})
 }
@@ -211,15 +219,32 @@ func localSplit(pool []FileSplit, host string) int {
 }
 
 func (e *fileEnumerator) AddSplitsBack(splits []FileSplit, sub int) {
-	delete(e.reading, sub)
 	for _, sp := range splits { // read again: not finished after all
+		delete(e.reading, sp.SplitID())
 		delete(e.finished, fileSplitKey{sp.Path, sp.Start})
 	}
 	e.pool = append(append([]FileSplit(nil), splits...), e.pool...)
 }
 
-func (e *fileEnumerator) AddReader(int)                 {}
-func (e *fileEnumerator) HandleSourceEvent(int, []byte) {}
+// finishedEvent prefixes the split ID a reader sends when it finished the
+// split (for the progress).
+const finishedEvent = "finished:"
+
+func (e *fileEnumerator) AddReader(int) {}
+
+// HandleSourceEvent counts a split its reader finished. IDs the
+// enumerator did not hand out (a split resumed from a checkpoint) are not
+// in the progress's total either, and are ignored.
+func (e *fileEnumerator) HandleSourceEvent(_ int, ev []byte) {
+	id, ok := strings.CutPrefix(string(ev), finishedEvent)
+	if !ok {
+		return
+	}
+	if sp, ok := e.reading[id]; ok {
+		delete(e.reading, id)
+		e.finished[fileSplitKey{sp.Path, sp.Start}] = splitBytes(sp)
+	}
+}
 func (e *fileEnumerator) SnapshotState(int64) (fileEnumState, error) {
 	return fileEnumState{Listed: e.listed && e.err == nil, Splits: append([]FileSplit(nil), e.pool...)}, nil
 }
@@ -229,7 +254,7 @@ func (e *fileEnumerator) Close() error                         { return nil }
 // listFileSplits cuts the files of path into ranges of size bytes, or
 // along their blocks, with the blocks' hosts, where the file system stores
 // files in blocks on hosts (storage.BlockLocator: HDFS).
-func listFileSplits(path string, size int64) ([]FileSplit, error) {
+func listFileSplits(ctx context.Context, path string, size int64) ([]FileSplit, error) {
 	if size <= 0 {
 		size = DefaultFileSplitSize
 	}
@@ -238,8 +263,6 @@ func listFileSplits(path string, size int64) ([]FileSplit, error) {
 		return nil, err
 	}
 	defer fs.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	fi, err := fs.Stat(ctx, root)
 	if err != nil {
 		return nil, err
@@ -275,6 +298,29 @@ func listFileSplits(path string, size int64) ([]FileSplit, error) {
 		}
 	}
 	return out, nil
+}
+
+// PreferredHosts implements source.HostPreferrer: the bytes of the files'
+// blocks on each host, as the NameNode reports them; nil off HDFS (no
+// hosts to prefer, and no need to list the files twice).
+func (s *TextFileSource) PreferredHosts(ctx context.Context) (map[string]int64, error) {
+	if !strings.HasPrefix(s.Path, "hdfs://") {
+		return nil, nil
+	}
+	splits, err := listFileSplits(ctx, s.Path, s.SplitSize)
+	if err != nil {
+		return nil, err
+	}
+	var hosts map[string]int64
+	for _, sp := range splits {
+		for _, h := range sp.Hosts {
+			if hosts == nil {
+				hosts = map[string]int64{}
+			}
+			hosts[h] += splitBytes(sp)
+		}
+	}
+	return hosts, nil
 }
 
 // blockSplits cuts f along its blocks, each split with its block's hosts;
@@ -341,8 +387,9 @@ func (l *localityStats) count(path string, sp FileSplit, host string) {
 	l.byPath[path] = c
 }
 
-// fileReader reads one split at a time and asks for the next when it is
-// done with it (Flink's FileSourceReader).
+// fileReader reads one split at a time (Flink's FileSourceReader), and asks
+// for the next as soon as it starts one, so that the JobMaster's answer
+// arrives while it reads: its queue holds at most that one.
 type fileReader struct {
 	src       *TextFileSource
 	ctx       source.ReaderContext
@@ -386,10 +433,7 @@ func (r *fileReader) PollNext(out source.ReaderOutput[string]) (source.InputStat
 				if r.noMore {
 					return source.EndOfInput, time.Time{}, nil
 				}
-				if !r.requested {
-					r.requested = true
-					r.ctx.SendSplitRequest()
-				}
+				r.prefetch()
 				return source.NothingAvailable, time.Now().Add(time.Second), nil
 			}
 			sp := r.queue[0]
@@ -397,9 +441,10 @@ func (r *fileReader) PollNext(out source.ReaderOutput[string]) (source.InputStat
 			if err := r.open(sp); err != nil {
 				return 0, time.Time{}, err
 			}
+			r.prefetch()
 		}
 		if r.pos >= r.cur.End {
-			r.close()
+			r.finish()
 			continue
 		}
 		line, err := r.r.ReadString('\n')
@@ -409,10 +454,14 @@ func (r *fileReader) PollNext(out source.ReaderOutput[string]) (source.InputStat
 				r.src.pace(r.ctx.SubtaskIndex())
 			}
 			line = strings.TrimSuffix(strings.TrimSuffix(line, "\n"), "\r")
-			out.Collect(line, time.Now().UnixMilli())
+			ts := source.NoTimestamp
+			if !r.src.untimed {
+				ts = time.Now().UnixMilli()
+			}
+			out.Collect(line, ts)
 		}
 		if err == io.EOF {
-			r.close()
+			r.finish()
 		} else if err != nil {
 			return 0, time.Time{}, err
 		}
@@ -450,6 +499,20 @@ func (r *fileReader) open(sp FileSplit) error {
 		}
 	}
 	return nil
+}
+
+// prefetch asks for the split after the current one.
+func (r *fileReader) prefetch() {
+	if len(r.queue) == 0 && !r.noMore && !r.requested {
+		r.requested = true
+		r.ctx.SendSplitRequest()
+	}
+}
+
+// finish closes the current split and tells the enumerator (progress).
+func (r *fileReader) finish() {
+	r.close()
+	r.ctx.SendSourceEvent([]byte(finishedEvent + r.cur.SplitID()))
 }
 
 func (r *fileReader) close() {

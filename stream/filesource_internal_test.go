@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gofl/gofl/stream/runtime"
 	"github.com/gofl/gofl/stream/source"
 )
 
@@ -95,14 +96,14 @@ func TestTextFileSourceFastReadersTakeMoreSplits(t *testing.T) {
 func TestFileSplitBoundaries(t *testing.T) {
 	dir := t.TempDir()
 	writeLines(t, dir, "a.txt", 0, 500)
-	splits, err := listFileSplits(filepath.Join(dir, "a.txt"), 100)
+	splits, err := listFileSplits(context.Background(), filepath.Join(dir, "a.txt"), 100)
 	if err != nil {
 		t.Fatal(err)
 	}
 	src := &TextFileSource{Path: dir}
 	var got []string
 	for _, sp := range splits {
-		r := &fileReader{src: src, queue: []FileSplit{sp}, noMore: true}
+		r := &fileReader{src: src, ctx: nopReaderContext{}, queue: []FileSplit{sp}, noMore: true}
 		if err := r.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -123,6 +124,130 @@ func TestFileSplitBoundaries(t *testing.T) {
 }
 
 type lineOutput struct{ lines []string }
+
+// nopReaderContext drops the reader's events.
+type nopReaderContext struct{}
+
+func (nopReaderContext) SubtaskIndex() int      { return 0 }
+func (nopReaderContext) Parallelism() int       { return 1 }
+func (nopReaderContext) Host() string           { return "" }
+func (nopReaderContext) SendSplitRequest()      {}
+func (nopReaderContext) SendSourceEvent([]byte) {}
+
+// fileWorld runs a TextFileSource's enumerator and p readers by hand, on
+// the test's goroutine: the readers' events reach the enumerator at once,
+// and its assignments the readers.
+type fileWorld struct {
+	en      source.SplitEnumerator[FileSplit, fileEnumState]
+	readers []*fileReader
+	ended   []bool
+}
+
+type fileWorldReader struct {
+	w   *fileWorld
+	sub int
+}
+
+func (c fileWorldReader) SubtaskIndex() int { return c.sub }
+func (c fileWorldReader) Parallelism() int  { return len(c.w.readers) }
+func (c fileWorldReader) Host() string      { return "" }
+func (c fileWorldReader) SendSplitRequest() { c.w.en.HandleSplitRequest(c.sub, "") }
+func (c fileWorldReader) SendSourceEvent(ev []byte) {
+	c.w.en.HandleSourceEvent(c.sub, ev)
+}
+
+func (w *fileWorld) CurrentParallelism() int                      { return len(w.readers) }
+func (w *fileWorld) RegisteredReaders() map[int]source.ReaderInfo { return nil }
+func (w *fileWorld) AssignSplits(a map[int][]FileSplit) {
+	for sub, sps := range a {
+		w.readers[sub].AddSplits(sps)
+	}
+}
+func (w *fileWorld) SignalNoMoreSplits(sub int)                 { w.readers[sub].NotifyNoMoreSplits() }
+func (w *fileWorld) SendEventToSourceReader(sub int, ev []byte) { w.readers[sub].HandleSourceEvent(ev) }
+func (w *fileWorld) CallAsync(call func() (any, error), handler func(any, error), _, _ time.Duration) {
+	handler(call())
+}
+
+// newFileWorld starts the enumerator (restored from enum when not nil)
+// and p readers; restored holds old reader j's splits at index j, given
+// to reader j mod p.
+func newFileWorld(t *testing.T, src *TextFileSource, p int, enum *fileEnumState, restored [][]FileSplit) *fileWorld {
+	t.Helper()
+	w := &fileWorld{readers: make([]*fileReader, p), ended: make([]bool, p)}
+	var err error
+	if enum != nil {
+		w.en, err = src.RestoreEnumerator(w, *enum)
+	} else {
+		w.en, err = src.CreateEnumerator(w)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range w.readers {
+		r, err := src.CreateReader(fileWorldReader{w, i})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.readers[i] = r.(*fileReader)
+	}
+	for j, sps := range restored {
+		w.readers[j%p].AddSplits(sps)
+	}
+	if err := w.en.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range w.readers {
+		if err := r.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return w
+}
+
+// readAll polls each reader up to polls times (until the end, polls < 0)
+// and returns the lines read.
+func (w *fileWorld) readAll(t *testing.T, polls int) []string {
+	t.Helper()
+	out := &lineOutput{}
+	for i, r := range w.readers {
+		for n := 0; !w.ended[i] && (polls < 0 || n < polls); n++ {
+			st, _, err := r.PollNext(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.ended[i] = st == source.EndOfInput
+			if n > 100000 {
+				t.Fatal("reader does not end")
+			}
+		}
+	}
+	return out.lines
+}
+
+func (w *fileWorld) snapshot(t *testing.T) (fileEnumState, [][]FileSplit) {
+	t.Helper()
+	st, err := w.en.SnapshotState(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var readers [][]FileSplit
+	for _, r := range w.readers {
+		sps, err := r.SnapshotState(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readers = append(readers, sps)
+	}
+	return st, readers
+}
+
+func (w *fileWorld) close() {
+	for _, r := range w.readers {
+		_ = r.Close()
+	}
+	_ = w.en.Close()
+}
 
 func (o *lineOutput) Collect(v string, _ int64)                  { o.lines = append(o.lines, v) }
 func (o *lineOutput) ForSplit(string) source.SplitOutput[string] { return o }
@@ -157,5 +282,33 @@ func TestLocalSplitPrefersTheReadersHost(t *testing.T) {
 	}
 	if got := localSplit(pool[2:], "127.0.0.9"); got != 0 {
 		t.Errorf("only remote splits: index %d; want the first", got)
+	}
+}
+
+type recordsOutput struct{ recs []runtime.Record }
+
+func (o *recordsOutput) Collect(r runtime.Record) { o.recs = append(o.recs, r) }
+func (o *recordsOutput) EmitWatermark(int64)      {}
+
+// TextFile is the Source API's file source: its operator names the file
+// coordinator (the JobMaster's enumerator), and its records, emitted with
+// source.NoTimestamp, carry no timestamp and hold no watermark back.
+func TestTextFileIsTheFileSource(t *testing.T) {
+	dir := t.TempDir()
+	writeLines(t, dir, "a.txt", 0, 10)
+	env := NewEnvironment()
+	TextFile(env, dir).Collect()
+	g, err := env.Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op := g.Graph.Vertices[0].Operators[0]; op.Coordinator != textFileCoordinator {
+		t.Fatalf("TextFile's operator names coordinator %q, want %q", op.Coordinator, textFileCoordinator)
+	}
+	rec := &recordsOutput{}
+	o := readerOutput[string]{out: rec, now: time.Now, splits: map[string]*splitWatermark{}, last: runtime.MinWatermark}
+	o.Collect("line", source.NoTimestamp)
+	if len(rec.recs) != 1 || rec.recs[0].HasTimestamp || rec.recs[0].Value != "line" || o.reader.seen {
+		t.Fatalf("emitted %+v (reader watermark seen: %v); want one record without timestamp", rec.recs, o.reader.seen)
 	}
 }

@@ -27,8 +27,9 @@ func (c *syncEnumContext) CallAsync(call func() (any, error), handler func(any, 
 }
 
 // The file enumerator's progress counts a split finished when its reader
-// asks for the next one, reaches Total once every reader was told there
-// are no more, and forgets splits handed back after a reader failed.
+// reports it (not when it asks for the next: a reader asks as soon as it
+// starts a split), reaches Total once every split was reported, and
+// forgets splits handed back after a reader failed.
 func TestFileEnumeratorProgress(t *testing.T) {
 	dir := t.TempDir()
 	writeLines(t, dir, "a.txt", 0, 400)
@@ -49,12 +50,15 @@ func TestFileEnumeratorProgress(t *testing.T) {
 	if !ok || p.Total < 3 || p.Done != 0 || p.BytesTotal <= 0 {
 		t.Fatalf("after the listing: %+v %v; want Total >= 3 (a few splits), Done 0", p, ok)
 	}
+	finished := func(sub int, sp FileSplit) { en.HandleSourceEvent(sub, []byte(finishedEvent+sp.SplitID())) }
 	en.HandleSplitRequest(0, "")
 	en.HandleSplitRequest(1, "")
+	en.HandleSplitRequest(0, "") // reader 0 prefetches its second split
 	if p, _ := pr.Progress(); p.Done != 0 {
 		t.Fatalf("splits being read counted finished: %+v", p)
 	}
-	en.HandleSplitRequest(0, "") // reader 0 finished its first split
+	finished(0, ctx.assigned[0][0])
+	finished(0, FileSplit{Path: "elsewhere", Start: 7}) // not handed out: ignored
 	p, _ = pr.Progress()
 	if p.Done != 1 || p.BytesDone != splitBytes(ctx.assigned[0][0]) {
 		t.Fatalf("after one finished split: %+v", p)
@@ -70,8 +74,30 @@ func TestFileEnumeratorProgress(t *testing.T) {
 		en.HandleSplitRequest(0, "")
 		en.HandleSplitRequest(1, "")
 	}
+	if p, _ := pr.Progress(); p.Done == p.Total {
+		t.Fatalf("all done before the readers reported their splits: %+v", p)
+	}
+	for sub, sps := range ctx.assigned {
+		for _, sp := range sps {
+			finished(sub, sp)
+		}
+	}
 	p, _ = pr.Progress()
 	if p.Done != p.Total || p.BytesDone != p.BytesTotal {
 		t.Fatalf("at the end: %+v, want all done", p)
+	}
+}
+
+// Readers that prefetch their next split report every split they finish,
+// the last ones too: a complete read ends at Done == Total.
+func TestFileReadersReportEverySplit(t *testing.T) {
+	dir := t.TempDir()
+	writeLines(t, dir, "a.txt", 0, 2000)
+	w := newFileWorld(t, &TextFileSource{Path: dir, SplitSize: 1024}, 3, nil, nil)
+	defer w.close()
+	checkLines(t, w.readAll(t, -1), 2000)
+	p, ok := w.en.(source.ProgressReporter).Progress()
+	if !ok || p.Total < 10 || p.Done != p.Total || p.BytesDone != p.BytesTotal {
+		t.Fatalf("progress after reading everything: %+v %v; want Done == Total (>= 10 splits)", p, ok)
 	}
 }

@@ -354,6 +354,11 @@ func (s *apiSource[T, S, E]) Poll(out runtime.Output) (runtime.PollStatus, time.
 	case source.MoreAvailable:
 		return runtime.MoreAvailable, time.Time{}, nil
 	case source.EndOfInput:
+		// The reader's last events (e.g. that it finished its last split)
+		// still go out: there is no next Poll.
+		if err := s.pump(); err != nil {
+			return 0, time.Time{}, err
+		}
 		return runtime.EndOfInput, time.Time{}, nil
 	}
 	if limit := time.Now().Add(pollAgain); at.IsZero() || at.After(limit) {
@@ -448,16 +453,25 @@ type readerOutput[T any] struct {
 	// reader is the reader-wide generator for records outside splits.
 	reader splitWatermark
 	last   int64
+	// box boxes the values, many per allocation (a source emits every
+	// record of the job: one allocation each would show).
+	box boxer[T]
 }
 
 func (o *readerOutput[T]) Collect(v T, ts int64) { o.collect(&o.reader, v, ts) }
 
 func (o *readerOutput[T]) collect(g *splitWatermark, v T, ts int64) {
-	o.out.Collect(runtime.Record{Value: v, Timestamp: ts, HasTimestamp: true})
+	if ts == source.NoTimestamp {
+		o.out.Collect(runtime.Record{Value: o.box.of(v)})
+		return
+	}
+	o.out.Collect(runtime.Record{Value: o.box.of(v), Timestamp: ts, HasTimestamp: true})
 	if !g.seen || ts > g.maxTs {
 		g.maxTs, g.seen = ts, true
 	}
-	g.lastEmit = o.now()
+	if o.wm.Idleness > 0 { // the clock only matters for idleness
+		g.lastEmit = o.now()
+	}
 }
 
 func (o *readerOutput[T]) ForSplit(id string) source.SplitOutput[T] {

@@ -1,15 +1,9 @@
 package stream
 
 import (
-	"bufio"
-	"context"
 	"fmt"
-	"io"
-	"strings"
 	"time"
 
-	"github.com/gofl/gofl/storage"
-	"github.com/gofl/gofl/stream/codec"
 	"github.com/gofl/gofl/stream/runtime"
 )
 
@@ -147,209 +141,21 @@ func (s *genSource[T]) Close() error { return nil }
 
 // TextFile reads the lines of a file, or of every file in a directory (in
 // name order, skipping names that start with "." or "_", as Flink does),
-// without line terminators. path is a plain path, a file:// or an hdfs://
-// URI (see package storage; on a cluster the HDFS client has the
-// TaskManager's fs.hdfs.* and security.kerberos.* settings). Each file is
-// cut into as many byte ranges as the source has subtasks; a subtask reads
-// the lines that start in its ranges, as Flink's TextInputFormat reads its
-// splits.
+// without line terminators and without timestamps. path is a plain path, a
+// file:// or an hdfs:// URI (see package storage; on a cluster the HDFS
+// client has the TaskManager's fs.hdfs.* and security.kerberos.*
+// settings). It is TextFileSource through FromSource: the JobMaster's split
+// enumerator (the local executor's stand-in) cuts the files into splits,
+// one per HDFS block or DefaultFileSplitSize bytes, and hands them out to
+// the subtasks that ask, preferring one on a host of the split's block; a
+// subtask reads the lines that start in its splits, as Flink's
+// TextInputFormat reads its splits. Its progress shows in REST and `gofl
+// run`.
 func TextFile(env *Environment, path string) DataStream[string] {
 	if err := checkFileURI(path); err != nil {
 		env.fail(fmt.Errorf("TextFile: %w", err))
 	}
-	s := addSource[string](env, "source-textfile", "TextFile Source", true, func() runtime.Source {
-		return &textSource{path: path}
-	})
+	s := FromSource[string](env, &TextFileSource{Path: path, untimed: true}, SourceWatermarks{NoWatermarks: true}, "TextFile Source")
 	s.n.params["path"] = path
 	return s
-}
-
-// textSplit is a byte range of a file whose lines (those starting in it)
-// a subtask reads; one element of the source's SPLIT list state. Exact
-// marks a Start that is a line start (a resumed split), which is read from
-// there instead of from the next line.
-type textSplit struct {
-	Path       string
-	Start, End int64
-	Exact      bool
-}
-
-var textSplitCodec = codec.MustFor[textSplit]()
-
-const (
-	textSplitState = "textfile-splits"
-	textSplitType  = "TextSplit"
-)
-
-type textSource struct {
-	path   string
-	fs     storage.FileSystem
-	splits []textSplit
-	f      io.ReadCloser
-	r      *bufio.Reader
-	cur    textSplit // the split being read
-	pos    int64
-	end    int64
-	box    boxer[string]
-}
-
-func (s *textSource) Open(ctx *runtime.Context) error {
-	fs, root, err := openFileSystem(s.path)
-	if err != nil {
-		return err
-	}
-	s.fs = fs
-	if ctx.Restore != nil {
-		return s.restore(ctx)
-	}
-	fi, err := fs.Stat(context.Background(), root)
-	if err != nil {
-		return err
-	}
-	files := []storage.FileInfo{fi}
-	if fi.IsDir {
-		ents, err := fs.ReadDir(context.Background(), root)
-		if err != nil {
-			return err
-		}
-		files = files[:0]
-		for _, e := range ents { // sorted by name
-			if !e.IsDir && !strings.HasPrefix(e.Name, ".") && !strings.HasPrefix(e.Name, "_") {
-				files = append(files, e)
-			}
-		}
-	}
-	par, k := int64(ctx.Parallelism), int64(ctx.SubtaskIndex)
-	for _, f := range files {
-		if start, end := k*f.Size/par, (k+1)*f.Size/par; end > start {
-			s.splits = append(s.splits, textSplit{Path: f.Path, Start: start, End: end})
-		}
-	}
-	return nil
-}
-
-// restore reads the restored splits instead of listing the files.
-func (s *textSource) restore(ctx *runtime.Context) error {
-	if err := ctx.Restore.CheckType(textSplitState, textSplitType); err != nil {
-		return err
-	}
-	for _, b := range ctx.Restore.Lists[textSplitState] {
-		sp, n, err := textSplitCodec.Decode(b)
-		if err == nil && n != len(b) {
-			err = fmt.Errorf("%w: trailing bytes", codec.ErrCorrupt)
-		}
-		if err != nil {
-			return fmt.Errorf("source %q: restoring its splits: %w", ctx.OperatorName, err)
-		}
-		s.splits = append(s.splits, sp)
-	}
-	return nil
-}
-
-// SnapshotState stores the unread part of the current split (from the
-// next line) and the splits not started.
-func (s *textSource) SnapshotState(_ int64, snap *runtime.OperatorSnapshot) error {
-	var els [][]byte
-	if s.f != nil && s.pos < s.end {
-		els = append(els, textSplitCodec.Append(nil, textSplit{Path: s.cur.Path, Start: s.pos, End: s.end, Exact: true}))
-	}
-	for _, sp := range s.splits {
-		els = append(els, textSplitCodec.Append(nil, sp))
-	}
-	snap.PutList(textSplitState, runtime.SplitList, textSplitType, els)
-	return nil
-}
-
-// openSplit positions the reader at the first line starting in the split.
-func (s *textSource) openSplit(sp textSplit) error {
-	f, err := s.fs.Open(context.Background(), sp.Path)
-	if err != nil {
-		return err
-	}
-	s.f, s.end, s.pos, s.cur = f, sp.End, sp.Start, sp
-	if sp.Exact {
-		if seeker, ok := f.(io.Seeker); ok {
-			_, err = seeker.Seek(sp.Start, io.SeekStart)
-		} else {
-			_, err = io.CopyN(io.Discard, f, sp.Start)
-		}
-		if err != nil {
-			return err
-		}
-		s.r = bufio.NewReaderSize(f, 64<<10)
-		return nil
-	}
-	if sp.Start > 0 {
-		if seeker, ok := f.(io.Seeker); ok {
-			_, err = seeker.Seek(sp.Start-1, io.SeekStart)
-		} else {
-			_, err = io.CopyN(io.Discard, f, sp.Start-1)
-		}
-		if err != nil {
-			return err
-		}
-		s.r = bufio.NewReaderSize(f, 64<<10)
-		skip, err := s.r.ReadSlice('\n')
-		for err == bufio.ErrBufferFull {
-			n := len(skip)
-			skip, err = s.r.ReadSlice('\n')
-			s.pos += int64(n)
-		}
-		s.pos += int64(len(skip)) - 1
-		if err == io.EOF {
-			s.pos = s.end
-		} else if err != nil {
-			return err
-		}
-		return nil
-	}
-	s.r = bufio.NewReaderSize(f, 64<<10)
-	return nil
-}
-
-func (s *textSource) Poll(out runtime.Output) (runtime.PollStatus, time.Time, error) {
-	for i := 0; i < pollBatch; i++ {
-		if s.f == nil {
-			if len(s.splits) == 0 {
-				return runtime.EndOfInput, time.Time{}, nil
-			}
-			sp := s.splits[0]
-			s.splits = s.splits[1:]
-			if err := s.openSplit(sp); err != nil {
-				return 0, time.Time{}, err
-			}
-		}
-		if s.pos >= s.end {
-			s.closeFile()
-			continue
-		}
-		line, err := s.r.ReadString('\n')
-		s.pos += int64(len(line))
-		if len(line) > 0 {
-			line = strings.TrimSuffix(line, "\n")
-			line = strings.TrimSuffix(line, "\r")
-			out.Collect(runtime.Record{Value: s.box.of(line)})
-		}
-		if err == io.EOF {
-			s.closeFile()
-		} else if err != nil {
-			return 0, time.Time{}, err
-		}
-	}
-	return runtime.MoreAvailable, time.Time{}, nil
-}
-
-func (s *textSource) closeFile() {
-	if s.f != nil {
-		s.f.Close()
-		s.f, s.r = nil, nil
-	}
-}
-
-func (s *textSource) Close() error {
-	s.closeFile()
-	if s.fs != nil {
-		return s.fs.Close()
-	}
-	return nil
 }

@@ -105,6 +105,13 @@ type e2eResult struct {
 // run runs the gofl binary with the test's $HOME.
 func (e *e2e) run(args ...string) e2eResult {
 	e.t.Helper()
+	return e.runOn(nil, args...)
+}
+
+// runOn runs the gofl binary with the test's $HOME and its stdout on
+// term (a terminal) unless nil.
+func (e *e2e) runOn(term *os.File, args ...string) e2eResult {
+	e.t.Helper()
 	full := []string{"-D", "deployment.binary=" + e.gofl, "-D", "heartbeat.interval=500ms", "-D", "log.level=warn"}
 	if e.staging != "" {
 		full = append(full, "-D", "staging.dir="+e.staging)
@@ -117,6 +124,9 @@ func (e *e2e) run(args ...string) e2eResult {
 	cmd.Dir = e.home
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if term != nil {
+		cmd.Stdout = term
+	}
 	start := time.Now()
 	err := cmd.Run()
 	r := e2eResult{stdout: stdout.String(), stderr: stderr.String(), took: time.Since(start)}
@@ -309,6 +319,10 @@ func TestDeploySessionE2E(t *testing.T) {
 	}
 }
 
+// wordcountBarDone is the wordcount source's line at the end of a run:
+// every split of its input read.
+var wordcountBarDone = regexp.MustCompile(`(?m)^ *TextFile Source.* FINISHED .*\[#{24}\] 100% (\d+)/(\d+) splits$`)
+
 var clusterIDLine = regexp.MustCompile(`(?m)^(?:Per-job|Application) cluster (\S+) \(provider local\) deployed`)
 
 var logsLine = regexp.MustCompile(`(?m)^Logs of cluster \S+ \(Print\(\) output in taskmanager-\*\.log\): (\S+)$`)
@@ -323,6 +337,11 @@ func TestDeployPerJobE2E(t *testing.T) {
 		t.Fatalf("run printed:\n%s", r.stdout)
 	}
 	e.checkCounts(out)
+	// stream.TextFile reads its splits from the JobMaster's enumerator:
+	// the plain summary shows its progress bar, complete.
+	if !wordcountBarDone.MatchString(r.stdout) {
+		t.Errorf("no complete progress bar of the TextFile source in the summary:\n%s", r.stdout)
+	}
 	if err := e.waitClean(30 * time.Second); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -178,5 +179,44 @@ func TestRunProgressPlain(t *testing.T) {
 				t.Errorf("summary line %d %q does not match %s", i, lines[i], want)
 			}
 		}
+	}
+}
+
+// The wordcount example (stream.TextFile, whose splits come from the
+// JobMaster's enumerator) run on a per-job cluster with stdout on a
+// terminal draws its source's progress bar in place, complete at the end.
+func TestRunWordcountProgressOnATerminal(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t)
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Fatalf("opening a pty: %v", err)
+	}
+	defer ptmx.Close()
+	var screen bytes.Buffer
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		_, err := io.Copy(&screen, ptmx)
+		if err != nil && !errors.Is(err, syscall.EIO) && !errors.Is(err, os.ErrClosed) {
+			t.Errorf("reading the pty: %v", err)
+		}
+	}()
+	out := filepath.Join(e.home, "out")
+	r := e.runOn(tty, "run", "-m", "per-job", "-t", "local", "-p", "2", e.wc, "--input", e.input, "--output", out)
+	tty.Close()
+	<-read
+	term := screen.String()
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%q\n%s", r.code, term, r.stderr)
+	}
+	e.checkCounts(out)
+	if !strings.Contains(term, "\x1b[2K") {
+		t.Errorf("no in-place redraw (ANSI) on a terminal:\n%q", term)
+	}
+	// The lines as drawn, without the cursor movements.
+	lines := regexp.MustCompile(`\r|\x1b\[2K|\x1b\[\d+A`).ReplaceAllString(term, "")
+	if !wordcountBarDone.MatchString(lines) {
+		t.Errorf("the terminal shows no complete progress bar of the TextFile source:\n%q", term)
 	}
 }

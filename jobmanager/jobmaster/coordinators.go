@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -83,6 +84,35 @@ func (jm *JobMaster) newCoordinators() error {
 	}
 	return nil
 }
+
+// preferSourceHosts asks each coordinator where its source's data lives
+// (source.HostPreferrer: HDFS block hosts) and tells the scheduler, so
+// the source's subtasks get slots on those hosts where there are some.
+// Called from New, before scheduling, as Flink computes input splits when
+// it builds the ExecutionGraph; a failure only costs the preference.
+func (jm *JobMaster) preferSourceHosts() {
+	for _, c := range jm.sortedCoordinators() {
+		hp, ok := c.coord.(source.HostPreferrer)
+		if !ok {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), preferredHostsTimeout)
+		hosts, err := hp.PreferredHosts(ctx)
+		cancel()
+		if err != nil {
+			jm.log.Warn().Err(err).Str("operator_id", c.opID).Msg("no preferred hosts for the source: scheduling it anywhere")
+			continue
+		}
+		jm.sched.SetPreferredHosts(c.vertex, hosts)
+		if len(hosts) > 0 {
+			jm.log.Debug().Str("operator_id", c.opID).Interface("hosts", hosts).Msg("source prefers hosts")
+		}
+	}
+}
+
+// preferredHostsTimeout bounds the NameNode's answer for a source's hosts:
+// a job's submission waits for it.
+const preferredHostsTimeout = 30 * time.Second
 
 // sortedCoordinators returns the coordinators in operator ID order.
 func (jm *JobMaster) sortedCoordinators() []*opCoordinator {

@@ -287,6 +287,7 @@ func New(cfg Config, jg *jobgraph.JobGraph, rm ResourceManager, log zerolog.Logg
 	if err := jm.newCoordinators(); err != nil {
 		return nil, err
 	}
+	jm.preferSourceHosts()
 	return jm, nil
 }
 

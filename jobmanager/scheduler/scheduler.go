@@ -68,6 +68,9 @@ type Scheduler struct {
 	// acknowledged, for reconciling its reports. Entries of attempts that
 	// ended are dropped lazily, at the TaskManager's next report.
 	acks map[string]map[eg.VertexIndex]*ackEntry
+	// hosts are the preferred hosts of job vertices' subtasks
+	// (SetPreferredHosts), by job vertex index, most data first.
+	hosts map[int32][]string
 	// reportsPartitions marks the TaskManagers that have listed partitions
 	// in a report: only theirs are checked for lost partitions, so an older
 	// TaskManager that does not report them loses none.

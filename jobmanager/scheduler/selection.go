@@ -1,6 +1,10 @@
 package scheduler
 
 import (
+	"cmp"
+	"slices"
+
+	"github.com/gofl/gofl/jobgraph"
 	eg "github.com/gofl/gofl/jobmanager/executiongraph"
 )
 
@@ -15,6 +19,47 @@ type slotProfile struct {
 	preferred map[string]int
 	// previous are the slots the executions ran in before (local recovery).
 	previous []eg.AllocationID
+	// hosts are the hosts the request's data lives on (a source's HDFS
+	// blocks), most preferred first: a slot of a TaskManager on one of
+	// them is taken when no TaskManager hosts its inputs.
+	hosts []string
+}
+
+// SetPreferredHosts tells the scheduler on which hosts job vertex v's
+// input data lives (a source's HDFS block replicas, Flink's input split
+// locations), weighted by the bytes each holds. Subtask i prefers the
+// host ranked i mod n first, then the others by rank, so that readers
+// spread over the data's hosts; any slot does when none has a free one.
+// Call it before Start, on the scheduler's goroutine; an unknown vertex
+// or no hosts is ignored.
+func (s *Scheduler) SetPreferredHosts(v jobgraph.VertexID, hosts map[string]int64) {
+	jv := s.g.JobVertex(v)
+	if jv == nil || len(hosts) == 0 {
+		return
+	}
+	if s.hosts == nil {
+		s.hosts = map[int32][]string{}
+	}
+	s.hosts[int32(jv.Index)] = rankHosts(hosts)
+}
+
+// rankHosts orders hosts by weight, heaviest first (ties by name).
+func rankHosts(weights map[string]int64) []string {
+	out := make([]string, 0, len(weights))
+	for h := range weights {
+		out = append(out, h)
+	}
+	slices.SortFunc(out, func(a, b string) int {
+		return cmp.Or(cmp.Compare(weights[b], weights[a]), cmp.Compare(a, b))
+	})
+	return out
+}
+
+// subtaskHosts is subtask's order of ranked: from the host ranked subtask
+// mod n on, wrapping around.
+func subtaskHosts(ranked []string, subtask int) []string {
+	k := subtask % len(ranked)
+	return append(slices.Clone(ranked[k:]), ranked[:k]...)
 }
 
 // addVertex folds v's preferences into the profile: the locations of its
@@ -23,6 +68,9 @@ func (p *slotProfile) addVertex(s *Scheduler, v eg.VertexIndex) {
 	ev := &s.g.Vertices[v]
 	if ev.LastAllocation != "" {
 		p.previous = append(p.previous, ev.LastAllocation)
+	}
+	if ranked := s.hosts[ev.JobVertex]; len(ranked) > 0 {
+		p.hosts = append(p.hosts, subtaskHosts(ranked, int(ev.Subtask))...)
 	}
 	for _, gi := range ev.Inputs {
 		grp := &s.g.Groups[gi]
@@ -67,6 +115,9 @@ func (localityPreferring) selectSlot(p *slotPool, prof *slotProfile) *poolSlot {
 	if tm := bestPreferred(p, prof, false); tm != nil {
 		return tm.free[len(tm.free)-1]
 	}
+	if tm := onPreferredHost(p, prof, false); tm != nil {
+		return tm.free[len(tm.free)-1]
+	}
 	tm := p.withFree[len(p.withFree)-1]
 	return tm.free[len(tm.free)-1]
 }
@@ -77,6 +128,9 @@ type evenlySpreadOut struct{}
 
 func (evenlySpreadOut) selectSlot(p *slotPool, prof *slotProfile) *poolSlot {
 	if tm := bestPreferred(p, prof, true); tm != nil {
+		return tm.free[len(tm.free)-1]
+	}
+	if tm := onPreferredHost(p, prof, true); tm != nil {
 		return tm.free[len(tm.free)-1]
 	}
 	var best *tmSlots
@@ -132,4 +186,26 @@ func bestPreferred(p *slotPool, prof *slotProfile, evenly bool) *tmSlots {
 		best, bestWeight = tm, w
 	}
 	return best
+}
+
+// onPreferredHost is a TaskManager with a free slot on the first of the
+// profile's hosts that has one (Flink's LocationPreferenceSlotSelection
+// Strategy by host); among several there, the less utilized (if evenly)
+// or the older one.
+func onPreferredHost(p *slotPool, prof *slotProfile, evenly bool) *tmSlots {
+	for _, h := range prof.hosts {
+		var best *tmSlots
+		for _, tm := range p.withFree {
+			if tm.loc.Host != h {
+				continue
+			}
+			if best == nil || (evenly && lessUtilized(tm, best)) || (!evenly && tm.order < best.order) {
+				best = tm
+			}
+		}
+		if best != nil {
+			return best
+		}
+	}
+	return nil
 }

@@ -93,6 +93,26 @@ func (p *slotPool) popPending() *sharedSlot {
 	return nil
 }
 
+// popPendingFor takes the pending request an offered slot of the
+// TaskManager at loc suits best: the oldest that prefers that TaskManager
+// (its inputs run there) or has loc's host as its first preferred host (a
+// source's data), else the oldest of all.
+func (p *slotPool) popPendingFor(loc eg.TaskManagerLocation) *sharedSlot {
+	for i, ss := range p.pending {
+		if ss == nil || !ss.pending {
+			continue
+		}
+		prof := &ss.profile
+		if prof.preferred[loc.ID] > 0 || (len(prof.hosts) > 0 && loc.Host != "" && prof.hosts[0] == loc.Host) {
+			p.pending = slices.Delete(p.pending, i, i+1)
+			ss.pending = false
+			p.queued--
+			return ss
+		}
+	}
+	return p.popPending()
+}
+
 func (p *slotPool) assign(slot *poolSlot, ss *sharedSlot) {
 	p.takeFree(slot)
 	slot.owner = ss
@@ -182,7 +202,7 @@ func (p *slotPool) offer(e SlotsOffered) {
 			}
 			continue
 		}
-		ss := p.popPending()
+		ss := p.popPendingFor(tm.loc)
 		if ss == nil {
 			reply.Rejected = append(reply.Rejected, o.Allocation)
 			continue

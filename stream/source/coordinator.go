@@ -121,6 +121,15 @@ type coordinatorState[E any] struct {
 
 // NewCoordinator returns the coordinator of src at parallelism, sending
 // through gw and running callbacks through exec.
+// PreferredHosts implements HostPreferrer: the source's, when it has
+// any.
+func (c *Coordinator[T, S, E]) PreferredHosts(ctx context.Context) (map[string]int64, error) {
+	if hp, ok := c.src.(HostPreferrer); ok {
+		return hp.PreferredHosts(ctx)
+	}
+	return nil, nil
+}
+
 func NewCoordinator[T any, S Split, E any](src Source[T, S, E], parallelism int, gw Gateway, exec Executor) (*Coordinator[T, S, E], error) {
 	sc, err := codec.For[S]()
 	if err != nil {

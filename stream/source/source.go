@@ -14,7 +14,9 @@
 package source
 
 import (
+	"context"
 	"errors"
+	"math"
 	"time"
 )
 
@@ -116,6 +118,18 @@ type ProgressReporter interface {
 	Progress() (p Progress, ok bool)
 }
 
+// HostPreferrer is implemented by a Source that knows on which hosts its
+// data lives (HDFS block replicas), and by the Coordinator of any source
+// (nil for one that does not). The JobMaster asks once, when it builds
+// the job and before it schedules it, and prefers slots on those hosts for
+// the source's subtasks (Flink's input split locations through the
+// locality slot selection). It may block on I/O until ctx ends; the
+// result weighs each host by the bytes it holds; nil or an error: no
+// preference (locality is an optimization).
+type HostPreferrer interface {
+	PreferredHosts(ctx context.Context) (map[string]int64, error)
+}
+
 // SplitEnumeratorContext is the enumerator's view of the coordinator. Its
 // methods may only be called on the coordinator's goroutine (from an
 // enumerator method or a CallAsync handler); none blocks.
@@ -154,10 +168,14 @@ const (
 	EndOfInput
 )
 
+// NoTimestamp, as a record's timestamp, emits the record without one
+// (Flink's TimestampAssigner.NO_TIMESTAMP): it advances no watermark.
+const NoTimestamp int64 = math.MinInt64
+
 // ReaderOutput receives a reader's records.
 type ReaderOutput[T any] interface {
-	// Collect emits a record without a split of its own (its timestamp
-	// advances the reader-wide watermark).
+	// Collect emits a record without a split of its own (its timestamp,
+	// unless NoTimestamp, advances the reader-wide watermark).
 	Collect(value T, timestamp int64)
 	// ForSplit returns the output of one split: its records advance that
 	// split's watermark only, and the reader's watermark is the minimum
