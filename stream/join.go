@@ -35,16 +35,20 @@ const (
 // KeyBy): fn is called for every pair of an a and a b with the same key.
 // Its results come once both inputs ended; it needs Batch mode. (Join is
 // the windowed join.)
-func InnerJoin[A, B any, K comparable, O any](a KeyedStream[A, K], b KeyedStream[B, K], fn func(A, B) O) DataStream[O] {
-	return batchJoin(a, b, "inner-join", "InnerJoin", innerJoin, &joinFns[A, B, K, O]{inner: fn})
+//
+// An optional hint picks the strategy (Flink's JoinHint): sort-merge by
+// default, or a hybrid hash join building its table on one input.
+func InnerJoin[A, B any, K comparable, O any](a KeyedStream[A, K], b KeyedStream[B, K], fn func(A, B) O, hint ...JoinHint) DataStream[O] {
+	return batchJoin(a, b, "inner-join", "InnerJoin", innerJoin, &joinFns[A, B, K, O]{inner: fn}, hint)
 }
 
 // LeftOuterJoin is a batch left outer join of a and b on equal keys: fn is
 // called for every pair of an a and a b with the same key (matched true),
 // and once with b's zero value and matched false for an a no b has the key
 // of. It needs Batch mode.
-func LeftOuterJoin[A, B any, K comparable, O any](a KeyedStream[A, K], b KeyedStream[B, K], fn func(a A, b B, matched bool) O) DataStream[O] {
-	return batchJoin(a, b, "left-outer-join", "LeftOuterJoin", leftOuterJoin, &joinFns[A, B, K, O]{left: fn})
+// An optional hint picks the strategy, as for InnerJoin.
+func LeftOuterJoin[A, B any, K comparable, O any](a KeyedStream[A, K], b KeyedStream[B, K], fn func(a A, b B, matched bool) O, hint ...JoinHint) DataStream[O] {
+	return batchJoin(a, b, "left-outer-join", "LeftOuterJoin", leftOuterJoin, &joinFns[A, B, K, O]{left: fn}, hint)
 }
 
 // CoGroupFunction gets, per key present in either input, the key and the
@@ -56,7 +60,7 @@ type CoGroupFunction[A, B any, K comparable, O any] func(key K, as []A, bs []B, 
 // key present in either input. Both groups of a key are held in memory
 // while fn runs. It needs Batch mode.
 func CoGroup[A, B any, K comparable, O any](a KeyedStream[A, K], b KeyedStream[B, K], fn CoGroupFunction[A, B, K, O]) DataStream[O] {
-	return batchJoin(a, b, "co-group", "CoGroup", coGroup, &joinFns[A, B, K, O]{group: fn})
+	return batchJoin(a, b, "co-group", "CoGroup", coGroup, &joinFns[A, B, K, O]{group: fn}, nil)
 }
 
 type joinFns[A, B any, K comparable, O any] struct {
@@ -65,7 +69,7 @@ type joinFns[A, B any, K comparable, O any] struct {
 	group CoGroupFunction[A, B, K, O]
 }
 
-func batchJoin[A, B any, K comparable, O any](a KeyedStream[A, K], b KeyedStream[B, K], kind, name string, jk joinKind, fns *joinFns[A, B, K, O]) DataStream[O] {
+func batchJoin[A, B any, K comparable, O any](a KeyedStream[A, K], b KeyedStream[B, K], kind, name string, jk joinKind, fns *joinFns[A, B, K, O], hints []JoinHint) DataStream[O] {
 	env := a.env
 	if b.env != env {
 		env.fail(fmt.Errorf("%s of streams from different environments", name))
@@ -82,7 +86,26 @@ func batchJoin[A, B any, K comparable, O any](a KeyedStream[A, K], b KeyedStream
 	if err := errors.Join(kerr, aerr, berr); err != nil {
 		env.fail(fmt.Errorf("%s: keys and records are sorted in serialized form, but they have no codec: %w", name, err))
 	}
+	hint := OptimizerChooses
+	if len(hints) > 1 {
+		env.fail(fmt.Errorf("%s takes at most one JoinHint, got %d", name, len(hints)))
+	} else if len(hints) == 1 {
+		hint = hints[0]
+	}
 	ka, kb := a.key, b.key
+	switch hint {
+	case RepartitionHashFirst, RepartitionHashSecond:
+		build := 0
+		if hint == RepartitionHashSecond {
+			build = 1
+		}
+		return twoInput[A, B, K, O](Connect(a, b), kind, name, func() runtime.Operator {
+			return &hashJoinOp[A, B, K, O]{kind: jk, build: build, ka: ka, kb: kb, kc: kc, ac: ac, bc: bc, fns: fns}
+		})
+	case OptimizerChooses, RepartitionSortMerge:
+	default:
+		env.fail(fmt.Errorf("%s: unknown JoinHint %d", name, hint))
+	}
 	return twoInput[A, B, K, O](Connect(a, b), kind, name, func() runtime.Operator {
 		return &sortMergeJoinOp[A, B, K, O]{kind: jk, ka: ka, kb: kb, kc: kc, ac: ac, bc: bc, fns: fns}
 	})

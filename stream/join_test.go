@@ -168,3 +168,47 @@ func TestJoinChecksumLocal(t *testing.T) {
 		t.Fatalf("checksums %q, want %q", got, want)
 	}
 }
+
+// The hybrid hash join (either build side) against the suite's reference:
+// a budget that fits, and a 1 MiB budget that spills, with a hot key
+// larger than the budget (the block-nested-loop fallback); no spill file
+// is left.
+func TestHashJoinSuiteLocal(t *testing.T) {
+	for _, hint := range []stream.JoinHint{stream.RepartitionHashFirst, stream.RepartitionHashSecond} {
+		for name, spec := range map[string]joinsuite.Spec{
+			"fits":   {NA: 2000, NB: 1500, Keys: 300},
+			"empty":  {NA: 0, NB: 500, Keys: 100},
+			"spills": {NA: 20_000, NB: 15_000, Keys: 2000, Pad: 24},
+			// 4 keys: a key of the second input is ~2500 records of
+			// ~230 bytes, over the 512 KiB of a slot.
+			"hotKeys": {NA: 40, NB: 10_000, Keys: 4, Pad: 200},
+		} {
+			t.Run(fmt.Sprintf("%v/%s", hint, name), func(t *testing.T) {
+				spec.Hint = hint
+				dir := t.TempDir()
+				m := runtime.NewLocalMetrics()
+				runJoinSuite(t, spec, stream.WithParallelism(2), stream.WithManagedMemory(1<<20), stream.WithTmpDirs(dir), stream.WithMetrics(m))
+				var spilled float64
+				for name, v := range m.Snapshot() {
+					if strings.Contains(name, "Join") && strings.HasSuffix(name, ".numSpilledBytes") {
+						spilled += v
+					}
+				}
+				if name == "spills" || name == "hotKeys" {
+					if spilled == 0 {
+						t.Fatalf("no join spilled under a 1 MiB budget: %v", m.Snapshot())
+					}
+				}
+				if left := spillFiles(t, dir); len(left) != 0 {
+					t.Fatalf("spill files left after the job: %v", left)
+				}
+			})
+		}
+	}
+}
+
+func TestJoinHintNames(t *testing.T) {
+	if got := stream.RepartitionHashFirst.String(); got != "REPARTITION_HASH_FIRST" {
+		t.Fatalf("RepartitionHashFirst is %q", got)
+	}
+}

@@ -31,6 +31,9 @@ type Right struct {
 type Spec struct {
 	NA, NB, Keys int64
 	Pad          int
+	// Hint is the inner and left outer joins' strategy (the reference
+	// does not depend on it).
+	Hint stream.JoinHint
 }
 
 func mix(i, salt int64) int64 {
@@ -66,13 +69,13 @@ func Build(env *stream.Environment, s Spec) stream.DataStream[string] {
 	kb := stream.KeyBy(b, func(r Right) string { return r.Key })
 	inner := stream.InnerJoin(ka, kb, func(l Left, r Right) string {
 		return "inner|" + l.Key + "|" + strconv.FormatInt(l.V, 10) + "|" + strconv.FormatInt(r.W, 10)
-	})
+	}, s.Hint)
 	left := stream.LeftOuterJoin(ka, kb, func(l Left, r Right, ok bool) string {
 		if !ok {
 			return "left|" + l.Key + "|" + strconv.FormatInt(l.V, 10) + "|-"
 		}
 		return "left|" + l.Key + "|" + strconv.FormatInt(l.V, 10) + "|" + strconv.FormatInt(r.W, 10)
-	})
+	}, s.Hint)
 	cg := stream.CoGroup(ka, kb, func(k string, ls []Left, rs []Right, out stream.Collector[string]) error {
 		var sv, sw int64
 		for _, l := range ls {
@@ -160,13 +163,13 @@ func BuildChecksum(env *stream.Environment, s Spec) stream.DataStream[string] {
 	kb := stream.KeyBy(b, func(r Right) string { return r.Key })
 	inner := stream.InnerJoin(ka, kb, func(l Left, r Right) Checksum {
 		return Checksum{"inner", 1, l.V*checksumMul + r.W}
-	})
+	}, s.Hint)
 	left := stream.LeftOuterJoin(ka, kb, func(l Left, r Right, ok bool) Checksum {
 		if !ok {
 			return Checksum{"left", 1, l.V*checksumMul - 1}
 		}
 		return Checksum{"left", 1, l.V*checksumMul + r.W}
-	})
+	}, s.Hint)
 	sums := stream.KeyBy(stream.Union(inner, left), func(c Checksum) string { return c.Kind }).
 		Reduce(func(x, y Checksum) Checksum { return Checksum{x.Kind, x.N + y.N, x.Sum + y.Sum} })
 	return stream.Map(sums, func(c Checksum) string { return fmt.Sprintf("%s %d %d", c.Kind, c.N, c.Sum) })
