@@ -203,10 +203,9 @@ func (o *runningOp[K, V]) SnapshotState(_ int64, snap *runtime.OperatorSnapshot)
 
 type keyedReduceOp[T any, K comparable] struct {
 	runningOp[K, T]
-	key   func(T) K
-	fn    func(a, b T) T
-	final bool
-	box   boxer[T]
+	key func(T) K
+	fn  func(a, b T) T
+	box boxer[T]
 }
 
 func (o *keyedReduceOp[T, K]) ProcessElement(_ int, r runtime.Record) error {
@@ -216,25 +215,15 @@ func (o *keyedReduceOp[T, K]) ProcessElement(_ int, r runtime.Record) error {
 		v = o.fn(*p, v)
 	}
 	*p = v
-	if !o.final {
-		r.Value = o.box.of(v)
-		o.Ctx.Output.Collect(r)
-	}
-	return nil
-}
-
-func (o *keyedReduceOp[T, K]) Finish() error {
-	if o.final {
-		o.values.Range(func(_ K, v *T) { o.Ctx.Output.Collect(runtime.Record{Value: *v}) })
-	}
+	r.Value = o.box.of(v)
+	o.Ctx.Output.Collect(r)
 	return nil
 }
 
 type keyedAggregateOp[T any, K comparable, ACC, OUT any] struct {
 	runningOp[K, ACC]
-	key   func(T) K
-	agg   AggregateFunction[T, ACC, OUT]
-	final bool
+	key func(T) K
+	agg AggregateFunction[T, ACC, OUT]
 }
 
 func (o *keyedAggregateOp[T, K, ACC, OUT]) ProcessElement(_ int, r runtime.Record) error {
@@ -244,17 +233,8 @@ func (o *keyedAggregateOp[T, K, ACC, OUT]) ProcessElement(_ int, r runtime.Recor
 		*acc = o.agg.CreateAccumulator()
 	}
 	*acc = o.agg.Add(v, *acc)
-	if !o.final {
-		r.Value = o.agg.GetResult(*acc)
-		o.Ctx.Output.Collect(r)
-	}
-	return nil
-}
-
-func (o *keyedAggregateOp[T, K, ACC, OUT]) Finish() error {
-	if o.final {
-		o.values.Range(func(_ K, acc *ACC) { o.Ctx.Output.Collect(runtime.Record{Value: o.agg.GetResult(*acc)}) })
-	}
+	r.Value = o.agg.GetResult(*acc)
+	o.Ctx.Output.Collect(r)
 	return nil
 }
 

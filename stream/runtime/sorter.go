@@ -107,7 +107,7 @@ func (s *entryPages) tryReserve(n int, extra int64) bool {
 func (s *entryPages) forceReserve(n int, extra int64) {
 	need := s.need(n, extra)
 	if need > 0 && !s.mem.TryReserve(need) {
-		s.mem.used.Add(need)
+		s.mem.ForceReserve(need)
 	}
 	s.account(need, extra)
 }
