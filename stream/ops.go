@@ -3,6 +3,7 @@ package stream
 import (
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"github.com/gofl/gofl/stream/runtime"
 )
@@ -366,19 +367,61 @@ func (o *keyedProcessOp[T, K, O]) ProcessWatermark(wm int64) error {
 // emits its partial results and starts over.
 const combineMaxKeys = 1 << 16
 
+// combineEntryOverhead estimates what a combiner's key takes besides the
+// key and value themselves (map entry, index).
+const combineEntryOverhead = 48
+
 // reduceCombiner is the combiner of a keyed Reduce in Batch mode: the
 // partial reduction per key of one producer subtask, in key arrival order
-// (so its output is deterministic), one map access per record.
+// (so its output is deterministic), one map access per record. It flushes
+// at combineMaxKeys keys or when the slot's managed memory has no room
+// for a new key (a per-key estimate: the key's string bytes and the
+// sizes of key and value).
 type reduceCombiner[T any, K comparable] struct {
 	key  func(T) K
 	fn   func(a, b T) T
 	idx  map[K]int
 	vals []T
 	box  boxer[T]
+	mem  *runtime.MemoryManager
+	held int64 // reserved from mem
+	used int64 // of held
 }
 
 func newReduceCombiner[T any, K comparable](key func(T) K, fn func(a, b T) T) *reduceCombiner[T, K] {
 	return &reduceCombiner[T, K]{key: key, fn: fn, idx: map[K]int{}}
+}
+
+// SetBatchMemory implements runtime.ManagedCombiner.
+func (c *reduceCombiner[T, K]) SetBatchMemory(m runtime.BatchMemory) { c.mem = m.Memory }
+
+// Close implements runtime.ManagedCombiner.
+func (c *reduceCombiner[T, K]) Close() { c.release() }
+
+func (c *reduceCombiner[T, K]) release() {
+	if c.mem != nil && c.held > 0 {
+		c.mem.Release(c.held)
+	}
+	c.held, c.used = 0, 0
+}
+
+// reserve accounts n bytes for a new key, reserving whole pages; false
+// when the budget has none (an empty table overdraws, to progress).
+func (c *reduceCombiner[T, K]) reserve(n int64) bool {
+	if c.used+n <= c.held {
+		c.used += n
+		return true
+	}
+	grow := (c.used + n - c.held + runtime.PageSize - 1) / runtime.PageSize * runtime.PageSize
+	if !c.mem.TryReserve(grow) {
+		if len(c.vals) > 0 {
+			return false
+		}
+		c.mem.ForceReserve(grow)
+	}
+	c.held += grow
+	c.used += n
+	return true
 }
 
 func (c *reduceCombiner[T, K]) Add(r runtime.Record, out runtime.Output) {
@@ -395,6 +438,16 @@ func (c *reduceCombiner[T, K]) addValue(v T, out runtime.Output) {
 	if len(c.vals) >= combineMaxKeys {
 		c.Flush(out)
 	}
+	if c.mem != nil {
+		n := int64(unsafe.Sizeof(k)+unsafe.Sizeof(v)) + combineEntryOverhead
+		if s, ok := any(k).(string); ok {
+			n += int64(len(s))
+		}
+		if !c.reserve(n) {
+			c.Flush(out)
+			c.reserve(n)
+		}
+	}
 	c.idx[k] = len(c.vals)
 	c.vals = append(c.vals, v)
 }
@@ -406,4 +459,5 @@ func (c *reduceCombiner[T, K]) Flush(out runtime.Output) {
 	clear(c.idx)
 	clear(c.vals)
 	c.vals = c.vals[:0]
+	c.release()
 }

@@ -228,6 +228,11 @@ func RunTask(ctx context.Context, spec *TaskSpec, env TaskEnv) (err error) {
 		return err
 	}
 	defer func() {
+		for _, c := range t.combiners {
+			if mc, ok := c.c.(ManagedCombiner); ok {
+				mc.Close()
+			}
+		}
 		for i := len(t.nodes) - 1; i >= 0; i-- {
 			n := t.nodes[i]
 			if !n.opened {
@@ -338,7 +343,11 @@ func newTask(ctx context.Context, spec *TaskSpec, env TaskEnv) (*task, error) {
 			if name == "" {
 				name = "Combine"
 			}
-			c := newCombiningOutput(o.NewCombiner(), out, &opNode{t: t, index: o.From, spec: &OperatorSpec{ID: t.nodes[o.From].spec.ID, Name: name}})
+			comb := o.NewCombiner()
+			if mc, ok := comb.(ManagedCombiner); ok {
+				mc.SetBatchMemory(env.Batch)
+			}
+			c := newCombiningOutput(comb, out, &opNode{t: t, index: o.From, spec: &OperatorSpec{ID: t.nodes[o.From].spec.ID, Name: name}})
 			t.combiners = append(t.combiners, c)
 			out = c
 		}
