@@ -212,3 +212,28 @@ func TestJoinHintNames(t *testing.T) {
 		t.Fatalf("RepartitionHashFirst is %q", got)
 	}
 }
+
+// The aggregation suite (what the cluster test runs) against its
+// reference under a budget that spills.
+func TestAggregationSuiteLocal(t *testing.T) {
+	spec := joinsuite.Spec{NA: 30_000, Keys: 20_000, Pad: 24}
+	env := stream.NewEnvironment(stream.WithRuntimeMode(stream.Batch), stream.WithParallelism(3), stream.WithManagedMemory(1<<20))
+	res := joinsuite.BuildAggregation(env, spec).Collect()
+	if _, err := env.Execute(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := res.Values()
+	sort.Strings(got)
+	if want := joinsuite.ExpectedAggregation(spec); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("%d lines, want %d: %s", len(got), len(want), firstLineDiff(got, want))
+	}
+}
+
+func firstLineDiff(got, want []string) string {
+	for i := range min(len(got), len(want)) {
+		if got[i] != want[i] {
+			return fmt.Sprintf("line %d: %q, want %q", i, got[i], want[i])
+		}
+	}
+	return "one is a prefix of the other"
+}

@@ -224,3 +224,42 @@ func ExpectedChecksum(s Spec) []string {
 	sort.Strings(out)
 	return out
 }
+
+// BuildAggregation adds a batch Reduce and an Aggregate (without a merge
+// function) of the left input per key to env (Batch mode); their results
+// are lines "reduce|<key>|<count>|<sum>" and "aggregate|<key>|<count>|<sum>"
+// of one stream. With many keys (Spec.Keys) they outgrow small budgets.
+func BuildAggregation(env *stream.Environment, s Spec) stream.DataStream[string] {
+	type acc struct {
+		Key    string
+		N, Sum int64
+	}
+	a := stream.Generate(env, s.NA, s.LeftAt).Name("Lefts")
+	ka := stream.KeyBy(stream.Map(a, func(l Left) acc { return acc{l.Key, 1, l.V} }), func(x acc) string { return x.Key })
+	red := ka.Reduce(func(x, y acc) acc { return acc{x.Key, x.N + y.N, x.Sum + y.Sum} })
+	agg := stream.Aggregate(ka, stream.NewAggregator(func() acc { return acc{} },
+		func(v acc, x acc) acc { return acc{v.Key, x.N + v.N, x.Sum + v.Sum} },
+		func(x acc) acc { return x }))
+	line := func(kind string) func(acc) string {
+		return func(x acc) string { return fmt.Sprintf("%s|%s|%d|%d", kind, x.Key, x.N, x.Sum) }
+	}
+	return stream.Union(stream.Map(red, line("reduce")), stream.Map(agg, line("aggregate")))
+}
+
+// ExpectedAggregation is BuildAggregation's reference, sorted.
+func ExpectedAggregation(s Spec) []string {
+	n, sum := map[string]int64{}, map[string]int64{}
+	for i := range s.NA {
+		l := s.LeftAt(i)
+		n[l.Key]++
+		sum[l.Key] += l.V
+	}
+	var out []string
+	for k := range n {
+		for _, kind := range []string{"reduce", "aggregate"} {
+			out = append(out, fmt.Sprintf("%s|%s|%d|%d", kind, k, n[k], sum[k]))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
