@@ -59,6 +59,7 @@ type hashJoinOp[A, B any, K comparable, O any] struct {
 	fns        *joinFns[A, B, K, O]
 	join       *runtime.HybridHashJoin
 	early      *runtime.ExternalSorter // probe records before the build side ended
+	earlyCount runtime.Counter         // numEarlyProbeRecords: how many
 	buildEnded bool
 	kbuf, vbuf []byte
 	box        boxer[O]
@@ -108,7 +109,9 @@ func (o *hashJoinOp[A, B, K, O]) ProcessElement(input int, r runtime.Record) err
 	default:
 		if o.early == nil {
 			o.early = runtime.NewExternalSorter(o.Ctx.Batch, fmt.Sprintf("hashjoin-%d-probe", o.Ctx.SubtaskIndex))
+			o.earlyCount = o.Ctx.Metrics.Counter("numEarlyProbeRecords")
 		}
+		o.earlyCount.Inc()
 		return o.early.Add(o.kbuf, o.vbuf)
 	}
 }

@@ -202,6 +202,13 @@ func TestHashJoinSuiteLocal(t *testing.T) {
 				if left := spillFiles(t, dir); len(left) != 0 {
 					t.Fatalf("spill files left after the job: %v", left)
 				}
+				// The task read the build input first: no probe record
+				// waited for it.
+				for name, v := range m.Snapshot() {
+					if strings.HasSuffix(name, ".numEarlyProbeRecords") && v != 0 {
+						t.Fatalf("%s = %v: probe records arrived before the build side ended", name, v)
+					}
+				}
 			})
 		}
 	}
