@@ -1,7 +1,6 @@
 package jobmanager_test
 
 import (
-	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -48,14 +47,7 @@ func TestHashJoinAndAggregationOnCluster(t *testing.T) {
 			}
 		})
 	}
-	var left []string
-	_ = filepath.WalkDir(tmp, func(path string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			left = append(left, path)
-		}
-		return nil
-	})
-	if len(left) > 0 {
+	if left := filesUnder(tmp); len(left) > 0 {
 		t.Errorf("spill files left after the jobs: %v", left)
 	}
 }

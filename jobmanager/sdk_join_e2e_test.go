@@ -195,14 +195,7 @@ func runSuiteUnderBudget(t testing.TB, want []string, p, tms, slots int, managed
 	if d := diffLines(got, want); d != "" {
 		t.Fatalf("%d lines, want %d; differences (+extra, -missing):\n%s", len(got), len(want), d)
 	}
-	var left []string
-	_ = filepath.WalkDir(tmp, func(path string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			left = append(left, path)
-		}
-		return nil
-	})
-	if len(left) > 0 {
+	if left := filesUnder(tmp); len(left) > 0 {
 		t.Errorf("spill files left after the job: %v", left)
 	}
 	tmPids := map[int]string{}
@@ -302,4 +295,16 @@ func BenchmarkJoin64MB(b *testing.B) {
 			b.Logf("aggregation: wall time %v; peak RSS MiB per process: %v", wall, peaks)
 		}
 	})
+}
+
+// filesUnder lists the files under dir, in any depth.
+func filesUnder(dir string) []string {
+	var files []string
+	_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			files = append(files, path)
+		}
+		return nil
+	})
+	return files
 }

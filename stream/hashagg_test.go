@@ -3,13 +3,10 @@ package stream_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/gofl/gofl/internal/clustertest"
 	"github.com/gofl/gofl/stream"
 	"github.com/gofl/gofl/stream/runtime"
 )
@@ -109,26 +106,5 @@ func TestHashAggregationCancelMidSpillLeavesNoFiles(t *testing.T) {
 			return acc + v.V
 		},
 		func(acc int64) int64 { return acc })).Collect()
-	done := make(chan error, 1)
-	go func() { _, err := env.Execute(ctx); done <- err }()
-	clustertest.Eventually(t, 2*time.Minute, "a spill file of the aggregation", func() bool {
-		for _, f := range spillFiles(t, dir) {
-			if strings.HasPrefix(filepath.Base(f), "agg-") {
-				return true
-			}
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("the job ended before the aggregation spilled: %v", err)
-		default:
-		}
-		return false
-	})
-	cancel()
-	if err := <-done; err == nil {
-		t.Fatal("the cancelled job succeeded")
-	}
-	if left := spillFiles(t, dir); len(left) != 0 {
-		t.Fatalf("spill files left after cancelling: %v", left)
-	}
+	cancelOnceSpilled(t, ctx, cancel, env, dir, "agg-")
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/gofl/gofl/stream/codec"
 	"github.com/gofl/gofl/stream/runtime"
 )
 
@@ -49,19 +48,14 @@ func (h JoinHint) String() string {
 // entries no probe matched; building on its second, the probe entries.
 type hashJoinOp[A, B any, K comparable, O any] struct {
 	runtime.Base
+	joinCodecs[A, B, K]
 	kind       joinKind
 	build      int // the input the table is built of
-	ka         func(A) K
-	kb         func(B) K
-	kc         codec.Codec[K]
-	ac         codec.Codec[A]
-	bc         codec.Codec[B]
 	fns        *joinFns[A, B, K, O]
 	join       *runtime.HybridHashJoin
 	early      *runtime.ExternalSorter // probe records before the build side ended
 	earlyCount runtime.Counter         // numEarlyProbeRecords: how many
 	buildEnded bool
-	kbuf, vbuf []byte
 	box        boxer[O]
 }
 
@@ -92,27 +86,19 @@ func (o *hashJoinOp[A, B, K, O]) SelectedInput() int {
 }
 
 func (o *hashJoinOp[A, B, K, O]) ProcessElement(input int, r runtime.Record) error {
-	if input == 0 {
-		v := as[A](r.Value)
-		o.kbuf = o.kc.Append(o.kbuf[:0], o.ka(v))
-		o.vbuf = o.ac.Append(o.vbuf[:0], v)
-	} else {
-		v := as[B](r.Value)
-		o.kbuf = o.kc.Append(o.kbuf[:0], o.kb(v))
-		o.vbuf = o.bc.Append(o.vbuf[:0], v)
-	}
+	k, v := o.encode(input, r)
 	switch {
 	case input == o.build:
-		return o.join.AddBuild(o.kbuf, o.vbuf)
+		return o.join.AddBuild(k, v)
 	case o.buildEnded:
-		return o.join.Probe(o.kbuf, o.vbuf)
+		return o.join.Probe(k, v)
 	default:
 		if o.early == nil {
 			o.early = runtime.NewExternalSorter(o.Ctx.Batch, fmt.Sprintf("hashjoin-%d-probe", o.Ctx.SubtaskIndex))
 			o.earlyCount = o.Ctx.Metrics.Counter("numEarlyProbeRecords")
 		}
 		o.earlyCount.Inc()
-		return o.early.Add(o.kbuf, o.vbuf)
+		return o.early.Add(k, v)
 	}
 }
 

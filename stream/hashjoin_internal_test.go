@@ -20,7 +20,7 @@ func TestHashJoinProbeBeforeBuildEnded(t *testing.T) {
 	kc, _ := codec.For[string]()
 	ac, _ := codec.For[combKV]()
 	op := &hashJoinOp[combKV, combKV, string, string]{kind: leftOuterJoin, build: 1,
-		ka: func(v combKV) string { return v.K }, kb: func(v combKV) string { return v.K }, kc: kc, ac: ac, bc: ac,
+		joinCodecs: joinCodecs[combKV, combKV, string]{ka: func(v combKV) string { return v.K }, kb: func(v combKV) string { return v.K }, kc: kc, ac: ac, bc: ac},
 		fns: &joinFns[combKV, combKV, string, string]{left: func(a, b combKV, ok bool) string {
 			if !ok {
 				return a.K + "-"

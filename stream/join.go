@@ -92,7 +92,7 @@ func batchJoin[A, B any, K comparable, O any](a KeyedStream[A, K], b KeyedStream
 	} else if len(hints) == 1 {
 		hint = hints[0]
 	}
-	ka, kb := a.key, b.key
+	codecs := joinCodecs[A, B, K]{ka: a.key, kb: b.key, kc: kc, ac: ac, bc: bc}
 	switch hint {
 	case RepartitionHashFirst, RepartitionHashSecond:
 		build := 0
@@ -100,14 +100,14 @@ func batchJoin[A, B any, K comparable, O any](a KeyedStream[A, K], b KeyedStream
 			build = 1
 		}
 		return twoInput[A, B, K, O](Connect(a, b), kind, name, func() runtime.Operator {
-			return &hashJoinOp[A, B, K, O]{kind: jk, build: build, ka: ka, kb: kb, kc: kc, ac: ac, bc: bc, fns: fns}
+			return &hashJoinOp[A, B, K, O]{kind: jk, build: build, joinCodecs: codecs, fns: fns}
 		})
 	case OptimizerChooses, RepartitionSortMerge:
 	default:
 		env.fail(fmt.Errorf("%s: unknown JoinHint %d", name, hint))
 	}
 	return twoInput[A, B, K, O](Connect(a, b), kind, name, func() runtime.Operator {
-		return &sortMergeJoinOp[A, B, K, O]{kind: jk, ka: ka, kb: kb, kc: kc, ac: ac, bc: bc, fns: fns}
+		return &sortMergeJoinOp[A, B, K, O]{kind: jk, joinCodecs: codecs, fns: fns}
 	})
 }
 
@@ -115,18 +115,37 @@ func batchJoin[A, B any, K comparable, O any](a KeyedStream[A, K], b KeyedStream
 // merges them in Finish.
 type sortMergeJoinOp[A, B any, K comparable, O any] struct {
 	runtime.Base
+	joinCodecs[A, B, K]
 	kind    joinKind
-	ka      func(A) K
-	kb      func(B) K
-	kc      codec.Codec[K]
-	ac      codec.Codec[A]
-	bc      codec.Codec[B]
 	fns     *joinFns[A, B, K, O]
 	sorters [2]*runtime.ExternalSorter
-	kbuf    []byte
-	vbuf    []byte
 	out     collector[O]
 	box     boxer[O]
+}
+
+// joinCodecs encodes the keys and records of a batch join's inputs.
+type joinCodecs[A, B any, K comparable] struct {
+	ka         func(A) K
+	kb         func(B) K
+	kc         codec.Codec[K]
+	ac         codec.Codec[A]
+	bc         codec.Codec[B]
+	kbuf, vbuf []byte
+}
+
+// encode returns the encoded key and record of r from input; the slices
+// are valid until the next call.
+func (c *joinCodecs[A, B, K]) encode(input int, r runtime.Record) (k, v []byte) {
+	if input == 0 {
+		a := as[A](r.Value)
+		c.kbuf = c.kc.Append(c.kbuf[:0], c.ka(a))
+		c.vbuf = c.ac.Append(c.vbuf[:0], a)
+	} else {
+		b := as[B](r.Value)
+		c.kbuf = c.kc.Append(c.kbuf[:0], c.kb(b))
+		c.vbuf = c.bc.Append(c.vbuf[:0], b)
+	}
+	return c.kbuf, c.vbuf
 }
 
 func (o *sortMergeJoinOp[A, B, K, O]) Open(ctx *runtime.Context) error {
@@ -138,16 +157,7 @@ func (o *sortMergeJoinOp[A, B, K, O]) Open(ctx *runtime.Context) error {
 }
 
 func (o *sortMergeJoinOp[A, B, K, O]) ProcessElement(input int, r runtime.Record) error {
-	if input == 0 {
-		v := as[A](r.Value)
-		o.kbuf = o.kc.Append(o.kbuf[:0], o.ka(v))
-		o.vbuf = o.ac.Append(o.vbuf[:0], v)
-	} else {
-		v := as[B](r.Value)
-		o.kbuf = o.kc.Append(o.kbuf[:0], o.kb(v))
-		o.vbuf = o.bc.Append(o.vbuf[:0], v)
-	}
-	return o.sorters[input].Add(o.kbuf, o.vbuf)
+	return o.sorters[input].Add(o.encode(input, r))
 }
 
 // ProcessWatermark holds watermarks back: results come in Finish.

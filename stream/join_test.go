@@ -128,17 +128,24 @@ func TestJoinCancelMidSpillLeavesNoFiles(t *testing.T) {
 	stream.InnerJoin(stream.KeyBy(a, func(l joinsuite.Left) string { return l.Key }),
 		stream.KeyBy(b, func(r joinsuite.Right) string { return r.Key }),
 		func(l joinsuite.Left, r joinsuite.Right) int64 { return l.V + r.W }).Collect()
+	cancelOnceSpilled(t, ctx, cancel, env, dir, "join-")
+}
+
+// cancelOnceSpilled runs env until a spill file named prefix* appears
+// under dir, cancels it, and checks the job failed and left no spill file.
+func cancelOnceSpilled(t *testing.T, ctx context.Context, cancel func(), env *stream.Environment, dir, prefix string) {
+	t.Helper()
 	done := make(chan error, 1)
 	go func() { _, err := env.Execute(ctx); done <- err }()
-	clustertest.Eventually(t, 2*time.Minute, "a spill file of the join", func() bool {
+	clustertest.Eventually(t, 2*time.Minute, "a spill file "+prefix+"*", func() bool {
 		for _, f := range spillFiles(t, dir) {
-			if strings.HasPrefix(filepath.Base(f), "join-") {
+			if strings.HasPrefix(filepath.Base(f), prefix) {
 				return true
 			}
 		}
 		select {
 		case err := <-done:
-			t.Fatalf("the job ended before the join spilled: %v", err)
+			t.Fatalf("the job ended before a spill file %s* appeared: %v", prefix, err)
 		default:
 		}
 		return false

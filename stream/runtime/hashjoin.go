@@ -267,15 +267,8 @@ func (j *HybridHashJoin) Finish() error {
 		if p.spilled() {
 			continue
 		}
-		if p.matched != nil {
-			for e, o := range p.offs {
-				if !p.matched[e] {
-					_, bv, _ := splitEntry(p.entry(o))
-					if err := j.fns.BuildUnmatched(bv); err != nil {
-						return err
-					}
-				}
-			}
+		if err := p.emitUnmatched(&j.fns); err != nil {
+			return err
 		}
 		p.release()
 	}
@@ -286,6 +279,23 @@ func (j *HybridHashJoin) Finish() error {
 		}
 		if err := j.joinSpilled(p); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// emitUnmatched hands the build entries no probe matched to
+// BuildUnmatched (a build-side outer join only).
+func (p *hjPartition) emitUnmatched(fns *HashJoinFuncs) error {
+	if p.matched == nil {
+		return nil
+	}
+	for e, o := range p.offs {
+		if !p.matched[e] {
+			_, bv, _ := splitEntry(p.entry(o))
+			if err := fns.BuildUnmatched(bv); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -431,15 +441,8 @@ func (j *HybridHashJoin) nestedLoop(br, pr *spillReader, nProbe int64) error {
 		}); err != nil {
 			return err
 		}
-		if chunk.matched != nil {
-			for e, o := range chunk.offs {
-				if !chunk.matched[e] {
-					_, bv, _ := splitEntry(chunk.entry(o))
-					if err := j.fns.BuildUnmatched(bv); err != nil {
-						return err
-					}
-				}
-			}
+		if err := chunk.emitUnmatched(&j.fns); err != nil {
+			return err
 		}
 		chunk.release()
 	}
