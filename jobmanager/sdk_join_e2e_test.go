@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -137,6 +138,12 @@ func readHWM(pid int) int {
 // no spill file is left, and returns the peak RSS per process (MiB, TMs
 // and runners) and the wall time.
 func runJoinUnderBudget(t testing.TB, spec joinsuite.Spec, p, tms, slots int, managed string) (map[string]int, time.Duration) {
+	return runSuiteUnderBudget(t, joinsuite.ExpectedChecksum(spec), p, tms, slots, managed, joinArgs(spec, "", "--checksum"))
+}
+
+// runSuiteUnderBudget is runJoinUnderBudget for any join-suite arguments
+// (their --output is set here) and reference want.
+func runSuiteUnderBudget(t testing.TB, want []string, p, tms, slots int, managed string, args []string) (map[string]int, time.Duration) {
 	c := newCluster(t, nil)
 	tmp := t.TempDir()
 	for i := range tms {
@@ -144,10 +151,10 @@ func runJoinUnderBudget(t testing.TB, spec joinsuite.Spec, p, tms, slots int, ma
 			"taskmanager.memory.managed.size": managed, "io.tmp.dirs": tmp})
 	}
 	c.waitForTaskManagers(tms)
-	want := joinsuite.ExpectedChecksum(spec)
 	out := filepath.Join(t.TempDir(), "out")
+	args = append(slices.Clip(args), "--output", out)
 	start := time.Now()
-	id := c.runSDKJob(testJobBinary, p, joinArgs(spec, out, "--checksum")...)
+	id := c.runSDKJob(testJobBinary, p, args...)
 	w := watchPeaks(func() []int {
 		pids := runnerPids(id)
 		for i := range tms {
@@ -185,17 +192,10 @@ func runJoinUnderBudget(t testing.TB, spec joinsuite.Spec, p, tms, slots int, ma
 	spilled := <-spillPeak
 	got := readParts(t, out)
 	sort.Strings(got)
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("checksums %q, want %q", got, want)
+	if d := diffLines(got, want); d != "" {
+		t.Fatalf("%d lines, want %d; differences (+extra, -missing):\n%s", len(got), len(want), d)
 	}
-	var left []string
-	_ = filepath.WalkDir(tmp, func(path string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			left = append(left, path)
-		}
-		return nil
-	})
-	if len(left) > 0 {
+	if left := filesUnder(tmp); len(left) > 0 {
 		t.Errorf("spill files left after the job: %v", left)
 	}
 	tmPids := map[int]string{}
@@ -268,4 +268,43 @@ func BenchmarkJoin2GB(b *testing.B) {
 		b.ReportMetric(wall.Seconds(), "s-wall")
 		b.ReportMetric(float64(worst), "MiB-peak-rss-max")
 	}
+}
+
+// BenchmarkJoin64MB (not in make test) runs the memory-bound test's setup
+// (about 64 MB of input, 8 MiB of managed memory, one TaskManager process
+// of 2 slots, p=2) with each join strategy, and the aggregation suite
+// over the left input, and reports each wall time:
+//
+//	go test -run '^$' -bench '^BenchmarkJoin64MB$' -benchtime 1x ./jobmanager/
+func BenchmarkJoin64MB(b *testing.B) {
+	spec := joinsuite.Spec{NA: 300_000, NB: 300_000, Keys: 100_000, Pad: 100}
+	for _, hint := range []string{"sort-merge", "hash-first", "hash-second"} {
+		b.Run("join-"+hint, func(b *testing.B) {
+			for range b.N {
+				peaks, wall := runSuiteUnderBudget(b, joinsuite.ExpectedChecksum(spec), 2, 1, 2, "8m", joinArgs(spec, "", "--checksum", "--hint", hint))
+				b.ReportMetric(wall.Seconds(), "s-wall")
+				b.Logf("join %s: wall time %v; peak RSS MiB per process: %v", hint, wall, peaks)
+			}
+		})
+	}
+	b.Run("aggregate", func(b *testing.B) {
+		agg := joinsuite.Spec{NA: 600_000, Keys: 200_000, Pad: 100}
+		for range b.N {
+			peaks, wall := runSuiteUnderBudget(b, joinsuite.ExpectedAggregation(agg), 2, 1, 2, "8m", joinArgs(agg, "", "--aggregate"))
+			b.ReportMetric(wall.Seconds(), "s-wall")
+			b.Logf("aggregation: wall time %v; peak RSS MiB per process: %v", wall, peaks)
+		}
+	})
+}
+
+// filesUnder lists the files under dir, in any depth.
+func filesUnder(dir string) []string {
+	var files []string
+	_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			files = append(files, path)
+		}
+		return nil
+	})
+	return files
 }

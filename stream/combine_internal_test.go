@@ -92,3 +92,46 @@ func TestBatchReduceHasACombinerAndStreamingNone(t *testing.T) {
 		}
 	}
 }
+
+// Under a managed-memory budget the combiner flushes (emits its partial
+// results) before its key bound, the sums stay exact, the accounting never
+// exceeds the budget, and nothing stays reserved after a flush or Close.
+func TestReduceCombinerFlushesPastItsBudget(t *testing.T) {
+	mem := runtime.NewMemoryManager(2 * runtime.PageSize)
+	c := newReduceCombiner(func(v combKV) string { return v.K }, func(a, b combKV) combKV { return combKV{a.K, a.V + b.V} })
+	var mc runtime.ManagedCombiner = c
+	mc.SetBatchMemory(runtime.BatchMemory{Memory: mem})
+	out := &collectOutput{}
+	const keys = 5000
+	for round := 0; round < 2; round++ {
+		for i := 0; i < keys; i++ {
+			c.Add(runtime.Record{Value: combKV{fmt.Sprint("key-", i), i}}, out)
+		}
+	}
+	if len(out.recs) == 0 {
+		t.Fatalf("no flush under a budget of %d bytes for %d keys", mem.Size(), keys)
+	}
+	if mem.Peak() > mem.Size() {
+		t.Fatalf("managed memory peaked at %d, over the budget of %d", mem.Peak(), mem.Size())
+	}
+	c.Flush(out)
+	if mem.Used() != 0 {
+		t.Fatalf("%d bytes reserved after a flush", mem.Used())
+	}
+	sums := map[string]int{}
+	for _, r := range out.recs {
+		v := r.Value.(combKV)
+		sums[v.K] += v.V
+	}
+	for i := 0; i < keys; i++ {
+		if got := sums[fmt.Sprint("key-", i)]; got != 2*i {
+			t.Fatalf("key %d sums to %d, want %d", i, got, 2*i)
+		}
+	}
+	c.Add(runtime.Record{Value: combKV{"x", 1}}, out)
+	mc.Close()
+	mc.Close()
+	if mem.Used() != 0 {
+		t.Fatalf("%d bytes reserved after Close", mem.Used())
+	}
+}

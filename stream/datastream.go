@@ -276,13 +276,17 @@ func KeyBy[T any, K comparable](s DataStream[T], key func(T) K) KeyedStream[T, K
 // (in Batch mode only the final value per key). fn must be associative, as
 // Flink's ReduceFunction: in Batch mode the producers of the keyed stream
 // reduce their records per key before the exchange (a combiner), and the
-// Reduce operator reduces those partial results.
+// Reduce operator reduces those partial results in a hash table bounded
+// by the slot's managed memory, spilling sorted runs past it.
 func (k KeyedStream[T, K]) Reduce(fn func(a, b T) T) DataStream[T] {
 	batch := k.env.mode == Batch
 	key := k.key
 	running := newRunning[K, T]()
 	out := oneInput[T, T](k.DataStream, "keyed-reduce", "Reduce", func() runtime.Operator {
-		return &keyedReduceOp[T, K]{runningOp: running, key: key, fn: fn, final: batch}
+		if batch {
+			return newHashAggOp(key, reduceFuncs(fn))
+		}
+		return &keyedReduceOp[T, K]{runningOp: running, key: key, fn: fn}
 	})
 	if batch {
 		out.n.combiner = func() runtime.Combiner { return newReduceCombiner(key, fn) }
@@ -333,13 +337,18 @@ func (a Aggregator[T, ACC, OUT]) Add(v T, acc ACC) ACC { return a.Add_(v, acc) }
 func (a Aggregator[T, ACC, OUT]) GetResult(acc ACC) OUT { return a.Result(acc) }
 
 // Aggregate keeps a running aggregate per key and emits its result after
-// every record (in Batch mode only the final result per key).
+// every record (in Batch mode only the final result per key, from a hash
+// table bounded by the slot's managed memory that spills past it; see
+// hashAggOp).
 func Aggregate[T any, K comparable, ACC, OUT any](k KeyedStream[T, K], agg AggregateFunction[T, ACC, OUT]) DataStream[OUT] {
 	batch := k.env.mode == Batch
 	key := k.key
 	running := newRunning[K, ACC]()
 	return oneInput[T, OUT](k.DataStream, "keyed-aggregate", "Aggregate", func() runtime.Operator {
-		return &keyedAggregateOp[T, K, ACC, OUT]{runningOp: running, key: key, agg: agg, final: batch}
+		if batch {
+			return newHashAggOp(key, aggregateFuncs(agg))
+		}
+		return &keyedAggregateOp[T, K, ACC, OUT]{runningOp: running, key: key, agg: agg}
 	})
 }
 

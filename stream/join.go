@@ -35,16 +35,20 @@ const (
 // KeyBy): fn is called for every pair of an a and a b with the same key.
 // Its results come once both inputs ended; it needs Batch mode. (Join is
 // the windowed join.)
-func InnerJoin[A, B any, K comparable, O any](a KeyedStream[A, K], b KeyedStream[B, K], fn func(A, B) O) DataStream[O] {
-	return batchJoin(a, b, "inner-join", "InnerJoin", innerJoin, &joinFns[A, B, K, O]{inner: fn})
+//
+// An optional hint picks the strategy (Flink's JoinHint): sort-merge by
+// default, or a hybrid hash join building its table on one input.
+func InnerJoin[A, B any, K comparable, O any](a KeyedStream[A, K], b KeyedStream[B, K], fn func(A, B) O, hint ...JoinHint) DataStream[O] {
+	return batchJoin(a, b, "inner-join", "InnerJoin", innerJoin, &joinFns[A, B, K, O]{inner: fn}, hint)
 }
 
 // LeftOuterJoin is a batch left outer join of a and b on equal keys: fn is
 // called for every pair of an a and a b with the same key (matched true),
 // and once with b's zero value and matched false for an a no b has the key
 // of. It needs Batch mode.
-func LeftOuterJoin[A, B any, K comparable, O any](a KeyedStream[A, K], b KeyedStream[B, K], fn func(a A, b B, matched bool) O) DataStream[O] {
-	return batchJoin(a, b, "left-outer-join", "LeftOuterJoin", leftOuterJoin, &joinFns[A, B, K, O]{left: fn})
+// An optional hint picks the strategy, as for InnerJoin.
+func LeftOuterJoin[A, B any, K comparable, O any](a KeyedStream[A, K], b KeyedStream[B, K], fn func(a A, b B, matched bool) O, hint ...JoinHint) DataStream[O] {
+	return batchJoin(a, b, "left-outer-join", "LeftOuterJoin", leftOuterJoin, &joinFns[A, B, K, O]{left: fn}, hint)
 }
 
 // CoGroupFunction gets, per key present in either input, the key and the
@@ -56,7 +60,7 @@ type CoGroupFunction[A, B any, K comparable, O any] func(key K, as []A, bs []B, 
 // key present in either input. Both groups of a key are held in memory
 // while fn runs. It needs Batch mode.
 func CoGroup[A, B any, K comparable, O any](a KeyedStream[A, K], b KeyedStream[B, K], fn CoGroupFunction[A, B, K, O]) DataStream[O] {
-	return batchJoin(a, b, "co-group", "CoGroup", coGroup, &joinFns[A, B, K, O]{group: fn})
+	return batchJoin(a, b, "co-group", "CoGroup", coGroup, &joinFns[A, B, K, O]{group: fn}, nil)
 }
 
 type joinFns[A, B any, K comparable, O any] struct {
@@ -65,7 +69,7 @@ type joinFns[A, B any, K comparable, O any] struct {
 	group CoGroupFunction[A, B, K, O]
 }
 
-func batchJoin[A, B any, K comparable, O any](a KeyedStream[A, K], b KeyedStream[B, K], kind, name string, jk joinKind, fns *joinFns[A, B, K, O]) DataStream[O] {
+func batchJoin[A, B any, K comparable, O any](a KeyedStream[A, K], b KeyedStream[B, K], kind, name string, jk joinKind, fns *joinFns[A, B, K, O], hints []JoinHint) DataStream[O] {
 	env := a.env
 	if b.env != env {
 		env.fail(fmt.Errorf("%s of streams from different environments", name))
@@ -82,9 +86,28 @@ func batchJoin[A, B any, K comparable, O any](a KeyedStream[A, K], b KeyedStream
 	if err := errors.Join(kerr, aerr, berr); err != nil {
 		env.fail(fmt.Errorf("%s: keys and records are sorted in serialized form, but they have no codec: %w", name, err))
 	}
-	ka, kb := a.key, b.key
+	hint := OptimizerChooses
+	if len(hints) > 1 {
+		env.fail(fmt.Errorf("%s takes at most one JoinHint, got %d", name, len(hints)))
+	} else if len(hints) == 1 {
+		hint = hints[0]
+	}
+	codecs := joinCodecs[A, B, K]{ka: a.key, kb: b.key, kc: kc, ac: ac, bc: bc}
+	switch hint {
+	case RepartitionHashFirst, RepartitionHashSecond:
+		build := 0
+		if hint == RepartitionHashSecond {
+			build = 1
+		}
+		return twoInput[A, B, K, O](Connect(a, b), kind, name, func() runtime.Operator {
+			return &hashJoinOp[A, B, K, O]{kind: jk, build: build, joinCodecs: codecs, fns: fns}
+		})
+	case OptimizerChooses, RepartitionSortMerge:
+	default:
+		env.fail(fmt.Errorf("%s: unknown JoinHint %d", name, hint))
+	}
 	return twoInput[A, B, K, O](Connect(a, b), kind, name, func() runtime.Operator {
-		return &sortMergeJoinOp[A, B, K, O]{kind: jk, ka: ka, kb: kb, kc: kc, ac: ac, bc: bc, fns: fns}
+		return &sortMergeJoinOp[A, B, K, O]{kind: jk, joinCodecs: codecs, fns: fns}
 	})
 }
 
@@ -92,18 +115,37 @@ func batchJoin[A, B any, K comparable, O any](a KeyedStream[A, K], b KeyedStream
 // merges them in Finish.
 type sortMergeJoinOp[A, B any, K comparable, O any] struct {
 	runtime.Base
+	joinCodecs[A, B, K]
 	kind    joinKind
-	ka      func(A) K
-	kb      func(B) K
-	kc      codec.Codec[K]
-	ac      codec.Codec[A]
-	bc      codec.Codec[B]
 	fns     *joinFns[A, B, K, O]
 	sorters [2]*runtime.ExternalSorter
-	kbuf    []byte
-	vbuf    []byte
 	out     collector[O]
 	box     boxer[O]
+}
+
+// joinCodecs encodes the keys and records of a batch join's inputs.
+type joinCodecs[A, B any, K comparable] struct {
+	ka         func(A) K
+	kb         func(B) K
+	kc         codec.Codec[K]
+	ac         codec.Codec[A]
+	bc         codec.Codec[B]
+	kbuf, vbuf []byte
+}
+
+// encode returns the encoded key and record of r from input; the slices
+// are valid until the next call.
+func (c *joinCodecs[A, B, K]) encode(input int, r runtime.Record) (k, v []byte) {
+	if input == 0 {
+		a := as[A](r.Value)
+		c.kbuf = c.kc.Append(c.kbuf[:0], c.ka(a))
+		c.vbuf = c.ac.Append(c.vbuf[:0], a)
+	} else {
+		b := as[B](r.Value)
+		c.kbuf = c.kc.Append(c.kbuf[:0], c.kb(b))
+		c.vbuf = c.bc.Append(c.vbuf[:0], b)
+	}
+	return c.kbuf, c.vbuf
 }
 
 func (o *sortMergeJoinOp[A, B, K, O]) Open(ctx *runtime.Context) error {
@@ -115,16 +157,7 @@ func (o *sortMergeJoinOp[A, B, K, O]) Open(ctx *runtime.Context) error {
 }
 
 func (o *sortMergeJoinOp[A, B, K, O]) ProcessElement(input int, r runtime.Record) error {
-	if input == 0 {
-		v := as[A](r.Value)
-		o.kbuf = o.kc.Append(o.kbuf[:0], o.ka(v))
-		o.vbuf = o.ac.Append(o.vbuf[:0], v)
-	} else {
-		v := as[B](r.Value)
-		o.kbuf = o.kc.Append(o.kbuf[:0], o.kb(v))
-		o.vbuf = o.bc.Append(o.vbuf[:0], v)
-	}
-	return o.sorters[input].Add(o.kbuf, o.vbuf)
+	return o.sorters[input].Add(o.encode(input, r))
 }
 
 // ProcessWatermark holds watermarks back: results come in Finish.

@@ -128,17 +128,24 @@ func TestJoinCancelMidSpillLeavesNoFiles(t *testing.T) {
 	stream.InnerJoin(stream.KeyBy(a, func(l joinsuite.Left) string { return l.Key }),
 		stream.KeyBy(b, func(r joinsuite.Right) string { return r.Key }),
 		func(l joinsuite.Left, r joinsuite.Right) int64 { return l.V + r.W }).Collect()
+	cancelOnceSpilled(t, ctx, cancel, env, dir, "join-")
+}
+
+// cancelOnceSpilled runs env until a spill file named prefix* appears
+// under dir, cancels it, and checks the job failed and left no spill file.
+func cancelOnceSpilled(t *testing.T, ctx context.Context, cancel func(), env *stream.Environment, dir, prefix string) {
+	t.Helper()
 	done := make(chan error, 1)
 	go func() { _, err := env.Execute(ctx); done <- err }()
-	clustertest.Eventually(t, 2*time.Minute, "a spill file of the join", func() bool {
+	clustertest.Eventually(t, 2*time.Minute, "a spill file "+prefix+"*", func() bool {
 		for _, f := range spillFiles(t, dir) {
-			if strings.HasPrefix(filepath.Base(f), "join-") {
+			if strings.HasPrefix(filepath.Base(f), prefix) {
 				return true
 			}
 		}
 		select {
 		case err := <-done:
-			t.Fatalf("the job ended before the join spilled: %v", err)
+			t.Fatalf("the job ended before a spill file %s* appeared: %v", prefix, err)
 		default:
 		}
 		return false
@@ -167,4 +174,80 @@ func TestJoinChecksumLocal(t *testing.T) {
 	if len(want) != 2 || strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("checksums %q, want %q", got, want)
 	}
+}
+
+// The hybrid hash join (either build side) against the suite's reference:
+// a budget that fits, and a 1 MiB budget that spills, with a hot key
+// larger than the budget (the block-nested-loop fallback); no spill file
+// is left.
+func TestHashJoinSuiteLocal(t *testing.T) {
+	for _, hint := range []stream.JoinHint{stream.RepartitionHashFirst, stream.RepartitionHashSecond} {
+		for name, spec := range map[string]joinsuite.Spec{
+			"fits":   {NA: 2000, NB: 1500, Keys: 300},
+			"empty":  {NA: 0, NB: 500, Keys: 100},
+			"spills": {NA: 20_000, NB: 15_000, Keys: 2000, Pad: 24},
+			// 4 keys: a key of the second input is ~2500 records of
+			// ~230 bytes, over the 512 KiB of a slot.
+			"hotKeys": {NA: 40, NB: 10_000, Keys: 4, Pad: 200},
+		} {
+			t.Run(fmt.Sprintf("%v/%s", hint, name), func(t *testing.T) {
+				spec.Hint = hint
+				dir := t.TempDir()
+				m := runtime.NewLocalMetrics()
+				runJoinSuite(t, spec, stream.WithParallelism(2), stream.WithManagedMemory(1<<20), stream.WithTmpDirs(dir), stream.WithMetrics(m))
+				var spilled float64
+				for name, v := range m.Snapshot() {
+					if strings.Contains(name, "Join") && strings.HasSuffix(name, ".numSpilledBytes") {
+						spilled += v
+					}
+				}
+				if name == "spills" || name == "hotKeys" {
+					if spilled == 0 {
+						t.Fatalf("no join spilled under a 1 MiB budget: %v", m.Snapshot())
+					}
+				}
+				if left := spillFiles(t, dir); len(left) != 0 {
+					t.Fatalf("spill files left after the job: %v", left)
+				}
+				// The task read the build input first: no probe record
+				// waited for it.
+				for name, v := range m.Snapshot() {
+					if strings.HasSuffix(name, ".numEarlyProbeRecords") && v != 0 {
+						t.Fatalf("%s = %v: probe records arrived before the build side ended", name, v)
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestJoinHintNames(t *testing.T) {
+	if got := stream.RepartitionHashFirst.String(); got != "REPARTITION_HASH_FIRST" {
+		t.Fatalf("RepartitionHashFirst is %q", got)
+	}
+}
+
+// The aggregation suite (what the cluster test runs) against its
+// reference under a budget that spills.
+func TestAggregationSuiteLocal(t *testing.T) {
+	spec := joinsuite.Spec{NA: 30_000, Keys: 20_000, Pad: 24}
+	env := stream.NewEnvironment(stream.WithRuntimeMode(stream.Batch), stream.WithParallelism(3), stream.WithManagedMemory(1<<20))
+	res := joinsuite.BuildAggregation(env, spec).Collect()
+	if _, err := env.Execute(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := res.Values()
+	sort.Strings(got)
+	if want := joinsuite.ExpectedAggregation(spec); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("%d lines, want %d: %s", len(got), len(want), firstLineDiff(got, want))
+	}
+}
+
+func firstLineDiff(got, want []string) string {
+	for i := range min(len(got), len(want)) {
+		if got[i] != want[i] {
+			return fmt.Sprintf("line %d: %q, want %q", i, got[i], want[i])
+		}
+	}
+	return "one is a prefix of the other"
 }

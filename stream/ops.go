@@ -3,6 +3,7 @@ package stream
 import (
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"github.com/gofl/gofl/stream/runtime"
 )
@@ -203,10 +204,9 @@ func (o *runningOp[K, V]) SnapshotState(_ int64, snap *runtime.OperatorSnapshot)
 
 type keyedReduceOp[T any, K comparable] struct {
 	runningOp[K, T]
-	key   func(T) K
-	fn    func(a, b T) T
-	final bool
-	box   boxer[T]
+	key func(T) K
+	fn  func(a, b T) T
+	box boxer[T]
 }
 
 func (o *keyedReduceOp[T, K]) ProcessElement(_ int, r runtime.Record) error {
@@ -216,25 +216,15 @@ func (o *keyedReduceOp[T, K]) ProcessElement(_ int, r runtime.Record) error {
 		v = o.fn(*p, v)
 	}
 	*p = v
-	if !o.final {
-		r.Value = o.box.of(v)
-		o.Ctx.Output.Collect(r)
-	}
-	return nil
-}
-
-func (o *keyedReduceOp[T, K]) Finish() error {
-	if o.final {
-		o.values.Range(func(_ K, v *T) { o.Ctx.Output.Collect(runtime.Record{Value: *v}) })
-	}
+	r.Value = o.box.of(v)
+	o.Ctx.Output.Collect(r)
 	return nil
 }
 
 type keyedAggregateOp[T any, K comparable, ACC, OUT any] struct {
 	runningOp[K, ACC]
-	key   func(T) K
-	agg   AggregateFunction[T, ACC, OUT]
-	final bool
+	key func(T) K
+	agg AggregateFunction[T, ACC, OUT]
 }
 
 func (o *keyedAggregateOp[T, K, ACC, OUT]) ProcessElement(_ int, r runtime.Record) error {
@@ -244,17 +234,8 @@ func (o *keyedAggregateOp[T, K, ACC, OUT]) ProcessElement(_ int, r runtime.Recor
 		*acc = o.agg.CreateAccumulator()
 	}
 	*acc = o.agg.Add(v, *acc)
-	if !o.final {
-		r.Value = o.agg.GetResult(*acc)
-		o.Ctx.Output.Collect(r)
-	}
-	return nil
-}
-
-func (o *keyedAggregateOp[T, K, ACC, OUT]) Finish() error {
-	if o.final {
-		o.values.Range(func(_ K, acc *ACC) { o.Ctx.Output.Collect(runtime.Record{Value: o.agg.GetResult(*acc)}) })
-	}
+	r.Value = o.agg.GetResult(*acc)
+	o.Ctx.Output.Collect(r)
 	return nil
 }
 
@@ -386,19 +367,61 @@ func (o *keyedProcessOp[T, K, O]) ProcessWatermark(wm int64) error {
 // emits its partial results and starts over.
 const combineMaxKeys = 1 << 16
 
+// combineEntryOverhead estimates what a combiner's key takes besides the
+// key and value themselves (map entry, index).
+const combineEntryOverhead = 48
+
 // reduceCombiner is the combiner of a keyed Reduce in Batch mode: the
 // partial reduction per key of one producer subtask, in key arrival order
-// (so its output is deterministic), one map access per record.
+// (so its output is deterministic), one map access per record. It flushes
+// at combineMaxKeys keys or when the slot's managed memory has no room
+// for a new key (a per-key estimate: the key's string bytes and the
+// sizes of key and value).
 type reduceCombiner[T any, K comparable] struct {
 	key  func(T) K
 	fn   func(a, b T) T
 	idx  map[K]int
 	vals []T
 	box  boxer[T]
+	mem  *runtime.MemoryManager
+	held int64 // reserved from mem
+	used int64 // of held
 }
 
 func newReduceCombiner[T any, K comparable](key func(T) K, fn func(a, b T) T) *reduceCombiner[T, K] {
 	return &reduceCombiner[T, K]{key: key, fn: fn, idx: map[K]int{}}
+}
+
+// SetBatchMemory implements runtime.ManagedCombiner.
+func (c *reduceCombiner[T, K]) SetBatchMemory(m runtime.BatchMemory) { c.mem = m.Memory }
+
+// Close implements runtime.ManagedCombiner.
+func (c *reduceCombiner[T, K]) Close() { c.release() }
+
+func (c *reduceCombiner[T, K]) release() {
+	if c.mem != nil && c.held > 0 {
+		c.mem.Release(c.held)
+	}
+	c.held, c.used = 0, 0
+}
+
+// reserve accounts n bytes for a new key, reserving whole pages; false
+// when the budget has none (an empty table overdraws, to progress).
+func (c *reduceCombiner[T, K]) reserve(n int64) bool {
+	if c.used+n <= c.held {
+		c.used += n
+		return true
+	}
+	grow := (c.used + n - c.held + runtime.PageSize - 1) / runtime.PageSize * runtime.PageSize
+	if !c.mem.TryReserve(grow) {
+		if len(c.vals) > 0 {
+			return false
+		}
+		c.mem.ForceReserve(grow)
+	}
+	c.held += grow
+	c.used += n
+	return true
 }
 
 func (c *reduceCombiner[T, K]) Add(r runtime.Record, out runtime.Output) {
@@ -415,6 +438,16 @@ func (c *reduceCombiner[T, K]) addValue(v T, out runtime.Output) {
 	if len(c.vals) >= combineMaxKeys {
 		c.Flush(out)
 	}
+	if c.mem != nil {
+		n := int64(unsafe.Sizeof(k)+unsafe.Sizeof(v)) + combineEntryOverhead
+		if s, ok := any(k).(string); ok {
+			n += int64(len(s))
+		}
+		if !c.reserve(n) {
+			c.Flush(out)
+			c.reserve(n)
+		}
+	}
 	c.idx[k] = len(c.vals)
 	c.vals = append(c.vals, v)
 }
@@ -426,4 +459,5 @@ func (c *reduceCombiner[T, K]) Flush(out runtime.Output) {
 	clear(c.idx)
 	clear(c.vals)
 	c.vals = c.vals[:0]
+	c.release()
 }

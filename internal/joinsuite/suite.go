@@ -31,6 +31,9 @@ type Right struct {
 type Spec struct {
 	NA, NB, Keys int64
 	Pad          int
+	// Hint is the inner and left outer joins' strategy (the reference
+	// does not depend on it).
+	Hint stream.JoinHint
 }
 
 func mix(i, salt int64) int64 {
@@ -66,13 +69,13 @@ func Build(env *stream.Environment, s Spec) stream.DataStream[string] {
 	kb := stream.KeyBy(b, func(r Right) string { return r.Key })
 	inner := stream.InnerJoin(ka, kb, func(l Left, r Right) string {
 		return "inner|" + l.Key + "|" + strconv.FormatInt(l.V, 10) + "|" + strconv.FormatInt(r.W, 10)
-	})
+	}, s.Hint)
 	left := stream.LeftOuterJoin(ka, kb, func(l Left, r Right, ok bool) string {
 		if !ok {
 			return "left|" + l.Key + "|" + strconv.FormatInt(l.V, 10) + "|-"
 		}
 		return "left|" + l.Key + "|" + strconv.FormatInt(l.V, 10) + "|" + strconv.FormatInt(r.W, 10)
-	})
+	}, s.Hint)
 	cg := stream.CoGroup(ka, kb, func(k string, ls []Left, rs []Right, out stream.Collector[string]) error {
 		var sv, sw int64
 		for _, l := range ls {
@@ -160,13 +163,13 @@ func BuildChecksum(env *stream.Environment, s Spec) stream.DataStream[string] {
 	kb := stream.KeyBy(b, func(r Right) string { return r.Key })
 	inner := stream.InnerJoin(ka, kb, func(l Left, r Right) Checksum {
 		return Checksum{"inner", 1, l.V*checksumMul + r.W}
-	})
+	}, s.Hint)
 	left := stream.LeftOuterJoin(ka, kb, func(l Left, r Right, ok bool) Checksum {
 		if !ok {
 			return Checksum{"left", 1, l.V*checksumMul - 1}
 		}
 		return Checksum{"left", 1, l.V*checksumMul + r.W}
-	})
+	}, s.Hint)
 	sums := stream.KeyBy(stream.Union(inner, left), func(c Checksum) string { return c.Kind }).
 		Reduce(func(x, y Checksum) Checksum { return Checksum{x.Kind, x.N + y.N, x.Sum + y.Sum} })
 	return stream.Map(sums, func(c Checksum) string { return fmt.Sprintf("%s %d %d", c.Kind, c.N, c.Sum) })
@@ -217,6 +220,45 @@ func ExpectedChecksum(s Spec) []string {
 	}
 	if left.N > 0 {
 		out = append(out, fmt.Sprintf("left %d %d", left.N, left.Sum))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// BuildAggregation adds a batch Reduce and an Aggregate (without a merge
+// function) of the left input per key to env (Batch mode); their results
+// are lines "reduce|<key>|<count>|<sum>" and "aggregate|<key>|<count>|<sum>"
+// of one stream. With many keys (Spec.Keys) they outgrow small budgets.
+func BuildAggregation(env *stream.Environment, s Spec) stream.DataStream[string] {
+	type acc struct {
+		Key    string
+		N, Sum int64
+	}
+	a := stream.Generate(env, s.NA, s.LeftAt).Name("Lefts")
+	ka := stream.KeyBy(stream.Map(a, func(l Left) acc { return acc{l.Key, 1, l.V} }), func(x acc) string { return x.Key })
+	red := ka.Reduce(func(x, y acc) acc { return acc{x.Key, x.N + y.N, x.Sum + y.Sum} })
+	agg := stream.Aggregate(ka, stream.NewAggregator(func() acc { return acc{} },
+		func(v acc, x acc) acc { return acc{v.Key, x.N + v.N, x.Sum + v.Sum} },
+		func(x acc) acc { return x }))
+	line := func(kind string) func(acc) string {
+		return func(x acc) string { return fmt.Sprintf("%s|%s|%d|%d", kind, x.Key, x.N, x.Sum) }
+	}
+	return stream.Union(stream.Map(red, line("reduce")), stream.Map(agg, line("aggregate")))
+}
+
+// ExpectedAggregation is BuildAggregation's reference, sorted.
+func ExpectedAggregation(s Spec) []string {
+	n, sum := map[string]int64{}, map[string]int64{}
+	for i := range s.NA {
+		l := s.LeftAt(i)
+		n[l.Key]++
+		sum[l.Key] += l.V
+	}
+	var out []string
+	for k := range n {
+		for _, kind := range []string{"reduce", "aggregate"} {
+			out = append(out, fmt.Sprintf("%s|%s|%d|%d", kind, k, n[k], sum[k]))
+		}
 	}
 	sort.Strings(out)
 	return out

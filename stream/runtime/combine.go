@@ -19,6 +19,18 @@ type Combiner interface {
 	Flush(out Output)
 }
 
+// ManagedCombiner is a Combiner whose table is bounded by the slot's
+// managed memory too (Flink's combiner flushes when its hash table is
+// full): the task hands it the slot's memory (SetBatchMemory) before the
+// first Add, and calls Close once the task ended, also after a failure,
+// so it gives back what it still reserves. Both on the task's goroutine;
+// Close is idempotent.
+type ManagedCombiner interface {
+	Combiner
+	SetBatchMemory(m BatchMemory)
+	Close()
+}
+
 // combiningOutput feeds an output's records through a combiner. Records
 // are flushed ahead of every watermark, so none is held past one, and at
 // the end of input, after the operators finished.

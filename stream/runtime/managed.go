@@ -71,6 +71,15 @@ func (m *MemoryManager) TryReserve(n int64) bool {
 	}
 }
 
+// ForceReserve reserves n bytes even past the budget (an overdraft): for
+// a consumer with nothing in memory, so it always progresses. It never
+// blocks; the caller gives them back with Release.
+func (m *MemoryManager) ForceReserve(n int64) {
+	u := m.used.Add(n)
+	for p := m.peak.Load(); u > p && !m.peak.CompareAndSwap(p, u); p = m.peak.Load() {
+	}
+}
+
 // Release gives back n bytes reserved with TryReserve.
 func (m *MemoryManager) Release(n int64) { m.used.Add(-n) }
 

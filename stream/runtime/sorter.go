@@ -20,17 +20,29 @@ import (
 // one page even when the budget is exhausted, so it always makes progress.
 // Not safe for concurrent use: one task goroutine adds, then reads.
 type ExternalSorter struct {
-	mem    *MemoryManager
-	io     *IOManager
-	name   string
-	pages  [][]byte // the current run's entries
-	big    [][]byte // entries larger than a page, each its own allocation
-	held   int64    // bytes reserved from mem
-	offs   []uint64 // entry positions: page<<32 | offset (big: 1<<63 | index)
-	runs   []*os.File
-	closed bool
+	mem        *MemoryManager
+	io         *IOManager
+	name       string
+	entryPages // the current run's entries
+	runs       []*os.File
+	closed     bool
 	// Spilled is the bytes this sorter wrote to its runs.
 	Spilled int64
+}
+
+// entryPages holds (key, value) entries in pages of managed memory (the
+// one paged buffer of the batch operators: sorter runs, hash join
+// partitions). Entries larger than half a page get their own allocation,
+// reserved all the same. Not safe for concurrent use.
+type entryPages struct {
+	mem   *MemoryManager
+	pages [][]byte
+	big   [][]byte // entries larger than a page, each its own allocation
+	held  int64    // bytes reserved from mem
+	offs  []uint64 // entry positions: page<<32 | offset (big: 1<<63 | index)
+	// extraUsed/extraHeld account per-entry bytes kept elsewhere (a hash
+	// index), reserved a page at a time.
+	extraUsed, extraHeld int64
 }
 
 // maxMergeFanIn bounds the runs merged at once; more are merged in passes
@@ -43,7 +55,7 @@ const mergeBufferSize = 16 << 10
 // NewExternalSorter returns a sorter reserving from mem and spilling
 // through io; name prefixes its spill files.
 func NewExternalSorter(m BatchMemory, name string) *ExternalSorter {
-	return &ExternalSorter{mem: m.Memory, io: m.IO, name: name}
+	return &ExternalSorter{mem: m.Memory, io: m.IO, name: name, entryPages: entryPages{mem: m.Memory}}
 }
 
 func entrySize(k, v []byte) int {
@@ -60,9 +72,10 @@ func appendEntry(dst, k, v []byte) []byte {
 // minOffsets is the first capacity of the entry offsets.
 const minOffsets = 1024
 
-// need is what adding an entry of n bytes reserves: a new page (or the
-// entry, when large) and the offsets' growth.
-func (s *ExternalSorter) need(n int) int64 {
+// need is what adding an entry of n bytes (and extra bytes kept
+// elsewhere) reserves: a new page (or the entry, when large), the offsets'
+// growth and the extra bytes' pages.
+func (s *entryPages) need(n int, extra int64) int64 {
 	var b int64
 	if n > PageSize/2 {
 		b = int64(n)
@@ -72,7 +85,57 @@ func (s *ExternalSorter) need(n int) int64 {
 	if len(s.offs) == cap(s.offs) {
 		b += int64(max(minOffsets, cap(s.offs))) * 8
 	}
+	if s.extraUsed+extra > s.extraHeld {
+		b += (s.extraUsed + extra - s.extraHeld + PageSize - 1) / PageSize * PageSize
+	}
 	return b
+}
+
+// tryReserve reserves what adding an entry of n bytes needs; false when
+// the budget has no room (nothing reserved).
+func (s *entryPages) tryReserve(n int, extra int64) bool {
+	need := s.need(n, extra)
+	if need > 0 && !s.mem.TryReserve(need) {
+		return false
+	}
+	s.account(need, extra)
+	return true
+}
+
+// forceReserve reserves like tryReserve, overdrawing the budget when it
+// has no room: for a consumer with nothing in memory, so it progresses.
+func (s *entryPages) forceReserve(n int, extra int64) {
+	need := s.need(n, extra)
+	if need > 0 && !s.mem.TryReserve(need) {
+		s.mem.ForceReserve(need)
+	}
+	s.account(need, extra)
+}
+
+func (s *entryPages) account(need, extra int64) {
+	s.held += need
+	if s.extraUsed+extra > s.extraHeld {
+		s.extraHeld += (s.extraUsed + extra - s.extraHeld + PageSize - 1) / PageSize * PageSize
+	}
+	s.extraUsed += extra
+}
+
+// add appends the entry (n = entrySize(k, v)) after a reservation.
+func (s *entryPages) add(k, v []byte, n int) {
+	if len(s.offs) == cap(s.offs) {
+		s.offs = slices.Grow(s.offs, max(minOffsets, cap(s.offs)))
+	}
+	if n > PageSize/2 {
+		s.offs = append(s.offs, 1<<63|uint64(len(s.big)))
+		s.big = append(s.big, appendEntry(make([]byte, 0, n), k, v))
+		return
+	}
+	if len(s.pages) == 0 || len(s.pages[len(s.pages)-1])+n > PageSize {
+		s.pages = append(s.pages, s.mem.AllocatePage())
+	}
+	p := len(s.pages) - 1
+	s.offs = append(s.offs, uint64(p)<<32|uint64(len(s.pages[p])))
+	s.pages[p] = appendEntry(s.pages[p], k, v)
 }
 
 // Add copies the pair into the sorter, spilling the current run first when
@@ -83,38 +146,19 @@ func (s *ExternalSorter) Add(k, v []byte) error {
 		return errors.New("runtime: sorter closed")
 	}
 	n := entrySize(k, v)
-	if need := s.need(n); need > 0 {
-		if !s.mem.TryReserve(need) {
-			if len(s.offs) > 0 {
-				if err := s.spill(); err != nil {
-					return err
-				}
-			}
-			need = s.need(n)
-			if !s.mem.TryReserve(need) {
-				s.mem.used.Add(need)
+	if !s.tryReserve(n, 0) {
+		if len(s.offs) > 0 {
+			if err := s.spill(); err != nil {
+				return err
 			}
 		}
-		s.held += need
+		s.forceReserve(n, 0)
 	}
-	if len(s.offs) == cap(s.offs) {
-		s.offs = slices.Grow(s.offs, max(minOffsets, cap(s.offs)))
-	}
-	if n > PageSize/2 {
-		s.offs = append(s.offs, 1<<63|uint64(len(s.big)))
-		s.big = append(s.big, appendEntry(make([]byte, 0, n), k, v))
-		return nil
-	}
-	if len(s.pages) == 0 || len(s.pages[len(s.pages)-1])+n > PageSize {
-		s.pages = append(s.pages, s.mem.AllocatePage())
-	}
-	p := len(s.pages) - 1
-	s.offs = append(s.offs, uint64(p)<<32|uint64(len(s.pages[p])))
-	s.pages[p] = appendEntry(s.pages[p], k, v)
+	s.add(k, v, n)
 	return nil
 }
 
-func (s *ExternalSorter) entry(o uint64) []byte {
+func (s *entryPages) entry(o uint64) []byte {
 	if o&(1<<63) != 0 {
 		return s.big[o&^(1<<63)]
 	}
@@ -150,14 +194,9 @@ func (s *ExternalSorter) spill() error {
 	}
 	s.runs = append(s.runs, f)
 	w := bufio.NewWriterSize(f, 64<<10)
-	var n int64
-	for _, o := range s.offs {
-		_, _, l := splitEntry(s.entry(o))
-		m, err := w.Write(s.entry(o)[:l])
-		n += int64(m)
-		if err != nil {
-			return fmt.Errorf("runtime: writing a sort run: %w", err)
-		}
+	n, err := s.writeTo(w)
+	if err != nil {
+		return fmt.Errorf("runtime: writing a sort run: %w", err)
 	}
 	if err := w.Flush(); err != nil {
 		return fmt.Errorf("runtime: writing a sort run: %w", err)
@@ -168,13 +207,30 @@ func (s *ExternalSorter) spill() error {
 	return nil
 }
 
-func (s *ExternalSorter) free() {
+// free gives back the pages and every reservation.
+func (s *entryPages) free() {
 	for _, p := range s.pages {
 		s.mem.FreePage(p)
 	}
 	s.pages, s.big, s.offs = nil, nil, nil
-	s.mem.Release(s.held)
-	s.held = 0
+	s.mem.Release(s.held) // extraHeld is part of held
+	s.held, s.extraHeld, s.extraUsed = 0, 0, 0
+}
+
+// writeTo writes the entries in offs order to w; it returns the bytes
+// written.
+func (s *entryPages) writeTo(w *bufio.Writer) (int64, error) {
+	var n int64
+	for _, o := range s.offs {
+		e := s.entry(o)
+		_, _, l := splitEntry(e)
+		m, err := w.Write(e[:l])
+		n += int64(m)
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // SortedIterator yields pairs in key order. The slices stay valid only
@@ -375,4 +431,14 @@ func (m *mergeIter) Next() ([]byte, []byte, bool, error) {
 	top := m.h[0]
 	m.last = top
 	return top.k, top.v, true, nil
+}
+
+// Spill writes the current run to disk and frees its memory, if it holds
+// any: for a caller that needs the budget back (a hash aggregation that
+// handed its table to the sorter).
+func (s *ExternalSorter) Spill() error {
+	if s.closed || len(s.offs) == 0 {
+		return nil
+	}
+	return s.spill()
 }

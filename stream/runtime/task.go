@@ -228,6 +228,11 @@ func RunTask(ctx context.Context, spec *TaskSpec, env TaskEnv) (err error) {
 		return err
 	}
 	defer func() {
+		for _, c := range t.combiners {
+			if mc, ok := c.c.(ManagedCombiner); ok {
+				mc.Close()
+			}
+		}
 		for i := len(t.nodes) - 1; i >= 0; i-- {
 			n := t.nodes[i]
 			if !n.opened {
@@ -338,7 +343,11 @@ func newTask(ctx context.Context, spec *TaskSpec, env TaskEnv) (*task, error) {
 			if name == "" {
 				name = "Combine"
 			}
-			c := newCombiningOutput(o.NewCombiner(), out, &opNode{t: t, index: o.From, spec: &OperatorSpec{ID: t.nodes[o.From].spec.ID, Name: name}})
+			comb := o.NewCombiner()
+			if mc, ok := comb.(ManagedCombiner); ok {
+				mc.SetBatchMemory(env.Batch)
+			}
+			c := newCombiningOutput(comb, out, &opNode{t: t, index: o.From, spec: &OperatorSpec{ID: t.nodes[o.From].spec.ID, Name: name}})
 			t.combiners = append(t.combiners, c)
 			out = c
 		}
@@ -689,7 +698,8 @@ type chanState struct {
 }
 
 type gateState struct {
-	ch []chanState
+	ch        []chanState
+	remaining int // channels not ended
 }
 
 // inputState is the input channels of a task with inputs.
@@ -720,6 +730,7 @@ func (t *task) runInputs() error {
 			in.gates[i].ch[c].wm = MinWatermark
 		}
 		in.remaining += n
+		in.gates[i].remaining = n
 	}
 	in.dataOpen = in.remaining
 	var c0, c1 <-chan ChannelBatch
@@ -773,6 +784,7 @@ func (t *task) runInputs() error {
 		}
 		if gi < 0 {
 			t.fireDueTimers()
+			c0, c1 := t.selected(in.batches)
 			select {
 			case b = <-c0:
 				gi = 0
@@ -812,6 +824,41 @@ func (t *task) runInputs() error {
 		}
 	}
 	return nil
+}
+
+// BoundedMultiInput is implemented by a head operator that wants to know
+// when one of its inputs ended (Flink's BoundedMultiInput): EndInput is
+// called on the task's goroutine once every channel of the input ended,
+// before the other input's later records and before Finish.
+type BoundedMultiInput interface {
+	EndInput(input int) error
+}
+
+// InputSelectable is implemented by a head operator that reads one input
+// before the other (Flink's InputSelectable), as a hash join reads its
+// build side first. SelectedInput, called on the task's goroutine before
+// each read, returns the input to read exclusively while it has channels
+// open, or -1 for any. The task honours it only without checkpointing
+// (Batch mode), where exchanges are blocking, so the other input's
+// producers never wait for this task.
+type InputSelectable interface {
+	SelectedInput() int
+}
+
+// selected is the task's input channels, the one of an input the head
+// operator selected alone.
+func (t *task) selected(c [2]<-chan ChannelBatch) (<-chan ChannelBatch, <-chan ChannelBatch) {
+	if t.ck != nil {
+		return c[0], c[1]
+	}
+	sel, ok := t.nodes[0].op.(InputSelectable)
+	if !ok {
+		return c[0], c[1]
+	}
+	if i := sel.SelectedInput(); i >= 0 && i < len(t.in.gates) && t.in.gates[i].remaining > 0 {
+		c[1-i] = nil
+	}
+	return c[0], c[1]
 }
 
 // combined is the minimum watermark of the channels not ended.
@@ -860,6 +907,13 @@ func (t *task) processBatch(gi, c int, evs []Event) error {
 			}
 			ch.ended = true
 			in.remaining--
+			g := &in.gates[gi]
+			g.remaining--
+			if g.remaining == 0 {
+				if bi, ok := head.op.(BoundedMultiInput); ok {
+					head.call(func() error { return bi.EndInput(gi) })
+				}
+			}
 			if in.remaining > 0 {
 				t.advance(in.combined())
 			}
