@@ -7,13 +7,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/gofl/gofl/connectors/kafka/kafkatest"
 	"github.com/gofl/gofl/rpc/restapi"
@@ -96,7 +94,7 @@ func BenchmarkKafkaVsPlain(b *testing.B) {
 		out = kafkatest.Topic(b, broker, "bench-plain-out", partitions)
 		start = time.Now()
 		cpu0, bcpu0 = selfCPU(), procsCPU(brokerPid)
-		if err := plainKafkaCounts(broker, in, out, n, keys); err != nil {
+		if err := kafkatest.PlainCounts(broker, in, out, n, keys); err != nil {
 			b.Fatal(err)
 		}
 		plainTime += time.Since(start)
@@ -172,7 +170,7 @@ func procsCPU(pids ...int) time.Duration {
 		}
 		s := string(b)
 		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // f[0] is field 3, state
-		for _, i := range []int{11, 12, 13, 14} { // fields 14-17
+		for _, i := range []int{11, 12, 13, 14} {                // fields 14-17
 			if i < len(f) {
 				t, _ := strconv.ParseInt(f[i], 10, 64)
 				sum += time.Duration(t) * 10 * time.Millisecond
@@ -202,58 +200,6 @@ func kafkaBrokerPid(addr string) int {
 		}
 	}
 	return 0
-}
-
-// plainKafkaCounts is kafka-counts without a framework: read the n
-// numbers of in from the start, count per key n mod keys, write "key
-// count" records keyed by key to out, and wait for their acknowledgement.
-func plainKafkaCounts(broker, in, out string, n, keys int) error {
-	cons, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.ConsumeTopics(in),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		return err
-	}
-	defer cons.Close()
-	prod, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.DefaultProduceTopic(out))
-	if err != nil {
-		return err
-	}
-	defer prod.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	var mu sync.Mutex
-	var produceErr error
-	done := func(_ *kgo.Record, err error) {
-		if err != nil {
-			mu.Lock()
-			produceErr = err
-			mu.Unlock()
-		}
-	}
-	counts := make([]int64, keys)
-	for read := 0; read < n; {
-		fs := cons.PollFetches(ctx)
-		if err := fs.Err0(); err != nil {
-			return fmt.Errorf("plain loop: fetching: %w", err)
-		}
-		for it := fs.RecordIter(); !it.Done(); read++ {
-			r := it.Next()
-			v, err := strconv.ParseInt(string(r.Value), 10, 64)
-			if err != nil {
-				return err
-			}
-			k := v % int64(keys)
-			counts[k]++
-			ks := strconv.FormatInt(k, 10)
-			prod.Produce(ctx, &kgo.Record{Key: []byte(ks), Value: []byte(ks + " " + strconv.FormatInt(counts[k], 10))}, done)
-		}
-	}
-	if err := prod.Flush(ctx); err != nil {
-		return err
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	return produceErr
 }
 
 // checkTopicRecords checks that topic holds n records (its end offsets).
