@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -99,8 +100,18 @@ type kafkaSink[T any] struct {
 	next    int64 // the number of the next transaction
 	aborted bool  // lingering transactions were aborted
 
+	// cur is the producer of the transaction Write was last called with
+	// (curSeq): Write looks it up once per transaction, not per record.
+	cur    *kgo.Client
+	curSeq int64
+	// done is the produce promise of every record (one func, not a
+	// closure per record).
+	done func(*kgo.Record, error)
+
 	mu     sync.Mutex
 	failed error // the first failed produce since the last pre-commit
+	// hasFailed tells Write without the lock whether failed is set.
+	hasFailed atomic.Bool
 }
 
 func (k *kafkaSink[T]) Open(*stream.SinkContext) error { return nil }
@@ -213,23 +224,38 @@ func (k *kafkaSink[T]) fence(id string) (int16, error) {
 }
 
 func (k *kafkaSink[T]) Write(_ *stream.SinkContext, txn Transaction, v T) error {
-	cl := k.plain
-	if k.cfg.guarantee == ExactlyOnce {
-		cl = k.clients[txn.TransactionalID]
-	}
-	if err := k.takeFailure(); err != nil {
-		return err
-	}
-	cl.Produce(context.Background(), k.ser(v), func(_ *kgo.Record, err error) {
-		if err != nil {
-			k.mu.Lock()
-			if k.failed == nil {
-				k.failed = err
-			}
-			k.mu.Unlock()
+	if k.cur == nil || k.curSeq != txn.Seq {
+		k.cur, k.curSeq = k.plain, txn.Seq
+		if k.cfg.guarantee == ExactlyOnce {
+			k.cur = k.clients[txn.TransactionalID]
 		}
-	})
+		if k.cur == nil {
+			return fmt.Errorf("kafka: writing to %s: no producer", txn.TransactionalID)
+		}
+	}
+	if k.hasFailed.Load() {
+		if err := k.takeFailure(); err != nil {
+			return err
+		}
+	}
+	if k.done == nil {
+		k.done = k.produced
+	}
+	k.cur.Produce(context.Background(), k.ser(v), k.done)
 	return nil
+}
+
+// produced is the promise of every record: it keeps the first failure.
+// franz-go calls it on its own goroutines.
+func (k *kafkaSink[T]) produced(_ *kgo.Record, err error) {
+	if err != nil {
+		k.mu.Lock()
+		if k.failed == nil {
+			k.failed = err
+			k.hasFailed.Store(true)
+		}
+		k.mu.Unlock()
+	}
 }
 
 func (k *kafkaSink[T]) takeFailure() error {
@@ -237,6 +263,7 @@ func (k *kafkaSink[T]) takeFailure() error {
 	defer k.mu.Unlock()
 	if err := k.failed; err != nil {
 		k.failed = nil
+		k.hasFailed.Store(false)
 		return fmt.Errorf("kafka: producing: %w", err)
 	}
 	return nil
@@ -272,7 +299,7 @@ func (k *kafkaSink[T]) Commit(_ *stream.SinkContext, txn Transaction) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if cl := k.clients[txn.TransactionalID]; cl != nil {
-		delete(k.clients, txn.TransactionalID)
+		k.forget(txn.TransactionalID)
 		defer cl.Close()
 		if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 			return fmt.Errorf("kafka: committing %s: %w", txn.TransactionalID, err)
@@ -290,7 +317,7 @@ func (k *kafkaSink[T]) Abort(_ *stream.SinkContext, txn Transaction) error {
 		return nil
 	}
 	if cl := k.clients[txn.TransactionalID]; cl != nil {
-		delete(k.clients, txn.TransactionalID)
+		k.forget(txn.TransactionalID)
 		defer cl.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -304,6 +331,14 @@ func (k *kafkaSink[T]) Abort(_ *stream.SinkContext, txn Transaction) error {
 	}
 	_, err := k.fence(txn.TransactionalID)
 	return err
+}
+
+// forget drops the producer of transaction id (its caller closes it).
+func (k *kafkaSink[T]) forget(id string) {
+	if k.cur == k.clients[id] {
+		k.cur = nil
+	}
+	delete(k.clients, id)
 }
 
 // follow numbers the next transaction after txn (see begin).
