@@ -42,10 +42,10 @@ type reader[T any] struct {
 	// parts are the partitions of the current fetch with records left to
 	// emit: PollNext looks a partition's split and output up once per
 	// run of its records, not per record.
-	parts []kgo.FetchTopicPartition
-	ctx   context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	parts  []kgo.FetchTopicPartition
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 
 	// offsets taken at each checkpoint, committed to the group when it
 	// completes; committing runs on its own goroutine.
@@ -67,6 +67,7 @@ func (r *reader[T]) Start() error {
 	if r.cfg.readCommitted {
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	}
+	opts = append(opts, r.cfg.opts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return fmt.Errorf("kafka: reader client: %w", err)

@@ -38,6 +38,12 @@ type sinkConfig struct {
 	guarantee  DeliveryGuarantee
 	prefix     string
 	txnTimeout time.Duration
+	// props are Kafka producer properties (SinkProperty) and clientOpts
+	// franz-go options (SinkClientOptions) of the producers, applied after
+	// the defaults; opts is what props translate to.
+	props      map[string]string
+	clientOpts []kgo.Opt
+	opts       []kgo.Opt
 	log        zerolog.Logger
 }
 
@@ -61,6 +67,26 @@ func TransactionalIDPrefix(p string) SinkOption { return func(c *sinkConfig) { c
 // transaction.max.timeout.ms.
 func TransactionTimeout(d time.Duration) SinkOption { return func(c *sinkConfig) { c.txnTimeout = d } }
 
+// SinkProperty sets a Kafka producer property of the sink's producers, as
+// Flink's KafkaSinkBuilder.setProperty: client.id, linger.ms, batch.size,
+// compression.type, acks, enable.idempotence,
+// max.in.flight.requests.per.connection (Sink rejects others with
+// ErrUnknownProperty). Exactly once needs acks=all and idempotence.
+func SinkProperty(key, value string) SinkOption {
+	return func(c *sinkConfig) {
+		if c.props == nil {
+			c.props = map[string]string{}
+		}
+		c.props[key] = value
+	}
+}
+
+// SinkClientOptions adds franz-go options to the sink's producers (after
+// the connector's own and the properties, so they win).
+func SinkClientOptions(opts ...kgo.Opt) SinkOption {
+	return func(c *sinkConfig) { c.clientOpts = append(c.clientOpts, opts...) }
+}
+
 // SinkLogger logs through l.
 func SinkLogger(l zerolog.Logger) SinkOption { return func(c *sinkConfig) { c.log = l } }
 
@@ -74,6 +100,15 @@ func Sink[T any](s stream.DataStream[T], brokers []string, topic string, seriali
 	if c.guarantee == ExactlyOnce && c.prefix == "" {
 		return stream.Sink{}, ErrNoTransactionalIDPrefix
 	}
+	if c.guarantee == ExactlyOnce && (c.props["acks"] != "" && c.props["acks"] != "all" && c.props["acks"] != "-1" ||
+		c.props["enable.idempotence"] == "false") {
+		return stream.Sink{}, errors.New("kafka: exactly-once needs acks=all and enable.idempotence=true")
+	}
+	popts, err := clientOptions(producerProperties, c.props)
+	if err != nil {
+		return stream.Sink{}, err
+	}
+	c.opts = append(popts, c.clientOpts...)
 	return stream.AddTwoPhaseCommitSink[T, Transaction](s, "Kafka Sink: "+topic, func() stream.TwoPhaseCommitSink[T, Transaction] {
 		return &kafkaSink[T]{cfg: c, ser: serialize, clients: map[string]*kgo.Client{}}
 	}), nil
@@ -128,7 +163,8 @@ func (k *kafkaSink[T]) Close() error {
 }
 
 func (k *kafkaSink[T]) baseOpts() []kgo.Opt {
-	return []kgo.Opt{kgo.SeedBrokers(k.cfg.brokers...), kgo.DefaultProduceTopic(k.cfg.topic), kgo.ProducerLinger(5 * time.Millisecond)}
+	return append([]kgo.Opt{kgo.SeedBrokers(k.cfg.brokers...), kgo.DefaultProduceTopic(k.cfg.topic), kgo.ProducerLinger(5 * time.Millisecond)},
+		k.cfg.opts...)
 }
 
 func (k *kafkaSink[T]) txnID(subtask int, n int64) string {

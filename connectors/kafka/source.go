@@ -105,7 +105,13 @@ type sourceConfig struct {
 	discovery     time.Duration
 	groupID       string
 	readCommitted bool
-	log           zerolog.Logger
+	// props are Kafka consumer properties (SourceProperty) and clientOpts
+	// franz-go options (SourceClientOptions) of the readers' clients,
+	// applied after the defaults; opts is what props translate to.
+	props      map[string]string
+	clientOpts []kgo.Opt
+	opts       []kgo.Opt
+	log        zerolog.Logger
 }
 
 // SourceOption configures a Source.
@@ -146,6 +152,26 @@ func GroupID(id string) SourceOption { return func(c *sourceConfig) { c.groupID 
 // (isolation.level=read_committed).
 func ReadCommitted() SourceOption { return func(c *sourceConfig) { c.readCommitted = true } }
 
+// SourceProperty sets a Kafka consumer property of the readers' clients,
+// as Flink's KafkaSourceBuilder.setProperty: client.id,
+// fetch.max.wait.ms, fetch.min.bytes, fetch.max.bytes,
+// max.partition.fetch.bytes, isolation.level (NewSource rejects others
+// with ErrUnknownProperty).
+func SourceProperty(key, value string) SourceOption {
+	return func(c *sourceConfig) {
+		if c.props == nil {
+			c.props = map[string]string{}
+		}
+		c.props[key] = value
+	}
+}
+
+// SourceClientOptions adds franz-go options to the readers' clients
+// (after the connector's own and the properties, so they win).
+func SourceClientOptions(opts ...kgo.Opt) SourceOption {
+	return func(c *sourceConfig) { c.clientOpts = append(c.clientOpts, opts...) }
+}
+
 // SourceLogger logs through l.
 func SourceLogger(l zerolog.Logger) SourceOption { return func(c *sourceConfig) { c.log = l } }
 
@@ -162,6 +188,11 @@ func NewSource[T any](brokers []string, deserialize func(*kgo.Record) (T, error)
 	if c.starting.kind == offCommitted && c.groupID == "" {
 		return nil, errors.New("kafka: Committed starting offsets need a GroupID")
 	}
+	copts, err := clientOptions(consumerProperties, c.props)
+	if err != nil {
+		return nil, err
+	}
+	c.opts = append(copts, c.clientOpts...)
 	return &Source[T]{cfg: c, de: deserialize}, nil
 }
 
