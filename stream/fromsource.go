@@ -451,12 +451,15 @@ type readerOutput[T any] struct {
 	// reader is the reader-wide generator for records outside splits.
 	reader splitWatermark
 	last   int64
+	// box boxes the records' values many per allocation (one goroutine:
+	// the task's).
+	box boxer[T]
 }
 
 func (o *readerOutput[T]) Collect(v T, ts int64) { o.collect(&o.reader, v, ts) }
 
 func (o *readerOutput[T]) collect(g *splitWatermark, v T, ts int64) {
-	o.out.Collect(runtime.Record{Value: v, Timestamp: ts, HasTimestamp: true})
+	o.out.Collect(runtime.Record{Value: o.box.of(v), Timestamp: ts, HasTimestamp: true})
 	if !g.seen || ts > g.maxTs {
 		g.maxTs, g.seen = ts, true
 	}
