@@ -286,6 +286,8 @@ type enumerator struct {
 	// earliest offset.
 	restored   bool
 	discovered bool
+	// listOffsets is offsets (tests inject failures).
+	listOffsets func(ctx context.Context, splits []PartitionSplit, init OffsetsInitializer, set func(*PartitionSplit, int64)) error
 }
 
 func (e *enumerator) Start() error {
@@ -294,12 +296,33 @@ func (e *enumerator) Start() error {
 		return fmt.Errorf("kafka: enumerator client: %w", err)
 	}
 	e.cl, e.adm = cl, kadm.NewClient(cl)
-	period := e.cfg.discovery
-	if e.cfg.stopping != nil {
-		period = 0
+	if e.listOffsets == nil {
+		e.listOffsets = e.offsets
 	}
-	e.ctx.CallAsync(e.discover, e.handleDiscovery, 0, period)
+	e.ctx.CallAsync(e.discover, e.handleDiscovery, 0, e.period())
 	return nil
+}
+
+// discoveryRetry is how soon a failed discovery runs again when no
+// periodic one follows.
+const discoveryRetry = time.Second
+
+// period is the partition discovery interval: 0 (none) when bounded.
+func (e *enumerator) period() time.Duration {
+	if e.cfg.stopping != nil {
+		return 0
+	}
+	return e.cfg.discovery
+}
+
+// retryDiscovery runs a discovery again after a failed one (listing the
+// partitions or resolving their offsets) when no periodic discovery would:
+// else a bounded source, which has only its first, waits for ever for its
+// splits and never ends.
+func (e *enumerator) retryDiscovery() {
+	if e.period() == 0 {
+		e.ctx.CallAsync(e.discover, e.handleDiscovery, discoveryRetry, 0)
+	}
 }
 
 // discovery is the result of one discovery: new splits by owner.
@@ -346,7 +369,8 @@ func (e *enumerator) discover() (any, error) {
 
 func (e *enumerator) handleDiscovery(v any, err error) {
 	if err != nil {
-		e.cfg.log.Warn().Err(err).Msg("kafka partition discovery failed; retrying at the next one")
+		e.cfg.log.Warn().Err(err).Msg("kafka partition discovery failed; retrying")
+		e.retryDiscovery()
 		return
 	}
 	var fresh []PartitionSplit
@@ -368,6 +392,12 @@ func (e *enumerator) handleDiscovery(v any, err error) {
 			}
 			if err != nil {
 				e.cfg.log.Warn().Err(err).Msg("kafka: resolving starting offsets failed; retrying at the next discovery")
+				if initial {
+					// The partitions found at start keep the configured
+					// starting offsets when found again.
+					e.discovered = false
+				}
+				e.retryDiscovery()
 				return
 			}
 			splits := v.([]PartitionSplit)
@@ -396,11 +426,11 @@ func (e *enumerator) resolve(splits []PartitionSplit, initial bool) ([]Partition
 	}
 	out := make([]PartitionSplit, len(splits))
 	copy(out, splits)
-	if err := e.offsets(ctx, out, start, func(sp *PartitionSplit, o int64) { sp.StartingOffset = o }); err != nil {
+	if err := e.listOffsets(ctx, out, start, func(sp *PartitionSplit, o int64) { sp.StartingOffset = o }); err != nil {
 		return nil, err
 	}
 	if e.cfg.stopping != nil {
-		if err := e.offsets(ctx, out, *e.cfg.stopping, func(sp *PartitionSplit, o int64) { sp.StoppingOffset = o }); err != nil {
+		if err := e.listOffsets(ctx, out, *e.cfg.stopping, func(sp *PartitionSplit, o int64) { sp.StoppingOffset = o }); err != nil {
 			return nil, err
 		}
 	}
