@@ -39,10 +39,7 @@ import (
 // during the loop; broker-*-cpu-s/M is the broker's (a java process found
 // by its listener) during each.
 func BenchmarkKafkaVsPlain(b *testing.B) {
-	n := 1_000_000
-	if v, err := strconv.Atoi(os.Getenv("GOFL_BENCH_KAFKA_RECORDS")); err == nil && v > 0 {
-		n = v
-	}
+	n := kafkatest.BenchRecords(1_000_000)
 	const keys, partitions = 1024, 2
 	broker := kafkatest.Broker(b)
 	in := kafkatest.Topic(b, broker, "bench-in", partitions)

@@ -2,7 +2,6 @@ package kafka
 
 import (
 	"context"
-	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -23,10 +22,7 @@ var benchCount = stream.NewValueState[int64]("count")
 // kafkatest.PlainCounts on the same records. GOFL_BENCH_KAFKA_RECORDS
 // sets the input (default 200,000).
 func BenchmarkKafkaCountsLocal(b *testing.B) {
-	n := 200_000
-	if v, err := strconv.Atoi(os.Getenv("GOFL_BENCH_KAFKA_RECORDS")); err == nil && v > 0 {
-		n = v
-	}
+	n := kafkatest.BenchRecords(200_000)
 	const keys, partitions = 1024, 2
 	broker := kafkatest.Broker(b)
 	in := kafkatest.Topic(b, broker, "bench-in", partitions)

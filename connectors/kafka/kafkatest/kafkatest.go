@@ -217,3 +217,12 @@ func PlainCounts(broker, in, out string, n, keys int) error {
 	defer mu.Unlock()
 	return produceErr
 }
+
+// BenchRecords is how many input records a Kafka benchmark uses:
+// $GOFL_BENCH_KAFKA_RECORDS, else def.
+func BenchRecords(def int) int {
+	if v, err := strconv.Atoi(os.Getenv("GOFL_BENCH_KAFKA_RECORDS")); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
