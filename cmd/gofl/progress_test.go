@@ -91,25 +91,10 @@ func TestRunProgressOnATerminal(t *testing.T) {
 	c := newBlobCluster(t)
 	// 15 polls (100 ms apart at least) span several 250 ms redraws.
 	graph := playBoundedJob(t, c, 15)
-	ptmx, tty, err := pty.Open()
-	if err != nil {
-		t.Fatalf("opening a pty: %v", err)
-	}
-	defer ptmx.Close()
-	var screen bytes.Buffer
-	read := make(chan struct{})
-	go func() {
-		defer close(read)
-		_, err := io.Copy(&screen, ptmx)
-		if err != nil && !errors.Is(err, syscall.EIO) && !errors.Is(err, os.ErrClosed) {
-			t.Errorf("reading the pty: %v", err)
-		}
-	}()
+	tty, screen := terminal(t)
 	var stderr bytes.Buffer
 	code := run([]string{"gofl", "run", "-m", c.addr, "-p", "2", bin, "--input", "/in", "--output", "/out"}, tty, &stderr, func() []string { return []string{} })
-	tty.Close()
-	<-read
-	out := screen.String()
+	out := screen()
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, stderr.String())
 	}
@@ -188,25 +173,10 @@ func TestRunProgressPlain(t *testing.T) {
 func TestRunWordcountProgressOnATerminal(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t)
-	ptmx, tty, err := pty.Open()
-	if err != nil {
-		t.Fatalf("opening a pty: %v", err)
-	}
-	defer ptmx.Close()
-	var screen bytes.Buffer
-	read := make(chan struct{})
-	go func() {
-		defer close(read)
-		_, err := io.Copy(&screen, ptmx)
-		if err != nil && !errors.Is(err, syscall.EIO) && !errors.Is(err, os.ErrClosed) {
-			t.Errorf("reading the pty: %v", err)
-		}
-	}()
+	tty, screen := terminal(t)
 	out := filepath.Join(e.home, "out")
 	r := e.runOn(tty, "run", "-m", "per-job", "-t", "local", "-p", "2", e.wc, "--input", e.input, "--output", out)
-	tty.Close()
-	<-read
-	term := screen.String()
+	term := screen()
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%q\n%s", r.code, term, r.stderr)
 	}
@@ -214,9 +184,34 @@ func TestRunWordcountProgressOnATerminal(t *testing.T) {
 	if !strings.Contains(term, "\x1b[2K") {
 		t.Errorf("no in-place redraw (ANSI) on a terminal:\n%q", term)
 	}
-	// The lines as drawn, without the cursor movements.
-	lines := regexp.MustCompile(`\r|\x1b\[2K|\x1b\[\d+A`).ReplaceAllString(term, "")
+	// The lines as drawn, without the escape sequences (cursor moves, clears).
+	lines := regexp.MustCompile(`\r|\x1b\[[0-9;]*[A-Za-z]`).ReplaceAllString(term, "")
 	if !wordcountBarDone.MatchString(lines) {
 		t.Errorf("the terminal shows no complete progress bar of the TextFile source:\n%q", term)
+	}
+}
+
+// terminal opens a pty for a run's stdout; screen closes the run's side
+// and returns all the run wrote once the reader has drained it.
+func terminal(t *testing.T) (tty *os.File, screen func() string) {
+	t.Helper()
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Fatalf("opening a pty: %v", err)
+	}
+	t.Cleanup(func() { ptmx.Close() })
+	var buf bytes.Buffer
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		_, err := io.Copy(&buf, ptmx)
+		if err != nil && !errors.Is(err, syscall.EIO) && !errors.Is(err, os.ErrClosed) {
+			t.Errorf("reading the pty: %v", err)
+		}
+	}()
+	return tty, func() string {
+		tty.Close()
+		<-read
+		return buf.String()
 	}
 }
