@@ -232,10 +232,7 @@ func (p *runnerPool) start(ctx context.Context, jr *jobRunner, jobMasterAddress 
 	if err != nil {
 		return nil, err
 	}
-	env := append([]string(nil), p.env...)
-	if f := p.tokens.file(); f != "" {
-		env = withTokenFile(env, f)
-	}
+	env := p.runnerEnv()
 	if par := info.Config["parallelism.default"]; par != "" {
 		env = append(env, runner.EnvParallelism+"="+par)
 	}
@@ -268,6 +265,16 @@ func (p *runnerPool) start(ctx context.Context, jr *jobRunner, jobMasterAddress 
 		return nil, failure.EnvironmentError(err)
 	}
 	return proc, nil
+}
+
+// runnerEnv is the environment every new runner starts with: Config's,
+// with the ResourceManager's delegation tokens once received.
+func (p *runnerPool) runnerEnv() []string {
+	env := slices.Clone(p.env)
+	if f := p.tokens.file(); f != "" {
+		env = withTokenFile(env, f)
+	}
+	return env
 }
 
 // storageOptions are the TaskManager's HDFS client options, with the
