@@ -19,6 +19,7 @@ import (
 
 	"github.com/gofl/gofl/client"
 	"github.com/gofl/gofl/ha/zktest"
+	"github.com/gofl/gofl/internal/tlsconf"
 	"github.com/gofl/gofl/storage"
 	"github.com/gofl/gofl/storage/storagetest"
 )
@@ -167,10 +168,24 @@ func TestNomadKerberosHDFSTokensE2E(t *testing.T) {
 	k, e, fsys, base := newKerberosE2E(t, "gofl-kerberos-nomad-e2e")
 	startNomadAgent(t, e)
 	na := newNomadAgent(t, strings.TrimPrefix(e.extraArg[len(e.extraArg)-1], "provider.nomad.address="), false)
+	// Internal TLS from the user's PKI on the nodes: a per-cluster CA
+	// staged on hdfs:// would need a login to read before registering.
+	pki, err := tlsconf.Generate("nk", nil, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkiEnv, err := pki.WriteFiles(filepath.Join(t.TempDir(), "pki"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range []string{"cert", "key", "ca"} { // WriteFiles' order
+		_, path, _ := strings.Cut(pkiEnv[i], "=")
+		e.extraArg = append(e.extraArg, "-D", "security.ssl.internal."+o+"="+path)
+	}
 	e.extraArg = append(e.extraArg, "-D", "fs.hdfs.hadoopconf="+k.ConfDir, "-D", "security.kerberos.login.keytab="+k.Keytab,
 		"-D", "security.kerberos.login.principal="+k.Principal, "-D", "security.kerberos.krb5-conf.path="+k.Krb5Conf,
 		// Renewal every few seconds (of a 24 h token), so one reaches the TaskManager.
-		"-D", "security.delegation.tokens.renewal.time-ratio=0.00005")
+		"-D", "security.delegation.tokens.renewal.time-ratio=0.00005", "-D", "log.level=info")
 	const x = "nk"
 	expectOK(t, e.run("session", "start", "-t", "nomad", "--name", x, "-n", "1"), "session start -t nomad on Kerberized HDFS")
 	defer e.run("session", "stop", x)
@@ -192,7 +207,17 @@ func TestNomadKerberosHDFSTokensE2E(t *testing.T) {
 				return nil
 			}
 		}
-		return fmt.Errorf("no TaskManager log (of %d) shows a second delegation token update", len(logs))
+		var lines []string // the token lines of every log (they never show a token)
+		all, _ := filepath.Glob(filepath.Join(e.agentData, "alloc", "*", "alloc", "logs", "*.stderr.0"))
+		for _, l := range all {
+			b, _ := os.ReadFile(l)
+			for _, line := range strings.Split(string(b), "\n") {
+				if strings.Contains(line, "token") {
+					lines = append(lines, filepath.Base(l)+": "+line)
+				}
+			}
+		}
+		return fmt.Errorf("no TaskManager log (of %d) shows a second delegation token update:\n%s", len(logs), strings.Join(lines, "\n"))
 	})
 	if strings.Contains(tmLog, tokens[0].Token) {
 		t.Error("the TaskManager's log shows the delegation token")
