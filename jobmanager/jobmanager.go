@@ -138,7 +138,7 @@ func Start(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*Job
 	j := &JobManager{RPCAddress: rpcLis.Addr().String(), RESTAddress: restLis.Addr().String(), cancel: cancel, ctx: ctx}
 
 	uploads := blob.NewUploads(blobs, nil, conf.BlobUploadCleanupGrace.Get(c))
-	lead := newLeading(c, j.RPCAddress, internalTLS, workers, blobs, uploads, nil, log)
+	lead := newLeading(c, j.RPCAddress, internalTLS, workers, blobs, uploads, nil, tokens, log)
 	rm, disp, grpcServer := lead.rm, lead.disp, lead.grpc
 	handler := lead.rest
 	var trusted func(*http.Request) bool
@@ -282,7 +282,7 @@ type leading struct {
 }
 
 func newLeading(c *conf.Configuration, address string, internalTLS *tls.Config, workers providers.WorkerDriver, blobs *blob.Store, uploads *blob.Uploads,
-	dispHA *dispatcher.HA, log zerolog.Logger) leading {
+	dispHA *dispatcher.HA, tokens *clusterTokens, log zerolog.Logger) leading {
 	// Internal TLS: TaskManagers must present the cluster's certificate to
 	// this server, and the JobMasters and the ResourceManager present it
 	// to theirs.
@@ -302,7 +302,9 @@ func newLeading(c *conf.Configuration, address string, internalTLS *tls.Config, 
 		EvenlySpreadOut:    conf.EvenlySpreadOutSlots.Get(c),
 		Workers:            workers,
 		Active:             resourcemanager.ActiveConfigFromConf(c),
+		DelegationTokens:   tokens.forTaskManagers,
 	}, log.With().Str("component", "resourcemanager").Logger())
+	tokens.lead(rm)
 	// The history server's archive needs the REST handler, built after the
 	// Dispatcher; no job ends before Run.
 	var archiver *historyserver.Archiver

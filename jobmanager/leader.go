@@ -102,7 +102,7 @@ func startHA(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*J
 	ctx, cancel := context.WithCancel(ctx)
 	j := &JobManager{RPCAddress: rpcLis.Addr().String(), RESTAddress: restLis.Addr().String(), cancel: cancel, ctx: ctx}
 	p := &leaderProcess{j: j, c: c, log: log, restToken: restToken, internalTLS: internalTLS, services: services, blobs: blobs, rpc: rpcLis,
-		dep: dep, events: make(chan leaderEvent, 16)}
+		dep: dep, tokens: tokens, events: make(chan leaderEvent, 16)}
 	httpServer := &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
 
 	// The standby answers REST with the leader's address.
@@ -199,7 +199,10 @@ type leaderProcess struct {
 	blobs       *blob.Store
 	rpc         net.Listener
 	// dep is a per-job cluster's work; nil for a session.
-	dep       *deployment
+	dep *deployment
+	// tokens are the cluster's delegation tokens (nil: none); each term's
+	// ResourceManager sends them to the TaskManagers.
+	tokens    *clusterTokens
 	elections []componentElection
 	events    chan leaderEvent
 
@@ -288,7 +291,7 @@ func (p *leaderProcess) startTerm(ctx context.Context, session ha.SessionID) err
 	}
 	tctx, cancel := context.WithCancel(ctx)
 	t := &term{session: session, cancel: cancel, lis: newTermListener(p.rpc.Addr()), started: time.Now()}
-	lead := newLeading(c, p.j.RPCAddress, p.internalTLS, workers, p.blobs, nil, &dispatcher.HA{Services: p.services, Session: session}, log)
+	lead := newLeading(c, p.j.RPCAddress, p.internalTLS, workers, p.blobs, nil, &dispatcher.HA{Services: p.services, Session: session}, p.tokens, log)
 	rm, disp := lead.rm, lead.disp
 	t.grpc, t.disp = lead.grpc, disp
 	t.handler = withDashboard(rest.Authenticate(p.restToken, lead.rest, nil))

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/rs/zerolog"
 
 	"github.com/gofl/gofl/conf"
+	"github.com/gofl/gofl/resourcemanager"
+	"github.com/gofl/gofl/rpc/pb"
 	"github.com/gofl/gofl/storage"
 )
 
@@ -18,11 +21,21 @@ import (
 // (security.delegation.tokens.file), so that the TaskManagers the provider
 // starts use them instead of the Kerberos options (see providers/local),
 // and renewed while the JobManager runs.
+//
+// The leading term's ResourceManager gives them to every TaskManager over
+// RPC (Flink's DelegationTokenManager -> ResourceManager ->
+// TaskExecutor.updateDelegationTokens): in the registration response and
+// again after every renewal, so no TaskManager needs a keytab or a
+// readable staged token file.
 type clusterTokens struct {
 	dir       string // 0700, holds the token file
 	clusterID string
 	cfg       *conf.Configuration
 	log       zerolog.Logger
+
+	mu      sync.Mutex
+	current []*pb.DelegationToken            // what TaskManagers get
+	rm      *resourcemanager.ResourceManager // the leading term's (nil: standby)
 }
 
 // loadClusterTokens loads the tokens staged for the cluster (0600 in its
@@ -64,7 +77,7 @@ func loadClusterTokens(ctx context.Context, c *conf.Configuration, st *storage.S
 		return nil, fmt.Errorf("jobmanager: %w", err)
 	}
 	log.Info().Int("tokens", len(tokens)).Str("file", file).Msg("HDFS delegation tokens loaded")
-	return &clusterTokens{dir: dir, clusterID: clusterID, cfg: c, log: log}, nil
+	return &clusterTokens{dir: dir, clusterID: clusterID, cfg: c, log: log, current: tokensToPB(tokens)}, nil
 }
 
 // renew keeps the tokens alive until ctx ends
@@ -80,11 +93,56 @@ func (t *clusterTokens) renew(ctx context.Context) {
 		TimeRatio:    conf.DelegationTokensRenewalTimeRatio.Get(t.cfg),
 		RetryBackoff: conf.DelegationTokensRenewalRetryBackoff.Get(t.cfg),
 		Log:          t.log.With().Str("component", "delegation-tokens").Logger(),
-		OnChange:     t.restage,
+		OnChange:     t.changed,
 	}
 	if err := r.Run(ctx); err != nil && ctx.Err() == nil {
 		t.log.Error().Err(err).Msg("HDFS delegation token renewal stopped")
 	}
+}
+
+// changed sends renewed or replaced tokens to the TaskManagers (through
+// the leading ResourceManager) and stages them. Called by the renewer.
+func (t *clusterTokens) changed(ctx context.Context, tokens []storage.DelegationToken) {
+	pbTokens := tokensToPB(tokens)
+	t.mu.Lock()
+	t.current = pbTokens
+	rm := t.rm
+	t.mu.Unlock()
+	if rm != nil {
+		rm.UpdateDelegationTokens(pbTokens)
+	}
+	t.restage(ctx, tokens)
+}
+
+// forTaskManagers is resourcemanager.Config.DelegationTokens: the current
+// tokens. Nil-safe; does not block.
+func (t *clusterTokens) forTaskManagers() []*pb.DelegationToken {
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.current
+}
+
+// lead makes rm (a new term's ResourceManager) the one renewed tokens go
+// to. Nil-safe.
+func (t *clusterTokens) lead(rm *resourcemanager.ResourceManager) {
+	if t != nil {
+		t.mu.Lock()
+		t.rm = rm
+		t.mu.Unlock()
+	}
+}
+
+// tokensToPB is the RPC form of tokens.
+func tokensToPB(tokens []storage.DelegationToken) []*pb.DelegationToken {
+	out := make([]*pb.DelegationToken, len(tokens))
+	for i, t := range tokens {
+		out[i] = &pb.DelegationToken{NameNode: t.NameNode, Webhdfs: t.WebHDFS, Token: t.Token, Renewer: t.Renewer,
+			ExpiresUnixMs: t.Expires.UnixMilli()}
+	}
+	return out
 }
 
 // restage writes renewed or replaced tokens back to the cluster's staging

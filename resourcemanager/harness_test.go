@@ -364,6 +364,7 @@ type fakeTE struct {
 	reject       bool  // free every slot at once after granting it, as after a rejected offer
 	unreachable  bool  // heartbeats fail
 	heartbeats   int
+	tokenUpdates []*pb.UpdateDelegationTokensRequest
 	// Reports pushed after a rejection, tracked for settle.
 	pushesStarted, pushesActive int
 	pushes                      sync.WaitGroup
@@ -452,6 +453,13 @@ type teClient struct {
 
 func (c teClient) RequestSlot(ctx context.Context, req *pb.RequestSlotRequest, _ ...grpc.CallOption) (*pb.Ack, error) {
 	return c.te.RequestSlot(ctx, req)
+}
+
+func (c teClient) UpdateDelegationTokens(_ context.Context, req *pb.UpdateDelegationTokensRequest, _ ...grpc.CallOption) (*pb.Ack, error) {
+	c.te.mu.Lock()
+	defer c.te.mu.Unlock()
+	c.te.tokenUpdates = append(c.te.tokenUpdates, req)
+	return &pb.Ack{}, nil
 }
 
 func (c teClient) HeartbeatFromResourceManager(ctx context.Context, req *pb.HeartbeatRequest, _ ...grpc.CallOption) (*pb.TaskManagerHeartbeatResponse, error) {

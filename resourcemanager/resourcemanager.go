@@ -89,6 +89,14 @@ type Config struct {
 	// and closes it (stopping every worker) when it returns.
 	Workers providers.WorkerDriver
 	Active  ActiveConfig
+
+	// DelegationTokens, if set, returns the cluster's current HDFS
+	// delegation tokens (nil: none), which every TaskExecutor gets in its
+	// registration response (Flink's DelegationTokenManager feeding
+	// ResourceManager.registerTaskExecutor). Called on the mailbox; must
+	// not block. Renewed tokens reach the registered TaskExecutors through
+	// UpdateDelegationTokens.
+	DelegationTokens func() []*pb.DelegationToken
 }
 
 // ActiveConfig holds the settings of an active ResourceManager (one with a
@@ -577,11 +585,50 @@ func (rm *ResourceManager) registerTaskExecutor(req *pb.RegisterTaskExecutorRequ
 }
 
 func (rm *ResourceManager) registrationResponse() *pb.RegisterTaskExecutorResponse {
-	return &pb.RegisterTaskExecutorResponse{
+	resp := &pb.RegisterTaskExecutorResponse{
 		ResourceManagerId:   rm.id,
 		HeartbeatIntervalMs: rm.cfg.HeartbeatInterval.Milliseconds(),
 		HeartbeatTimeoutMs:  rm.cfg.HeartbeatTimeout.Milliseconds(),
 	}
+	if rm.cfg.DelegationTokens != nil {
+		resp.DelegationTokens = rm.cfg.DelegationTokens()
+	}
+	return resp
+}
+
+// UpdateDelegationTokens sends renewed or replaced HDFS delegation tokens
+// to every registered TaskExecutor (Flink's
+// ResourceManager.onNewTokensObtained), fenced by this ResourceManager's
+// ID; TaskExecutors registering later get Config.DelegationTokens.
+// Non-blocking: the calls go through each TaskExecutor's outbox, and a
+// failure is logged. A stopped ResourceManager drops them.
+func (rm *ResourceManager) UpdateDelegationTokens(tokens []*pb.DelegationToken) {
+	rm.mb.Post(func() {
+		if rm.stopped {
+			return
+		}
+		req := &pb.UpdateDelegationTokensRequest{ResourceManagerId: rm.id, Tokens: tokens}
+		for _, id := range rm.teOrder {
+			te := rm.tes[id]
+			if te == nil {
+				continue
+			}
+			client := te.client
+			te.out.Send(outbox.Message{
+				What: "UpdateDelegationTokens",
+				Call: func(ctx context.Context) error {
+					_, err := client.UpdateDelegationTokens(ctx, req)
+					return err
+				},
+				Done: func(err error) {
+					if err != nil && !rm.stopped {
+						rm.log.Warn().Err(err).Str("resource_id", id).Msg("sending the renewed HDFS delegation tokens to a TaskExecutor failed")
+					}
+				},
+			})
+		}
+		rm.log.Info().Int("tokens", len(tokens)).Int("task_executors", len(rm.tes)).Msg("sending the renewed HDFS delegation tokens to the TaskExecutors")
+	})
 }
 
 // retryableToTaskExecutor tells the transient failures of a call to a

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"strconv"
@@ -36,6 +37,19 @@ type DelegationToken struct {
 // String hides the secret.
 func (t DelegationToken) String() string {
 	return fmt.Sprintf("HDFS delegation token for %s (renewer %s, expires %s)", t.NameNode, t.Renewer, t.Expires.UTC().Format(time.RFC3339))
+}
+
+// Validate checks a token received from another process (a TaskManager's
+// from the ResourceManager): a NameNode "host:port" and a token in
+// Hadoop's form. The error names the NameNode, never the secret.
+func (t DelegationToken) Validate() error {
+	if h, p, err := net.SplitHostPort(t.NameNode); err != nil || h == "" || p == "" {
+		return fmt.Errorf("%w: delegation token for NameNode %q: the NameNode is not host:port", ErrInvalid, t.NameNode)
+	}
+	if _, err := decodeHadoopToken(t.Token); err != nil {
+		return fmt.Errorf("delegation token for NameNode %s: %w", t.NameNode, err)
+	}
+	return nil
 }
 
 // webHDFSFor connects to the WebHDFS of the NameNode an hdfs:// URI

@@ -80,3 +80,30 @@ func FuzzDecodeHadoopToken(f *testing.F) {
 		}
 	})
 }
+
+// A received token is checked before use: a NameNode host:port and a
+// token in Hadoop's form; the error never holds the secret.
+func TestDelegationTokenValidate(t *testing.T) {
+	var raw []byte
+	for _, f := range []string{"\x00\x04gofl\x04gofl\x00", "secret-pw", "HDFS_DELEGATION_TOKEN", "nn:8020"} {
+		raw = append(raw, vbytes(f)...)
+	}
+	good := DelegationToken{NameNode: "nn:8020", Token: base64.RawURLEncoding.EncodeToString(raw)}
+	if err := good.Validate(); err != nil {
+		t.Fatalf("a good token: %v", err)
+	}
+	for _, bad := range []DelegationToken{
+		{NameNode: "nn", Token: good.Token},
+		{NameNode: "", Token: good.Token},
+		{NameNode: "nn:8020", Token: ""},
+		{NameNode: "nn:8020", Token: "not a token secret-pw"},
+		{NameNode: "nn:8020", Token: good.Token[:len(good.Token)-4]},
+	} {
+		err := bad.Validate()
+		if !errors.Is(err, ErrInvalid) {
+			t.Errorf("Validate(%s) = %v, want ErrInvalid", bad, err)
+		} else if bytes.Contains([]byte(err.Error()), []byte("secret-pw")) {
+			t.Errorf("the error shows the secret: %v", err)
+		}
+	}
+}

@@ -7,10 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"slices"
-	"strings"
 
-	"github.com/gofl/gofl/conf"
 	"github.com/gofl/gofl/failure"
 	"github.com/gofl/gofl/storage"
 )
@@ -26,11 +23,12 @@ func (p *runnerPool) jobTokenEnv(ctx context.Context, jobID, uri, jobDir string,
 	if u, err := url.Parse(uri); err != nil || path.Base(u.Path) != storage.JobDelegationTokensFile(jobID) {
 		return nil, failure.NonRecoverable(fmt.Errorf("taskmanager: job %s names %q as its delegation tokens, not its staged token file", jobID, uri))
 	}
-	tokens, err := storage.ReadStagedDelegationTokens(ctx, uri, p.storage)
+	opts := p.storageOptions()
+	tokens, err := storage.ReadStagedDelegationTokens(ctx, uri, opts)
 	if err != nil {
 		return nil, failure.EnvironmentError(fmt.Errorf("taskmanager: reading the job's delegation tokens: %w", err))
 	}
-	if own := p.storage.DelegationTokenFile; own != "" {
+	if own := opts.DelegationTokenFile; own != "" {
 		cluster, err := storage.ReadDelegationTokens(own)
 		if err != nil {
 			return nil, failure.EnvironmentError(fmt.Errorf("taskmanager: %w", err))
@@ -44,10 +42,5 @@ func (p *runnerPool) jobTokenEnv(ctx context.Context, jobID, uri, jobDir string,
 	if err := storage.WriteDelegationTokens(file, tokens); err != nil {
 		return nil, failure.EnvironmentError(fmt.Errorf("taskmanager: %w", err))
 	}
-	drop := []string{conf.DelegationTokensFile.EnvVar() + "=", conf.KerberosKeytab.EnvVar() + "=",
-		conf.KerberosPrincipal.EnvVar() + "=", conf.KerberosUseTicketCache.EnvVar() + "="}
-	env = slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
-		return slices.ContainsFunc(drop, func(p string) bool { return strings.HasPrefix(kv, p) })
-	})
-	return append(env, conf.DelegationTokensFile.EnvVar()+"="+file), nil
+	return withTokenFile(env, file), nil
 }

@@ -136,6 +136,9 @@ func (te *TaskExecutor) registerAtResourceManager(gen uint64) {
 			}
 			rm.registered, rm.id, rm.timeout, rm.lastSeen = true, resp.ResourceManagerId, timeout, te.clk.Now()
 			te.log.Info().Str("resource_manager_id", rm.id).Dur("heartbeat_timeout", timeout).Msg("registered at the ResourceManager")
+			if len(resp.DelegationTokens) > 0 && te.tokens != nil {
+				_ = te.applyDelegationTokens(resp.DelegationTokens) // logged; the old tokens, if any, stay
+			}
 			te.sendSlotReport()
 			te.watchResourceManager(gen)
 		},

@@ -65,6 +65,9 @@ type runnerPool struct {
 	env []string
 	// storage is the TaskManager's HDFS client options (Config.Storage).
 	storage storage.Options
+	// tokens are the cluster's delegation tokens from the ResourceManager
+	// (nil: none): once received they replace the login of storage and env.
+	tokens *delegationTokens
 	// onLost is TaskRunnerHost.RunnerLost.
 	onLost func(jobID string, runner uint64, cause error)
 	// onCheckpoint is TaskRunnerHost.CheckpointReport.
@@ -229,7 +232,7 @@ func (p *runnerPool) start(ctx context.Context, jr *jobRunner, jobMasterAddress 
 	if err != nil {
 		return nil, err
 	}
-	env := append([]string(nil), p.env...)
+	env := p.runnerEnv()
 	if par := info.Config["parallelism.default"]; par != "" {
 		env = append(env, runner.EnvParallelism+"="+par)
 	}
@@ -262,6 +265,27 @@ func (p *runnerPool) start(ctx context.Context, jr *jobRunner, jobMasterAddress 
 		return nil, failure.EnvironmentError(err)
 	}
 	return proc, nil
+}
+
+// runnerEnv is the environment every new runner starts with: Config's,
+// with the ResourceManager's delegation tokens once received.
+func (p *runnerPool) runnerEnv() []string {
+	env := slices.Clone(p.env)
+	if f := p.tokens.file(); f != "" {
+		env = withTokenFile(env, f)
+	}
+	return env
+}
+
+// storageOptions are the TaskManager's HDFS client options, with the
+// ResourceManager's delegation tokens once received.
+func (p *runnerPool) storageOptions() storage.Options {
+	opts := p.storage
+	if f := p.tokens.file(); f != "" {
+		opts.DelegationTokenFile = f
+		opts.Kerberos.Keytab, opts.Kerberos.UseTicketCache = "", false
+	}
+	return opts
 }
 
 // fetchBinary returns the local path of the job binary key, fetched from

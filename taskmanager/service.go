@@ -88,6 +88,11 @@ func (s *service) DisconnectJobManager(ctx context.Context, req *pb.DisconnectJo
 // HeartbeatFromResourceManager answers with the slot report and the
 // process's Go runtime status. Only the
 // ResourceManager this TaskManager is registered at keeps it alive.
+// UpdateDelegationTokens implements pb.TaskExecutorServiceServer.
+func (s *service) UpdateDelegationTokens(ctx context.Context, req *pb.UpdateDelegationTokensRequest) (*pb.Ack, error) {
+	return ack(ctx, s.te, func() error { return s.te.updateDelegationTokens(req.ResourceManagerId, req.Tokens) })
+}
+
 func (s *service) HeartbeatFromResourceManager(ctx context.Context, req *pb.HeartbeatRequest) (*pb.TaskManagerHeartbeatResponse, error) {
 	te := s.te
 	goStatus := metrics.GoStatus() // off the mailbox: it stops the world briefly

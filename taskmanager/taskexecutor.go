@@ -47,9 +47,12 @@ type TaskExecutor struct {
 	logShip   chan struct{}
 	serveDone chan error
 	svc       *service
-	mb        *mailbox.Mailbox
-	exec      TaskRunner
-	started   atomic.Bool
+	// tokens holds the HDFS delegation tokens the ResourceManager sends
+	// (nil with Config.TaskRunner: no job runners to give them to).
+	tokens  *delegationTokens
+	mb      *mailbox.Mailbox
+	exec    TaskRunner
+	started atomic.Bool
 
 	// Everything below is owned by the mailbox goroutine.
 	// rmLeader follows the ResourceManager leader (Config.LeaderRetrieval);
@@ -191,6 +194,8 @@ func New(cfg Config, log zerolog.Logger) (*TaskExecutor, error) {
 		pool.dial, pool.listen, pool.clk, pool.onLost = te.dialGRPC, te.listenData, te.clk, host.RunnerLost
 		pool.rpcTimeout, pool.env, pool.onCheckpoint, pool.storage = cfg.RPCTimeout, env, host.CheckpointReport, cfg.Storage
 		pool.stagingDir = cfg.StagingDir
+		te.tokens = newDelegationTokens(cfg.WorkDir)
+		pool.tokens = te.tokens
 		pool.metricsInterval, pool.heartbeatInterval, pool.heartbeatTimeout = cfg.MetricsInterval, cfg.HeartbeatInterval, cfg.HeartbeatTimeout
 		te.exec = newProcessTaskRunner(pool)
 	}

@@ -79,6 +79,9 @@ type e2e struct {
 	// agentHome is the HOME of the Nomad test agent and of the processes
 	// it starts (startNomadAgent).
 	agentHome string
+	// agentData is the Nomad test agent's data directory (allocations'
+	// logs under alloc/<id>/alloc/logs).
+	agentData string
 }
 
 const e2eText = "to be or not to be\nthat is the question\nTo be, or not to be!\n"
@@ -621,7 +624,8 @@ func startNomadAgent(t *testing.T, e *e2e) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	cmd := exec.Command(agent, "-addr", addr, "-data-dir", t.TempDir(), "-log-level", "warn")
+	e.agentData = t.TempDir()
+	cmd := exec.Command(agent, "-addr", addr, "-data-dir", e.agentData, "-log-level", "warn")
 	// The agent's HOME is not the client's, as on a real node: paths the
 	// client means (staging.dir's $HOME) must reach the tasks expanded.
 	e.agentHome = t.TempDir()

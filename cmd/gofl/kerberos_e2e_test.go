@@ -19,6 +19,7 @@ import (
 
 	"github.com/gofl/gofl/client"
 	"github.com/gofl/gofl/ha/zktest"
+	"github.com/gofl/gofl/internal/tlsconf"
 	"github.com/gofl/gofl/storage"
 	"github.com/gofl/gofl/storage/storagetest"
 )
@@ -153,38 +154,81 @@ func newKerberosE2E(t *testing.T, prefix string) (storagetest.KerberosHDFS, *e2e
 	return k, e, fsys, base
 }
 
-// A session on the Nomad test agent, staging on file:// and data on the
-// Kerberized HDFS: the client obtains a delegation token for the Hadoop
-// configuration's fs.defaultFS and stages it 0600; the TaskManagers' job
-// specs name the staged file (security.delegation.tokens.file=file://...)
-// and no keytab, and hold no token; wordcount reads and writes hdfs:// as
-// the principal with the token alone.
+// A session on the Nomad test agent, staging on the Kerberized HDFS (the
+// production case): the client obtains a delegation token and stages it
+// 0600; the leading JobManager sends it to each TaskManager over RPC, on
+// registration and after every renewal (Flink's
+// TaskExecutor.updateDelegationTokens), so the TaskManagers' job specs
+// name neither a keytab nor a token file, and hold no token. A renewal
+// reaches the TaskManager (its log counts the updates, never showing the
+// token); wordcount then reads and writes hdfs:// as the principal with
+// the renewed token alone.
 func TestNomadKerberosHDFSTokensE2E(t *testing.T) {
 	t.Parallel()
 	k, e, fsys, base := newKerberosE2E(t, "gofl-kerberos-nomad-e2e")
-	e.staging = "" // file://$HOME: TaskManagers read the token file without a login
 	startNomadAgent(t, e)
 	na := newNomadAgent(t, strings.TrimPrefix(e.extraArg[len(e.extraArg)-1], "provider.nomad.address="), false)
+	// Internal TLS from the user's PKI on the nodes: a per-cluster CA
+	// staged on hdfs:// would need a login to read before registering.
+	pki, err := tlsconf.Generate("nk", nil, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkiEnv, err := pki.WriteFiles(filepath.Join(t.TempDir(), "pki"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range []string{"cert", "key", "ca"} { // WriteFiles' order
+		_, path, _ := strings.Cut(pkiEnv[i], "=")
+		e.extraArg = append(e.extraArg, "-D", "security.ssl.internal."+o+"="+path)
+	}
 	e.extraArg = append(e.extraArg, "-D", "fs.hdfs.hadoopconf="+k.ConfDir, "-D", "security.kerberos.login.keytab="+k.Keytab,
-		"-D", "security.kerberos.login.principal="+k.Principal, "-D", "security.kerberos.krb5-conf.path="+k.Krb5Conf)
+		"-D", "security.kerberos.login.principal="+k.Principal, "-D", "security.kerberos.krb5-conf.path="+k.Krb5Conf,
+		// Renewal every few seconds (of a 24 h token), so one reaches the TaskManager.
+		"-D", "security.delegation.tokens.renewal.time-ratio=0.00005", "-D", "log.level=info")
 	const x = "nk"
 	expectOK(t, e.run("session", "start", "-t", "nomad", "--name", x, "-n", "1"), "session start -t nomad on Kerberized HDFS")
 	defer e.run("session", "stop", x)
-	staged := filepath.Join(e.home, storage.StagingSubdir, x, storage.DelegationTokensFile)
-	st, err := os.Stat(staged)
-	if err != nil || st.Mode().Perm() != 0o600 {
-		t.Fatalf("the staged delegation tokens: %v %v", st, err)
-	}
-	tokens, err := storage.ReadDelegationTokens(staged)
+	staged := e.staging + "/" + storage.StagingSubdir + "/" + x + "/" + storage.DelegationTokensFile
+	tokens, err := storage.ReadStagedDelegationTokens(context.Background(), staged, storage.Options{HadoopConfDir: k.ConfDir,
+		Kerberos: storage.KerberosOptions{Keytab: k.Keytab, Principal: k.Principal, Krb5Conf: k.Krb5Conf}})
 	if err != nil || len(tokens) != 1 || tokens[0].Token == "" {
 		t.Fatalf("staged delegation tokens %v: %v", tokens, err)
 	}
+
+	// A renewal reaches the TaskManager: its second token update.
+	var tmLog string
+	waitFor(t, 90*time.Second, func() error {
+		logs, _ := filepath.Glob(filepath.Join(e.agentData, "alloc", "*", "alloc", "logs", "taskmanager.stderr.0"))
+		for _, l := range logs {
+			b, _ := os.ReadFile(l)
+			if strings.Contains(string(b), `"token_updates":2`) {
+				tmLog = string(b)
+				return nil
+			}
+		}
+		var lines []string // the token lines of every log (they never show a token)
+		all, _ := filepath.Glob(filepath.Join(e.agentData, "alloc", "*", "alloc", "logs", "*.stderr.0"))
+		for _, l := range all {
+			b, _ := os.ReadFile(l)
+			for _, line := range strings.Split(string(b), "\n") {
+				if strings.Contains(line, "token") {
+					lines = append(lines, filepath.Base(l)+": "+line)
+				}
+			}
+		}
+		return fmt.Errorf("no TaskManager log (of %d) shows a second delegation token update:\n%s", len(logs), strings.Join(lines, "\n"))
+	})
+	if strings.Contains(tmLog, tokens[0].Token) {
+		t.Error("the TaskManager's log shows the delegation token")
+	}
+
 	out := base + "/out"
 	r := e.run("run", "-m", "session", "-c", x, e.wc, "--input", k.NameNode+base+"/input.txt", "--output", k.NameNode+out)
 	expectOK(t, r, "run -m session on Nomad with Kerberized HDFS")
 	e.checkHDFSCounts(fsys, out, k.Principal)
 
-	// The job specs: the TaskManagers' names the staged file and no keytab;
+	// The job specs: the TaskManagers' name no keytab and no token file;
 	// none holds the token.
 	jobs, _, err := na.api.Jobs().PrefixList("gofl-" + x + "-")
 	if err != nil {
@@ -204,9 +248,8 @@ func TestNomadKerberosHDFSTokensE2E(t *testing.T) {
 			continue
 		}
 		tms++
-		if want := "security.delegation.tokens.file=file://" + staged; !strings.Contains(string(spec), want) ||
-			strings.Contains(string(spec), "security.kerberos.login.keytab") {
-			t.Errorf("TaskManager job %s: want %s and no keytab:\n%s", j.ID, want, spec)
+		if strings.Contains(string(spec), "security.delegation.tokens.file") || strings.Contains(string(spec), "security.kerberos.login.") {
+			t.Errorf("TaskManager job %s: want no token file and no Kerberos login:\n%s", j.ID, spec)
 		}
 	}
 	if tms == 0 {

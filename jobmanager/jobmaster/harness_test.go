@@ -207,6 +207,11 @@ func (f *fakeTM) CancelTask(_ context.Context, in *pb.CancelTaskRequest, _ ...gr
 	return &pb.CancelTaskResponse{}, nil
 }
 
+// UpdateDelegationTokens: the ResourceManager's call, never a JobMaster's.
+func (f *fakeTM) UpdateDelegationTokens(context.Context, *pb.UpdateDelegationTokensRequest, ...grpc.CallOption) (*pb.Ack, error) {
+	panic("UpdateDelegationTokens is the ResourceManager's call, never a JobMaster's")
+}
+
 func (f *fakeTM) FreeSlot(context.Context, *pb.FreeSlotRequest, ...grpc.CallOption) (*pb.Ack, error) {
 	f.record("FreeSlot", nil)
 	f.mu.Lock()

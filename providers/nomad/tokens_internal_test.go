@@ -6,22 +6,24 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gofl/gofl/conf"
-	"github.com/gofl/gofl/storage"
 )
 
-// With delegation tokens and a file:// staging directory the TaskManagers
-// get the staged token file's URI and no Kerberos login; with hdfs://
-// staging, which they could not read without one, they keep the login and
-// no token file; without tokens nothing changes.
-func TestTaskManagersGetStagedTokensInsteadOfKeytab(t *testing.T) {
+// With delegation tokens the TaskManagers get them over RPC: their
+// configuration names neither the token file nor a Kerberos login,
+// whatever the staging directory, unless they must read a staged file on
+// hdfs:// before registering (then they keep the login); without tokens
+// nothing changes.
+func TestTaskManagersGetTokensOverRPCInsteadOfKeytab(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct {
-		name, staging, tokens, wantFile string
-		wantKeytab                      bool
+		name, staging, tokens, secrets string
+		wantKeytab                     bool
 	}{
-		{"file staging", "file://" + dir, "/tmp/jm-local/tokens.json", "file://" + dir + "/.gofl/tok/" + storage.DelegationTokensFile, false},
-		{"path staging", dir, "/tmp/jm-local/tokens.json", "file://" + dir + "/.gofl/tok/" + storage.DelegationTokensFile, false},
-		{"hdfs staging", "hdfs://nn:8020/staging", "/tmp/jm-local/tokens.json", "", true},
+		{"file staging", "file://" + dir, "/tmp/jm-local/tokens.json", "", false},
+		{"path staging", dir, "/tmp/jm-local/tokens.json", "", false},
+		{"hdfs staging", "hdfs://nn:8020/staging", "/tmp/jm-local/tokens.json", "", false},
+		{"hdfs staging, staged secrets", "hdfs://nn:8020/staging", "/tmp/jm-local/tokens.json", "hdfs://nn:8020/staging/.gofl/tok/secrets.yaml", true},
+		{"file staging, staged secrets", "file://" + dir, "/tmp/jm-local/tokens.json", "file://" + dir + "/.gofl/tok/secrets.yaml", false},
 		{"no tokens", "file://" + dir, "", "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -30,16 +32,17 @@ func TestTaskManagersGetStagedTokensInsteadOfKeytab(t *testing.T) {
 			if tc.tokens != "" {
 				m[conf.DelegationTokensFile.Key()] = tc.tokens
 			}
+			if tc.secrets != "" {
+				m[conf.DeploymentSecretsFile.Key()] = tc.secrets
+			}
 			c, err := conf.FromMap(m)
 			if err != nil {
 				t.Fatal(err)
 			}
 			cfg := c.Snapshot()
-			if err := taskManagerTokens(cfg, c, "tok", zerolog.Nop()); err != nil {
-				t.Fatal(err)
-			}
-			if cfg[conf.DelegationTokensFile.Key()] != tc.wantFile {
-				t.Errorf("token file %q, want %q", cfg[conf.DelegationTokensFile.Key()], tc.wantFile)
+			taskManagerTokens(cfg, zerolog.Nop())
+			if f, ok := cfg[conf.DelegationTokensFile.Key()]; ok {
+				t.Errorf("token file %q in the TaskManagers' configuration", f)
 			}
 			_, keytab := cfg[conf.KerberosKeytab.Key()]
 			_, principal := cfg[conf.KerberosPrincipal.Key()]

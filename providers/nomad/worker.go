@@ -110,10 +110,7 @@ func NewWorkerDriver(dc providers.DriverContext) (*WorkerDriver, error) {
 			}
 		}
 	}
-	if err := taskManagerTokens(cfg, dc.Config, id, dc.Log); err != nil {
-		c.close()
-		return nil, err
-	}
+	taskManagerTokens(cfg, dc.Log)
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &WorkerDriver{opts: o, c: c, clusterID: id, jmJob: os.Getenv("NOMAD_JOB_ID"), bin: bin, rpcHost: host, rpcPort: port,
 		config: cfg, log: dc.Log, ctx: ctx, cancel: cancel, workers: map[string]*worker{}, ended: map[string]bool{}}
@@ -135,31 +132,27 @@ func NewWorkerDriver(dc providers.DriverContext) (*WorkerDriver, error) {
 	return d, nil
 }
 
-// taskManagerTokens gives TaskManagers the cluster's delegation tokens in
-// place of the Kerberos login, as the local provider does: the
-// JobManager's token file is local to its allocation, so they get the
-// staged copy's file:// URI instead (0600 in the cluster's staging
-// directory, renewed and re-staged by the JobManager); no token travels in
-// the job spec. Staging on hdfs:// cannot be read without a login, so
-// there the TaskManagers keep the Kerberos options.
-func taskManagerTokens(cfg map[string]string, c *conf.Configuration, clusterID string, log zerolog.Logger) error {
+// taskManagerTokens: with delegation tokens, the TaskManagers get them
+// from the leading JobManager over RPC (in the registration response and
+// after every renewal; jobmanager.clusterTokens), so their job specs name
+// neither the token file nor a Kerberos login, whatever the staging
+// directory. Only files a TaskManager reads at start from a staging
+// directory on hdfs:// (its secrets file, staged TLS material: it needs
+// them to register) keep the Kerberos options.
+func taskManagerTokens(cfg map[string]string, log zerolog.Logger) {
 	if cfg[conf.DelegationTokensFile.Key()] == "" {
-		return nil
+		return
 	}
-	uri, ok, err := storage.LocalClusterFileURI(conf.ExpandEnv(conf.StagingDir.Get(c)), clusterID, storage.DelegationTokensFile)
-	if err != nil {
-		return fmt.Errorf("nomad: %w", err)
+	delete(cfg, conf.DelegationTokensFile.Key())
+	for k, v := range cfg {
+		if (k == conf.DeploymentSecretsFile.Key() || strings.HasPrefix(k, "security.ssl.")) && strings.HasPrefix(v, "hdfs://") {
+			log.Info().Str("option", k).Msg("TaskManagers log in to Kerberos: they read this staged file on hdfs:// before they register and get the delegation tokens")
+			return
+		}
 	}
-	if !ok {
-		delete(cfg, conf.DelegationTokensFile.Key())
-		log.Info().Msg("TaskManagers log in to Kerberos: the staged delegation tokens are on hdfs://, which they cannot read without a login")
-		return nil
-	}
-	cfg[conf.DelegationTokensFile.Key()] = uri
 	for _, k := range []string{conf.KerberosKeytab.Key(), conf.KerberosPrincipal.Key(), conf.KerberosUseTicketCache.Key()} {
 		delete(cfg, k)
 	}
-	return nil
 }
 
 // ClusterID is the cluster the driver's TaskManager jobs belong to.

@@ -75,7 +75,7 @@ func (x UserMetric_Type) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use UserMetric_Type.Descriptor instead.
 func (UserMetric_Type) EnumDescriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{16, 0}
+	return file_cluster_proto_rawDescGZIP(), []int{18, 0}
 }
 
 type Ack struct {
@@ -454,8 +454,13 @@ type RegisterTaskExecutorResponse struct {
 	ResourceManagerId   string `protobuf:"bytes,1,opt,name=resource_manager_id,json=resourceManagerId,proto3" json:"resource_manager_id,omitempty"`
 	HeartbeatIntervalMs int64  `protobuf:"varint,2,opt,name=heartbeat_interval_ms,json=heartbeatIntervalMs,proto3" json:"heartbeat_interval_ms,omitempty"`
 	HeartbeatTimeoutMs  int64  `protobuf:"varint,3,opt,name=heartbeat_timeout_ms,json=heartbeatTimeoutMs,proto3" json:"heartbeat_timeout_ms,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The cluster's current HDFS delegation tokens (Flink's
+	// DelegationTokenManager via the ResourceManager), if it has any: the
+	// TaskManager uses them for its own HDFS access and its runners' instead
+	// of a Kerberos login. Secrets: never logged.
+	DelegationTokens []*DelegationToken `protobuf:"bytes,4,rep,name=delegation_tokens,json=delegationTokens,proto3" json:"delegation_tokens,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *RegisterTaskExecutorResponse) Reset() {
@@ -509,6 +514,147 @@ func (x *RegisterTaskExecutorResponse) GetHeartbeatTimeoutMs() int64 {
 	return 0
 }
 
+func (x *RegisterTaskExecutorResponse) GetDelegationTokens() []*DelegationToken {
+	if x != nil {
+		return x.DelegationTokens
+	}
+	return nil
+}
+
+// One HDFS delegation token (storage.DelegationToken).
+type DelegationToken struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The NameNode's RPC address ("host:port").
+	NameNode string `protobuf:"bytes,1,opt,name=name_node,json=nameNode,proto3" json:"name_node,omitempty"`
+	// The NameNode's WebHDFS address ("host:port").
+	Webhdfs string `protobuf:"bytes,2,opt,name=webhdfs,proto3" json:"webhdfs,omitempty"`
+	// Hadoop's URL-safe encoding of the token. A secret.
+	Token         string `protobuf:"bytes,3,opt,name=token,proto3" json:"token,omitempty"`
+	Renewer       string `protobuf:"bytes,4,opt,name=renewer,proto3" json:"renewer,omitempty"`
+	ExpiresUnixMs int64  `protobuf:"varint,5,opt,name=expires_unix_ms,json=expiresUnixMs,proto3" json:"expires_unix_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DelegationToken) Reset() {
+	*x = DelegationToken{}
+	mi := &file_cluster_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DelegationToken) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DelegationToken) ProtoMessage() {}
+
+func (x *DelegationToken) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DelegationToken.ProtoReflect.Descriptor instead.
+func (*DelegationToken) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *DelegationToken) GetNameNode() string {
+	if x != nil {
+		return x.NameNode
+	}
+	return ""
+}
+
+func (x *DelegationToken) GetWebhdfs() string {
+	if x != nil {
+		return x.Webhdfs
+	}
+	return ""
+}
+
+func (x *DelegationToken) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *DelegationToken) GetRenewer() string {
+	if x != nil {
+		return x.Renewer
+	}
+	return ""
+}
+
+func (x *DelegationToken) GetExpiresUnixMs() int64 {
+	if x != nil {
+		return x.ExpiresUnixMs
+	}
+	return 0
+}
+
+type UpdateDelegationTokensRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Fencing: the ResourceManager the TaskManager is registered at.
+	ResourceManagerId string `protobuf:"bytes,1,opt,name=resource_manager_id,json=resourceManagerId,proto3" json:"resource_manager_id,omitempty"`
+	// The whole current set: it replaces the TaskManager's tokens.
+	Tokens        []*DelegationToken `protobuf:"bytes,2,rep,name=tokens,proto3" json:"tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateDelegationTokensRequest) Reset() {
+	*x = UpdateDelegationTokensRequest{}
+	mi := &file_cluster_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateDelegationTokensRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateDelegationTokensRequest) ProtoMessage() {}
+
+func (x *UpdateDelegationTokensRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateDelegationTokensRequest.ProtoReflect.Descriptor instead.
+func (*UpdateDelegationTokensRequest) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *UpdateDelegationTokensRequest) GetResourceManagerId() string {
+	if x != nil {
+		return x.ResourceManagerId
+	}
+	return ""
+}
+
+func (x *UpdateDelegationTokensRequest) GetTokens() []*DelegationToken {
+	if x != nil {
+		return x.Tokens
+	}
+	return nil
+}
+
 type SendSlotReportRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ResourceId    string                 `protobuf:"bytes,1,opt,name=resource_id,json=resourceId,proto3" json:"resource_id,omitempty"`
@@ -520,7 +666,7 @@ type SendSlotReportRequest struct {
 
 func (x *SendSlotReportRequest) Reset() {
 	*x = SendSlotReportRequest{}
-	mi := &file_cluster_proto_msgTypes[7]
+	mi := &file_cluster_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -532,7 +678,7 @@ func (x *SendSlotReportRequest) String() string {
 func (*SendSlotReportRequest) ProtoMessage() {}
 
 func (x *SendSlotReportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[7]
+	mi := &file_cluster_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -545,7 +691,7 @@ func (x *SendSlotReportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendSlotReportRequest.ProtoReflect.Descriptor instead.
 func (*SendSlotReportRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{7}
+	return file_cluster_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SendSlotReportRequest) GetResourceId() string {
@@ -579,7 +725,7 @@ type DisconnectTaskExecutorRequest struct {
 
 func (x *DisconnectTaskExecutorRequest) Reset() {
 	*x = DisconnectTaskExecutorRequest{}
-	mi := &file_cluster_proto_msgTypes[8]
+	mi := &file_cluster_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -591,7 +737,7 @@ func (x *DisconnectTaskExecutorRequest) String() string {
 func (*DisconnectTaskExecutorRequest) ProtoMessage() {}
 
 func (x *DisconnectTaskExecutorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[8]
+	mi := &file_cluster_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -604,7 +750,7 @@ func (x *DisconnectTaskExecutorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectTaskExecutorRequest.ProtoReflect.Descriptor instead.
 func (*DisconnectTaskExecutorRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{8}
+	return file_cluster_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DisconnectTaskExecutorRequest) GetResourceId() string {
@@ -636,7 +782,7 @@ type RegisterTaskManagerRequest struct {
 
 func (x *RegisterTaskManagerRequest) Reset() {
 	*x = RegisterTaskManagerRequest{}
-	mi := &file_cluster_proto_msgTypes[9]
+	mi := &file_cluster_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -648,7 +794,7 @@ func (x *RegisterTaskManagerRequest) String() string {
 func (*RegisterTaskManagerRequest) ProtoMessage() {}
 
 func (x *RegisterTaskManagerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[9]
+	mi := &file_cluster_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -661,7 +807,7 @@ func (x *RegisterTaskManagerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterTaskManagerRequest.ProtoReflect.Descriptor instead.
 func (*RegisterTaskManagerRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{9}
+	return file_cluster_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RegisterTaskManagerRequest) GetProtocolVersion() int32 {
@@ -703,7 +849,7 @@ type RegisterTaskManagerResponse struct {
 
 func (x *RegisterTaskManagerResponse) Reset() {
 	*x = RegisterTaskManagerResponse{}
-	mi := &file_cluster_proto_msgTypes[10]
+	mi := &file_cluster_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -715,7 +861,7 @@ func (x *RegisterTaskManagerResponse) String() string {
 func (*RegisterTaskManagerResponse) ProtoMessage() {}
 
 func (x *RegisterTaskManagerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[10]
+	mi := &file_cluster_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -728,7 +874,7 @@ func (x *RegisterTaskManagerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterTaskManagerResponse.ProtoReflect.Descriptor instead.
 func (*RegisterTaskManagerResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{10}
+	return file_cluster_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RegisterTaskManagerResponse) GetJobMasterId() string {
@@ -762,7 +908,7 @@ type SlotOffer struct {
 
 func (x *SlotOffer) Reset() {
 	*x = SlotOffer{}
-	mi := &file_cluster_proto_msgTypes[11]
+	mi := &file_cluster_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -774,7 +920,7 @@ func (x *SlotOffer) String() string {
 func (*SlotOffer) ProtoMessage() {}
 
 func (x *SlotOffer) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[11]
+	mi := &file_cluster_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -787,7 +933,7 @@ func (x *SlotOffer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotOffer.ProtoReflect.Descriptor instead.
 func (*SlotOffer) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{11}
+	return file_cluster_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SlotOffer) GetAllocationId() string {
@@ -815,7 +961,7 @@ type OfferSlotsRequest struct {
 
 func (x *OfferSlotsRequest) Reset() {
 	*x = OfferSlotsRequest{}
-	mi := &file_cluster_proto_msgTypes[12]
+	mi := &file_cluster_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -827,7 +973,7 @@ func (x *OfferSlotsRequest) String() string {
 func (*OfferSlotsRequest) ProtoMessage() {}
 
 func (x *OfferSlotsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[12]
+	mi := &file_cluster_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -840,7 +986,7 @@ func (x *OfferSlotsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OfferSlotsRequest.ProtoReflect.Descriptor instead.
 func (*OfferSlotsRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{12}
+	return file_cluster_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *OfferSlotsRequest) GetJobId() string {
@@ -873,7 +1019,7 @@ type OfferSlotsResponse struct {
 
 func (x *OfferSlotsResponse) Reset() {
 	*x = OfferSlotsResponse{}
-	mi := &file_cluster_proto_msgTypes[13]
+	mi := &file_cluster_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -885,7 +1031,7 @@ func (x *OfferSlotsResponse) String() string {
 func (*OfferSlotsResponse) ProtoMessage() {}
 
 func (x *OfferSlotsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[13]
+	mi := &file_cluster_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -898,7 +1044,7 @@ func (x *OfferSlotsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OfferSlotsResponse.ProtoReflect.Descriptor instead.
 func (*OfferSlotsResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{13}
+	return file_cluster_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *OfferSlotsResponse) GetAccepted() []string {
@@ -923,7 +1069,7 @@ type FailureInfo struct {
 
 func (x *FailureInfo) Reset() {
 	*x = FailureInfo{}
-	mi := &file_cluster_proto_msgTypes[14]
+	mi := &file_cluster_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -935,7 +1081,7 @@ func (x *FailureInfo) String() string {
 func (*FailureInfo) ProtoMessage() {}
 
 func (x *FailureInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[14]
+	mi := &file_cluster_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -948,7 +1094,7 @@ func (x *FailureInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailureInfo.ProtoReflect.Descriptor instead.
 func (*FailureInfo) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{14}
+	return file_cluster_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FailureInfo) GetType() string {
@@ -1022,7 +1168,7 @@ type TaskIOMetrics struct {
 
 func (x *TaskIOMetrics) Reset() {
 	*x = TaskIOMetrics{}
-	mi := &file_cluster_proto_msgTypes[15]
+	mi := &file_cluster_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1034,7 +1180,7 @@ func (x *TaskIOMetrics) String() string {
 func (*TaskIOMetrics) ProtoMessage() {}
 
 func (x *TaskIOMetrics) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[15]
+	mi := &file_cluster_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1047,7 +1193,7 @@ func (x *TaskIOMetrics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskIOMetrics.ProtoReflect.Descriptor instead.
 func (*TaskIOMetrics) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{15}
+	return file_cluster_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TaskIOMetrics) GetAttempt() *ExecutionAttemptID {
@@ -1208,7 +1354,7 @@ type UserMetric struct {
 
 func (x *UserMetric) Reset() {
 	*x = UserMetric{}
-	mi := &file_cluster_proto_msgTypes[16]
+	mi := &file_cluster_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1220,7 +1366,7 @@ func (x *UserMetric) String() string {
 func (*UserMetric) ProtoMessage() {}
 
 func (x *UserMetric) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[16]
+	mi := &file_cluster_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1233,7 +1379,7 @@ func (x *UserMetric) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserMetric.ProtoReflect.Descriptor instead.
 func (*UserMetric) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{16}
+	return file_cluster_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *UserMetric) GetOperatorName() string {
@@ -1286,7 +1432,7 @@ type HistogramStatistics struct {
 
 func (x *HistogramStatistics) Reset() {
 	*x = HistogramStatistics{}
-	mi := &file_cluster_proto_msgTypes[17]
+	mi := &file_cluster_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1298,7 +1444,7 @@ func (x *HistogramStatistics) String() string {
 func (*HistogramStatistics) ProtoMessage() {}
 
 func (x *HistogramStatistics) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[17]
+	mi := &file_cluster_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1311,7 +1457,7 @@ func (x *HistogramStatistics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistogramStatistics.ProtoReflect.Descriptor instead.
 func (*HistogramStatistics) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{17}
+	return file_cluster_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *HistogramStatistics) GetCount() int64 {
@@ -1383,7 +1529,7 @@ type UpdateTaskExecutionStateRequest struct {
 
 func (x *UpdateTaskExecutionStateRequest) Reset() {
 	*x = UpdateTaskExecutionStateRequest{}
-	mi := &file_cluster_proto_msgTypes[18]
+	mi := &file_cluster_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1395,7 +1541,7 @@ func (x *UpdateTaskExecutionStateRequest) String() string {
 func (*UpdateTaskExecutionStateRequest) ProtoMessage() {}
 
 func (x *UpdateTaskExecutionStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[18]
+	mi := &file_cluster_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1408,7 +1554,7 @@ func (x *UpdateTaskExecutionStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTaskExecutionStateRequest.ProtoReflect.Descriptor instead.
 func (*UpdateTaskExecutionStateRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{18}
+	return file_cluster_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *UpdateTaskExecutionStateRequest) GetJobId() string {
@@ -1467,7 +1613,7 @@ type DisconnectTaskManagerRequest struct {
 
 func (x *DisconnectTaskManagerRequest) Reset() {
 	*x = DisconnectTaskManagerRequest{}
-	mi := &file_cluster_proto_msgTypes[19]
+	mi := &file_cluster_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1479,7 +1625,7 @@ func (x *DisconnectTaskManagerRequest) String() string {
 func (*DisconnectTaskManagerRequest) ProtoMessage() {}
 
 func (x *DisconnectTaskManagerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[19]
+	mi := &file_cluster_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1492,7 +1638,7 @@ func (x *DisconnectTaskManagerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectTaskManagerRequest.ProtoReflect.Descriptor instead.
 func (*DisconnectTaskManagerRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{19}
+	return file_cluster_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DisconnectTaskManagerRequest) GetJobId() string {
@@ -1533,7 +1679,7 @@ type GetBlobRequest struct {
 
 func (x *GetBlobRequest) Reset() {
 	*x = GetBlobRequest{}
-	mi := &file_cluster_proto_msgTypes[20]
+	mi := &file_cluster_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1545,7 +1691,7 @@ func (x *GetBlobRequest) String() string {
 func (*GetBlobRequest) ProtoMessage() {}
 
 func (x *GetBlobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[20]
+	mi := &file_cluster_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1558,7 +1704,7 @@ func (x *GetBlobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBlobRequest.ProtoReflect.Descriptor instead.
 func (*GetBlobRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{20}
+	return file_cluster_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetBlobRequest) GetJobId() string {
@@ -1584,7 +1730,7 @@ type GetBlobResponse struct {
 
 func (x *GetBlobResponse) Reset() {
 	*x = GetBlobResponse{}
-	mi := &file_cluster_proto_msgTypes[21]
+	mi := &file_cluster_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1596,7 +1742,7 @@ func (x *GetBlobResponse) String() string {
 func (*GetBlobResponse) ProtoMessage() {}
 
 func (x *GetBlobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[21]
+	mi := &file_cluster_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1609,7 +1755,7 @@ func (x *GetBlobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBlobResponse.ProtoReflect.Descriptor instead.
 func (*GetBlobResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{21}
+	return file_cluster_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetBlobResponse) GetData() []byte {
@@ -1629,7 +1775,7 @@ type NotifyEndOfDataRequest struct {
 
 func (x *NotifyEndOfDataRequest) Reset() {
 	*x = NotifyEndOfDataRequest{}
-	mi := &file_cluster_proto_msgTypes[22]
+	mi := &file_cluster_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1641,7 +1787,7 @@ func (x *NotifyEndOfDataRequest) String() string {
 func (*NotifyEndOfDataRequest) ProtoMessage() {}
 
 func (x *NotifyEndOfDataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[22]
+	mi := &file_cluster_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1654,7 +1800,7 @@ func (x *NotifyEndOfDataRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyEndOfDataRequest.ProtoReflect.Descriptor instead.
 func (*NotifyEndOfDataRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{22}
+	return file_cluster_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *NotifyEndOfDataRequest) GetJobId() string {
@@ -1683,7 +1829,7 @@ type ReportPartitionsLostRequest struct {
 
 func (x *ReportPartitionsLostRequest) Reset() {
 	*x = ReportPartitionsLostRequest{}
-	mi := &file_cluster_proto_msgTypes[23]
+	mi := &file_cluster_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1695,7 +1841,7 @@ func (x *ReportPartitionsLostRequest) String() string {
 func (*ReportPartitionsLostRequest) ProtoMessage() {}
 
 func (x *ReportPartitionsLostRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[23]
+	mi := &file_cluster_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1708,7 +1854,7 @@ func (x *ReportPartitionsLostRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportPartitionsLostRequest.ProtoReflect.Descriptor instead.
 func (*ReportPartitionsLostRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{23}
+	return file_cluster_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ReportPartitionsLostRequest) GetJobId() string {
@@ -1752,7 +1898,7 @@ type AcknowledgeCheckpointRequest struct {
 
 func (x *AcknowledgeCheckpointRequest) Reset() {
 	*x = AcknowledgeCheckpointRequest{}
-	mi := &file_cluster_proto_msgTypes[24]
+	mi := &file_cluster_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1764,7 +1910,7 @@ func (x *AcknowledgeCheckpointRequest) String() string {
 func (*AcknowledgeCheckpointRequest) ProtoMessage() {}
 
 func (x *AcknowledgeCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[24]
+	mi := &file_cluster_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1777,7 +1923,7 @@ func (x *AcknowledgeCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcknowledgeCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*AcknowledgeCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{24}
+	return file_cluster_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AcknowledgeCheckpointRequest) GetJobId() string {
@@ -1827,7 +1973,7 @@ type DeclineCheckpointRequest struct {
 
 func (x *DeclineCheckpointRequest) Reset() {
 	*x = DeclineCheckpointRequest{}
-	mi := &file_cluster_proto_msgTypes[25]
+	mi := &file_cluster_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1839,7 +1985,7 @@ func (x *DeclineCheckpointRequest) String() string {
 func (*DeclineCheckpointRequest) ProtoMessage() {}
 
 func (x *DeclineCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[25]
+	mi := &file_cluster_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1852,7 +1998,7 @@ func (x *DeclineCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclineCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*DeclineCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{25}
+	return file_cluster_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeclineCheckpointRequest) GetJobId() string {
@@ -1896,7 +2042,7 @@ type TriggerCheckpointRequest struct {
 
 func (x *TriggerCheckpointRequest) Reset() {
 	*x = TriggerCheckpointRequest{}
-	mi := &file_cluster_proto_msgTypes[26]
+	mi := &file_cluster_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1908,7 +2054,7 @@ func (x *TriggerCheckpointRequest) String() string {
 func (*TriggerCheckpointRequest) ProtoMessage() {}
 
 func (x *TriggerCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[26]
+	mi := &file_cluster_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1921,7 +2067,7 @@ func (x *TriggerCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*TriggerCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{26}
+	return file_cluster_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TriggerCheckpointRequest) GetJobId() string {
@@ -1979,7 +2125,7 @@ type NotifyCheckpointRequest struct {
 
 func (x *NotifyCheckpointRequest) Reset() {
 	*x = NotifyCheckpointRequest{}
-	mi := &file_cluster_proto_msgTypes[27]
+	mi := &file_cluster_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1991,7 +2137,7 @@ func (x *NotifyCheckpointRequest) String() string {
 func (*NotifyCheckpointRequest) ProtoMessage() {}
 
 func (x *NotifyCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[27]
+	mi := &file_cluster_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2004,7 +2150,7 @@ func (x *NotifyCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*NotifyCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{27}
+	return file_cluster_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *NotifyCheckpointRequest) GetJobId() string {
@@ -2065,7 +2211,7 @@ type RunnerCheckpointReport struct {
 
 func (x *RunnerCheckpointReport) Reset() {
 	*x = RunnerCheckpointReport{}
-	mi := &file_cluster_proto_msgTypes[28]
+	mi := &file_cluster_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2077,7 +2223,7 @@ func (x *RunnerCheckpointReport) String() string {
 func (*RunnerCheckpointReport) ProtoMessage() {}
 
 func (x *RunnerCheckpointReport) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[28]
+	mi := &file_cluster_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2090,7 +2236,7 @@ func (x *RunnerCheckpointReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunnerCheckpointReport.ProtoReflect.Descriptor instead.
 func (*RunnerCheckpointReport) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{28}
+	return file_cluster_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RunnerCheckpointReport) GetReport() isRunnerCheckpointReport_Report {
@@ -2176,7 +2322,7 @@ type WatchCheckpointsRequest struct {
 
 func (x *WatchCheckpointsRequest) Reset() {
 	*x = WatchCheckpointsRequest{}
-	mi := &file_cluster_proto_msgTypes[29]
+	mi := &file_cluster_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2188,7 +2334,7 @@ func (x *WatchCheckpointsRequest) String() string {
 func (*WatchCheckpointsRequest) ProtoMessage() {}
 
 func (x *WatchCheckpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[29]
+	mi := &file_cluster_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2201,7 +2347,7 @@ func (x *WatchCheckpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchCheckpointsRequest.ProtoReflect.Descriptor instead.
 func (*WatchCheckpointsRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{29}
+	return file_cluster_proto_rawDescGZIP(), []int{31}
 }
 
 // An OperatorEvent between an operator of a task attempt and its operator
@@ -2222,7 +2368,7 @@ type OperatorEventRequest struct {
 
 func (x *OperatorEventRequest) Reset() {
 	*x = OperatorEventRequest{}
-	mi := &file_cluster_proto_msgTypes[30]
+	mi := &file_cluster_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2234,7 +2380,7 @@ func (x *OperatorEventRequest) String() string {
 func (*OperatorEventRequest) ProtoMessage() {}
 
 func (x *OperatorEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[30]
+	mi := &file_cluster_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2247,7 +2393,7 @@ func (x *OperatorEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorEventRequest.ProtoReflect.Descriptor instead.
 func (*OperatorEventRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{30}
+	return file_cluster_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *OperatorEventRequest) GetJobId() string {
@@ -2299,7 +2445,7 @@ type RequestSlotRequest struct {
 
 func (x *RequestSlotRequest) Reset() {
 	*x = RequestSlotRequest{}
-	mi := &file_cluster_proto_msgTypes[31]
+	mi := &file_cluster_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2311,7 +2457,7 @@ func (x *RequestSlotRequest) String() string {
 func (*RequestSlotRequest) ProtoMessage() {}
 
 func (x *RequestSlotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[31]
+	mi := &file_cluster_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2324,7 +2470,7 @@ func (x *RequestSlotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestSlotRequest.ProtoReflect.Descriptor instead.
 func (*RequestSlotRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{31}
+	return file_cluster_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RequestSlotRequest) GetAllocationId() string {
@@ -2373,7 +2519,7 @@ type SubmitTaskRequest struct {
 
 func (x *SubmitTaskRequest) Reset() {
 	*x = SubmitTaskRequest{}
-	mi := &file_cluster_proto_msgTypes[32]
+	mi := &file_cluster_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2385,7 +2531,7 @@ func (x *SubmitTaskRequest) String() string {
 func (*SubmitTaskRequest) ProtoMessage() {}
 
 func (x *SubmitTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[32]
+	mi := &file_cluster_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2398,7 +2544,7 @@ func (x *SubmitTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitTaskRequest.ProtoReflect.Descriptor instead.
 func (*SubmitTaskRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{32}
+	return file_cluster_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SubmitTaskRequest) GetJobId() string {
@@ -2432,7 +2578,7 @@ type CancelTaskRequest struct {
 
 func (x *CancelTaskRequest) Reset() {
 	*x = CancelTaskRequest{}
-	mi := &file_cluster_proto_msgTypes[33]
+	mi := &file_cluster_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2444,7 +2590,7 @@ func (x *CancelTaskRequest) String() string {
 func (*CancelTaskRequest) ProtoMessage() {}
 
 func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[33]
+	mi := &file_cluster_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2457,7 +2603,7 @@ func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskRequest.ProtoReflect.Descriptor instead.
 func (*CancelTaskRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{33}
+	return file_cluster_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CancelTaskRequest) GetJobId() string {
@@ -2487,7 +2633,7 @@ type CancelTaskResponse struct {
 
 func (x *CancelTaskResponse) Reset() {
 	*x = CancelTaskResponse{}
-	mi := &file_cluster_proto_msgTypes[34]
+	mi := &file_cluster_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2499,7 +2645,7 @@ func (x *CancelTaskResponse) String() string {
 func (*CancelTaskResponse) ProtoMessage() {}
 
 func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[34]
+	mi := &file_cluster_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2512,7 +2658,7 @@ func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskResponse.ProtoReflect.Descriptor instead.
 func (*CancelTaskResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{34}
+	return file_cluster_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CancelTaskResponse) GetRunning() bool {
@@ -2532,7 +2678,7 @@ type FreeSlotRequest struct {
 
 func (x *FreeSlotRequest) Reset() {
 	*x = FreeSlotRequest{}
-	mi := &file_cluster_proto_msgTypes[35]
+	mi := &file_cluster_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2544,7 +2690,7 @@ func (x *FreeSlotRequest) String() string {
 func (*FreeSlotRequest) ProtoMessage() {}
 
 func (x *FreeSlotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[35]
+	mi := &file_cluster_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2557,7 +2703,7 @@ func (x *FreeSlotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreeSlotRequest.ProtoReflect.Descriptor instead.
 func (*FreeSlotRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{35}
+	return file_cluster_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *FreeSlotRequest) GetAllocationId() string {
@@ -2585,7 +2731,7 @@ type ResultPartitionIDProto struct {
 
 func (x *ResultPartitionIDProto) Reset() {
 	*x = ResultPartitionIDProto{}
-	mi := &file_cluster_proto_msgTypes[36]
+	mi := &file_cluster_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2597,7 +2743,7 @@ func (x *ResultPartitionIDProto) String() string {
 func (*ResultPartitionIDProto) ProtoMessage() {}
 
 func (x *ResultPartitionIDProto) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[36]
+	mi := &file_cluster_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2610,7 +2756,7 @@ func (x *ResultPartitionIDProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultPartitionIDProto.ProtoReflect.Descriptor instead.
 func (*ResultPartitionIDProto) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{36}
+	return file_cluster_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ResultPartitionIDProto) GetResultId() string {
@@ -2644,7 +2790,7 @@ type ReleasePartitionsRequest struct {
 
 func (x *ReleasePartitionsRequest) Reset() {
 	*x = ReleasePartitionsRequest{}
-	mi := &file_cluster_proto_msgTypes[37]
+	mi := &file_cluster_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2656,7 +2802,7 @@ func (x *ReleasePartitionsRequest) String() string {
 func (*ReleasePartitionsRequest) ProtoMessage() {}
 
 func (x *ReleasePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[37]
+	mi := &file_cluster_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2669,7 +2815,7 @@ func (x *ReleasePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleasePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*ReleasePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{37}
+	return file_cluster_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ReleasePartitionsRequest) GetJobId() string {
@@ -2697,7 +2843,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_cluster_proto_msgTypes[38]
+	mi := &file_cluster_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2709,7 +2855,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[38]
+	mi := &file_cluster_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2722,7 +2868,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{38}
+	return file_cluster_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *HeartbeatRequest) GetSenderId() string {
@@ -2759,7 +2905,7 @@ type TaskManagerHeartbeatResponse struct {
 
 func (x *TaskManagerHeartbeatResponse) Reset() {
 	*x = TaskManagerHeartbeatResponse{}
-	mi := &file_cluster_proto_msgTypes[39]
+	mi := &file_cluster_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2771,7 +2917,7 @@ func (x *TaskManagerHeartbeatResponse) String() string {
 func (*TaskManagerHeartbeatResponse) ProtoMessage() {}
 
 func (x *TaskManagerHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[39]
+	mi := &file_cluster_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2784,7 +2930,7 @@ func (x *TaskManagerHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskManagerHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*TaskManagerHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{39}
+	return file_cluster_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *TaskManagerHeartbeatResponse) GetSlotReport() *SlotReport {
@@ -2832,7 +2978,7 @@ type DisconnectJobManagerRequest struct {
 
 func (x *DisconnectJobManagerRequest) Reset() {
 	*x = DisconnectJobManagerRequest{}
-	mi := &file_cluster_proto_msgTypes[40]
+	mi := &file_cluster_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2844,7 +2990,7 @@ func (x *DisconnectJobManagerRequest) String() string {
 func (*DisconnectJobManagerRequest) ProtoMessage() {}
 
 func (x *DisconnectJobManagerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[40]
+	mi := &file_cluster_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2857,7 +3003,7 @@ func (x *DisconnectJobManagerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectJobManagerRequest.ProtoReflect.Descriptor instead.
 func (*DisconnectJobManagerRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{40}
+	return file_cluster_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DisconnectJobManagerRequest) GetJobId() string {
@@ -2883,7 +3029,7 @@ type BlobChunk struct {
 
 func (x *BlobChunk) Reset() {
 	*x = BlobChunk{}
-	mi := &file_cluster_proto_msgTypes[41]
+	mi := &file_cluster_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2895,7 +3041,7 @@ func (x *BlobChunk) String() string {
 func (*BlobChunk) ProtoMessage() {}
 
 func (x *BlobChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[41]
+	mi := &file_cluster_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2908,7 +3054,7 @@ func (x *BlobChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlobChunk.ProtoReflect.Descriptor instead.
 func (*BlobChunk) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{41}
+	return file_cluster_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *BlobChunk) GetData() []byte {
@@ -2928,7 +3074,7 @@ type GetBlobByKeyRequest struct {
 
 func (x *GetBlobByKeyRequest) Reset() {
 	*x = GetBlobByKeyRequest{}
-	mi := &file_cluster_proto_msgTypes[42]
+	mi := &file_cluster_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2940,7 +3086,7 @@ func (x *GetBlobByKeyRequest) String() string {
 func (*GetBlobByKeyRequest) ProtoMessage() {}
 
 func (x *GetBlobByKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[42]
+	mi := &file_cluster_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2953,7 +3099,7 @@ func (x *GetBlobByKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBlobByKeyRequest.ProtoReflect.Descriptor instead.
 func (*GetBlobByKeyRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{42}
+	return file_cluster_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetBlobByKeyRequest) GetKey() string {
@@ -2998,11 +3144,21 @@ const file_cluster_proto_rawDesc = "" +
 	"\vfree_memory\x18\x03 \x01(\x03R\n" +
 	"freeMemory\x12%\n" +
 	"\x0emanaged_memory\x18\x04 \x01(\x03R\rmanagedMemory\x12!\n" +
-	"\fmemory_limit\x18\x05 \x01(\x03R\vmemoryLimit\"\xb4\x01\n" +
+	"\fmemory_limit\x18\x05 \x01(\x03R\vmemoryLimit\"\xfb\x01\n" +
 	"\x1cRegisterTaskExecutorResponse\x12.\n" +
 	"\x13resource_manager_id\x18\x01 \x01(\tR\x11resourceManagerId\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x02 \x01(\x03R\x13heartbeatIntervalMs\x120\n" +
-	"\x14heartbeat_timeout_ms\x18\x03 \x01(\x03R\x12heartbeatTimeoutMs\"\x8f\x01\n" +
+	"\x14heartbeat_timeout_ms\x18\x03 \x01(\x03R\x12heartbeatTimeoutMs\x12E\n" +
+	"\x11delegation_tokens\x18\x04 \x03(\v2\x18.gofl.v1.DelegationTokenR\x10delegationTokens\"\xa0\x01\n" +
+	"\x0fDelegationToken\x12\x1b\n" +
+	"\tname_node\x18\x01 \x01(\tR\bnameNode\x12\x18\n" +
+	"\awebhdfs\x18\x02 \x01(\tR\awebhdfs\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\tR\x05token\x12\x18\n" +
+	"\arenewer\x18\x04 \x01(\tR\arenewer\x12&\n" +
+	"\x0fexpires_unix_ms\x18\x05 \x01(\x03R\rexpiresUnixMs\"\x81\x01\n" +
+	"\x1dUpdateDelegationTokensRequest\x12.\n" +
+	"\x13resource_manager_id\x18\x01 \x01(\tR\x11resourceManagerId\x120\n" +
+	"\x06tokens\x18\x02 \x03(\v2\x18.gofl.v1.DelegationTokenR\x06tokens\"\x8f\x01\n" +
 	"\x15SendSlotReportRequest\x12\x1f\n" +
 	"\vresource_id\x18\x01 \x01(\tR\n" +
 	"resourceId\x12\x1f\n" +
@@ -3220,7 +3376,7 @@ const file_cluster_proto_rawDesc = "" +
 	"\x15AcknowledgeCheckpoint\x12%.gofl.v1.AcknowledgeCheckpointRequest\x1a\f.gofl.v1.Ack\x12D\n" +
 	"\x11DeclineCheckpoint\x12!.gofl.v1.DeclineCheckpointRequest\x1a\f.gofl.v1.Ack\x12M\n" +
 	"\x1eSendOperatorEventToCoordinator\x12\x1d.gofl.v1.OperatorEventRequest\x1a\f.gofl.v1.Ack\x12@\n" +
-	"\x0fNotifyEndOfData\x12\x1f.gofl.v1.NotifyEndOfDataRequest\x1a\f.gofl.v1.Ack2\xa5\x06\n" +
+	"\x0fNotifyEndOfData\x12\x1f.gofl.v1.NotifyEndOfDataRequest\x1a\f.gofl.v1.Ack2\xf5\x06\n" +
 	"\x13TaskExecutorService\x128\n" +
 	"\vRequestSlot\x12\x1b.gofl.v1.RequestSlotRequest\x1a\f.gofl.v1.Ack\x126\n" +
 	"\n" +
@@ -3234,7 +3390,8 @@ const file_cluster_proto_rawDesc = "" +
 	"\x14DisconnectJobManager\x12$.gofl.v1.DisconnectJobManagerRequest\x1a\f.gofl.v1.Ack\x12D\n" +
 	"\x11TriggerCheckpoint\x12!.gofl.v1.TriggerCheckpointRequest\x1a\f.gofl.v1.Ack\x12B\n" +
 	"\x10NotifyCheckpoint\x12 .gofl.v1.NotifyCheckpointRequest\x1a\f.gofl.v1.Ack\x12F\n" +
-	"\x17SendOperatorEventToTask\x12\x1d.gofl.v1.OperatorEventRequest\x1a\f.gofl.v1.Ack2Q\n" +
+	"\x17SendOperatorEventToTask\x12\x1d.gofl.v1.OperatorEventRequest\x1a\f.gofl.v1.Ack\x12N\n" +
+	"\x16UpdateDelegationTokens\x12&.gofl.v1.UpdateDelegationTokensRequest\x1a\f.gofl.v1.Ack2Q\n" +
 	"\vBlobService\x12B\n" +
 	"\fGetBlobByKey\x12\x1c.gofl.v1.GetBlobByKeyRequest\x1a\x12.gofl.v1.BlobChunk0\x01B\x1dZ\x1bgithub.com/gofl/gofl/rpc/pbb\x06proto3"
 
@@ -3251,7 +3408,7 @@ func file_cluster_proto_rawDescGZIP() []byte {
 }
 
 var file_cluster_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_cluster_proto_goTypes = []any{
 	(UserMetric_Type)(0),                    // 0: gofl.v1.UserMetric.Type
 	(*Ack)(nil),                             // 1: gofl.v1.Ack
@@ -3261,144 +3418,150 @@ var file_cluster_proto_goTypes = []any{
 	(*RegisterTaskExecutorRequest)(nil),     // 5: gofl.v1.RegisterTaskExecutorRequest
 	(*TaskManagerHardware)(nil),             // 6: gofl.v1.TaskManagerHardware
 	(*RegisterTaskExecutorResponse)(nil),    // 7: gofl.v1.RegisterTaskExecutorResponse
-	(*SendSlotReportRequest)(nil),           // 8: gofl.v1.SendSlotReportRequest
-	(*DisconnectTaskExecutorRequest)(nil),   // 9: gofl.v1.DisconnectTaskExecutorRequest
-	(*RegisterTaskManagerRequest)(nil),      // 10: gofl.v1.RegisterTaskManagerRequest
-	(*RegisterTaskManagerResponse)(nil),     // 11: gofl.v1.RegisterTaskManagerResponse
-	(*SlotOffer)(nil),                       // 12: gofl.v1.SlotOffer
-	(*OfferSlotsRequest)(nil),               // 13: gofl.v1.OfferSlotsRequest
-	(*OfferSlotsResponse)(nil),              // 14: gofl.v1.OfferSlotsResponse
-	(*FailureInfo)(nil),                     // 15: gofl.v1.FailureInfo
-	(*TaskIOMetrics)(nil),                   // 16: gofl.v1.TaskIOMetrics
-	(*UserMetric)(nil),                      // 17: gofl.v1.UserMetric
-	(*HistogramStatistics)(nil),             // 18: gofl.v1.HistogramStatistics
-	(*UpdateTaskExecutionStateRequest)(nil), // 19: gofl.v1.UpdateTaskExecutionStateRequest
-	(*DisconnectTaskManagerRequest)(nil),    // 20: gofl.v1.DisconnectTaskManagerRequest
-	(*GetBlobRequest)(nil),                  // 21: gofl.v1.GetBlobRequest
-	(*GetBlobResponse)(nil),                 // 22: gofl.v1.GetBlobResponse
-	(*NotifyEndOfDataRequest)(nil),          // 23: gofl.v1.NotifyEndOfDataRequest
-	(*ReportPartitionsLostRequest)(nil),     // 24: gofl.v1.ReportPartitionsLostRequest
-	(*AcknowledgeCheckpointRequest)(nil),    // 25: gofl.v1.AcknowledgeCheckpointRequest
-	(*DeclineCheckpointRequest)(nil),        // 26: gofl.v1.DeclineCheckpointRequest
-	(*TriggerCheckpointRequest)(nil),        // 27: gofl.v1.TriggerCheckpointRequest
-	(*NotifyCheckpointRequest)(nil),         // 28: gofl.v1.NotifyCheckpointRequest
-	(*RunnerCheckpointReport)(nil),          // 29: gofl.v1.RunnerCheckpointReport
-	(*WatchCheckpointsRequest)(nil),         // 30: gofl.v1.WatchCheckpointsRequest
-	(*OperatorEventRequest)(nil),            // 31: gofl.v1.OperatorEventRequest
-	(*RequestSlotRequest)(nil),              // 32: gofl.v1.RequestSlotRequest
-	(*SubmitTaskRequest)(nil),               // 33: gofl.v1.SubmitTaskRequest
-	(*CancelTaskRequest)(nil),               // 34: gofl.v1.CancelTaskRequest
-	(*CancelTaskResponse)(nil),              // 35: gofl.v1.CancelTaskResponse
-	(*FreeSlotRequest)(nil),                 // 36: gofl.v1.FreeSlotRequest
-	(*ResultPartitionIDProto)(nil),          // 37: gofl.v1.ResultPartitionIDProto
-	(*ReleasePartitionsRequest)(nil),        // 38: gofl.v1.ReleasePartitionsRequest
-	(*HeartbeatRequest)(nil),                // 39: gofl.v1.HeartbeatRequest
-	(*TaskManagerHeartbeatResponse)(nil),    // 40: gofl.v1.TaskManagerHeartbeatResponse
-	(*DisconnectJobManagerRequest)(nil),     // 41: gofl.v1.DisconnectJobManagerRequest
-	(*BlobChunk)(nil),                       // 42: gofl.v1.BlobChunk
-	(*GetBlobByKeyRequest)(nil),             // 43: gofl.v1.GetBlobByKeyRequest
-	nil,                                     // 44: gofl.v1.UpdateTaskExecutionStateRequest.AccumulatorsEntry
-	nil,                                     // 45: gofl.v1.TaskManagerHeartbeatResponse.StatusMetricsEntry
-	(*ExecutionAttemptID)(nil),              // 46: gofl.v1.ExecutionAttemptID
-	(*OperatorSubtaskStateHandle)(nil),      // 47: gofl.v1.OperatorSubtaskStateHandle
-	(*CheckpointMetrics)(nil),               // 48: gofl.v1.CheckpointMetrics
-	(*CheckpointOptions)(nil),               // 49: gofl.v1.CheckpointOptions
-	(*TaskDeploymentDescriptor)(nil),        // 50: gofl.v1.TaskDeploymentDescriptor
+	(*DelegationToken)(nil),                 // 8: gofl.v1.DelegationToken
+	(*UpdateDelegationTokensRequest)(nil),   // 9: gofl.v1.UpdateDelegationTokensRequest
+	(*SendSlotReportRequest)(nil),           // 10: gofl.v1.SendSlotReportRequest
+	(*DisconnectTaskExecutorRequest)(nil),   // 11: gofl.v1.DisconnectTaskExecutorRequest
+	(*RegisterTaskManagerRequest)(nil),      // 12: gofl.v1.RegisterTaskManagerRequest
+	(*RegisterTaskManagerResponse)(nil),     // 13: gofl.v1.RegisterTaskManagerResponse
+	(*SlotOffer)(nil),                       // 14: gofl.v1.SlotOffer
+	(*OfferSlotsRequest)(nil),               // 15: gofl.v1.OfferSlotsRequest
+	(*OfferSlotsResponse)(nil),              // 16: gofl.v1.OfferSlotsResponse
+	(*FailureInfo)(nil),                     // 17: gofl.v1.FailureInfo
+	(*TaskIOMetrics)(nil),                   // 18: gofl.v1.TaskIOMetrics
+	(*UserMetric)(nil),                      // 19: gofl.v1.UserMetric
+	(*HistogramStatistics)(nil),             // 20: gofl.v1.HistogramStatistics
+	(*UpdateTaskExecutionStateRequest)(nil), // 21: gofl.v1.UpdateTaskExecutionStateRequest
+	(*DisconnectTaskManagerRequest)(nil),    // 22: gofl.v1.DisconnectTaskManagerRequest
+	(*GetBlobRequest)(nil),                  // 23: gofl.v1.GetBlobRequest
+	(*GetBlobResponse)(nil),                 // 24: gofl.v1.GetBlobResponse
+	(*NotifyEndOfDataRequest)(nil),          // 25: gofl.v1.NotifyEndOfDataRequest
+	(*ReportPartitionsLostRequest)(nil),     // 26: gofl.v1.ReportPartitionsLostRequest
+	(*AcknowledgeCheckpointRequest)(nil),    // 27: gofl.v1.AcknowledgeCheckpointRequest
+	(*DeclineCheckpointRequest)(nil),        // 28: gofl.v1.DeclineCheckpointRequest
+	(*TriggerCheckpointRequest)(nil),        // 29: gofl.v1.TriggerCheckpointRequest
+	(*NotifyCheckpointRequest)(nil),         // 30: gofl.v1.NotifyCheckpointRequest
+	(*RunnerCheckpointReport)(nil),          // 31: gofl.v1.RunnerCheckpointReport
+	(*WatchCheckpointsRequest)(nil),         // 32: gofl.v1.WatchCheckpointsRequest
+	(*OperatorEventRequest)(nil),            // 33: gofl.v1.OperatorEventRequest
+	(*RequestSlotRequest)(nil),              // 34: gofl.v1.RequestSlotRequest
+	(*SubmitTaskRequest)(nil),               // 35: gofl.v1.SubmitTaskRequest
+	(*CancelTaskRequest)(nil),               // 36: gofl.v1.CancelTaskRequest
+	(*CancelTaskResponse)(nil),              // 37: gofl.v1.CancelTaskResponse
+	(*FreeSlotRequest)(nil),                 // 38: gofl.v1.FreeSlotRequest
+	(*ResultPartitionIDProto)(nil),          // 39: gofl.v1.ResultPartitionIDProto
+	(*ReleasePartitionsRequest)(nil),        // 40: gofl.v1.ReleasePartitionsRequest
+	(*HeartbeatRequest)(nil),                // 41: gofl.v1.HeartbeatRequest
+	(*TaskManagerHeartbeatResponse)(nil),    // 42: gofl.v1.TaskManagerHeartbeatResponse
+	(*DisconnectJobManagerRequest)(nil),     // 43: gofl.v1.DisconnectJobManagerRequest
+	(*BlobChunk)(nil),                       // 44: gofl.v1.BlobChunk
+	(*GetBlobByKeyRequest)(nil),             // 45: gofl.v1.GetBlobByKeyRequest
+	nil,                                     // 46: gofl.v1.UpdateTaskExecutionStateRequest.AccumulatorsEntry
+	nil,                                     // 47: gofl.v1.TaskManagerHeartbeatResponse.StatusMetricsEntry
+	(*ExecutionAttemptID)(nil),              // 48: gofl.v1.ExecutionAttemptID
+	(*OperatorSubtaskStateHandle)(nil),      // 49: gofl.v1.OperatorSubtaskStateHandle
+	(*CheckpointMetrics)(nil),               // 50: gofl.v1.CheckpointMetrics
+	(*CheckpointOptions)(nil),               // 51: gofl.v1.CheckpointOptions
+	(*TaskDeploymentDescriptor)(nil),        // 52: gofl.v1.TaskDeploymentDescriptor
 }
 var file_cluster_proto_depIdxs = []int32{
 	3,  // 0: gofl.v1.SlotReport.slots:type_name -> gofl.v1.SlotStatus
 	2,  // 1: gofl.v1.RegisterTaskExecutorRequest.location:type_name -> gofl.v1.TaskManagerLocation
 	6,  // 2: gofl.v1.RegisterTaskExecutorRequest.hardware:type_name -> gofl.v1.TaskManagerHardware
-	4,  // 3: gofl.v1.SendSlotReportRequest.slot_report:type_name -> gofl.v1.SlotReport
-	2,  // 4: gofl.v1.RegisterTaskManagerRequest.location:type_name -> gofl.v1.TaskManagerLocation
-	12, // 5: gofl.v1.OfferSlotsRequest.slots:type_name -> gofl.v1.SlotOffer
-	46, // 6: gofl.v1.TaskIOMetrics.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	17, // 7: gofl.v1.TaskIOMetrics.user_metrics:type_name -> gofl.v1.UserMetric
-	0,  // 8: gofl.v1.UserMetric.type:type_name -> gofl.v1.UserMetric.Type
-	18, // 9: gofl.v1.UserMetric.histogram:type_name -> gofl.v1.HistogramStatistics
-	46, // 10: gofl.v1.UpdateTaskExecutionStateRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	15, // 11: gofl.v1.UpdateTaskExecutionStateRequest.failure:type_name -> gofl.v1.FailureInfo
-	16, // 12: gofl.v1.UpdateTaskExecutionStateRequest.metrics:type_name -> gofl.v1.TaskIOMetrics
-	44, // 13: gofl.v1.UpdateTaskExecutionStateRequest.accumulators:type_name -> gofl.v1.UpdateTaskExecutionStateRequest.AccumulatorsEntry
-	46, // 14: gofl.v1.NotifyEndOfDataRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	37, // 15: gofl.v1.ReportPartitionsLostRequest.partitions:type_name -> gofl.v1.ResultPartitionIDProto
-	46, // 16: gofl.v1.AcknowledgeCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	47, // 17: gofl.v1.AcknowledgeCheckpointRequest.operators:type_name -> gofl.v1.OperatorSubtaskStateHandle
-	48, // 18: gofl.v1.AcknowledgeCheckpointRequest.metrics:type_name -> gofl.v1.CheckpointMetrics
-	46, // 19: gofl.v1.DeclineCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	15, // 20: gofl.v1.DeclineCheckpointRequest.reason:type_name -> gofl.v1.FailureInfo
-	46, // 21: gofl.v1.TriggerCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	49, // 22: gofl.v1.TriggerCheckpointRequest.options:type_name -> gofl.v1.CheckpointOptions
-	46, // 23: gofl.v1.NotifyCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	25, // 24: gofl.v1.RunnerCheckpointReport.acknowledge:type_name -> gofl.v1.AcknowledgeCheckpointRequest
-	26, // 25: gofl.v1.RunnerCheckpointReport.decline:type_name -> gofl.v1.DeclineCheckpointRequest
-	31, // 26: gofl.v1.RunnerCheckpointReport.operator_event:type_name -> gofl.v1.OperatorEventRequest
-	23, // 27: gofl.v1.RunnerCheckpointReport.end_of_data:type_name -> gofl.v1.NotifyEndOfDataRequest
-	46, // 28: gofl.v1.OperatorEventRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	50, // 29: gofl.v1.SubmitTaskRequest.tdd:type_name -> gofl.v1.TaskDeploymentDescriptor
-	46, // 30: gofl.v1.CancelTaskRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
-	46, // 31: gofl.v1.ResultPartitionIDProto.producer:type_name -> gofl.v1.ExecutionAttemptID
-	37, // 32: gofl.v1.ReleasePartitionsRequest.partitions:type_name -> gofl.v1.ResultPartitionIDProto
-	4,  // 33: gofl.v1.TaskManagerHeartbeatResponse.slot_report:type_name -> gofl.v1.SlotReport
-	46, // 34: gofl.v1.TaskManagerHeartbeatResponse.running:type_name -> gofl.v1.ExecutionAttemptID
-	16, // 35: gofl.v1.TaskManagerHeartbeatResponse.metrics:type_name -> gofl.v1.TaskIOMetrics
-	37, // 36: gofl.v1.TaskManagerHeartbeatResponse.partitions:type_name -> gofl.v1.ResultPartitionIDProto
-	45, // 37: gofl.v1.TaskManagerHeartbeatResponse.status_metrics:type_name -> gofl.v1.TaskManagerHeartbeatResponse.StatusMetricsEntry
-	5,  // 38: gofl.v1.ResourceManagerService.RegisterTaskExecutor:input_type -> gofl.v1.RegisterTaskExecutorRequest
-	8,  // 39: gofl.v1.ResourceManagerService.SendSlotReport:input_type -> gofl.v1.SendSlotReportRequest
-	9,  // 40: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:input_type -> gofl.v1.DisconnectTaskExecutorRequest
-	10, // 41: gofl.v1.JobMasterService.RegisterTaskManager:input_type -> gofl.v1.RegisterTaskManagerRequest
-	13, // 42: gofl.v1.JobMasterService.OfferSlots:input_type -> gofl.v1.OfferSlotsRequest
-	19, // 43: gofl.v1.JobMasterService.UpdateTaskExecutionState:input_type -> gofl.v1.UpdateTaskExecutionStateRequest
-	20, // 44: gofl.v1.JobMasterService.DisconnectTaskManager:input_type -> gofl.v1.DisconnectTaskManagerRequest
-	21, // 45: gofl.v1.JobMasterService.GetBlob:input_type -> gofl.v1.GetBlobRequest
-	24, // 46: gofl.v1.JobMasterService.ReportPartitionsLost:input_type -> gofl.v1.ReportPartitionsLostRequest
-	25, // 47: gofl.v1.JobMasterService.AcknowledgeCheckpoint:input_type -> gofl.v1.AcknowledgeCheckpointRequest
-	26, // 48: gofl.v1.JobMasterService.DeclineCheckpoint:input_type -> gofl.v1.DeclineCheckpointRequest
-	31, // 49: gofl.v1.JobMasterService.SendOperatorEventToCoordinator:input_type -> gofl.v1.OperatorEventRequest
-	23, // 50: gofl.v1.JobMasterService.NotifyEndOfData:input_type -> gofl.v1.NotifyEndOfDataRequest
-	32, // 51: gofl.v1.TaskExecutorService.RequestSlot:input_type -> gofl.v1.RequestSlotRequest
-	33, // 52: gofl.v1.TaskExecutorService.SubmitTask:input_type -> gofl.v1.SubmitTaskRequest
-	34, // 53: gofl.v1.TaskExecutorService.CancelTask:input_type -> gofl.v1.CancelTaskRequest
-	36, // 54: gofl.v1.TaskExecutorService.FreeSlot:input_type -> gofl.v1.FreeSlotRequest
-	38, // 55: gofl.v1.TaskExecutorService.ReleasePartitions:input_type -> gofl.v1.ReleasePartitionsRequest
-	39, // 56: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:input_type -> gofl.v1.HeartbeatRequest
-	39, // 57: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:input_type -> gofl.v1.HeartbeatRequest
-	41, // 58: gofl.v1.TaskExecutorService.DisconnectJobManager:input_type -> gofl.v1.DisconnectJobManagerRequest
-	27, // 59: gofl.v1.TaskExecutorService.TriggerCheckpoint:input_type -> gofl.v1.TriggerCheckpointRequest
-	28, // 60: gofl.v1.TaskExecutorService.NotifyCheckpoint:input_type -> gofl.v1.NotifyCheckpointRequest
-	31, // 61: gofl.v1.TaskExecutorService.SendOperatorEventToTask:input_type -> gofl.v1.OperatorEventRequest
-	43, // 62: gofl.v1.BlobService.GetBlobByKey:input_type -> gofl.v1.GetBlobByKeyRequest
-	7,  // 63: gofl.v1.ResourceManagerService.RegisterTaskExecutor:output_type -> gofl.v1.RegisterTaskExecutorResponse
-	1,  // 64: gofl.v1.ResourceManagerService.SendSlotReport:output_type -> gofl.v1.Ack
-	1,  // 65: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:output_type -> gofl.v1.Ack
-	11, // 66: gofl.v1.JobMasterService.RegisterTaskManager:output_type -> gofl.v1.RegisterTaskManagerResponse
-	14, // 67: gofl.v1.JobMasterService.OfferSlots:output_type -> gofl.v1.OfferSlotsResponse
-	1,  // 68: gofl.v1.JobMasterService.UpdateTaskExecutionState:output_type -> gofl.v1.Ack
-	1,  // 69: gofl.v1.JobMasterService.DisconnectTaskManager:output_type -> gofl.v1.Ack
-	22, // 70: gofl.v1.JobMasterService.GetBlob:output_type -> gofl.v1.GetBlobResponse
-	1,  // 71: gofl.v1.JobMasterService.ReportPartitionsLost:output_type -> gofl.v1.Ack
-	1,  // 72: gofl.v1.JobMasterService.AcknowledgeCheckpoint:output_type -> gofl.v1.Ack
-	1,  // 73: gofl.v1.JobMasterService.DeclineCheckpoint:output_type -> gofl.v1.Ack
-	1,  // 74: gofl.v1.JobMasterService.SendOperatorEventToCoordinator:output_type -> gofl.v1.Ack
-	1,  // 75: gofl.v1.JobMasterService.NotifyEndOfData:output_type -> gofl.v1.Ack
-	1,  // 76: gofl.v1.TaskExecutorService.RequestSlot:output_type -> gofl.v1.Ack
-	1,  // 77: gofl.v1.TaskExecutorService.SubmitTask:output_type -> gofl.v1.Ack
-	35, // 78: gofl.v1.TaskExecutorService.CancelTask:output_type -> gofl.v1.CancelTaskResponse
-	1,  // 79: gofl.v1.TaskExecutorService.FreeSlot:output_type -> gofl.v1.Ack
-	1,  // 80: gofl.v1.TaskExecutorService.ReleasePartitions:output_type -> gofl.v1.Ack
-	40, // 81: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
-	40, // 82: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
-	1,  // 83: gofl.v1.TaskExecutorService.DisconnectJobManager:output_type -> gofl.v1.Ack
-	1,  // 84: gofl.v1.TaskExecutorService.TriggerCheckpoint:output_type -> gofl.v1.Ack
-	1,  // 85: gofl.v1.TaskExecutorService.NotifyCheckpoint:output_type -> gofl.v1.Ack
-	1,  // 86: gofl.v1.TaskExecutorService.SendOperatorEventToTask:output_type -> gofl.v1.Ack
-	42, // 87: gofl.v1.BlobService.GetBlobByKey:output_type -> gofl.v1.BlobChunk
-	63, // [63:88] is the sub-list for method output_type
-	38, // [38:63] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	8,  // 3: gofl.v1.RegisterTaskExecutorResponse.delegation_tokens:type_name -> gofl.v1.DelegationToken
+	8,  // 4: gofl.v1.UpdateDelegationTokensRequest.tokens:type_name -> gofl.v1.DelegationToken
+	4,  // 5: gofl.v1.SendSlotReportRequest.slot_report:type_name -> gofl.v1.SlotReport
+	2,  // 6: gofl.v1.RegisterTaskManagerRequest.location:type_name -> gofl.v1.TaskManagerLocation
+	14, // 7: gofl.v1.OfferSlotsRequest.slots:type_name -> gofl.v1.SlotOffer
+	48, // 8: gofl.v1.TaskIOMetrics.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	19, // 9: gofl.v1.TaskIOMetrics.user_metrics:type_name -> gofl.v1.UserMetric
+	0,  // 10: gofl.v1.UserMetric.type:type_name -> gofl.v1.UserMetric.Type
+	20, // 11: gofl.v1.UserMetric.histogram:type_name -> gofl.v1.HistogramStatistics
+	48, // 12: gofl.v1.UpdateTaskExecutionStateRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	17, // 13: gofl.v1.UpdateTaskExecutionStateRequest.failure:type_name -> gofl.v1.FailureInfo
+	18, // 14: gofl.v1.UpdateTaskExecutionStateRequest.metrics:type_name -> gofl.v1.TaskIOMetrics
+	46, // 15: gofl.v1.UpdateTaskExecutionStateRequest.accumulators:type_name -> gofl.v1.UpdateTaskExecutionStateRequest.AccumulatorsEntry
+	48, // 16: gofl.v1.NotifyEndOfDataRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	39, // 17: gofl.v1.ReportPartitionsLostRequest.partitions:type_name -> gofl.v1.ResultPartitionIDProto
+	48, // 18: gofl.v1.AcknowledgeCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	49, // 19: gofl.v1.AcknowledgeCheckpointRequest.operators:type_name -> gofl.v1.OperatorSubtaskStateHandle
+	50, // 20: gofl.v1.AcknowledgeCheckpointRequest.metrics:type_name -> gofl.v1.CheckpointMetrics
+	48, // 21: gofl.v1.DeclineCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	17, // 22: gofl.v1.DeclineCheckpointRequest.reason:type_name -> gofl.v1.FailureInfo
+	48, // 23: gofl.v1.TriggerCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	51, // 24: gofl.v1.TriggerCheckpointRequest.options:type_name -> gofl.v1.CheckpointOptions
+	48, // 25: gofl.v1.NotifyCheckpointRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	27, // 26: gofl.v1.RunnerCheckpointReport.acknowledge:type_name -> gofl.v1.AcknowledgeCheckpointRequest
+	28, // 27: gofl.v1.RunnerCheckpointReport.decline:type_name -> gofl.v1.DeclineCheckpointRequest
+	33, // 28: gofl.v1.RunnerCheckpointReport.operator_event:type_name -> gofl.v1.OperatorEventRequest
+	25, // 29: gofl.v1.RunnerCheckpointReport.end_of_data:type_name -> gofl.v1.NotifyEndOfDataRequest
+	48, // 30: gofl.v1.OperatorEventRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	52, // 31: gofl.v1.SubmitTaskRequest.tdd:type_name -> gofl.v1.TaskDeploymentDescriptor
+	48, // 32: gofl.v1.CancelTaskRequest.attempt:type_name -> gofl.v1.ExecutionAttemptID
+	48, // 33: gofl.v1.ResultPartitionIDProto.producer:type_name -> gofl.v1.ExecutionAttemptID
+	39, // 34: gofl.v1.ReleasePartitionsRequest.partitions:type_name -> gofl.v1.ResultPartitionIDProto
+	4,  // 35: gofl.v1.TaskManagerHeartbeatResponse.slot_report:type_name -> gofl.v1.SlotReport
+	48, // 36: gofl.v1.TaskManagerHeartbeatResponse.running:type_name -> gofl.v1.ExecutionAttemptID
+	18, // 37: gofl.v1.TaskManagerHeartbeatResponse.metrics:type_name -> gofl.v1.TaskIOMetrics
+	39, // 38: gofl.v1.TaskManagerHeartbeatResponse.partitions:type_name -> gofl.v1.ResultPartitionIDProto
+	47, // 39: gofl.v1.TaskManagerHeartbeatResponse.status_metrics:type_name -> gofl.v1.TaskManagerHeartbeatResponse.StatusMetricsEntry
+	5,  // 40: gofl.v1.ResourceManagerService.RegisterTaskExecutor:input_type -> gofl.v1.RegisterTaskExecutorRequest
+	10, // 41: gofl.v1.ResourceManagerService.SendSlotReport:input_type -> gofl.v1.SendSlotReportRequest
+	11, // 42: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:input_type -> gofl.v1.DisconnectTaskExecutorRequest
+	12, // 43: gofl.v1.JobMasterService.RegisterTaskManager:input_type -> gofl.v1.RegisterTaskManagerRequest
+	15, // 44: gofl.v1.JobMasterService.OfferSlots:input_type -> gofl.v1.OfferSlotsRequest
+	21, // 45: gofl.v1.JobMasterService.UpdateTaskExecutionState:input_type -> gofl.v1.UpdateTaskExecutionStateRequest
+	22, // 46: gofl.v1.JobMasterService.DisconnectTaskManager:input_type -> gofl.v1.DisconnectTaskManagerRequest
+	23, // 47: gofl.v1.JobMasterService.GetBlob:input_type -> gofl.v1.GetBlobRequest
+	26, // 48: gofl.v1.JobMasterService.ReportPartitionsLost:input_type -> gofl.v1.ReportPartitionsLostRequest
+	27, // 49: gofl.v1.JobMasterService.AcknowledgeCheckpoint:input_type -> gofl.v1.AcknowledgeCheckpointRequest
+	28, // 50: gofl.v1.JobMasterService.DeclineCheckpoint:input_type -> gofl.v1.DeclineCheckpointRequest
+	33, // 51: gofl.v1.JobMasterService.SendOperatorEventToCoordinator:input_type -> gofl.v1.OperatorEventRequest
+	25, // 52: gofl.v1.JobMasterService.NotifyEndOfData:input_type -> gofl.v1.NotifyEndOfDataRequest
+	34, // 53: gofl.v1.TaskExecutorService.RequestSlot:input_type -> gofl.v1.RequestSlotRequest
+	35, // 54: gofl.v1.TaskExecutorService.SubmitTask:input_type -> gofl.v1.SubmitTaskRequest
+	36, // 55: gofl.v1.TaskExecutorService.CancelTask:input_type -> gofl.v1.CancelTaskRequest
+	38, // 56: gofl.v1.TaskExecutorService.FreeSlot:input_type -> gofl.v1.FreeSlotRequest
+	40, // 57: gofl.v1.TaskExecutorService.ReleasePartitions:input_type -> gofl.v1.ReleasePartitionsRequest
+	41, // 58: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:input_type -> gofl.v1.HeartbeatRequest
+	41, // 59: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:input_type -> gofl.v1.HeartbeatRequest
+	43, // 60: gofl.v1.TaskExecutorService.DisconnectJobManager:input_type -> gofl.v1.DisconnectJobManagerRequest
+	29, // 61: gofl.v1.TaskExecutorService.TriggerCheckpoint:input_type -> gofl.v1.TriggerCheckpointRequest
+	30, // 62: gofl.v1.TaskExecutorService.NotifyCheckpoint:input_type -> gofl.v1.NotifyCheckpointRequest
+	33, // 63: gofl.v1.TaskExecutorService.SendOperatorEventToTask:input_type -> gofl.v1.OperatorEventRequest
+	9,  // 64: gofl.v1.TaskExecutorService.UpdateDelegationTokens:input_type -> gofl.v1.UpdateDelegationTokensRequest
+	45, // 65: gofl.v1.BlobService.GetBlobByKey:input_type -> gofl.v1.GetBlobByKeyRequest
+	7,  // 66: gofl.v1.ResourceManagerService.RegisterTaskExecutor:output_type -> gofl.v1.RegisterTaskExecutorResponse
+	1,  // 67: gofl.v1.ResourceManagerService.SendSlotReport:output_type -> gofl.v1.Ack
+	1,  // 68: gofl.v1.ResourceManagerService.DisconnectTaskExecutor:output_type -> gofl.v1.Ack
+	13, // 69: gofl.v1.JobMasterService.RegisterTaskManager:output_type -> gofl.v1.RegisterTaskManagerResponse
+	16, // 70: gofl.v1.JobMasterService.OfferSlots:output_type -> gofl.v1.OfferSlotsResponse
+	1,  // 71: gofl.v1.JobMasterService.UpdateTaskExecutionState:output_type -> gofl.v1.Ack
+	1,  // 72: gofl.v1.JobMasterService.DisconnectTaskManager:output_type -> gofl.v1.Ack
+	24, // 73: gofl.v1.JobMasterService.GetBlob:output_type -> gofl.v1.GetBlobResponse
+	1,  // 74: gofl.v1.JobMasterService.ReportPartitionsLost:output_type -> gofl.v1.Ack
+	1,  // 75: gofl.v1.JobMasterService.AcknowledgeCheckpoint:output_type -> gofl.v1.Ack
+	1,  // 76: gofl.v1.JobMasterService.DeclineCheckpoint:output_type -> gofl.v1.Ack
+	1,  // 77: gofl.v1.JobMasterService.SendOperatorEventToCoordinator:output_type -> gofl.v1.Ack
+	1,  // 78: gofl.v1.JobMasterService.NotifyEndOfData:output_type -> gofl.v1.Ack
+	1,  // 79: gofl.v1.TaskExecutorService.RequestSlot:output_type -> gofl.v1.Ack
+	1,  // 80: gofl.v1.TaskExecutorService.SubmitTask:output_type -> gofl.v1.Ack
+	37, // 81: gofl.v1.TaskExecutorService.CancelTask:output_type -> gofl.v1.CancelTaskResponse
+	1,  // 82: gofl.v1.TaskExecutorService.FreeSlot:output_type -> gofl.v1.Ack
+	1,  // 83: gofl.v1.TaskExecutorService.ReleasePartitions:output_type -> gofl.v1.Ack
+	42, // 84: gofl.v1.TaskExecutorService.HeartbeatFromResourceManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
+	42, // 85: gofl.v1.TaskExecutorService.HeartbeatFromJobManager:output_type -> gofl.v1.TaskManagerHeartbeatResponse
+	1,  // 86: gofl.v1.TaskExecutorService.DisconnectJobManager:output_type -> gofl.v1.Ack
+	1,  // 87: gofl.v1.TaskExecutorService.TriggerCheckpoint:output_type -> gofl.v1.Ack
+	1,  // 88: gofl.v1.TaskExecutorService.NotifyCheckpoint:output_type -> gofl.v1.Ack
+	1,  // 89: gofl.v1.TaskExecutorService.SendOperatorEventToTask:output_type -> gofl.v1.Ack
+	1,  // 90: gofl.v1.TaskExecutorService.UpdateDelegationTokens:output_type -> gofl.v1.Ack
+	44, // 91: gofl.v1.BlobService.GetBlobByKey:output_type -> gofl.v1.BlobChunk
+	66, // [66:92] is the sub-list for method output_type
+	40, // [40:66] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_cluster_proto_init() }
@@ -3408,7 +3571,7 @@ func file_cluster_proto_init() {
 	}
 	file_deployment_proto_init()
 	file_checkpoint_proto_init()
-	file_cluster_proto_msgTypes[28].OneofWrappers = []any{
+	file_cluster_proto_msgTypes[30].OneofWrappers = []any{
 		(*RunnerCheckpointReport_Acknowledge)(nil),
 		(*RunnerCheckpointReport_Decline)(nil),
 		(*RunnerCheckpointReport_OperatorEvent)(nil),
@@ -3420,7 +3583,7 @@ func file_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cluster_proto_rawDesc), len(file_cluster_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   45,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

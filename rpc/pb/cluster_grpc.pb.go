@@ -698,6 +698,7 @@ const (
 	TaskExecutorService_TriggerCheckpoint_FullMethodName            = "/gofl.v1.TaskExecutorService/TriggerCheckpoint"
 	TaskExecutorService_NotifyCheckpoint_FullMethodName             = "/gofl.v1.TaskExecutorService/NotifyCheckpoint"
 	TaskExecutorService_SendOperatorEventToTask_FullMethodName      = "/gofl.v1.TaskExecutorService/SendOperatorEventToTask"
+	TaskExecutorService_UpdateDelegationTokens_FullMethodName       = "/gofl.v1.TaskExecutorService/UpdateDelegationTokens"
 )
 
 // TaskExecutorServiceClient is the client API for TaskExecutorService service.
@@ -725,6 +726,12 @@ type TaskExecutorServiceClient interface {
 	// here; NOT_FOUND as for TriggerCheckpoint. Delivered to the task in the
 	// order of the calls (and after the checkpoint messages sent before it).
 	SendOperatorEventToTask(ctx context.Context, in *OperatorEventRequest, opts ...grpc.CallOption) (*Ack, error)
+	// The cluster's renewed or replaced HDFS delegation tokens (Flink's
+	// TaskExecutorGateway.updateDelegationTokens), sent by the leading
+	// ResourceManager after every renewal. Idempotent. FAILED_PRECONDITION
+	// from a ResourceManager this TaskManager is not registered at;
+	// INVALID_ARGUMENT for a token that does not parse.
+	UpdateDelegationTokens(ctx context.Context, in *UpdateDelegationTokensRequest, opts ...grpc.CallOption) (*Ack, error)
 }
 
 type taskExecutorServiceClient struct {
@@ -845,6 +852,16 @@ func (c *taskExecutorServiceClient) SendOperatorEventToTask(ctx context.Context,
 	return out, nil
 }
 
+func (c *taskExecutorServiceClient) UpdateDelegationTokens(ctx context.Context, in *UpdateDelegationTokensRequest, opts ...grpc.CallOption) (*Ack, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Ack)
+	err := c.cc.Invoke(ctx, TaskExecutorService_UpdateDelegationTokens_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TaskExecutorServiceServer is the server API for TaskExecutorService service.
 // All implementations must embed UnimplementedTaskExecutorServiceServer
 // for forward compatibility.
@@ -870,6 +887,12 @@ type TaskExecutorServiceServer interface {
 	// here; NOT_FOUND as for TriggerCheckpoint. Delivered to the task in the
 	// order of the calls (and after the checkpoint messages sent before it).
 	SendOperatorEventToTask(context.Context, *OperatorEventRequest) (*Ack, error)
+	// The cluster's renewed or replaced HDFS delegation tokens (Flink's
+	// TaskExecutorGateway.updateDelegationTokens), sent by the leading
+	// ResourceManager after every renewal. Idempotent. FAILED_PRECONDITION
+	// from a ResourceManager this TaskManager is not registered at;
+	// INVALID_ARGUMENT for a token that does not parse.
+	UpdateDelegationTokens(context.Context, *UpdateDelegationTokensRequest) (*Ack, error)
 	mustEmbedUnimplementedTaskExecutorServiceServer()
 }
 
@@ -912,6 +935,9 @@ func (UnimplementedTaskExecutorServiceServer) NotifyCheckpoint(context.Context, 
 }
 func (UnimplementedTaskExecutorServiceServer) SendOperatorEventToTask(context.Context, *OperatorEventRequest) (*Ack, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method SendOperatorEventToTask not implemented")
+}
+func (UnimplementedTaskExecutorServiceServer) UpdateDelegationTokens(context.Context, *UpdateDelegationTokensRequest) (*Ack, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method UpdateDelegationTokens not implemented")
 }
 func (UnimplementedTaskExecutorServiceServer) mustEmbedUnimplementedTaskExecutorServiceServer() {}
 func (UnimplementedTaskExecutorServiceServer) testEmbeddedByValue()                             {}
@@ -1132,6 +1158,24 @@ func _TaskExecutorService_SendOperatorEventToTask_Handler(srv interface{}, ctx c
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TaskExecutorService_UpdateDelegationTokens_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateDelegationTokensRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TaskExecutorServiceServer).UpdateDelegationTokens(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TaskExecutorService_UpdateDelegationTokens_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TaskExecutorServiceServer).UpdateDelegationTokens(ctx, req.(*UpdateDelegationTokensRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // TaskExecutorService_ServiceDesc is the grpc.ServiceDesc for TaskExecutorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1182,6 +1226,10 @@ var TaskExecutorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SendOperatorEventToTask",
 			Handler:    _TaskExecutorService_SendOperatorEventToTask_Handler,
+		},
+		{
+			MethodName: "UpdateDelegationTokens",
+			Handler:    _TaskExecutorService_UpdateDelegationTokens_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
