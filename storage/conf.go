@@ -49,6 +49,13 @@ func ClientEnv(c *conf.Configuration) []string {
 	return env
 }
 
+// SetProcessOptions makes opts what OptionsFromEnv returns in this
+// process: for a process whose file-system settings come from its own
+// configuration, not from a TaskManager's environment (a JobManager, whose
+// split enumerators list files). It is called once at start; once
+// OptionsFromEnv has run, it has no effect.
+func SetProcessOptions(opts Options) { envOptionsOnce.Do(func() { envOptions = opts }) }
+
 var (
 	envOptionsOnce sync.Once
 	envOptions     Options

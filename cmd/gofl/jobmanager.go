@@ -10,6 +10,7 @@ import (
 	"github.com/gofl/gofl/conf"
 	"github.com/gofl/gofl/jobmanager"
 	"github.com/gofl/gofl/providers/local"
+	"github.com/gofl/gofl/storage"
 )
 
 func jobmanagerCommand() *cli.Command {
@@ -46,6 +47,9 @@ func runJobManager(c *cli.Context) error {
 	if err := applySecretsFile(c.Context, cfg); err != nil {
 		return fmt.Errorf("jobmanager: %w", err)
 	}
+	// Split enumerators (the file source's) run here and open files with
+	// this JobManager's settings: its Kerberos login or tokens.
+	storage.SetProcessOptions(storage.OptionsFromConf(cfg))
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	jm, err := jobmanager.Start(ctx, cfg, log)

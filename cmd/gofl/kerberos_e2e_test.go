@@ -377,7 +377,7 @@ func TestSessionKerberosHAFailoverE2E(t *testing.T) {
 var longToken = regexp.MustCompile(`[A-Za-z0-9_-]{100,}`)
 
 // A job submitted to a session with its user's keytab acts as that user:
-// the session's user (gofl) cannot read another user's private directory;
+// the session's user (gofl) cannot write in another user's private directory;
 // submitted with the other user's keytab, the client obtains that user's delegation
 // tokens (renewer: the session's user) and ships them with the job, the
 // JobManager stages them 0600, names them to the TaskManagers and renews
@@ -412,10 +412,14 @@ func TestSessionKerberosJobTokensE2E(t *testing.T) {
 	if err := other.(storage.Chmoder).Chmod(ctx, private, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := storage.WriteFileAtomic(ctx, other, private+"/input.txt", strings.NewReader(e2eText)); err != nil {
+	// The input is the other user's too, but readable: the file source's
+	// splits are listed by the JobManager with the cluster's credentials
+	// (cluster-wide, as Flink's tokens are); the tasks write as the job's.
+	input := base + "/shared/input.txt"
+	if _, err := storage.WriteFileAtomic(ctx, other, input, strings.NewReader(e2eText)); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = other.RemoveAll(context.Background(), private) })
+	t.Cleanup(func() { _ = other.RemoveAll(context.Background(), private); _ = other.RemoveAll(context.Background(), input) })
 
 	common := []string{"-D", "fs.hdfs.hadoopconf=" + k.ConfDir, "-D", "security.kerberos.krb5-conf.path=" + k.Krb5Conf, "-D", "log.level=info"}
 	login := func(principal, keytab string) []string {
@@ -425,13 +429,13 @@ func TestSessionKerberosJobTokensE2E(t *testing.T) {
 	expectOK(t, e.run("session", "start", "-t", "local", "--name", "kj", "-n", "1"), "session start on Kerberized HDFS")
 	defer e.run("session", "stop", "kj")
 	wc := func(out string) e2eResult {
-		return e.run("run", "-m", "session", "-c", "kj", e.wc, "--input", k.NameNode+private+"/input.txt", "--output", k.NameNode+out)
+		return e.run("run", "-m", "session", "-c", "kj", e.wc, "--input", k.NameNode+input, "--output", k.NameNode+out)
 	}
 	var logs []string // every client output, for the secrets check
 
-	// The session's user cannot read the directory.
-	if _, err := storage.ReadFile(ctx, fsys, private+"/input.txt"); !errors.Is(err, storage.ErrPermission) {
-		t.Fatalf("the session's user reading the other user's file: %v, want ErrPermission", err)
+	// The session's user cannot use the directory.
+	if err := fsys.MkdirAll(ctx, private+"/out"); !errors.Is(err, storage.ErrPermission) {
+		t.Fatalf("the session's user writing in the other user's directory: %v, want ErrPermission", err)
 	}
 	e.extraArg = login(k.OtherPrincipal, k.OtherKeytab)
 	r := wc(private + "/out")
