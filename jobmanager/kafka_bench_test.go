@@ -4,14 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
-	"syscall"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/gofl/gofl/connectors/kafka/kafkatest"
 	"github.com/gofl/gofl/rpc/restapi"
@@ -29,17 +28,12 @@ import (
 // 0.7 or more. The job's figure includes planning, submission and
 // deployment (a few seconds on a loaded machine); gofl-deployed-records/s
 // and ratio-deployed count from the moment every reader runs instead, as a
-// throughput of a running job (Flink's benchmarks measure that).
-// GOFL_BENCH_KAFKA_RECORDS sets the input (default 1,000,000).
-//
-// On a shared machine the wall clock is noisy, so the CPU each side spent
-// per million records is reported too: gofl-cpu-s/M sums the TaskManager
-// processes with their reaped runners and this process (the JobManager)
-// from submission until the runners ended; plain-cpu-s/M is this process
-// during the loop; broker-*-cpu-s/M is the broker's (a java process found
-// by its listener) during each.
+// throughput of a running job (Flink's benchmarks measure that). GOFL_BENCH_KAFKA_RECORDS sets the input (default 1,000,000).
 func BenchmarkKafkaVsPlain(b *testing.B) {
-	n := kafkatest.BenchRecords(1_000_000)
+	n := 1_000_000
+	if v, err := strconv.Atoi(os.Getenv("GOFL_BENCH_KAFKA_RECORDS")); err == nil && v > 0 {
+		n = v
+	}
 	const keys, partitions = 1024, 2
 	broker := kafkatest.Broker(b)
 	in := kafkatest.Topic(b, broker, "bench-in", partitions)
@@ -53,15 +47,11 @@ func BenchmarkKafkaVsPlain(b *testing.B) {
 	c.startTaskManagerProcessWith("tm-0", 2, nil)
 	c.startTaskManagerProcessWith("tm-1", 2, nil)
 	c.waitForTaskManagers(2)
-	tms := []int{c.tmPid("tm-0"), c.tmPid("tm-1")}
-	brokerPid := kafkaBrokerPid(broker)
 	b.ResetTimer()
 	var goflTime, goflRunning, plainTime time.Duration
-	var goflCPU, plainCPU, goflBrokerCPU, plainBrokerCPU time.Duration
 	for i := 0; i < b.N; i++ {
 		out := kafkatest.Topic(b, broker, "bench-gofl-out", partitions)
 		start := time.Now()
-		cpu0, bcpu0 := selfCPU()+procsCPU(tms...), procsCPU(brokerPid)
 		id := c.runSDKJob(testJobBinary, 2, "kafka-counts", "--brokers", broker, "--input", in, "--output", out,
 			"--keys", strconv.Itoa(keys), "--prefix", "gofl-bench-"+out, "--bounded", "--at-least-once")
 		// Deployed: every reader runs (or already ended).
@@ -74,29 +64,17 @@ func BenchmarkKafkaVsPlain(b *testing.B) {
 			return nil
 		})
 		deployed := time.Now()
-		waitKafkaJob(b, c, id, 3*time.Minute)
+		c.waitFor(id, 10*time.Minute, "FINISHED")
 		goflTime += time.Since(start)
 		goflRunning += time.Since(deployed)
-		goflBrokerCPU += procsCPU(brokerPid) - bcpu0
-		// The runners' CPU counts once the TaskManagers reaped them.
-		c.eventually(time.Minute, func() error {
-			if pids := runnerPids(id); len(pids) > 0 {
-				return fmt.Errorf("runners %v still run", pids)
-			}
-			return nil
-		})
-		goflCPU += selfCPU() + procsCPU(tms...) - cpu0
 		checkTopicRecords(b, adm, out, n)
 
 		out = kafkatest.Topic(b, broker, "bench-plain-out", partitions)
 		start = time.Now()
-		cpu0, bcpu0 = selfCPU(), procsCPU(brokerPid)
-		if err := kafkatest.PlainCounts(broker, in, out, n, keys); err != nil {
+		if err := plainKafkaCounts(broker, in, out, n, keys); err != nil {
 			b.Fatal(err)
 		}
 		plainTime += time.Since(start)
-		plainCPU += selfCPU() - cpu0
-		plainBrokerCPU += procsCPU(brokerPid) - bcpu0
 		checkTopicRecords(b, adm, out, n)
 	}
 	gofl := float64(n) * float64(b.N) / goflTime.Seconds()
@@ -107,96 +85,58 @@ func BenchmarkKafkaVsPlain(b *testing.B) {
 	running := float64(n) * float64(b.N) / goflRunning.Seconds()
 	b.ReportMetric(running, "gofl-deployed-records/s")
 	b.ReportMetric(running/plain, "ratio-deployed")
-	perM := func(d time.Duration) float64 { return d.Seconds() * 1e6 / float64(n) / float64(b.N) }
-	b.ReportMetric(perM(goflCPU), "gofl-cpu-s/M")
-	b.ReportMetric(perM(plainCPU), "plain-cpu-s/M")
-	if brokerPid != 0 {
-		b.ReportMetric(perM(goflBrokerCPU), "broker-gofl-cpu-s/M")
-		b.ReportMetric(perM(plainBrokerCPU), "broker-plain-cpu-s/M")
-	}
 }
 
-// waitKafkaJob waits until job id FINISHED; when it does not, it logs
-// every vertex's subtask states and the tails of the runners' logs.
-func waitKafkaJob(b *testing.B, c *cluster, id string, timeout time.Duration) {
-	b.Helper()
-	ctx, cancel := context.WithTimeout(c.ctx, timeout)
+// plainKafkaCounts is kafka-counts without a framework: read the n
+// numbers of in from the start, count per key n mod keys, write "key
+// count" records keyed by key to out, and wait for their acknowledgement.
+func plainKafkaCounts(broker, in, out string, n, keys int) error {
+	cons, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.ConsumeTopics(in),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		return err
+	}
+	defer cons.Close()
+	prod, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.DefaultProduceTopic(out))
+	if err != nil {
+		return err
+	}
+	defer prod.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	if _, err := c.client.WaitForJobStatus(ctx, id, "FINISHED"); err == nil {
-		return
-	}
-	if d, err := c.client.JobDetails(c.ctx, id); err == nil {
-		for _, v := range d.Vertices {
-			if jv, err := c.client.JobVertex(c.ctx, id, v.ID); err == nil {
-				for _, st := range jv.Subtasks {
-					b.Logf("%s[%d]: %s", v.Name, st.Subtask, st.Status)
-				}
-			}
-		}
-	}
-	_ = filepath.WalkDir(c.dir, func(path string, _ os.DirEntry, err error) error {
-		if err == nil && filepath.Base(path) == "runner.log" {
-			if data, err := os.ReadFile(path); err == nil {
-				lines := strings.Split(string(data), "\n")
-				b.Logf("%s:\n%s", path, strings.Join(lines[max(0, len(lines)-60):], "\n"))
-			}
-		}
-		return nil
-	})
-	b.Fatalf("job %s did not finish in %s", id, timeout)
-}
-
-// selfCPU is the user+system CPU time of this process.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// procsCPU sums utime, stime, cutime and cstime of /proc/<pid>/stat
-// (the process and its reaped children) over pids, in clock ticks of
-// 1/100 s (USER_HZ); a pid that is gone counts 0.
-func procsCPU(pids ...int) time.Duration {
-	var sum time.Duration
-	for _, pid := range pids {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil || pid == 0 {
-			continue
-		}
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // f[0] is field 3, state
-		for _, i := range []int{11, 12, 13, 14} {                // fields 14-17
-			if i < len(f) {
-				t, _ := strconv.ParseInt(f[i], 10, 64)
-				sum += time.Duration(t) * 10 * time.Millisecond
-			}
-		}
-	}
-	return sum
-}
-
-// kafkaBrokerPid is the pid of the java broker listening at addr (its
-// server.properties names the listener), or 0.
-func kafkaBrokerPid(addr string) int {
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
+	var mu sync.Mutex
+	var produceErr error
+	done := func(_ *kgo.Record, err error) {
 		if err != nil {
-			continue
-		}
-		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || !strings.Contains(string(cmd), "kafka.Kafka") {
-			continue
-		}
-		args := strings.Split(strings.TrimRight(string(cmd), "\x00"), "\x00")
-		props, err := os.ReadFile(args[len(args)-1])
-		if err == nil && strings.Contains(string(props), "PLAINTEXT://"+addr+"\n") {
-			return pid
+			mu.Lock()
+			produceErr = err
+			mu.Unlock()
 		}
 	}
-	return 0
+	counts := make([]int64, keys)
+	for read := 0; read < n; {
+		fs := cons.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			return fmt.Errorf("plain loop: fetching: %w", err)
+		}
+		for it := fs.RecordIter(); !it.Done(); read++ {
+			r := it.Next()
+			v, err := strconv.ParseInt(string(r.Value), 10, 64)
+			if err != nil {
+				return err
+			}
+			k := v % int64(keys)
+			counts[k]++
+			ks := strconv.FormatInt(k, 10)
+			prod.Produce(ctx, &kgo.Record{Key: []byte(ks), Value: []byte(ks + " " + strconv.FormatInt(counts[k], 10))}, done)
+		}
+	}
+	if err := prod.Flush(ctx); err != nil {
+		return err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return produceErr
 }
 
 // checkTopicRecords checks that topic holds n records (its end offsets).

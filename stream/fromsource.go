@@ -438,11 +438,8 @@ func (c readerContext) SendSourceEvent(event []byte) {
 
 // splitWatermark is one split's watermark generator.
 type splitWatermark struct {
-	maxTs int64
-	seen  bool
-	// emitted: a record since the last emitWatermark, which then stamps
-	// lastEmit (one clock read per poll, not per record).
-	emitted  bool
+	maxTs    int64
+	seen     bool
 	lastEmit time.Time
 }
 
@@ -472,7 +469,9 @@ func (o *readerOutput[T]) collect(g *splitWatermark, v T, ts int64) {
 	if !g.seen || ts > g.maxTs {
 		g.maxTs, g.seen = ts, true
 	}
-	g.emitted = true
+	if o.wm.Idleness > 0 { // the clock only matters for idleness
+		g.lastEmit = o.now()
+	}
 }
 
 func (o *readerOutput[T]) ForSplit(id string) source.SplitOutput[T] {
@@ -503,9 +502,6 @@ func (o *readerOutput[T]) emitWatermark() {
 	bound := o.wm.MaxOutOfOrderness.Milliseconds()
 	wm, any := int64(runtime.MaxWatermark), false
 	consider := func(g *splitWatermark) {
-		if g.emitted {
-			g.emitted, g.lastEmit = false, now
-		}
 		if o.wm.Idleness > 0 && now.Sub(g.lastEmit) >= o.wm.Idleness {
 			return
 		}

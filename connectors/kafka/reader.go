@@ -39,13 +39,10 @@ type reader[T any] struct {
 	toAdd   []PartitionSplit // splits added before Start
 	noMore  bool
 	fetches chan kgo.Fetches
-	// parts are the partitions of the current fetch with records left to
-	// emit: PollNext looks a partition's split and output up once per
-	// run of its records, not per record.
-	parts  []kgo.FetchTopicPartition
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	cur     []*kgo.Record
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 
 	// offsets taken at each checkpoint, committed to the group when it
 	// completes; committing runs on its own goroutine.
@@ -67,7 +64,6 @@ func (r *reader[T]) Start() error {
 	if r.cfg.readCommitted {
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	}
-	opts = append(opts, r.cfg.opts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return fmt.Errorf("kafka: reader client: %w", err)
@@ -156,7 +152,7 @@ func (r *reader[T]) NotifyNoMoreSplits()      { r.noMore = true }
 func (r *reader[T]) HandleSourceEvent([]byte) {}
 
 func (r *reader[T]) PollNext(out source.ReaderOutput[T]) (source.InputStatus, time.Time, error) {
-	if len(r.parts) == 0 {
+	if len(r.cur) == 0 {
 		if r.noMore && len(r.splits) == 0 {
 			return source.EndOfInput, time.Time{}, nil
 		}
@@ -187,73 +183,42 @@ func (r *reader[T]) PollNext(out source.ReaderOutput[T]) (source.InputStatus, ti
 				r.cfg.log.Warn().Err(fe.Err).Str("topic", fe.Topic).Int32("partition", fe.Partition).Msg("kafka fetch error")
 			}
 		}
-		fs.EachPartition(func(p kgo.FetchTopicPartition) {
-			if len(p.Records) > 0 {
-				r.parts = append(r.parts, p)
-			}
-		})
+		r.cur = fs.Records()
 	}
-	budget := fetchBatch
+	n := 0
 	var finished map[string][]int32
-	for budget > 0 && len(r.parts) > 0 {
-		p := &r.parts[0]
-		recs := p.Records
-		n, err := r.emit(out, p.Topic, p.Partition, recs[:min(len(recs), budget)], &finished)
-		budget -= n
-		if n == len(recs) {
-			r.parts[0] = kgo.FetchTopicPartition{} // drop the records
-			r.parts = r.parts[1:]
-		} else {
-			p.Records = recs[n:]
-		}
-		if err != nil {
-			return 0, time.Time{}, err
-		}
-	}
-	if len(r.parts) == 0 {
-		r.parts = r.parts[:0:0] // let the fetch go
-	}
-	if finished != nil {
-		r.cl.RemoveConsumePartitions(finished)
-	}
-	return source.MoreAvailable, time.Time{}, nil
-}
-
-// emit emits recs, records of one partition in offset order, and returns
-// how many it consumed: all, or up to the one that failed to deserialize
-// (with the error). A finished split consumes the rest (all past its end)
-// and is added to finished.
-func (r *reader[T]) emit(out source.ReaderOutput[T], topic string, partition int32, recs []*kgo.Record, finished *map[string][]int32) (int, error) {
-	id := r.splitID(topic, partition)
-	sp := r.splits[id]
-	if sp == nil {
-		return len(recs), nil // a removed split
-	}
-	so := out.ForSplit(id)
-	for i, rec := range recs {
-		if rec.Offset < sp.StartingOffset {
-			continue // a record before a restored position
+	for n < len(r.cur) && n < fetchBatch {
+		rec := r.cur[n]
+		n++
+		id := r.splitID(rec)
+		sp := r.splits[id]
+		if sp == nil || rec.Offset < sp.StartingOffset {
+			continue // a removed split, or a record before a restored position
 		}
 		if sp.StoppingOffset != NoStoppingOffset && rec.Offset >= sp.StoppingOffset {
-			return len(recs), nil
+			continue
 		}
 		v, err := r.de(rec)
 		if err != nil {
-			return i + 1, fmt.Errorf("kafka: deserializing %s offset %d: %w", id, rec.Offset, err)
+			r.cur = r.cur[n:]
+			return 0, time.Time{}, fmt.Errorf("kafka: deserializing %s offset %d: %w", id, rec.Offset, err)
 		}
-		so.Collect(v, rec.Timestamp.UnixMilli())
+		out.ForSplit(id).Collect(v, rec.Timestamp.UnixMilli())
 		sp.StartingOffset = rec.Offset + 1
 		if sp.StoppingOffset != NoStoppingOffset && sp.StartingOffset >= sp.StoppingOffset {
 			delete(r.splits, id)
 			out.ReleaseSplit(id)
-			if *finished == nil {
-				*finished = map[string][]int32{}
+			if finished == nil {
+				finished = map[string][]int32{}
 			}
-			(*finished)[topic] = append((*finished)[topic], partition)
-			return len(recs), nil
+			finished[sp.Topic] = append(finished[sp.Topic], sp.Partition)
 		}
 	}
-	return len(recs), nil
+	r.cur = r.cur[n:]
+	if finished != nil {
+		r.cl.RemoveConsumePartitions(finished)
+	}
+	return source.MoreAvailable, time.Time{}, nil
 }
 
 // topicPartition names a partition.
@@ -262,15 +227,15 @@ type topicPartition struct {
 	partition int32
 }
 
-// splitID is the SplitID of a partition.
-func (r *reader[T]) splitID(topic string, partition int32) string {
-	tp := topicPartition{topic, partition}
+// splitID is the SplitID of rec's partition.
+func (r *reader[T]) splitID(rec *kgo.Record) string {
+	tp := topicPartition{rec.Topic, rec.Partition}
 	id, ok := r.ids[tp]
 	if !ok {
 		if r.ids == nil {
 			r.ids = map[topicPartition]string{}
 		}
-		id = PartitionSplit{Topic: topic, Partition: partition}.SplitID()
+		id = PartitionSplit{Topic: rec.Topic, Partition: rec.Partition}.SplitID()
 		r.ids[tp] = id
 	}
 	return id

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -38,12 +37,6 @@ type sinkConfig struct {
 	guarantee  DeliveryGuarantee
 	prefix     string
 	txnTimeout time.Duration
-	// props are Kafka producer properties (SinkProperty) and clientOpts
-	// franz-go options (SinkClientOptions) of the producers, applied after
-	// the defaults; opts is what props translate to.
-	props      map[string]string
-	clientOpts []kgo.Opt
-	opts       []kgo.Opt
 	log        zerolog.Logger
 }
 
@@ -67,26 +60,6 @@ func TransactionalIDPrefix(p string) SinkOption { return func(c *sinkConfig) { c
 // transaction.max.timeout.ms.
 func TransactionTimeout(d time.Duration) SinkOption { return func(c *sinkConfig) { c.txnTimeout = d } }
 
-// SinkProperty sets a Kafka producer property of the sink's producers, as
-// Flink's KafkaSinkBuilder.setProperty: client.id, linger.ms, batch.size,
-// compression.type, acks, enable.idempotence,
-// max.in.flight.requests.per.connection (Sink rejects others with
-// ErrUnknownProperty). Exactly once needs acks=all and idempotence.
-func SinkProperty(key, value string) SinkOption {
-	return func(c *sinkConfig) {
-		if c.props == nil {
-			c.props = map[string]string{}
-		}
-		c.props[key] = value
-	}
-}
-
-// SinkClientOptions adds franz-go options to the sink's producers (after
-// the connector's own and the properties, so they win).
-func SinkClientOptions(opts ...kgo.Opt) SinkOption {
-	return func(c *sinkConfig) { c.clientOpts = append(c.clientOpts, opts...) }
-}
-
 // SinkLogger logs through l.
 func SinkLogger(l zerolog.Logger) SinkOption { return func(c *sinkConfig) { c.log = l } }
 
@@ -100,15 +73,6 @@ func Sink[T any](s stream.DataStream[T], brokers []string, topic string, seriali
 	if c.guarantee == ExactlyOnce && c.prefix == "" {
 		return stream.Sink{}, ErrNoTransactionalIDPrefix
 	}
-	if c.guarantee == ExactlyOnce && (c.props["acks"] != "" && c.props["acks"] != "all" && c.props["acks"] != "-1" ||
-		c.props["enable.idempotence"] == "false") {
-		return stream.Sink{}, errors.New("kafka: exactly-once needs acks=all and enable.idempotence=true")
-	}
-	popts, err := clientOptions(producerProperties, c.props)
-	if err != nil {
-		return stream.Sink{}, err
-	}
-	c.opts = append(popts, c.clientOpts...)
 	return stream.AddTwoPhaseCommitSink[T, Transaction](s, "Kafka Sink: "+topic, func() stream.TwoPhaseCommitSink[T, Transaction] {
 		return &kafkaSink[T]{cfg: c, ser: serialize, clients: map[string]*kgo.Client{}}
 	}), nil
@@ -135,18 +99,8 @@ type kafkaSink[T any] struct {
 	next    int64 // the number of the next transaction
 	aborted bool  // lingering transactions were aborted
 
-	// cur is the producer of the transaction Write was last called with
-	// (curSeq): Write looks it up once per transaction, not per record.
-	cur    *kgo.Client
-	curSeq int64
-	// done is the produce promise of every record (one func, not a
-	// closure per record).
-	done func(*kgo.Record, error)
-
 	mu     sync.Mutex
 	failed error // the first failed produce since the last pre-commit
-	// hasFailed tells Write without the lock whether failed is set.
-	hasFailed atomic.Bool
 }
 
 func (k *kafkaSink[T]) Open(*stream.SinkContext) error { return nil }
@@ -163,10 +117,7 @@ func (k *kafkaSink[T]) Close() error {
 }
 
 func (k *kafkaSink[T]) baseOpts() []kgo.Opt {
-	// franz-go's producer defaults (linger 10 ms, batches up to 1 MB,
-	// snappy): the plain loop of bench-kafka writes with them; a shorter
-	// linger made more, smaller batches at the broker.
-	return append([]kgo.Opt{kgo.SeedBrokers(k.cfg.brokers...), kgo.DefaultProduceTopic(k.cfg.topic)}, k.cfg.opts...)
+	return []kgo.Opt{kgo.SeedBrokers(k.cfg.brokers...), kgo.DefaultProduceTopic(k.cfg.topic), kgo.ProducerLinger(5 * time.Millisecond)}
 }
 
 func (k *kafkaSink[T]) txnID(subtask int, n int64) string {
@@ -262,38 +213,23 @@ func (k *kafkaSink[T]) fence(id string) (int16, error) {
 }
 
 func (k *kafkaSink[T]) Write(_ *stream.SinkContext, txn Transaction, v T) error {
-	if k.cur == nil || k.curSeq != txn.Seq {
-		k.cur, k.curSeq = k.plain, txn.Seq
-		if k.cfg.guarantee == ExactlyOnce {
-			k.cur = k.clients[txn.TransactionalID]
-		}
-		if k.cur == nil {
-			return fmt.Errorf("kafka: writing to %s: no producer", txn.TransactionalID)
-		}
+	cl := k.plain
+	if k.cfg.guarantee == ExactlyOnce {
+		cl = k.clients[txn.TransactionalID]
 	}
-	if k.hasFailed.Load() {
-		if err := k.takeFailure(); err != nil {
-			return err
+	if err := k.takeFailure(); err != nil {
+		return err
+	}
+	cl.Produce(context.Background(), k.ser(v), func(_ *kgo.Record, err error) {
+		if err != nil {
+			k.mu.Lock()
+			if k.failed == nil {
+				k.failed = err
+			}
+			k.mu.Unlock()
 		}
-	}
-	if k.done == nil {
-		k.done = k.produced
-	}
-	k.cur.Produce(context.Background(), k.ser(v), k.done)
+	})
 	return nil
-}
-
-// produced is the promise of every record: it keeps the first failure.
-// franz-go calls it on its own goroutines.
-func (k *kafkaSink[T]) produced(_ *kgo.Record, err error) {
-	if err != nil {
-		k.mu.Lock()
-		if k.failed == nil {
-			k.failed = err
-			k.hasFailed.Store(true)
-		}
-		k.mu.Unlock()
-	}
 }
 
 func (k *kafkaSink[T]) takeFailure() error {
@@ -301,7 +237,6 @@ func (k *kafkaSink[T]) takeFailure() error {
 	defer k.mu.Unlock()
 	if err := k.failed; err != nil {
 		k.failed = nil
-		k.hasFailed.Store(false)
 		return fmt.Errorf("kafka: producing: %w", err)
 	}
 	return nil
@@ -337,7 +272,7 @@ func (k *kafkaSink[T]) Commit(_ *stream.SinkContext, txn Transaction) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if cl := k.clients[txn.TransactionalID]; cl != nil {
-		k.forget(txn.TransactionalID)
+		delete(k.clients, txn.TransactionalID)
 		defer cl.Close()
 		if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 			return fmt.Errorf("kafka: committing %s: %w", txn.TransactionalID, err)
@@ -355,7 +290,7 @@ func (k *kafkaSink[T]) Abort(_ *stream.SinkContext, txn Transaction) error {
 		return nil
 	}
 	if cl := k.clients[txn.TransactionalID]; cl != nil {
-		k.forget(txn.TransactionalID)
+		delete(k.clients, txn.TransactionalID)
 		defer cl.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -369,14 +304,6 @@ func (k *kafkaSink[T]) Abort(_ *stream.SinkContext, txn Transaction) error {
 	}
 	_, err := k.fence(txn.TransactionalID)
 	return err
-}
-
-// forget drops the producer of transaction id (its caller closes it).
-func (k *kafkaSink[T]) forget(id string) {
-	if k.cur == k.clients[id] {
-		k.cur = nil
-	}
-	delete(k.clients, id)
 }
 
 // follow numbers the next transaction after txn (see begin).

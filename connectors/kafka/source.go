@@ -105,13 +105,7 @@ type sourceConfig struct {
 	discovery     time.Duration
 	groupID       string
 	readCommitted bool
-	// props are Kafka consumer properties (SourceProperty) and clientOpts
-	// franz-go options (SourceClientOptions) of the readers' clients,
-	// applied after the defaults; opts is what props translate to.
-	props      map[string]string
-	clientOpts []kgo.Opt
-	opts       []kgo.Opt
-	log        zerolog.Logger
+	log           zerolog.Logger
 }
 
 // SourceOption configures a Source.
@@ -152,26 +146,6 @@ func GroupID(id string) SourceOption { return func(c *sourceConfig) { c.groupID 
 // (isolation.level=read_committed).
 func ReadCommitted() SourceOption { return func(c *sourceConfig) { c.readCommitted = true } }
 
-// SourceProperty sets a Kafka consumer property of the readers' clients,
-// as Flink's KafkaSourceBuilder.setProperty: client.id,
-// fetch.max.wait.ms, fetch.min.bytes, fetch.max.bytes,
-// max.partition.fetch.bytes, isolation.level (NewSource rejects others
-// with ErrUnknownProperty).
-func SourceProperty(key, value string) SourceOption {
-	return func(c *sourceConfig) {
-		if c.props == nil {
-			c.props = map[string]string{}
-		}
-		c.props[key] = value
-	}
-}
-
-// SourceClientOptions adds franz-go options to the readers' clients
-// (after the connector's own and the properties, so they win).
-func SourceClientOptions(opts ...kgo.Opt) SourceOption {
-	return func(c *sourceConfig) { c.clientOpts = append(c.clientOpts, opts...) }
-}
-
 // SourceLogger logs through l.
 func SourceLogger(l zerolog.Logger) SourceOption { return func(c *sourceConfig) { c.log = l } }
 
@@ -188,11 +162,6 @@ func NewSource[T any](brokers []string, deserialize func(*kgo.Record) (T, error)
 	if c.starting.kind == offCommitted && c.groupID == "" {
 		return nil, errors.New("kafka: Committed starting offsets need a GroupID")
 	}
-	copts, err := clientOptions(consumerProperties, c.props)
-	if err != nil {
-		return nil, err
-	}
-	c.opts = append(copts, c.clientOpts...)
 	return &Source[T]{cfg: c, de: deserialize}, nil
 }
 
@@ -286,8 +255,6 @@ type enumerator struct {
 	// earliest offset.
 	restored   bool
 	discovered bool
-	// listOffsets is offsets (tests inject failures).
-	listOffsets func(ctx context.Context, splits []PartitionSplit, init OffsetsInitializer, set func(*PartitionSplit, int64)) error
 }
 
 func (e *enumerator) Start() error {
@@ -296,33 +263,12 @@ func (e *enumerator) Start() error {
 		return fmt.Errorf("kafka: enumerator client: %w", err)
 	}
 	e.cl, e.adm = cl, kadm.NewClient(cl)
-	if e.listOffsets == nil {
-		e.listOffsets = e.offsets
-	}
-	e.ctx.CallAsync(e.discover, e.handleDiscovery, 0, e.period())
-	return nil
-}
-
-// discoveryRetry is how soon a failed discovery runs again when no
-// periodic one follows.
-const discoveryRetry = time.Second
-
-// period is the partition discovery interval: 0 (none) when bounded.
-func (e *enumerator) period() time.Duration {
+	period := e.cfg.discovery
 	if e.cfg.stopping != nil {
-		return 0
+		period = 0
 	}
-	return e.cfg.discovery
-}
-
-// retryDiscovery runs a discovery again after a failed one (listing the
-// partitions or resolving their offsets) when no periodic discovery would:
-// else a bounded source, which has only its first, waits for ever for its
-// splits and never ends.
-func (e *enumerator) retryDiscovery() {
-	if e.period() == 0 {
-		e.ctx.CallAsync(e.discover, e.handleDiscovery, discoveryRetry, 0)
-	}
+	e.ctx.CallAsync(e.discover, e.handleDiscovery, 0, period)
+	return nil
 }
 
 // discovery is the result of one discovery: new splits by owner.
@@ -369,8 +315,7 @@ func (e *enumerator) discover() (any, error) {
 
 func (e *enumerator) handleDiscovery(v any, err error) {
 	if err != nil {
-		e.cfg.log.Warn().Err(err).Msg("kafka partition discovery failed; retrying")
-		e.retryDiscovery()
+		e.cfg.log.Warn().Err(err).Msg("kafka partition discovery failed; retrying at the next one")
 		return
 	}
 	var fresh []PartitionSplit
@@ -392,12 +337,6 @@ func (e *enumerator) handleDiscovery(v any, err error) {
 			}
 			if err != nil {
 				e.cfg.log.Warn().Err(err).Msg("kafka: resolving starting offsets failed; retrying at the next discovery")
-				if initial {
-					// The partitions found at start keep the configured
-					// starting offsets when found again.
-					e.discovered = false
-				}
-				e.retryDiscovery()
 				return
 			}
 			splits := v.([]PartitionSplit)
@@ -426,11 +365,11 @@ func (e *enumerator) resolve(splits []PartitionSplit, initial bool) ([]Partition
 	}
 	out := make([]PartitionSplit, len(splits))
 	copy(out, splits)
-	if err := e.listOffsets(ctx, out, start, func(sp *PartitionSplit, o int64) { sp.StartingOffset = o }); err != nil {
+	if err := e.offsets(ctx, out, start, func(sp *PartitionSplit, o int64) { sp.StartingOffset = o }); err != nil {
 		return nil, err
 	}
 	if e.cfg.stopping != nil {
-		if err := e.listOffsets(ctx, out, *e.cfg.stopping, func(sp *PartitionSplit, o int64) { sp.StoppingOffset = o }); err != nil {
+		if err := e.offsets(ctx, out, *e.cfg.stopping, func(sp *PartitionSplit, o int64) { sp.StoppingOffset = o }); err != nil {
 			return nil, err
 		}
 	}

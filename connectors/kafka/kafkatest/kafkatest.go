@@ -10,7 +10,6 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -163,66 +162,4 @@ func ReadCommitted(t testing.TB, broker, topic string, n int, wait time.Duration
 	}
 	poll()
 	return out
-}
-
-// PlainCounts is the yardstick of the Kafka benchmarks (issue 16):
-// kafka-counts without a framework: read the n
-// numbers of in from the start, count per key n mod keys, write "key
-// count" records keyed by key to out, and wait for their acknowledgement.
-func PlainCounts(broker, in, out string, n, keys int) error {
-	cons, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.ConsumeTopics(in),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		return err
-	}
-	defer cons.Close()
-	prod, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.DefaultProduceTopic(out))
-	if err != nil {
-		return err
-	}
-	defer prod.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	var mu sync.Mutex
-	var produceErr error
-	done := func(_ *kgo.Record, err error) {
-		if err != nil {
-			mu.Lock()
-			produceErr = err
-			mu.Unlock()
-		}
-	}
-	counts := make([]int64, keys)
-	for read := 0; read < n; {
-		fs := cons.PollFetches(ctx)
-		if err := fs.Err0(); err != nil {
-			return fmt.Errorf("kafkatest: plain loop: fetching: %w", err)
-		}
-		for it := fs.RecordIter(); !it.Done(); read++ {
-			r := it.Next()
-			v, err := strconv.ParseInt(string(r.Value), 10, 64)
-			if err != nil {
-				return err
-			}
-			k := v % int64(keys)
-			counts[k]++
-			ks := strconv.FormatInt(k, 10)
-			prod.Produce(ctx, &kgo.Record{Key: []byte(ks), Value: []byte(ks + " " + strconv.FormatInt(counts[k], 10))}, done)
-		}
-	}
-	if err := prod.Flush(ctx); err != nil {
-		return err
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	return produceErr
-}
-
-// BenchRecords is how many input records a Kafka benchmark uses:
-// $GOFL_BENCH_KAFKA_RECORDS, else def.
-func BenchRecords(def int) int {
-	if v, err := strconv.Atoi(os.Getenv("GOFL_BENCH_KAFKA_RECORDS")); err == nil && v > 0 {
-		return v
-	}
-	return def
 }
