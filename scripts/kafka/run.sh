@@ -75,7 +75,11 @@ if [[ -f "$dir/data/meta.properties" ]]; then
   cluster_id="$(sed -n 's/^cluster.id=//p' "$dir/data/meta.properties")"
 else
   # A random cluster ID: 16 bytes, URL-safe base64 without padding.
-  cluster_id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
+  # One starting with '-' would read as an option: draw again.
+  cluster_id=-
+  while [[ "$cluster_id" == -* ]]; do
+    cluster_id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
+  done
   java "${java_opts[@]}" -cp "$cp" kafka.tools.StorageTool format \
     -t "$cluster_id" -c "$dir/server.properties" --ignore-formatted >/dev/null
 fi
