@@ -7,7 +7,7 @@ package main
 //	slow-wordcount --input PATH --output DIR [--rate R]
 //
 // is examples/wordcount in Batch mode (BLOCKING exchange between the
-// tokenizer and the count) whose count consumes at most R records per
+// tokenizer and the count, which is an Aggregate: no combiner) whose count consumes at most R records per
 // second in each runner process: the producers finish quickly, the
 // consumers run for (words / parallelism / R) seconds.
 //
@@ -72,10 +72,17 @@ func buildSlowWordCount(env *stream.Environment, args []string) error {
 		}
 		return nil
 	}).Name("Tokenizer")
-	counts := stream.KeyBy(words, func(w WordCount) string { return w.Word }).
-		Reduce(func(a, b WordCount) WordCount {
-			limit.pace()
-			return WordCount{Word: a.Word, Count: a.Count + b.Count}
+	// An Aggregate without a merge function: no combiner on the producers'
+	// side (a Reduce's would count most words before the exchange), so the
+	// consumers read every word at the paced rate.
+	counts := stream.Aggregate(stream.KeyBy(words, func(w WordCount) string { return w.Word }),
+		stream.Aggregator[WordCount, WordCount, WordCount]{
+			Create: func() WordCount { return WordCount{} },
+			Add_: func(w, acc WordCount) WordCount {
+				limit.pace()
+				return WordCount{Word: w.Word, Count: acc.Count + w.Count}
+			},
+			Result: func(acc WordCount) WordCount { return acc },
 		}).Name("Slow count")
 	stream.Map(counts, func(w WordCount) string { return fmt.Sprintf("%s %d", w.Word, w.Count) }).Name("Format").
 		WriteAsText(*output).Name("Counts")
