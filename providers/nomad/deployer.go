@@ -453,6 +453,20 @@ func (d *Deployer) Kill(ctx context.Context, clusterID string) error {
 }
 
 func (d *Deployer) killJobs(ctx context.Context, clusterID string) error {
+	// The allocations of the cluster's TaskManager jobs as they are now:
+	// the JobManager's Close purges those jobs without waiting for their
+	// processes, so Kill waits for them itself.
+	var tmAllocs []string
+	if jobs, err := d.c.clusterJobs(ctx, clusterID); err == nil {
+		for _, j := range jobs {
+			if j.ID == JobManagerJobID(clusterID) {
+				continue
+			}
+			if ids, err := d.c.jobAllocIDs(ctx, j.ID); err == nil {
+				tmAllocs = append(tmAllocs, ids...)
+			}
+		}
+	}
 	// The JobManager first: its Close purges its TaskManagers too.
 	if err := d.c.purgeAndWait(ctx, JobManagerJobID(clusterID)); err != nil {
 		return err
@@ -465,7 +479,7 @@ func (d *Deployer) killJobs(ctx context.Context, clusterID string) error {
 			return err
 		}
 		if len(jobs) == 0 {
-			return nil
+			break
 		}
 		var ids []string
 		for _, j := range jobs {
@@ -475,7 +489,7 @@ func (d *Deployer) killJobs(ctx context.Context, clusterID string) error {
 			return err
 		}
 	}
-	return nil
+	return d.c.waitAllocsGone(ctx, tmAllocs)
 }
 
 // clean purges what is left of a cluster, with its own deadline.
