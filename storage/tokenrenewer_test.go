@@ -114,14 +114,18 @@ func TestDelegationTokenRenewerSchedule(t *testing.T) {
 // has armed one.
 func stepArmed(t *testing.T, clk *clock.Fake) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for clk.Pending() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the renewer armed no timer")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitArmed(t, clk, 30*time.Second)
 	clk.Step()
+}
+
+// waitArmed waits until the renewer has armed a timer.
+func waitArmed(t *testing.T, clk *clock.Fake, within time.Duration) {
+	t.Helper()
+	select {
+	case <-clk.Armed():
+	case <-time.After(within):
+		t.Fatal("the renewer armed no timer")
+	}
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -145,12 +149,7 @@ func TestDelegationTokenRenewerOnHDFS(t *testing.T) {
 	go func() { done <- r.Run(rctx) }()
 	defer func() { cancel(); <-done }()
 	deadline := time.Now().Add(time.Minute)
-	for clk.Pending() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no renewal armed")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitArmed(t, clk, time.Minute)
 	// The NameNode's clock is real: renewing at once extends the expiry
 	// by the time since the token was obtained.
 	time.Sleep(1100 * time.Millisecond) //nolint:gosleep // the NameNode's real clock must move for the expiry to grow

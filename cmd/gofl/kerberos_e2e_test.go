@@ -419,7 +419,10 @@ func TestSessionKerberosJobTokensE2E(t *testing.T) {
 	if _, err := storage.WriteFileAtomic(ctx, other, input, strings.NewReader(e2eText)); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = other.RemoveAll(context.Background(), private); _ = other.RemoveAll(context.Background(), input) })
+	t.Cleanup(func() {
+		_ = other.RemoveAll(context.Background(), private)
+		_ = other.RemoveAll(context.Background(), input)
+	})
 
 	common := []string{"-D", "fs.hdfs.hadoopconf=" + k.ConfDir, "-D", "security.kerberos.krb5-conf.path=" + k.Krb5Conf, "-D", "log.level=info"}
 	login := func(principal, keytab string) []string {

@@ -54,6 +54,8 @@ type Fake struct {
 	now    time.Time
 	seq    uint64
 	timers timerHeap
+	// armed is closed at the next arm (see Armed); nil when nobody waits.
+	armed chan struct{}
 }
 
 // NewFake returns a manual clock set to start.
@@ -79,6 +81,27 @@ func (c *Fake) arm(t *fakeTimer, d time.Duration) {
 	c.seq++
 	t.at, t.seq = c.now.Add(max(d, 0)), c.seq
 	heap.Push(&c.timers, t)
+	if c.armed != nil {
+		close(c.armed)
+		c.armed = nil
+	}
+}
+
+// Armed returns a channel closed once a timer is pending (at once if one
+// is): a test waits on it before it steps time, instead of polling
+// Pending.
+func (c *Fake) Armed() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.timers) > 0 {
+		ch := make(chan struct{})
+		close(ch)
+		return ch
+	}
+	if c.armed == nil {
+		c.armed = make(chan struct{})
+	}
+	return c.armed
 }
 
 // Advance moves time forward by d, firing every timer due by then in

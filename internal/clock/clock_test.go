@@ -67,3 +67,25 @@ func join(s []string) string {
 	}
 	return out
 }
+
+// Armed is closed by the next timer set, and at once while one is pending.
+func TestFakeArmed(t *testing.T) {
+	c := NewFake(time.Unix(0, 0))
+	armed := c.Armed()
+	select {
+	case <-armed:
+		t.Fatal("Armed closed with no timer pending")
+	default:
+	}
+	go c.AfterFunc(time.Second, func() {})
+	select {
+	case <-armed:
+	case <-time.After(time.Minute):
+		t.Fatal("Armed not closed by AfterFunc")
+	}
+	select {
+	case <-c.Armed():
+	default:
+		t.Fatal("Armed not closed while a timer is pending")
+	}
+}
