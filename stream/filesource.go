@@ -58,6 +58,9 @@ type TextFileSource struct {
 	pace func(subtask int)
 	// untimed emits the records without timestamps (TextFile).
 	untimed bool
+	// listing is what PreferredHosts listed in the JobMaster, which the
+	// first enumerator takes instead of asking the NameNode again.
+	listing []FileSplit
 }
 
 const textFileCoordinator = "gofl.text-file"
@@ -161,6 +164,10 @@ func (e *fileEnumerator) Start() error {
 		return nil
 	}
 	e.ctx.CallAsync(func() (any, error) {
+		if splits := e.src.listing; splits != nil {
+			e.src.listing = nil // a later enumerator (after a failover) lists afresh
+			return splits, nil
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		return listFileSplits(ctx, e.src.Path, e.src.SplitSize)
@@ -311,6 +318,7 @@ func (s *TextFileSource) PreferredHosts(ctx context.Context) (map[string]int64, 
 	if err != nil {
 		return nil, err
 	}
+	s.listing = splits
 	var hosts map[string]int64
 	for _, sp := range splits {
 		for _, h := range sp.Hosts {
