@@ -89,11 +89,12 @@ bench-throughput:
 # reordering, partitioned network with crashing TaskManagers. Prints runs/s;
 # a failing seed prints the command that replays it. make test runs 2,000.
 # Checkpointing: throughput with checkpoints every second against none on a
-# cluster of real processes, and snapshot/restore of 1 GiB of keyed state
+# cluster of real processes (PAIRS interleaved pairs, default 6, of RECORDS
+# records each, default 60,000,000), and snapshot/restore of 1 GiB of keyed state
 # against dd writing and reading the same bytes.
 .PHONY: bench-checkpoint
 bench-checkpoint:
-	scripts/minihdfs/with-hdfs.sh $(GO) test -run '^$$' -bench 'BenchmarkCheckpoint' -benchtime 1x -count $${BENCH_COUNT:-1} -timeout 60m ./jobmanager/ ./stream/checkpointing/
+	GOFL_BENCH_PAIRS=$(or $(PAIRS),6) GOFL_BENCH_CHECKPOINT_RECORDS=$(or $(RECORDS),60000000) scripts/minihdfs/with-hdfs.sh $(GO) test -run '^$$' -bench 'BenchmarkCheckpoint' -benchtime 1x -count $${BENCH_COUNT:-1} -timeout 60m ./jobmanager/ ./stream/checkpointing/
 
 # Issue 16's Kafka yardstick: kafka-counts (Kafka -> keyed count -> Kafka)
 # on a cluster of real processes against a plain franz-go consume-and-produce

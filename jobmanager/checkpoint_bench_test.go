@@ -17,9 +17,10 @@ import (
 // checkpointing, and the ratio (%-of-off). A bounded run ends after its
 // final checkpoint, triggered as soon as every task ended its data.
 // GOFL_BENCH_CHECKPOINT_RECORDS sets the records per run (default
-// 60,000,000); use -benchtime Nx for N interleaved pairs.
+// 60,000,000). Run it with -benchtime 1x: GOFL_BENCH_PAIRS sets the
+// interleaved pairs (default 6).
 func BenchmarkCheckpointThroughput(b *testing.B) {
-	n := int64(60_000_000)
+	n, pairs := int64(60_000_000), benchPairs(6)
 	if v, err := strconv.ParseInt(os.Getenv("GOFL_BENCH_CHECKPOINT_RECORDS"), 10, 64); err == nil && v > 0 {
 		n = v
 	}
@@ -38,7 +39,7 @@ func BenchmarkCheckpointThroughput(b *testing.B) {
 		return filepath.Join(dir, fmt.Sprintf("out-%s-%d", s.name, pair))
 	}
 	b.ResetTimer()
-	runs := runPairs(b, b.N, [2]*pairedSide{off, on}, func(s *pairedSide, pair int) *jobgraph.JobGraph {
+	runs := runPairs(b, pairs*b.N, [2]*pairedSide{off, on}, func(s *pairedSide, pair int) *jobgraph.JobGraph {
 		count := n
 		if pair < 0 { // warm-up
 			count = 100_000

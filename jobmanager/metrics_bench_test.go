@@ -33,10 +33,7 @@ import (
 // input (default 50), GOFL_BENCH_METRICS_P the parallelism (default 4:
 // every slot, so records cross between the TaskManagers).
 func BenchmarkMetricsCost(b *testing.B) {
-	mb, p, pairs := 50, 4, 10
-	if v, err := strconv.Atoi(os.Getenv("GOFL_BENCH_PAIRS")); err == nil && v > 0 {
-		pairs = v
-	}
+	mb, p, pairs := 50, 4, benchPairs(10)
 	if v, err := strconv.Atoi(os.Getenv("GOFL_BENCH_WORDCOUNT_MB")); err == nil && v > 0 {
 		mb = v
 	}

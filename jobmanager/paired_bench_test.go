@@ -48,6 +48,16 @@ func startPairedSide(b *testing.B, name string, settings, tmSettings map[string]
 	return s
 }
 
+// benchPairs is the number of measured pairs a paired benchmark runs in
+// each of its b.N iterations: GOFL_BENCH_PAIRS, else def. Run paired
+// benchmarks with -benchtime 1x; the pairs, not b.N, set the sample size.
+func benchPairs(def int) int {
+	if v, err := strconv.Atoi(os.Getenv("GOFL_BENCH_PAIRS")); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
 // pairedRun is the cost of one run: the job's duration as its JobMaster
 // measured it and the CPU time of the side's processes.
 type pairedRun struct{ wall, cpu time.Duration }
