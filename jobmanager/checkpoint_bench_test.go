@@ -11,10 +11,10 @@ import (
 )
 
 // BenchmarkCheckpointThroughput runs keyed-counts (a keyed running count
-// per record through the transactional text sink) unthrottled on a
-// cluster of real processes, with checkpoints every second and with
-// checkpointing off, and reports records/s of each: Flink's cost of
-// checkpointing, and the ratio (%-of-off). A bounded run ends after its
+// per record through the transactional text sink) unthrottled at p=2 on a
+// cluster of real processes (two TaskManagers of one slot each), with
+// checkpoints every second and with checkpointing off, and reports
+// records/s of each: Flink's cost of checkpointing, and the ratio (%-of-off). A bounded run ends after its
 // final checkpoint, triggered as soon as every task ended its data.
 // GOFL_BENCH_CHECKPOINT_RECORDS sets the records per run (default
 // 60,000,000). Run it with -benchtime 1x: GOFL_BENCH_PAIRS sets the
@@ -32,8 +32,8 @@ func BenchmarkCheckpointThroughput(b *testing.B) {
 	dirs := func() map[string]string {
 		return map[string]string{"state.checkpoints.dir": "file://" + filepath.Join(b.TempDir(), "checkpoints")}
 	}
-	off := startPairedSide(b, "off", dirs(), nil)
-	on := startPairedSide(b, "every-1s", merged(dirs(), map[string]string{"execution.checkpointing.interval": "1 s"}), nil)
+	off := startPairedSide(b, "off", 1, dirs(), nil)
+	on := startPairedSide(b, "every-1s", 1, merged(dirs(), map[string]string{"execution.checkpointing.interval": "1 s"}), nil)
 	dir := b.TempDir()
 	out := func(s *pairedSide, pair int) string {
 		return filepath.Join(dir, fmt.Sprintf("out-%s-%d", s.name, pair))

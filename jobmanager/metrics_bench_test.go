@@ -51,8 +51,8 @@ func BenchmarkMetricsCost(b *testing.B) {
 	// Two clusters at once: each one's goroutine check would see the
 	// other's; TestMain checks the package at the end.
 	parallelTests.Store(b.Name(), true)
-	off := startPairedSide(b, "off", nil, nil)
-	on := startPairedSide(b, "on", reporter, reporter)
+	off := startPairedSide(b, "off", 2, nil, nil)
+	on := startPairedSide(b, "on", 2, reporter, reporter)
 	on.beside = func(stop <-chan struct{}) { pollMetrics(on.c.client, on.c.jm.RESTAddress, promBase, 10, stop) }
 	// Both reporters answer before the first run.
 	on.c.eventually(waitLimit, func() error {
