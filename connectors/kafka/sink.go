@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/gofl/gofl/failure"
 	"github.com/gofl/gofl/stream"
 )
 
@@ -55,9 +57,21 @@ func WithDeliveryGuarantee(g DeliveryGuarantee) SinkOption {
 // job finds and aborts the transactions its previous run left open.
 func TransactionalIDPrefix(p string) SinkOption { return func(c *sinkConfig) { c.prefix = p } }
 
-// TransactionTimeout is transaction.timeout.ms (default 1 minute): longer
-// than the checkpoint interval, at most the broker's
-// transaction.max.timeout.ms.
+// DefaultTransactionTimeout is the sink's transaction.timeout.ms: the
+// broker's default transaction.max.timeout.ms, the most a broker accepts
+// unless configured otherwise.
+const DefaultTransactionTimeout = 15 * time.Minute
+
+// TransactionTimeout is transaction.timeout.ms (default
+// DefaultTransactionTimeout), at most the broker's
+// transaction.max.timeout.ms. A pre-committed transaction waits for its
+// checkpoint's completion, or after a failure for the job's recovery: the
+// broker aborts it once it is older than this, and its records are lost
+// (the commit fails with ErrTransactionAborted). So it must exceed the
+// checkpoint interval plus the longest expected downtime (Flink's KafkaSink
+// defaults to an hour for this reason). Open transactions of a job that
+// never comes back hold read_committed readers of their partitions back
+// for as long.
 func TransactionTimeout(d time.Duration) SinkOption { return func(c *sinkConfig) { c.txnTimeout = d } }
 
 // SinkLogger logs through l.
@@ -66,7 +80,7 @@ func SinkLogger(l zerolog.Logger) SinkOption { return func(c *sinkConfig) { c.lo
 // Sink writes s to topic on brokers; serialize makes each value's record
 // (its Topic, if empty, is topic).
 func Sink[T any](s stream.DataStream[T], brokers []string, topic string, serialize func(T) *kgo.Record, opts ...SinkOption) (stream.Sink, error) {
-	c := sinkConfig{brokers: brokers, topic: topic, txnTimeout: time.Minute, log: zerolog.Nop()}
+	c := sinkConfig{brokers: brokers, topic: topic, txnTimeout: DefaultTransactionTimeout, log: zerolog.Nop()}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -261,9 +275,10 @@ func (k *kafkaSink[T]) PreCommit(_ *stream.SinkContext, txn Transaction) error {
 }
 
 // Commit commits a pre-committed transaction: with its producer when this
-// process has it, else (after a restore) by sending EndTxn with the
-// recorded producer ID and epoch. A transaction already committed counts
-// as committed.
+// process has it, else (after a restore, or when that producer failed to)
+// by sending EndTxn with the recorded producer ID and epoch. A transaction
+// already committed counts as committed; one the broker aborted is
+// ErrTransactionAborted.
 func (k *kafkaSink[T]) Commit(_ *stream.SinkContext, txn Transaction) error {
 	k.follow(txn)
 	if k.cfg.guarantee != ExactlyOnce {
@@ -274,10 +289,14 @@ func (k *kafkaSink[T]) Commit(_ *stream.SinkContext, txn Transaction) error {
 	if cl := k.clients[txn.TransactionalID]; cl != nil {
 		delete(k.clients, txn.TransactionalID)
 		defer cl.Close()
-		if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
-			return fmt.Errorf("kafka: committing %s: %w", txn.TransactionalID, err)
+		err := cl.EndTransaction(ctx, kgo.TryCommit)
+		if err == nil {
+			return nil
 		}
-		return nil
+		// Unconfirmed or refused: the recorded handle retries and, if
+		// refused, finds out whether it committed.
+		k.cfg.log.Warn().Err(err).Str("transactional_id", txn.TransactionalID).
+			Msg("kafka sink: the producer could not commit its transaction; committing from its recorded handle")
 	}
 	return k.resumeAndCommit(ctx, txn)
 }
@@ -322,16 +341,27 @@ func (k *kafkaSink[T]) resumeAndCommit(ctx context.Context, txn Transaction) err
 		return fmt.Errorf("kafka: client: %w", err)
 	}
 	defer cl.Close()
-	return commitTransaction(ctx, cl, txn)
+	return commitTransaction(ctx, cl, txn, k.cfg.log)
 }
 
-func commitTransaction(ctx context.Context, cl *kgo.Client, txn Transaction) error {
+// commitRetryMax caps the pause between two EndTxn attempts.
+const commitRetryMax = time.Second
+
+// commitTransaction sends EndTxn(commit) for txn until the coordinator
+// answers or ctx ends. A broker that cannot be reached (a restarting one
+// refuses connections, which franz-go does not retry for a seed) and the
+// coordinator's transient errors are retried. A fenced epoch or an invalid
+// state means the transaction ended without this request: verifyCommitted
+// tells a commit (a second commit, or one whose answer was lost) from an
+// abort, which is the loss of its records.
+func commitTransaction(ctx context.Context, cl *kgo.Client, txn Transaction, log zerolog.Logger) error {
 	req := kmsg.NewPtrEndTxnRequest()
 	req.TransactionalID = txn.TransactionalID
 	req.ProducerID = txn.ProducerID
 	req.ProducerEpoch = txn.ProducerEpoch
 	req.Commit = true
-	for {
+	pause := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
 		resp, err := req.RequestWith(ctx, cl)
 		if err == nil {
 			err = kerr.ErrorForCode(resp.ErrorCode)
@@ -339,20 +369,80 @@ func commitTransaction(ctx context.Context, cl *kgo.Client, txn Transaction) err
 		switch {
 		case err == nil:
 			return nil
-		case errors.Is(err, kerr.ConcurrentTransactions), errors.Is(err, kerr.CoordinatorLoadInProgress),
-			errors.Is(err, kerr.NotCoordinator), errors.Is(err, kerr.CoordinatorNotAvailable):
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("kafka: committing %s: %w", txn.TransactionalID, err)
-			case <-time.After(100 * time.Millisecond):
-			}
 		case errors.Is(err, kerr.InvalidProducerEpoch), errors.Is(err, kerr.ProducerFenced),
 			errors.Is(err, kerr.InvalidTxnState):
-			// Already committed (the epoch moved on with it), as Flink
-			// treats these on recovery.
-			return nil
-		default:
+			return verifyCommitted(ctx, cl, txn, err)
+		case !retriableCommitError(err) || ctx.Err() != nil:
 			return fmt.Errorf("kafka: committing %s: %w", txn.TransactionalID, err)
 		}
+		log.Warn().Err(err).Str("transactional_id", txn.TransactionalID).Int("attempt", attempt).
+			Msg("kafka sink: committing a transaction failed; retrying")
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kafka: committing %s: %w (gave up: %w)", txn.TransactionalID, err, ctx.Err())
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, commitRetryMax)
+	}
+}
+
+// retriableCommitError is true for an EndTxn failure that a later attempt
+// may not meet: the coordinator moving or loading, or no answer at all
+// (a network error: the broker is down or restarting).
+func retriableCommitError(err error) bool {
+	if _, ok := errors.AsType[*kerr.Error](err); !ok {
+		// Not the broker's answer: the request did not get through.
+		return !errors.Is(err, kgo.ErrClientClosed) && !errors.Is(err, context.Canceled) &&
+			!errors.Is(err, context.DeadlineExceeded)
+	}
+	return kerr.IsRetriable(err) || errors.Is(err, kerr.ConcurrentTransactions) ||
+		errors.Is(err, kerr.CoordinatorLoadInProgress) || errors.Is(err, kerr.NotCoordinator) ||
+		errors.Is(err, kerr.CoordinatorNotAvailable)
+}
+
+// ErrTransactionAborted is returned (marked non-recoverable) when a
+// pre-committed transaction was aborted instead of committed: its records
+// are lost, and a restart cannot bring them back. The usual cause is a
+// transaction.timeout.ms (TransactionTimeout) shorter than the time
+// between the checkpoint and the commit (a job down or restarting, a
+// broker down): the coordinator aborts a transaction that outlives it.
+var ErrTransactionAborted = errors.New("kafka: pre-committed transaction was aborted by the broker, its records are lost")
+
+// verifyCommitted asks the coordinator how txn ended after EndTxn(commit)
+// was refused with refusal: committed (a repeated commit) is success;
+// aborted (its timeout expired, or it was fenced) is ErrTransactionAborted.
+// Flink's KafkaCommitter treats these answers as "most likely aborted" too
+// and names transaction.timeout.ms.
+func verifyCommitted(ctx context.Context, cl *kgo.Client, txn Transaction, refusal error) error {
+	adm := kadm.NewClient(cl)
+	pause := 50 * time.Millisecond
+	for {
+		d, err := adm.DescribeTransactions(ctx, txn.TransactionalID)
+		var st kadm.DescribedTransaction
+		if err == nil {
+			st = d[txn.TransactionalID]
+			err = st.Err
+		}
+		switch {
+		case err == nil && st.State == "CompleteCommit":
+			return nil
+		case err == nil && st.State != "PrepareCommit":
+			// PrepareCommit is a commit whose markers are still being
+			// written: ask again. Anything else did not commit.
+			return failure.NonRecoverable(fmt.Errorf(
+				"%w: %s (producer ID %d, epoch %d): the commit was refused (%w) and the coordinator holds the transactional ID in state %s (producer ID %d, epoch %d, timeout %d ms); was transaction.timeout.ms shorter than the job's recovery?",
+				ErrTransactionAborted, txn.TransactionalID, txn.ProducerID, txn.ProducerEpoch, refusal,
+				st.State, st.ProducerID, st.ProducerEpoch, st.TimeoutMillis))
+		case err != nil && (!retriableCommitError(err) || ctx.Err() != nil):
+			return fmt.Errorf("kafka: committing %s: the commit was refused (%w) and describing the transaction failed: %w",
+				txn.TransactionalID, refusal, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kafka: committing %s: the commit was refused (%w) and the transaction is still %s: %w",
+				txn.TransactionalID, refusal, st.State, ctx.Err())
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, commitRetryMax)
 	}
 }
