@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -113,8 +113,11 @@ type kafkaSink[T any] struct {
 	next    int64 // the number of the next transaction
 	aborted bool  // lingering transactions were aborted
 
-	mu     sync.Mutex
-	failed error // the first failed produce since the last pre-commit
+	// failed is the first failed produce since the last pre-commit.
+	failed atomic.Pointer[error]
+	// promise is onProduced as a func value made once: a closure per
+	// record was an allocation per record.
+	promise func(*kgo.Record, error)
 }
 
 func (k *kafkaSink[T]) Open(*stream.SinkContext) error { return nil }
@@ -130,8 +133,10 @@ func (k *kafkaSink[T]) Close() error {
 	return nil
 }
 
+// baseOpts are the producers' options: franz-go's defaults for batching,
+// linger (10 ms) and compression (snappy), acks=all and idempotence.
 func (k *kafkaSink[T]) baseOpts() []kgo.Opt {
-	return []kgo.Opt{kgo.SeedBrokers(k.cfg.brokers...), kgo.DefaultProduceTopic(k.cfg.topic), kgo.ProducerLinger(5 * time.Millisecond)}
+	return []kgo.Opt{kgo.SeedBrokers(k.cfg.brokers...), kgo.DefaultProduceTopic(k.cfg.topic)}
 }
 
 func (k *kafkaSink[T]) txnID(subtask int, n int64) string {
@@ -231,27 +236,28 @@ func (k *kafkaSink[T]) Write(_ *stream.SinkContext, txn Transaction, v T) error 
 	if k.cfg.guarantee == ExactlyOnce {
 		cl = k.clients[txn.TransactionalID]
 	}
-	if err := k.takeFailure(); err != nil {
-		return err
-	}
-	cl.Produce(context.Background(), k.ser(v), func(_ *kgo.Record, err error) {
-		if err != nil {
-			k.mu.Lock()
-			if k.failed == nil {
-				k.failed = err
-			}
-			k.mu.Unlock()
+	if k.failed.Load() != nil {
+		if err := k.takeFailure(); err != nil {
+			return err
 		}
-	})
+	}
+	if k.promise == nil {
+		k.promise = k.onProduced
+	}
+	cl.Produce(context.Background(), k.ser(v), k.promise)
 	return nil
 }
 
+// onProduced keeps the first produce failure for the sink's goroutine.
+func (k *kafkaSink[T]) onProduced(_ *kgo.Record, err error) {
+	if err != nil {
+		k.failed.CompareAndSwap(nil, &err)
+	}
+}
+
 func (k *kafkaSink[T]) takeFailure() error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if err := k.failed; err != nil {
-		k.failed = nil
-		return fmt.Errorf("kafka: producing: %w", err)
+	if p := k.failed.Swap(nil); p != nil {
+		return fmt.Errorf("kafka: producing: %w", *p)
 	}
 	return nil
 }
