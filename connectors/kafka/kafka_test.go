@@ -357,17 +357,10 @@ func TestCommitRetriesWhileBrokerUnreachable(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	retried := make(chan struct{})
-	var once sync.Once
-	logw := writerFunc(func(p []byte) (int, error) {
-		if strings.Contains(string(p), "retrying") {
-			once.Do(func() { close(retried) })
-		}
-		return len(p), nil
-	})
 	rcfg := cfg
 	rcfg.brokers = []string{addr}
-	rcfg.log = zerolog.New(logw)
+	var retried <-chan struct{}
+	rcfg.log, retried = onLog("retrying")
 	restored := &kafkaSink[string]{cfg: rcfg, clients: map[string]*kgo.Client{}}
 	done := make(chan error, 1)
 	go func() { done <- restored.Commit(&stream.SinkContext{}, txn) }()
@@ -388,3 +381,58 @@ func TestCommitRetriesWhileBrokerUnreachable(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// onLog returns a logger and a channel closed at its first message
+// containing s: a test waits on what the code under test reports.
+func onLog(s string) (zerolog.Logger, <-chan struct{}) {
+	seen := make(chan struct{})
+	var once sync.Once
+	return zerolog.New(writerFunc(func(p []byte) (int, error) {
+		if strings.Contains(string(p), s) {
+			once.Do(func() { close(seen) })
+		}
+		return len(p), nil
+	})), seen
+}
+
+// A bounded source discovers its partitions once: when the broker cannot
+// be reached then, it tries again instead of waiting for splits for ever.
+func TestBoundedSourceRetriesFailedDiscovery(t *testing.T) {
+	broker := kafkatest.Broker(t)
+	in := kafkatest.Topic(t, broker, "discovery", 2)
+	produce(t, broker, in, 2, 0, 100)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there until the proxy starts
+	log, failed := onLog("discovery failed")
+	src, err := NewSource([]string{addr}, intValue, Topics(in), BoundedBy(Latest()), SourceLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := stream.NewEnvironment(stream.WithParallelism(2))
+	Add(env, src, stream.SourceWatermarks{}, "kafka").Collect().Uid("out")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { _, err := env.Execute(ctx); done <- err }()
+	select {
+	case <-failed:
+	case err := <-done:
+		t.Fatalf("the job ended before the broker was reachable: %v", err)
+	}
+	kafkatest.Proxy(t, addr, broker)
+	if err := <-done; err != nil {
+		t.Fatalf("the job failed or never got its splits: %v", err)
+	}
+	vals, err := stream.CollectedValues[int](env, "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Ints(vals)
+	if !slices.Equal(vals, span(0, 100)) {
+		t.Fatalf("read %d records %v, want 0..99 once each", len(vals), vals)
+	}
+}

@@ -313,9 +313,23 @@ func (e *enumerator) discover() (any, error) {
 	return discovery{splits: found}, nil
 }
 
+// discoveryRetry is the pause before a bounded source's enumerator, which
+// discovers once, tries a failed discovery again.
+const discoveryRetry = time.Second
+
+// retryBounded schedules discovery again when none is periodic (a bounded
+// source): else a transient failure at start left it without splits for
+// ever. A periodic discovery retries at its next run.
+func (e *enumerator) retryBounded() {
+	if e.cfg.stopping != nil {
+		e.ctx.CallAsync(e.discover, e.handleDiscovery, discoveryRetry, 0)
+	}
+}
+
 func (e *enumerator) handleDiscovery(v any, err error) {
 	if err != nil {
-		e.cfg.log.Warn().Err(err).Msg("kafka partition discovery failed; retrying at the next one")
+		e.cfg.log.Warn().Err(err).Msg("kafka partition discovery failed; retrying")
+		e.retryBounded()
 		return
 	}
 	var fresh []PartitionSplit
@@ -337,6 +351,12 @@ func (e *enumerator) handleDiscovery(v any, err error) {
 			}
 			if err != nil {
 				e.cfg.log.Warn().Err(err).Msg("kafka: resolving starting offsets failed; retrying at the next discovery")
+				if initial {
+					// The retry starts them where the source starts,
+					// not at the earliest offset of later partitions.
+					e.discovered = false
+				}
+				e.retryBounded()
 				return
 			}
 			splits := v.([]PartitionSplit)
