@@ -41,10 +41,10 @@ type reader[T any] struct {
 	fetches chan kgo.Fetches
 	// runs are the fetched records not emitted yet, a run per partition:
 	// a run looks its split and output up once, not per record.
-	runs []partitionRun
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	runs   []partitionRun
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 
 	// offsets taken at each checkpoint, committed to the group when it
 	// completes; committing runs on its own goroutine.
