@@ -66,7 +66,7 @@ func (r *reader[T]) Start() error {
 	if r.cfg.readCommitted {
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	}
-	cl, err := kgo.NewClient(opts...)
+	cl, err := kgo.NewClient(append(opts, r.cfg.client.opts...)...)
 	if err != nil {
 		return fmt.Errorf("kafka: reader client: %w", err)
 	}

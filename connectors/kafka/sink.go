@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -39,6 +40,7 @@ type sinkConfig struct {
 	guarantee  DeliveryGuarantee
 	prefix     string
 	txnTimeout time.Duration
+	client     clientOptions
 	log        zerolog.Logger
 }
 
@@ -86,6 +88,9 @@ func Sink[T any](s stream.DataStream[T], brokers []string, topic string, seriali
 	}
 	if c.guarantee == ExactlyOnce && c.prefix == "" {
 		return stream.Sink{}, ErrNoTransactionalIDPrefix
+	}
+	if c.client.err != nil {
+		return stream.Sink{}, c.client.err
 	}
 	return stream.AddTwoPhaseCommitSink[T, Transaction](s, "Kafka Sink: "+topic, func() stream.TwoPhaseCommitSink[T, Transaction] {
 		return &kafkaSink[T]{cfg: c, ser: serialize, clients: map[string]*kgo.Client{}}
@@ -135,8 +140,15 @@ func (k *kafkaSink[T]) Close() error {
 
 // baseOpts are the producers' options: franz-go's defaults for batching,
 // linger (10 ms) and compression (snappy), acks=all and idempotence.
+// SinkProperty and SinkClientOptions add to them.
 func (k *kafkaSink[T]) baseOpts() []kgo.Opt {
-	return []kgo.Opt{kgo.SeedBrokers(k.cfg.brokers...), kgo.DefaultProduceTopic(k.cfg.topic)}
+	return k.clientOpts(kgo.DefaultProduceTopic(k.cfg.topic))
+}
+
+// clientOpts are the options of every client of the sink: the brokers,
+// opts, then the user's.
+func (k *kafkaSink[T]) clientOpts(opts ...kgo.Opt) []kgo.Opt {
+	return slices.Concat([]kgo.Opt{kgo.SeedBrokers(k.cfg.brokers...)}, opts, k.cfg.client.opts)
 }
 
 func (k *kafkaSink[T]) txnID(subtask int, n int64) string {
@@ -217,7 +229,7 @@ func (k *kafkaSink[T]) abortLingering(subtask int, from int64) error {
 
 // fence initializes a producer ID for id and returns its epoch.
 func (k *kafkaSink[T]) fence(id string) (int16, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(k.cfg.brokers...), kgo.TransactionalID(id), kgo.TransactionTimeout(k.cfg.txnTimeout))
+	cl, err := kgo.NewClient(k.clientOpts(kgo.TransactionalID(id), kgo.TransactionTimeout(k.cfg.txnTimeout))...)
 	if err != nil {
 		return 0, fmt.Errorf("kafka: producer %s: %w", id, err)
 	}
@@ -342,7 +354,7 @@ func (k *kafkaSink[T]) follow(txn Transaction) {
 // pre-committed (what Flink's FlinkKafkaInternalProducer.resumeTransaction
 // does by reflection).
 func (k *kafkaSink[T]) resumeAndCommit(ctx context.Context, txn Transaction) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(k.cfg.brokers...))
+	cl, err := kgo.NewClient(k.clientOpts()...)
 	if err != nil {
 		return fmt.Errorf("kafka: client: %w", err)
 	}
@@ -393,8 +405,8 @@ func commitTransaction(ctx context.Context, cl *kgo.Client, txn Transaction, log
 }
 
 // retriableCommitError is true for an EndTxn failure that a later attempt
-// may not meet: the coordinator moving or loading, or no answer at all
-// (a network error: the broker is down or restarting).
+// may not see: the coordinator moving or loading, or no answer at all (a
+// network error: the broker is down or restarting).
 func retriableCommitError(err error) bool {
 	if _, ok := errors.AsType[*kerr.Error](err); !ok {
 		// Not the broker's answer: the request did not get through.

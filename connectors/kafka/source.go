@@ -105,6 +105,7 @@ type sourceConfig struct {
 	discovery     time.Duration
 	groupID       string
 	readCommitted bool
+	client        clientOptions
 	log           zerolog.Logger
 }
 
@@ -158,6 +159,9 @@ func NewSource[T any](brokers []string, deserialize func(*kgo.Record) (T, error)
 	}
 	if len(c.topics) == 0 && c.pattern == nil {
 		return nil, ErrNoTopics
+	}
+	if c.client.err != nil {
+		return nil, c.client.err
 	}
 	if c.starting.kind == offCommitted && c.groupID == "" {
 		return nil, errors.New("kafka: Committed starting offsets need a GroupID")
@@ -258,7 +262,7 @@ type enumerator struct {
 }
 
 func (e *enumerator) Start() error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.cfg.brokers...))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(e.cfg.brokers...)}, e.cfg.client.opts...)...)
 	if err != nil {
 		return fmt.Errorf("kafka: enumerator client: %w", err)
 	}
