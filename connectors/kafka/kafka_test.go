@@ -340,6 +340,20 @@ func TestCommitOfATimedOutTransactionFails(t *testing.T) {
 	}
 }
 
+// A pre-committed transaction without records never began at the
+// coordinator (the checkpoint interval brought the subtask no input): its
+// commit on restore is refused as an invalid state, and is no loss.
+func TestCommitOfAnEmptyTransaction(t *testing.T) {
+	broker := kafkatest.Broker(t)
+	topic := kafkatest.Topic(t, broker, "empty", 1)
+	cfg := sinkConfig{brokers: []string{broker}, topic: topic, guarantee: ExactlyOnce, prefix: "test-empty-" + topic, txnTimeout: time.Minute}
+	txn := beginPreCommitted(t, cfg)
+	restored := &kafkaSink[string]{cfg: cfg, clients: map[string]*kgo.Client{}}
+	if err := restored.Commit(&stream.SinkContext{}, txn); err != nil {
+		t.Fatalf("committing an empty transaction: %v", err)
+	}
+}
+
 // The restore's commit outlasts a broker that refuses connections for a
 // while (a restarting one): it retries instead of failing the task, whose
 // every restart would fail the same way until the transaction times out.

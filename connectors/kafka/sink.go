@@ -427,8 +427,10 @@ func retriableCommitError(err error) bool {
 var ErrTransactionAborted = errors.New("kafka: pre-committed transaction was aborted by the broker, its records are lost")
 
 // verifyCommitted asks the coordinator how txn ended after EndTxn(commit)
-// was refused with refusal: committed (a repeated commit) is success;
-// aborted (its timeout expired, or it was fenced) is ErrTransactionAborted.
+// was refused with refusal: committed (a repeated commit), or never begun
+// there (no record written: still Empty at the recorded epoch), is
+// success; aborted (its timeout expired, or it was fenced) is
+// ErrTransactionAborted.
 // Flink's KafkaCommitter treats these answers as "most likely aborted" too
 // and names transaction.timeout.ms.
 func verifyCommitted(ctx context.Context, cl *kgo.Client, txn Transaction, refusal error) error {
@@ -443,6 +445,10 @@ func verifyCommitted(ctx context.Context, cl *kgo.Client, txn Transaction, refus
 		}
 		switch {
 		case err == nil && st.State == "CompleteCommit":
+			return nil
+		case err == nil && st.State == "Empty" && st.ProducerID == txn.ProducerID && st.ProducerEpoch == txn.ProducerEpoch:
+			// Never began at the coordinator (its producer wrote no
+			// record): nothing to commit, nothing lost.
 			return nil
 		case err == nil && st.State != "PrepareCommit":
 			// PrepareCommit is a commit whose markers are still being
