@@ -62,6 +62,35 @@ func checkKafkaCounts(t *testing.T, broker, topic string, count, keys int) {
 	}
 	if len(lines) != count {
 		t.Errorf("read %d committed records, want %d", len(lines), count)
+		logOpenTransactions(t, broker)
+	}
+}
+
+// logOpenTransactions logs the broker's transactions that are not
+// complete: one left open holds read_committed readers back.
+func logOpenTransactions(t *testing.T, broker string) {
+	t.Helper()
+	adm := kafkatest.Admin(t, broker)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	listed, err := adm.ListTransactions(ctx, nil, []string{"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"})
+	if err != nil {
+		t.Logf("listing transactions: %v", err)
+		return
+	}
+	ids := listed.TransactionalIDs()
+	if len(ids) == 0 {
+		t.Log("no open transactions")
+		return
+	}
+	described, err := adm.DescribeTransactions(ctx, ids...)
+	if err != nil {
+		t.Logf("describing transactions %v: %v", ids, err)
+		return
+	}
+	for _, d := range described.Sorted() {
+		t.Logf("open transaction %s: %s, producer %d epoch %d, started %s, topics %v",
+			d.TxnID, d.State, d.ProducerID, d.ProducerEpoch, time.UnixMilli(d.StartTimestamp).Format(time.RFC3339Nano), d.Topics)
 	}
 }
 

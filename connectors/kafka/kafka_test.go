@@ -2,18 +2,24 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"regexp"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/gofl/gofl/connectors/kafka/kafkatest"
+	"github.com/gofl/gofl/failure"
 	"github.com/gofl/gofl/stream"
 )
 
@@ -268,5 +274,179 @@ func TestRestartedSinkAbortsLingeringTransactions(t *testing.T) {
 	got := kafkatest.ReadCommitted(t, broker, topic, 2, time.Minute)
 	if !slices.Equal(got, []string{"committed", "after"}) {
 		t.Fatalf("read_committed saw %q, want [committed after]", got)
+	}
+}
+
+// beginPreCommitted begins a transaction on a fresh exactly-once sink over
+// cfg, writes vals to it and pre-commits it, then drops its producer
+// without ending the transaction (the process died after the checkpoint):
+// the handle is what a restore would commit.
+func beginPreCommitted(t *testing.T, cfg sinkConfig, vals ...string) Transaction {
+	t.Helper()
+	k := &kafkaSink[string]{cfg: cfg, clients: map[string]*kgo.Client{}, ser: func(s string) *kgo.Record { return &kgo.Record{Value: []byte(s)} }}
+	var sctx stream.SinkContext
+	txn, err := k.begin(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vals {
+		if err := k.Write(&sctx, txn, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := k.PreCommit(&sctx, txn); err != nil {
+		t.Fatal(err)
+	}
+	k.clients[txn.TransactionalID].Close()
+	delete(k.clients, txn.TransactionalID)
+	return txn
+}
+
+// A pre-committed transaction that outlived its transaction.timeout.ms was
+// aborted by the coordinator: committing it on restore must not report
+// success (its records are gone) but fail, non-recoverably, naming it.
+func TestCommitOfATimedOutTransactionFails(t *testing.T) {
+	broker := kafkatest.Broker(t)
+	topic := kafkatest.Topic(t, broker, "timedout", 1)
+	cfg := sinkConfig{brokers: []string{broker}, topic: topic, guarantee: ExactlyOnce, prefix: "test-timedout-" + topic, txnTimeout: time.Second}
+	txn := beginPreCommitted(t, cfg, "lost")
+	// The coordinator aborts expired transactions on a timer
+	// (transaction.abort.timed.out.transaction.cleanup.interval.ms).
+	adm := kafkatest.Admin(t, broker)
+	deadline := time.Now().Add(time.Minute)
+	for state := ""; state != "CompleteAbort"; {
+		if time.Now().After(deadline) {
+			t.Fatalf("transaction %s is %q a minute after its 1 s timeout, want CompleteAbort", txn.TransactionalID, state)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		d, err := adm.DescribeTransactions(ctx, txn.TransactionalID)
+		cancel()
+		if err == nil {
+			state = d[txn.TransactionalID].State
+		}
+		time.Sleep(100 * time.Millisecond) // polling the coordinator's state: no event to wait on
+	}
+
+	restored := &kafkaSink[string]{cfg: cfg, clients: map[string]*kgo.Client{}}
+	err := restored.Commit(&stream.SinkContext{}, txn)
+	if !errors.Is(err, ErrTransactionAborted) {
+		t.Fatalf("committing the timed-out transaction: %v, want ErrTransactionAborted", err)
+	}
+	if got := failure.Classify(err); got != failure.FailureNonRecoverable {
+		t.Errorf("the failure is %v, want non-recoverable: a restart cannot bring the records back", got)
+	}
+	if !strings.Contains(err.Error(), txn.TransactionalID) {
+		t.Errorf("the error %q does not name the transaction %s", err, txn.TransactionalID)
+	}
+}
+
+// A pre-committed transaction without records never began at the
+// coordinator (the checkpoint interval brought the subtask no input): its
+// commit on restore is refused as an invalid state, and is no loss.
+func TestCommitOfAnEmptyTransaction(t *testing.T) {
+	broker := kafkatest.Broker(t)
+	topic := kafkatest.Topic(t, broker, "empty", 1)
+	cfg := sinkConfig{brokers: []string{broker}, topic: topic, guarantee: ExactlyOnce, prefix: "test-empty-" + topic, txnTimeout: time.Minute}
+	txn := beginPreCommitted(t, cfg)
+	restored := &kafkaSink[string]{cfg: cfg, clients: map[string]*kgo.Client{}}
+	if err := restored.Commit(&stream.SinkContext{}, txn); err != nil {
+		t.Fatalf("committing an empty transaction: %v", err)
+	}
+}
+
+// The restore's commit outlasts a broker that refuses connections for a
+// while (a restarting one): it retries instead of failing the task, whose
+// every restart would fail the same way until the transaction times out.
+func TestCommitRetriesWhileBrokerUnreachable(t *testing.T) {
+	broker := kafkatest.Broker(t)
+	topic := kafkatest.Topic(t, broker, "unreachable", 1)
+	cfg := sinkConfig{brokers: []string{broker}, topic: topic, guarantee: ExactlyOnce, prefix: "test-unreachable-" + topic, txnTimeout: time.Minute}
+	txn := beginPreCommitted(t, cfg, "a", "b")
+
+	// The restored sink reaches the broker through a port where nothing
+	// listens yet; a proxy opens there after the first refused attempt.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	rcfg := cfg
+	rcfg.brokers = []string{addr}
+	var retried <-chan struct{}
+	rcfg.log, retried = onLog("retrying")
+	restored := &kafkaSink[string]{cfg: rcfg, clients: map[string]*kgo.Client{}}
+	done := make(chan error, 1)
+	go func() { done <- restored.Commit(&stream.SinkContext{}, txn) }()
+	select {
+	case <-retried:
+	case err := <-done:
+		t.Fatalf("the commit ended before the broker was reachable: %v", err)
+	}
+	kafkatest.Proxy(t, addr, broker)
+	if err := <-done; err != nil {
+		t.Fatalf("commit once the broker is reachable: %v", err)
+	}
+	if got := kafkatest.ReadCommitted(t, broker, topic, 2, time.Minute); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("read_committed saw %q, want [a b]", got)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// onLog returns a logger and a channel closed at its first message
+// containing s: a test waits on what the code under test reports.
+func onLog(s string) (zerolog.Logger, <-chan struct{}) {
+	seen := make(chan struct{})
+	var once sync.Once
+	return zerolog.New(writerFunc(func(p []byte) (int, error) {
+		if strings.Contains(string(p), s) {
+			once.Do(func() { close(seen) })
+		}
+		return len(p), nil
+	})), seen
+}
+
+// A bounded source discovers its partitions once: when the broker cannot
+// be reached then, it tries again instead of waiting for splits for ever.
+func TestBoundedSourceRetriesFailedDiscovery(t *testing.T) {
+	broker := kafkatest.Broker(t)
+	in := kafkatest.Topic(t, broker, "discovery", 2)
+	produce(t, broker, in, 2, 0, 100)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there until the proxy starts
+	log, failed := onLog("discovery failed")
+	src, err := NewSource([]string{addr}, intValue, Topics(in), BoundedBy(Latest()), SourceLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := stream.NewEnvironment(stream.WithParallelism(2))
+	Add(env, src, stream.SourceWatermarks{}, "kafka").Collect().Uid("out")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { _, err := env.Execute(ctx); done <- err }()
+	select {
+	case <-failed:
+	case err := <-done:
+		t.Fatalf("the job ended before the broker was reachable: %v", err)
+	}
+	kafkatest.Proxy(t, addr, broker)
+	if err := <-done; err != nil {
+		t.Fatalf("the job failed or never got its splits: %v", err)
+	}
+	vals, err := stream.CollectedValues[int](env, "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Ints(vals)
+	if !slices.Equal(vals, span(0, 100)) {
+		t.Fatalf("read %d records %v, want 0..99 once each", len(vals), vals)
 	}
 }

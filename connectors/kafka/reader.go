@@ -39,10 +39,12 @@ type reader[T any] struct {
 	toAdd   []PartitionSplit // splits added before Start
 	noMore  bool
 	fetches chan kgo.Fetches
-	cur     []*kgo.Record
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	// runs are the fetched records not emitted yet, a run per partition:
+	// a run looks its split and output up once, not per record.
+	runs   []partitionRun
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 
 	// offsets taken at each checkpoint, committed to the group when it
 	// completes; committing runs on its own goroutine.
@@ -64,7 +66,7 @@ func (r *reader[T]) Start() error {
 	if r.cfg.readCommitted {
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	}
-	cl, err := kgo.NewClient(opts...)
+	cl, err := kgo.NewClient(append(opts, r.cfg.client.opts...)...)
 	if err != nil {
 		return fmt.Errorf("kafka: reader client: %w", err)
 	}
@@ -151,8 +153,8 @@ func (r *reader[T]) AddSplits(splits []PartitionSplit) {
 func (r *reader[T]) NotifyNoMoreSplits()      { r.noMore = true }
 func (r *reader[T]) HandleSourceEvent([]byte) {}
 
-func (r *reader[T]) PollNext(out source.ReaderOutput[T]) (source.InputStatus, time.Time, error) {
-	if len(r.cur) == 0 {
+func (r *reader[T]) PollNext(output source.ReaderOutput[T]) (source.InputStatus, time.Time, error) {
+	if len(r.runs) == 0 {
 		if r.noMore && len(r.splits) == 0 {
 			return source.EndOfInput, time.Time{}, nil
 		}
@@ -183,42 +185,74 @@ func (r *reader[T]) PollNext(out source.ReaderOutput[T]) (source.InputStatus, ti
 				r.cfg.log.Warn().Err(fe.Err).Str("topic", fe.Topic).Int32("partition", fe.Partition).Msg("kafka fetch error")
 			}
 		}
-		r.cur = fs.Records()
-	}
-	n := 0
-	var finished map[string][]int32
-	for n < len(r.cur) && n < fetchBatch {
-		rec := r.cur[n]
-		n++
-		id := r.splitID(rec)
-		sp := r.splits[id]
-		if sp == nil || rec.Offset < sp.StartingOffset {
-			continue // a removed split, or a record before a restored position
-		}
-		if sp.StoppingOffset != NoStoppingOffset && rec.Offset >= sp.StoppingOffset {
-			continue
-		}
-		v, err := r.de(rec)
-		if err != nil {
-			r.cur = r.cur[n:]
-			return 0, time.Time{}, fmt.Errorf("kafka: deserializing %s offset %d: %w", id, rec.Offset, err)
-		}
-		out.ForSplit(id).Collect(v, rec.Timestamp.UnixMilli())
-		sp.StartingOffset = rec.Offset + 1
-		if sp.StoppingOffset != NoStoppingOffset && sp.StartingOffset >= sp.StoppingOffset {
-			delete(r.splits, id)
-			out.ReleaseSplit(id)
-			if finished == nil {
-				finished = map[string][]int32{}
+		fs.EachPartition(func(p kgo.FetchTopicPartition) {
+			if len(p.Records) > 0 {
+				r.runs = append(r.runs, partitionRun{topicPartition{p.Topic, p.Partition}, p.Records})
 			}
-			finished[sp.Topic] = append(finished[sp.Topic], sp.Partition)
-		}
+		})
 	}
-	r.cur = r.cur[n:]
+	var finished map[string][]int32
+	for budget := fetchBatch; budget > 0 && len(r.runs) > 0; {
+		run := &r.runs[0]
+		id := r.splitID(run.tp)
+		sp := r.splits[id]
+		var out source.SplitOutput[T]
+		n := 0
+		for n < len(run.recs) && n < budget {
+			rec := run.recs[n]
+			n++
+			if sp == nil || rec.Offset < sp.StartingOffset {
+				continue // a removed split, or a record before a restored position
+			}
+			if sp.StoppingOffset != NoStoppingOffset && rec.Offset >= sp.StoppingOffset {
+				continue
+			}
+			v, err := r.de(rec)
+			if err != nil {
+				r.consume(n)
+				return 0, time.Time{}, fmt.Errorf("kafka: deserializing %s offset %d: %w", id, rec.Offset, err)
+			}
+			if out == nil {
+				out = output.ForSplit(id)
+			}
+			out.Collect(v, rec.Timestamp.UnixMilli())
+			sp.StartingOffset = rec.Offset + 1
+			if sp.StoppingOffset != NoStoppingOffset && sp.StartingOffset >= sp.StoppingOffset {
+				delete(r.splits, id)
+				output.ReleaseSplit(id)
+				if finished == nil {
+					finished = map[string][]int32{}
+				}
+				finished[sp.Topic] = append(finished[sp.Topic], sp.Partition)
+				sp = nil // the rest of the run is beyond the split
+			}
+		}
+		budget -= n
+		r.consume(n)
+	}
 	if finished != nil {
 		r.cl.RemoveConsumePartitions(finished)
 	}
 	return source.MoreAvailable, time.Time{}, nil
+}
+
+// partitionRun is a partition's fetched records, in offset order.
+type partitionRun struct {
+	tp   topicPartition
+	recs []*kgo.Record
+}
+
+// consume drops the first n records of the first run.
+func (r *reader[T]) consume(n int) {
+	run := &r.runs[0]
+	run.recs = run.recs[n:]
+	if len(run.recs) == 0 {
+		run.recs = nil
+		r.runs = r.runs[1:]
+		if len(r.runs) == 0 {
+			r.runs = nil
+		}
+	}
 }
 
 // topicPartition names a partition.
@@ -227,15 +261,14 @@ type topicPartition struct {
 	partition int32
 }
 
-// splitID is the SplitID of rec's partition.
-func (r *reader[T]) splitID(rec *kgo.Record) string {
-	tp := topicPartition{rec.Topic, rec.Partition}
+// splitID is the SplitID of partition tp.
+func (r *reader[T]) splitID(tp topicPartition) string {
 	id, ok := r.ids[tp]
 	if !ok {
 		if r.ids == nil {
 			r.ids = map[topicPartition]string{}
 		}
-		id = PartitionSplit{Topic: rec.Topic, Partition: rec.Partition}.SplitID()
+		id = PartitionSplit{Topic: tp.topic, Partition: tp.partition}.SplitID()
 		r.ids[tp] = id
 	}
 	return id

@@ -4,14 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/gofl/gofl/failure"
 	"github.com/gofl/gofl/stream"
 )
 
@@ -37,6 +40,7 @@ type sinkConfig struct {
 	guarantee  DeliveryGuarantee
 	prefix     string
 	txnTimeout time.Duration
+	client     clientOptions
 	log        zerolog.Logger
 }
 
@@ -55,9 +59,21 @@ func WithDeliveryGuarantee(g DeliveryGuarantee) SinkOption {
 // job finds and aborts the transactions its previous run left open.
 func TransactionalIDPrefix(p string) SinkOption { return func(c *sinkConfig) { c.prefix = p } }
 
-// TransactionTimeout is transaction.timeout.ms (default 1 minute): longer
-// than the checkpoint interval, at most the broker's
-// transaction.max.timeout.ms.
+// DefaultTransactionTimeout is the sink's transaction.timeout.ms: the
+// broker's default transaction.max.timeout.ms, the most a broker accepts
+// unless configured otherwise.
+const DefaultTransactionTimeout = 15 * time.Minute
+
+// TransactionTimeout is transaction.timeout.ms (default
+// DefaultTransactionTimeout), at most the broker's
+// transaction.max.timeout.ms. A pre-committed transaction waits for its
+// checkpoint's completion, or after a failure for the job's recovery: the
+// broker aborts it once it is older than this, and its records are lost
+// (the commit fails with ErrTransactionAborted). So it must exceed the
+// checkpoint interval plus the longest expected downtime (Flink's KafkaSink
+// defaults to an hour for this reason). Open transactions of a job that
+// never comes back hold read_committed readers of their partitions back
+// for as long.
 func TransactionTimeout(d time.Duration) SinkOption { return func(c *sinkConfig) { c.txnTimeout = d } }
 
 // SinkLogger logs through l.
@@ -66,12 +82,15 @@ func SinkLogger(l zerolog.Logger) SinkOption { return func(c *sinkConfig) { c.lo
 // Sink writes s to topic on brokers; serialize makes each value's record
 // (its Topic, if empty, is topic).
 func Sink[T any](s stream.DataStream[T], brokers []string, topic string, serialize func(T) *kgo.Record, opts ...SinkOption) (stream.Sink, error) {
-	c := sinkConfig{brokers: brokers, topic: topic, txnTimeout: time.Minute, log: zerolog.Nop()}
+	c := sinkConfig{brokers: brokers, topic: topic, txnTimeout: DefaultTransactionTimeout, log: zerolog.Nop()}
 	for _, o := range opts {
 		o(&c)
 	}
 	if c.guarantee == ExactlyOnce && c.prefix == "" {
 		return stream.Sink{}, ErrNoTransactionalIDPrefix
+	}
+	if c.client.err != nil {
+		return stream.Sink{}, c.client.err
 	}
 	return stream.AddTwoPhaseCommitSink[T, Transaction](s, "Kafka Sink: "+topic, func() stream.TwoPhaseCommitSink[T, Transaction] {
 		return &kafkaSink[T]{cfg: c, ser: serialize, clients: map[string]*kgo.Client{}}
@@ -99,8 +118,11 @@ type kafkaSink[T any] struct {
 	next    int64 // the number of the next transaction
 	aborted bool  // lingering transactions were aborted
 
-	mu     sync.Mutex
-	failed error // the first failed produce since the last pre-commit
+	// failed is the first failed produce since the last pre-commit.
+	failed atomic.Pointer[error]
+	// promise is onProduced as a func value made once: a closure per
+	// record was an allocation per record.
+	promise func(*kgo.Record, error)
 }
 
 func (k *kafkaSink[T]) Open(*stream.SinkContext) error { return nil }
@@ -116,8 +138,17 @@ func (k *kafkaSink[T]) Close() error {
 	return nil
 }
 
+// baseOpts are the producers' options: franz-go's defaults for batching,
+// linger (10 ms) and compression (snappy), acks=all and idempotence.
+// SinkProperty and SinkClientOptions add to them.
 func (k *kafkaSink[T]) baseOpts() []kgo.Opt {
-	return []kgo.Opt{kgo.SeedBrokers(k.cfg.brokers...), kgo.DefaultProduceTopic(k.cfg.topic), kgo.ProducerLinger(5 * time.Millisecond)}
+	return k.clientOpts(kgo.DefaultProduceTopic(k.cfg.topic))
+}
+
+// clientOpts are the options of every client of the sink: the brokers,
+// opts, then the user's.
+func (k *kafkaSink[T]) clientOpts(opts ...kgo.Opt) []kgo.Opt {
+	return slices.Concat([]kgo.Opt{kgo.SeedBrokers(k.cfg.brokers...)}, opts, k.cfg.client.opts)
 }
 
 func (k *kafkaSink[T]) txnID(subtask int, n int64) string {
@@ -198,7 +229,7 @@ func (k *kafkaSink[T]) abortLingering(subtask int, from int64) error {
 
 // fence initializes a producer ID for id and returns its epoch.
 func (k *kafkaSink[T]) fence(id string) (int16, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(k.cfg.brokers...), kgo.TransactionalID(id), kgo.TransactionTimeout(k.cfg.txnTimeout))
+	cl, err := kgo.NewClient(k.clientOpts(kgo.TransactionalID(id), kgo.TransactionTimeout(k.cfg.txnTimeout))...)
 	if err != nil {
 		return 0, fmt.Errorf("kafka: producer %s: %w", id, err)
 	}
@@ -217,27 +248,28 @@ func (k *kafkaSink[T]) Write(_ *stream.SinkContext, txn Transaction, v T) error 
 	if k.cfg.guarantee == ExactlyOnce {
 		cl = k.clients[txn.TransactionalID]
 	}
-	if err := k.takeFailure(); err != nil {
-		return err
-	}
-	cl.Produce(context.Background(), k.ser(v), func(_ *kgo.Record, err error) {
-		if err != nil {
-			k.mu.Lock()
-			if k.failed == nil {
-				k.failed = err
-			}
-			k.mu.Unlock()
+	if k.failed.Load() != nil {
+		if err := k.takeFailure(); err != nil {
+			return err
 		}
-	})
+	}
+	if k.promise == nil {
+		k.promise = k.onProduced
+	}
+	cl.Produce(context.Background(), k.ser(v), k.promise)
 	return nil
 }
 
+// onProduced keeps the first produce failure for the sink's goroutine.
+func (k *kafkaSink[T]) onProduced(_ *kgo.Record, err error) {
+	if err != nil {
+		k.failed.CompareAndSwap(nil, &err)
+	}
+}
+
 func (k *kafkaSink[T]) takeFailure() error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if err := k.failed; err != nil {
-		k.failed = nil
-		return fmt.Errorf("kafka: producing: %w", err)
+	if p := k.failed.Swap(nil); p != nil {
+		return fmt.Errorf("kafka: producing: %w", *p)
 	}
 	return nil
 }
@@ -261,9 +293,10 @@ func (k *kafkaSink[T]) PreCommit(_ *stream.SinkContext, txn Transaction) error {
 }
 
 // Commit commits a pre-committed transaction: with its producer when this
-// process has it, else (after a restore) by sending EndTxn with the
-// recorded producer ID and epoch. A transaction already committed counts
-// as committed.
+// process has it, else (after a restore, or when that producer failed to)
+// by sending EndTxn with the recorded producer ID and epoch. A transaction
+// already committed counts as committed; one the broker aborted is
+// ErrTransactionAborted.
 func (k *kafkaSink[T]) Commit(_ *stream.SinkContext, txn Transaction) error {
 	k.follow(txn)
 	if k.cfg.guarantee != ExactlyOnce {
@@ -274,10 +307,14 @@ func (k *kafkaSink[T]) Commit(_ *stream.SinkContext, txn Transaction) error {
 	if cl := k.clients[txn.TransactionalID]; cl != nil {
 		delete(k.clients, txn.TransactionalID)
 		defer cl.Close()
-		if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
-			return fmt.Errorf("kafka: committing %s: %w", txn.TransactionalID, err)
+		err := cl.EndTransaction(ctx, kgo.TryCommit)
+		if err == nil {
+			return nil
 		}
-		return nil
+		// Unconfirmed or refused: the recorded handle retries and, if
+		// refused, finds out whether it committed.
+		k.cfg.log.Warn().Err(err).Str("transactional_id", txn.TransactionalID).
+			Msg("kafka sink: the producer could not commit its transaction; committing from its recorded handle")
 	}
 	return k.resumeAndCommit(ctx, txn)
 }
@@ -317,21 +354,32 @@ func (k *kafkaSink[T]) follow(txn Transaction) {
 // pre-committed (what Flink's FlinkKafkaInternalProducer.resumeTransaction
 // does by reflection).
 func (k *kafkaSink[T]) resumeAndCommit(ctx context.Context, txn Transaction) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(k.cfg.brokers...))
+	cl, err := kgo.NewClient(k.clientOpts()...)
 	if err != nil {
 		return fmt.Errorf("kafka: client: %w", err)
 	}
 	defer cl.Close()
-	return commitTransaction(ctx, cl, txn)
+	return commitTransaction(ctx, cl, txn, k.cfg.log)
 }
 
-func commitTransaction(ctx context.Context, cl *kgo.Client, txn Transaction) error {
+// commitRetryMax caps the pause between two EndTxn attempts.
+const commitRetryMax = time.Second
+
+// commitTransaction sends EndTxn(commit) for txn until the coordinator
+// answers or ctx ends. A broker that cannot be reached (a restarting one
+// refuses connections, which franz-go does not retry for a seed) and the
+// coordinator's transient errors are retried. A fenced epoch or an invalid
+// state means the transaction ended without this request: verifyCommitted
+// tells a commit (a second commit, or one whose answer was lost) from an
+// abort, which is the loss of its records.
+func commitTransaction(ctx context.Context, cl *kgo.Client, txn Transaction, log zerolog.Logger) error {
 	req := kmsg.NewPtrEndTxnRequest()
 	req.TransactionalID = txn.TransactionalID
 	req.ProducerID = txn.ProducerID
 	req.ProducerEpoch = txn.ProducerEpoch
 	req.Commit = true
-	for {
+	pause := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
 		resp, err := req.RequestWith(ctx, cl)
 		if err == nil {
 			err = kerr.ErrorForCode(resp.ErrorCode)
@@ -339,20 +387,86 @@ func commitTransaction(ctx context.Context, cl *kgo.Client, txn Transaction) err
 		switch {
 		case err == nil:
 			return nil
-		case errors.Is(err, kerr.ConcurrentTransactions), errors.Is(err, kerr.CoordinatorLoadInProgress),
-			errors.Is(err, kerr.NotCoordinator), errors.Is(err, kerr.CoordinatorNotAvailable):
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("kafka: committing %s: %w", txn.TransactionalID, err)
-			case <-time.After(100 * time.Millisecond):
-			}
 		case errors.Is(err, kerr.InvalidProducerEpoch), errors.Is(err, kerr.ProducerFenced),
 			errors.Is(err, kerr.InvalidTxnState):
-			// Already committed (the epoch moved on with it), as Flink
-			// treats these on recovery.
-			return nil
-		default:
+			return verifyCommitted(ctx, cl, txn, err)
+		case !retriableCommitError(err) || ctx.Err() != nil:
 			return fmt.Errorf("kafka: committing %s: %w", txn.TransactionalID, err)
 		}
+		log.Warn().Err(err).Str("transactional_id", txn.TransactionalID).Int("attempt", attempt).
+			Msg("kafka sink: committing a transaction failed; retrying")
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kafka: committing %s: %w (gave up: %w)", txn.TransactionalID, err, ctx.Err())
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, commitRetryMax)
+	}
+}
+
+// retriableCommitError is true for an EndTxn failure that a later attempt
+// may not see: the coordinator moving or loading, or no answer at all (a
+// network error: the broker is down or restarting).
+func retriableCommitError(err error) bool {
+	if _, ok := errors.AsType[*kerr.Error](err); !ok {
+		// Not the broker's answer: the request did not get through.
+		return !errors.Is(err, kgo.ErrClientClosed) && !errors.Is(err, context.Canceled) &&
+			!errors.Is(err, context.DeadlineExceeded)
+	}
+	return kerr.IsRetriable(err) || errors.Is(err, kerr.ConcurrentTransactions) ||
+		errors.Is(err, kerr.CoordinatorLoadInProgress) || errors.Is(err, kerr.NotCoordinator) ||
+		errors.Is(err, kerr.CoordinatorNotAvailable)
+}
+
+// ErrTransactionAborted is returned (marked non-recoverable) when a
+// pre-committed transaction was aborted instead of committed: its records
+// are lost, and a restart cannot bring them back. The usual cause is a
+// transaction.timeout.ms (TransactionTimeout) shorter than the time
+// between the checkpoint and the commit (a job down or restarting, a
+// broker down): the coordinator aborts a transaction that outlives it.
+var ErrTransactionAborted = errors.New("kafka: pre-committed transaction was aborted by the broker, its records are lost")
+
+// verifyCommitted asks the coordinator how txn ended after EndTxn(commit)
+// was refused with refusal: committed (a repeated commit), or never begun
+// there (no record written: still Empty at the recorded epoch), is
+// success; aborted (its timeout expired, or it was fenced) is
+// ErrTransactionAborted.
+// Flink's KafkaCommitter treats these answers as "most likely aborted" too
+// and names transaction.timeout.ms.
+func verifyCommitted(ctx context.Context, cl *kgo.Client, txn Transaction, refusal error) error {
+	adm := kadm.NewClient(cl)
+	pause := 50 * time.Millisecond
+	for {
+		d, err := adm.DescribeTransactions(ctx, txn.TransactionalID)
+		var st kadm.DescribedTransaction
+		if err == nil {
+			st = d[txn.TransactionalID]
+			err = st.Err
+		}
+		switch {
+		case err == nil && st.State == "CompleteCommit":
+			return nil
+		case err == nil && st.State == "Empty" && st.ProducerID == txn.ProducerID && st.ProducerEpoch == txn.ProducerEpoch:
+			// Never began at the coordinator (its producer wrote no
+			// record): nothing to commit, nothing lost.
+			return nil
+		case err == nil && st.State != "PrepareCommit":
+			// PrepareCommit is a commit whose markers are still being
+			// written: ask again. Anything else did not commit.
+			return failure.NonRecoverable(fmt.Errorf(
+				"%w: %s (producer ID %d, epoch %d): the commit was refused (%w) and the coordinator holds the transactional ID in state %s (producer ID %d, epoch %d, timeout %d ms); was transaction.timeout.ms shorter than the job's recovery?",
+				ErrTransactionAborted, txn.TransactionalID, txn.ProducerID, txn.ProducerEpoch, refusal,
+				st.State, st.ProducerID, st.ProducerEpoch, st.TimeoutMillis))
+		case err != nil && (!retriableCommitError(err) || ctx.Err() != nil):
+			return fmt.Errorf("kafka: committing %s: the commit was refused (%w) and describing the transaction failed: %w",
+				txn.TransactionalID, refusal, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kafka: committing %s: the commit was refused (%w) and the transaction is still %s: %w",
+				txn.TransactionalID, refusal, st.State, ctx.Err())
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, commitRetryMax)
 	}
 }

@@ -1,7 +1,3 @@
-// Package kafka is gofl's Apache Kafka connector on franz-go: a source on
-// the Source API (package stream/source) and a sink with at-least-once and
-// exactly-once (Kafka transactions) delivery, as Flink's KafkaSource and
-// KafkaSink.
 package kafka
 
 import (
@@ -105,6 +101,7 @@ type sourceConfig struct {
 	discovery     time.Duration
 	groupID       string
 	readCommitted bool
+	client        clientOptions
 	log           zerolog.Logger
 }
 
@@ -158,6 +155,9 @@ func NewSource[T any](brokers []string, deserialize func(*kgo.Record) (T, error)
 	}
 	if len(c.topics) == 0 && c.pattern == nil {
 		return nil, ErrNoTopics
+	}
+	if c.client.err != nil {
+		return nil, c.client.err
 	}
 	if c.starting.kind == offCommitted && c.groupID == "" {
 		return nil, errors.New("kafka: Committed starting offsets need a GroupID")
@@ -258,7 +258,7 @@ type enumerator struct {
 }
 
 func (e *enumerator) Start() error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.cfg.brokers...))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(e.cfg.brokers...)}, e.cfg.client.opts...)...)
 	if err != nil {
 		return fmt.Errorf("kafka: enumerator client: %w", err)
 	}
@@ -313,9 +313,23 @@ func (e *enumerator) discover() (any, error) {
 	return discovery{splits: found}, nil
 }
 
+// discoveryRetry is the pause before a bounded source's enumerator, which
+// discovers once, tries a failed discovery again.
+const discoveryRetry = time.Second
+
+// retryBounded schedules discovery again when none is periodic (a bounded
+// source): else a transient failure at start left it without splits for
+// ever. A periodic discovery retries at its next run.
+func (e *enumerator) retryBounded() {
+	if e.cfg.stopping != nil {
+		e.ctx.CallAsync(e.discover, e.handleDiscovery, discoveryRetry, 0)
+	}
+}
+
 func (e *enumerator) handleDiscovery(v any, err error) {
 	if err != nil {
-		e.cfg.log.Warn().Err(err).Msg("kafka partition discovery failed; retrying at the next one")
+		e.cfg.log.Warn().Err(err).Msg("kafka partition discovery failed; retrying")
+		e.retryBounded()
 		return
 	}
 	var fresh []PartitionSplit
@@ -337,6 +351,12 @@ func (e *enumerator) handleDiscovery(v any, err error) {
 			}
 			if err != nil {
 				e.cfg.log.Warn().Err(err).Msg("kafka: resolving starting offsets failed; retrying at the next discovery")
+				if initial {
+					// The retry starts them where the source starts,
+					// not at the earliest offset of later partitions.
+					e.discovered = false
+				}
+				e.retryBounded()
 				return
 			}
 			splits := v.([]PartitionSplit)
