@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"unsafe"
 
 	"github.com/gofl/gofl/stream/runtime"
 )
@@ -52,6 +53,33 @@ func TestReduceCombinerFoldsPerKeyAndSpillsPastItsBound(t *testing.T) {
 	c.Flush(out)
 	if len(out.recs) != n {
 		t.Fatalf("an empty combiner emitted %d records", len(out.recs)-n)
+	}
+}
+
+// TestReduceCombinerCopiesStringKeys checks that the table keeps its own
+// copy of a new string key, not the input it was cut from: a word of a
+// line would keep the whole line alive for as long as the key stays.
+func TestReduceCombinerCopiesStringKeys(t *testing.T) {
+	c := newReduceCombiner(func(v combKV) string { return v.K }, func(a, b combKV) combKV { return combKV{a.K, a.V + b.V} })
+	line := "alpha beta"
+	c.addValue(combKV{line[6:], 1}, &collectOutput{})
+	c.addValue(combKV{line[6:], 1}, &collectOutput{})
+	if len(c.idx) != 1 {
+		t.Fatalf("%d keys, want 1", len(c.idx))
+	}
+	for k := range c.idx {
+		if k != "beta" {
+			t.Fatalf("key %q, want beta", k)
+		}
+		p := uintptr(unsafe.Pointer(unsafe.StringData(k)))
+		if from := uintptr(unsafe.Pointer(unsafe.StringData(line))); p >= from && p < from+uintptr(len(line)) {
+			t.Fatal("the combiner's key points into the input line")
+		}
+	}
+	out := &collectOutput{}
+	c.Flush(out)
+	if len(out.recs) != 1 || out.recs[0].Value.(combKV) != (combKV{"beta", 2}) {
+		t.Fatalf("flushed %v, want one {beta 2}", out.recs)
 	}
 }
 
