@@ -83,6 +83,45 @@ func TestReduceCombinerCopiesStringKeys(t *testing.T) {
 	}
 }
 
+// directCollector is a FlatMap's collector feeding a reduce combiner
+// directly, as a task sets it up (resolved, not through DirectCombinerOf).
+func directCollector() (*collector[combKV], *reduceCombiner[combKV, string]) {
+	comb := newReduceCombiner(func(v combKV) string { return v.K }, func(a, b combKV) combKV { return combKV{a.K, a.V + b.V} })
+	d := &runtime.DirectCombiner{Combiner: comb, Next: &collectOutput{}, Running: new(runtime.Caller)}
+	c := &collector[combKV]{direct: d}
+	c.emit.direct, c.emit.typed = d, comb
+	return c, comb
+}
+
+// TestNoAllocCollectIntoCombiner checks that a FlatMap's collector hands
+// a value of a key the combiner holds to it without allocating: the path
+// of every word of a word count.
+func TestNoAllocCollectIntoCombiner(t *testing.T) {
+	c, comb := directCollector()
+	line := "alpha beta"
+	c.Collect(combKV{line[:5], 1}) // a new key: its entry is allocated
+	if n := testing.AllocsPerRun(1000, func() { c.Collect(combKV{line[:5], 1}) }); n != 0 {
+		t.Errorf("Collect into the combiner allocates %.1f times per value", n)
+	}
+	if got := comb.vals[comb.idx["alpha"]]; got.V != 1002 {
+		t.Errorf("alpha counted %d, want 1002", got.V)
+	}
+}
+
+// BenchmarkCollectIntoCombiner is the per-word cost of a word count's
+// FlatMap → combiner hand-off, over a vocabulary of 1000 keys.
+func BenchmarkCollectIntoCombiner(b *testing.B) {
+	c, _ := directCollector()
+	words := make([]string, 1000)
+	for i := range words {
+		words[i] = fmt.Sprintf("word%d", i)
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		c.Collect(combKV{words[i%len(words)], 1})
+	}
+}
+
 func TestBatchReduceHasACombinerAndStreamingNone(t *testing.T) {
 	for _, mode := range []RuntimeMode{Batch, Streaming} {
 		env := NewEnvironment(WithParallelism(2), WithRuntimeMode(mode))
