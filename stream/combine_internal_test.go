@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"unsafe"
 
 	"github.com/gofl/gofl/stream/runtime"
 )
@@ -52,6 +53,72 @@ func TestReduceCombinerFoldsPerKeyAndSpillsPastItsBound(t *testing.T) {
 	c.Flush(out)
 	if len(out.recs) != n {
 		t.Fatalf("an empty combiner emitted %d records", len(out.recs)-n)
+	}
+}
+
+// TestReduceCombinerCopiesStringKeys checks that the table keeps its own
+// copy of a new string key, not the input it was cut from: a word of a
+// line would keep the whole line alive for as long as the key stays.
+func TestReduceCombinerCopiesStringKeys(t *testing.T) {
+	c := newReduceCombiner(func(v combKV) string { return v.K }, func(a, b combKV) combKV { return combKV{a.K, a.V + b.V} })
+	line := "alpha beta"
+	c.addValue(combKV{line[6:], 1}, &collectOutput{})
+	c.addValue(combKV{line[6:], 1}, &collectOutput{})
+	if len(c.idx) != 1 {
+		t.Fatalf("%d keys, want 1", len(c.idx))
+	}
+	for k := range c.idx {
+		if k != "beta" {
+			t.Fatalf("key %q, want beta", k)
+		}
+		p := uintptr(unsafe.Pointer(unsafe.StringData(k)))
+		if from := uintptr(unsafe.Pointer(unsafe.StringData(line))); p >= from && p < from+uintptr(len(line)) {
+			t.Fatal("the combiner's key points into the input line")
+		}
+	}
+	out := &collectOutput{}
+	c.Flush(out)
+	if len(out.recs) != 1 || out.recs[0].Value.(combKV) != (combKV{"beta", 2}) {
+		t.Fatalf("flushed %v, want one {beta 2}", out.recs)
+	}
+}
+
+// directCollector is a FlatMap's collector feeding a reduce combiner
+// directly, as a task sets it up (resolved, not through DirectCombinerOf).
+func directCollector() (*collector[combKV], *reduceCombiner[combKV, string]) {
+	comb := newReduceCombiner(func(v combKV) string { return v.K }, func(a, b combKV) combKV { return combKV{a.K, a.V + b.V} })
+	d := &runtime.DirectCombiner{Combiner: comb, Next: &collectOutput{}, Running: new(runtime.Caller)}
+	c := &collector[combKV]{direct: d}
+	c.emit.direct, c.emit.typed = d, comb
+	return c, comb
+}
+
+// TestNoAllocCollectIntoCombiner checks that a FlatMap's collector hands
+// a value of a key the combiner holds to it without allocating: the path
+// of every word of a word count.
+func TestNoAllocCollectIntoCombiner(t *testing.T) {
+	c, comb := directCollector()
+	line := "alpha beta"
+	c.Collect(combKV{line[:5], 1}) // a new key: its entry is allocated
+	if n := testing.AllocsPerRun(1000, func() { c.Collect(combKV{line[:5], 1}) }); n != 0 {
+		t.Errorf("Collect into the combiner allocates %.1f times per value", n)
+	}
+	if got := comb.vals[comb.idx["alpha"]]; got.V != 1002 {
+		t.Errorf("alpha counted %d, want 1002", got.V)
+	}
+}
+
+// BenchmarkCollectIntoCombiner is the per-word cost of a word count's
+// FlatMap → combiner hand-off, over a vocabulary of 1000 keys.
+func BenchmarkCollectIntoCombiner(b *testing.B) {
+	c, _ := directCollector()
+	words := make([]string, 1000)
+	for i := range words {
+		words[i] = fmt.Sprintf("word%d", i)
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		c.Collect(combKV{words[i%len(words)], 1})
 	}
 }
 

@@ -133,14 +133,24 @@ type collector[T any] struct {
 	ts    int64
 	hasTs bool
 	emit  emitter[T]
+	// direct is the combiner out feeds when it takes T values (reset
+	// resolves it once per input record, not per value), else nil.
+	direct *runtime.DirectCombiner
 }
 
 // reset points c at the output and timestamp of the next input.
 func (c *collector[T]) reset(out runtime.Output, ts int64, hasTs bool) {
 	c.out, c.ts, c.hasTs = out, ts, hasTs
+	c.direct = c.emit.directTo(out)
 }
 
-func (c *collector[T]) Collect(v T) { c.emit.emit(c.out, v, c.ts, c.hasTs) }
+func (c *collector[T]) Collect(v T) {
+	if d := c.direct; d != nil {
+		c.emit.combine(d, v)
+		return
+	}
+	c.emit.emit(c.out, v, c.ts, c.hasTs)
+}
 
 // emitter emits an operator's values of T: as boxed records, or straight
 // into the combiner the output feeds when it takes T values (no Record,
@@ -157,18 +167,34 @@ type typedCombiner[T any] interface {
 	addValue(v T, out runtime.Output)
 }
 
+// directTo returns the combiner out feeds if it takes T values, else nil.
+func (e *emitter[T]) directTo(out runtime.Output) *runtime.DirectCombiner {
+	d := runtime.DirectCombinerOf(out)
+	if d == nil {
+		return nil
+	}
+	if d != e.direct {
+		e.direct = d
+		e.typed, _ = d.Combiner.(typedCombiner[T])
+	}
+	if e.typed == nil {
+		return nil
+	}
+	return d
+}
+
+// combine hands v to d, which directTo returned, as the running operator.
+func (e *emitter[T]) combine(d *runtime.DirectCombiner, v T) {
+	prev := *d.Running
+	*d.Running = d.Self
+	e.typed.addValue(v, d.Next)
+	*d.Running = prev
+}
+
 func (e *emitter[T]) emit(out runtime.Output, v T, ts int64, hasTs bool) {
-	if d := runtime.DirectCombinerOf(out); d != nil {
-		if d != e.direct {
-			e.direct = d
-			e.typed, _ = d.Combiner.(typedCombiner[T])
-		}
-		if e.typed != nil {
-			c := d.Enter()
-			e.typed.addValue(v, d.Next)
-			d.Exit(c)
-			return
-		}
+	if d := e.directTo(out); d != nil {
+		e.combine(d, v)
+		return
 	}
 	out.Collect(runtime.Record{Value: e.box.of(v), Timestamp: ts, HasTimestamp: hasTs})
 }

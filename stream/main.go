@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/gofl/gofl/internal/gcfloor"
 	"github.com/gofl/gofl/internal/tlsconf"
 	"github.com/gofl/gofl/internal/version"
 	"github.com/gofl/gofl/jobgraph"
@@ -137,6 +138,14 @@ func printPlan(args []string, stdout io.Writer) error {
 	return err
 }
 
+// batchHeapFloor is the heap goal floor of a Batch job's runner
+// (gcfloor): a batch task turns its whole input into short-lived values
+// (every line a string) while its live heap stays small (managed memory is
+// off the heap), so at the default GC percent it would collect every few
+// megabytes: about a sixth of the runners' CPU in wordcount. It costs a
+// runner up to ~30 MiB more heap.
+const batchHeapFloor = 32 << 20
+
 // serveRunner is the runner role: args are the JobGraph's ProgramArgs.
 func serveRunner(ctx context.Context, args []string, stderr io.Writer) error {
 	log := zerolog.New(stderr).With().Timestamp().Str("role", "runner").Logger()
@@ -183,6 +192,9 @@ func serveRunner(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log.Info().Str("job", name).Str("fingerprint", p.Graph.Fingerprint).Str("data_address", addr).Msg("serving the job's tasks")
 	defer startProfile()()
+	if p.Graph.Type == jobgraph.Batch {
+		defer gcfloor.Set(batchHeapFloor)()
+	}
 	ex := newClusterExecutor(p, shuffle, addr, log)
 	ex.localDir = localDir // LSM state backends live under the runner's directory too
 	return runner.ServeFromEnv(ctx, runner.Info{Fingerprint: p.Graph.Fingerprint, SDKVersion: version.Version}, ex, log)

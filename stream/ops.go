@@ -3,6 +3,7 @@ package stream
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"unsafe"
 
 	"github.com/gofl/gofl/stream/runtime"
@@ -438,11 +439,15 @@ func (c *reduceCombiner[T, K]) addValue(v T, out runtime.Output) {
 	if len(c.vals) >= combineMaxKeys {
 		c.Flush(out)
 	}
+	s, isString := any(k).(string)
+	if isString {
+		// A string key is often part of a larger input (a word of a
+		// line): a copy keeps only its bytes alive, and keeps the keys
+		// that every lookup compares with close together.
+		k = any(strings.Clone(s)).(K)
+	}
 	if c.mem != nil {
-		n := int64(unsafe.Sizeof(k)+unsafe.Sizeof(v)) + combineEntryOverhead
-		if s, ok := any(k).(string); ok {
-			n += int64(len(s))
-		}
+		n := int64(unsafe.Sizeof(k)+unsafe.Sizeof(v)+uintptr(len(s))) + combineEntryOverhead
 		if !c.reserve(n) {
 			c.Flush(out)
 			c.reserve(n)

@@ -424,7 +424,7 @@ func (n *opNode) try(f func() error) (err error) {
 			}
 			err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
 		}
-		n.t.current = prev
+		n.t.current.n = prev
 	}()
 	return f()
 }

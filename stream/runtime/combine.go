@@ -45,14 +45,14 @@ type combiningOutput struct {
 
 func newCombiningOutput(c Combiner, next Output, node *opNode) *combiningOutput {
 	o := &combiningOutput{c: c, next: next, node: node}
-	o.direct = &DirectCombiner{Combiner: c, Next: next, o: o}
+	o.direct = &DirectCombiner{Combiner: c, Next: next, Running: &node.t.current, Self: Caller{node}}
 	return o
 }
 
 func (o *combiningOutput) Collect(r Record) {
 	prev := o.node.enter()
 	o.c.Add(r, o.next)
-	o.node.t.current = prev
+	o.node.t.current.n = prev
 }
 
 func (o *combiningOutput) EmitWatermark(wm int64) {
@@ -63,18 +63,23 @@ func (o *combiningOutput) EmitWatermark(wm int64) {
 func (o *combiningOutput) flush() {
 	prev := o.node.enter()
 	o.c.Flush(o.next)
-	o.node.t.current = prev
+	o.node.t.current.n = prev
 }
 
 // DirectCombiner is the combiner an output feeds, for producers that know
 // its value type: they call its typed method with the value itself,
-// skipping the Record and the value's boxing, between Enter and Exit, so
-// a failure in it is attributed to the combiner as Collect's would be.
+// skipping the Record and the value's boxing, with *Running set to Self
+// for the call and put back after, so a failure in it is attributed to the
+// combiner as Collect's would be. Fields, not methods: the producers are
+// generic, and the compiler does not inline calls into their shaped code,
+// while this runs once per value.
 type DirectCombiner struct {
 	// Combiner is the combiner; Next is the output it emits to.
 	Combiner Combiner
 	Next     Output
-	o        *combiningOutput
+	// Running is the task's running operator; Self is the combiner as one.
+	Running *Caller
+	Self    Caller
 }
 
 // DirectCombinerOf returns the combiner o feeds when o is a combiner's
@@ -87,11 +92,5 @@ func DirectCombinerOf(o Output) *DirectCombiner {
 	return nil
 }
 
-// Caller is the operator that was running before Enter.
+// Caller is an operator of a task, as the running one.
 type Caller struct{ n *opNode }
-
-// Enter makes the combiner the running operator; pass the result to Exit.
-func (d *DirectCombiner) Enter() Caller { return Caller{d.o.node.enter()} }
-
-// Exit makes the caller the running operator again.
-func (d *DirectCombiner) Exit(c Caller) { d.o.node.t.current = c.n }

@@ -21,9 +21,10 @@ func (o *directEmitter) ProcessElement(_ int, r Record) error {
 	if d == nil || d != DirectCombinerOf(o.Ctx.Output) {
 		return errors.New("no stable direct combiner")
 	}
-	c := d.Enter()
+	prev := *d.Running
+	*d.Running = d.Self
 	d.Combiner.Add(r, d.Next)
-	d.Exit(c)
+	*d.Running = prev
 	return nil
 }
 

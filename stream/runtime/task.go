@@ -187,7 +187,7 @@ type task struct {
 	// current is the operator running now: records go down the chain as
 	// nested calls, so a panic is attributed to it by the one recover in
 	// protect instead of a deferred recover per operator per record.
-	current *opNode
+	current Caller
 	// ctl is TaskEnv.Control; ck is the checkpointing state, nil when
 	// checkpointing is off (then nothing of it runs).
 	ctl <-chan CheckpointControl
@@ -378,7 +378,7 @@ func (t *task) protect(f func() error) (err error) {
 			case abort:
 				err = e.err
 			default:
-				if n := t.current; n != nil {
+				if n := t.current.n; n != nil {
 					err = &OperatorError{Task: t.spec.Name, Subtask: t.env.SubtaskIndex, Operator: n.spec.Name, OperatorID: n.spec.ID,
 						Err: fmt.Errorf("panic: %v", p), Stack: string(debug.Stack())}
 				} else {
@@ -951,14 +951,14 @@ func (n *opNode) call(f func() error) {
 	if err := f(); err != nil {
 		panic(n.fail(err))
 	}
-	n.t.current = prev
+	n.t.current.n = prev
 }
 
 // enter makes n the current operator and returns the one to restore. On a
 // panic nothing is restored, so protect sees the operator that failed.
 func (n *opNode) enter() *opNode {
-	prev := n.t.current
-	n.t.current = n
+	prev := n.t.current.n
+	n.t.current.n = n
 	return prev
 }
 
@@ -967,7 +967,7 @@ func (n *opNode) processInput(input int, r Record) {
 	if err := n.op.ProcessElement(input, r); err != nil {
 		panic(n.fail(err))
 	}
-	n.t.current = prev
+	n.t.current.n = prev
 }
 
 // Collect feeds a record from the upstream operator of the chain.
@@ -976,7 +976,7 @@ func (n *opNode) Collect(r Record) {
 	if err := n.op.ProcessElement(0, r); err != nil {
 		panic(n.fail(err))
 	}
-	n.t.current = prev
+	n.t.current.n = prev
 }
 
 // EmitWatermark feeds a watermark from the upstream operator of the chain.
@@ -985,7 +985,7 @@ func (n *opNode) EmitWatermark(wm int64) {
 	if err := n.op.ProcessWatermark(wm); err != nil {
 		panic(n.fail(err))
 	}
-	n.t.current = prev
+	n.t.current.n = prev
 }
 
 func (n *opNode) fail(err error) any {
