@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -413,6 +414,49 @@ func (c *Client) Application(ctx context.Context) (ApplicationStatus, error) {
 	var st ApplicationStatus
 	err := c.do(ctx, "GET", ApplicationPath, "", nil, &st)
 	return st, err
+}
+
+// applicationWaitParam is jobmanager.ApplicationWaitParam.
+const applicationWaitParam = "wait"
+
+// AwaitApplication is Application waiting, while the state is RUNNING, up
+// to wait for it to end (a long poll; the JobManager bounds it, and so does
+// the client's request timeout). Unlike Application's, its answer does not
+// let an attached cluster go: the client still reads the result after it.
+func (c *Client) AwaitApplication(ctx context.Context, wait time.Duration) (ApplicationStatus, error) {
+	if c.timeout > 0 {
+		wait = min(wait, c.timeout/2)
+	}
+	var st ApplicationStatus
+	err := c.do(ctx, "GET", ApplicationPath, url.Values{applicationWaitParam: {wait.String()}}.Encode(), nil, &st)
+	return st, err
+}
+
+// WatchEnd returns a channel closed once the cluster's application state
+// left RUNNING, learnt by waited reads (AwaitApplication) in a goroutine, so
+// a client following the job wakes at its end instead of at its next poll.
+// The channel stays open if the JobManager does not answer or does not wait
+// (callers poll on). stop ends the goroutine and waits for it.
+func (c *Client) WatchEnd(ctx context.Context) (ended <-chan struct{}, stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	ch, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			began := time.Now()
+			st, err := c.AwaitApplication(ctx, 10*time.Second)
+			switch {
+			case err != nil:
+				return
+			case st.State != "RUNNING":
+				close(ch)
+				return
+			case time.Since(began) < time.Second:
+				return // a JobManager that answers without waiting: leave it to the polls
+			}
+		}
+	}()
+	return ch, func() { cancel(); <-done }
 }
 
 // --- staging ---

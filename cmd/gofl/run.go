@@ -199,7 +199,7 @@ func runSession(c *cli.Context, addr string) error {
 	if c.Bool("detached") {
 		return nil
 	}
-	err = followJob(c, cl, jg, id)
+	err = followJob(c, cl, jg, id, nil)
 	if stoppedEarly(err) {
 		return attachedRun{cl: cl, jobs: func(context.Context) []string { return []string{id} }}.leave(c, err)
 	}
