@@ -15,7 +15,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -191,8 +190,8 @@ func prepareDeployment(ctx context.Context, c *conf.Configuration, blobs *blob.S
 // not match is corrupt: it is removed from the cache, so the next
 // deployment uploads it again.
 func loadStagedBinary(ctx context.Context, uri string, blobs *blob.Store, opts storage.Options) (string, error) {
-	key := "sha256:" + path.Base(uri)
-	if _, err := blob.ParseKey(key); err != nil {
+	key, err := blob.KeyOfPath(uri)
+	if err != nil {
 		return "", fmt.Errorf("jobmanager: deployment.job-binary %s is not a blob of the staging cache (<staging.dir>/.gofl/blobs/sha256/<hex>)", uri)
 	}
 	if blobs.Has(key) {
