@@ -45,11 +45,15 @@ func runOwnCluster(c *cli.Context, mode string) error {
 	var cc *client.ClusterClient
 	var jg *jobgraph.JobGraph
 	if mode == conf.ModePerJob {
-		if jg, err = planJob(c, bin, job, jobArgs, 0); err != nil {
-			return err
+		// Planned while the binaries are staged.
+		var planErr error
+		spec.Plan = func(context.Context) (*jobgraph.JobGraph, error) {
+			jg, planErr = planJob(c, bin, job, jobArgs, 0)
+			return jg, planErr
 		}
-		spec.Graph = jg
-		cc, err = desc.DeployJobCluster(ctx, spec)
+		if cc, err = desc.DeployJobCluster(ctx, spec); planErr != nil {
+			return planErr
+		}
 	} else {
 		spec.Config = restoreSettings(c) // a per-job graph carries them
 		if c.IsSet("parallelism") {
