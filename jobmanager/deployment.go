@@ -86,7 +86,9 @@ type deployment struct {
 	fetched   chan struct{} // a client fetched the final state
 	fetchOnce sync.Once
 	// over is closed once status left RUNNING or run returned: it wakes
-	// waited reads of ApplicationPath.
+	// waited reads of ApplicationPath. Under high availability a term that
+	// ends returns from run too: later waited reads then answer RUNNING at
+	// once, and clients fall back to polling (client.WatchEnd).
 	over     chan struct{}
 	overOnce sync.Once
 	// submitted is closed once a per-job cluster submitted its job (or

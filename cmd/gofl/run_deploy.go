@@ -46,9 +46,13 @@ func runOwnCluster(c *cli.Context, mode string) error {
 	var jg *jobgraph.JobGraph
 	if mode == conf.ModePerJob {
 		// Planned while the binaries are staged.
+		plan, perr := planner(c, bin, jobArgs, 0)
+		if perr != nil {
+			return perr
+		}
 		var planErr error
 		spec.Plan = func(context.Context) (*jobgraph.JobGraph, error) {
-			jg, planErr = planJob(c, bin, job, jobArgs, 0)
+			jg, planErr = plan(c.Context)
 			return jg, planErr
 		}
 		if cc, err = desc.DeployJobCluster(ctx, spec); planErr != nil {
