@@ -371,3 +371,56 @@ const (
 	testJob3   = "0000000000000000000000000000a003"
 	unknownJob = "0000000000000000000000000000dead"
 )
+
+// TestWatchEnd: the watch closes its channel once a waited read of
+// /application reports the end, and stays open (its goroutine gone) when
+// the JobManager answers without waiting.
+func TestWatchEnd(t *testing.T) {
+	end := make(chan struct{})
+	waiting := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != client.ApplicationPath {
+			http.NotFound(w, r)
+			return
+		}
+		select {
+		case waiting <- r.URL.Query().Get("wait"):
+		default:
+		}
+		<-end
+		fmt.Fprint(w, `{"mode":"per-job","state":"FINISHED","jobs":["j1"]}`)
+	}))
+	defer srv.Close()
+	c, err := client.New(strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended, stop := c.WatchEnd(context.Background())
+	defer stop()
+	if w := <-waiting; w == "" {
+		t.Fatal("the watch's read does not ask the JobManager to wait")
+	}
+	select {
+	case <-ended:
+		t.Fatal("ended before the end")
+	default:
+	}
+	close(end)
+	<-ended
+
+	// A JobManager that does not wait (an older one): RUNNING at once.
+	old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"mode":"per-job","state":"RUNNING","jobs":["j1"]}`)
+	}))
+	defer old.Close()
+	if c, err = client.New(strings.TrimPrefix(old.URL, "http://")); err != nil {
+		t.Fatal(err)
+	}
+	ended, stop2 := c.WatchEnd(context.Background())
+	stop2() // returns: the goroutine gave up by itself or on the cancel
+	select {
+	case <-ended:
+		t.Fatal("ended while RUNNING")
+	default:
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -99,6 +100,11 @@ type JobSpec struct {
 	// Graph is a per-job cluster's planned job. Its JobID is set when
 	// empty.
 	Graph *jobgraph.JobGraph
+	// Plan, when Graph is nil, plans a per-job cluster's job (PlanJob)
+	// while the binaries are staged, instead of before: both only read the
+	// job binary. Its error fails the deployment as it is, and nothing
+	// stays staged.
+	Plan func(context.Context) (*jobgraph.JobGraph, error)
 	// Args are an application's program arguments.
 	Args []string
 	// Detached: the cluster does not wait for a client to fetch the final
@@ -143,22 +149,34 @@ func (d *ClusterDescriptor) DeploySessionCluster(ctx context.Context, spec Sessi
 // DeployJobCluster deploys spec.Graph on a per-job cluster, which ends
 // with the job. The returned client's JobIDs holds the job's ID.
 func (d *ClusterDescriptor) DeployJobCluster(ctx context.Context, spec JobSpec) (*ClusterClient, error) {
-	if spec.Graph == nil {
+	if spec.Graph == nil && spec.Plan == nil {
 		return nil, errors.New("client: DeployJobCluster needs the planned JobGraph (PlanJob)")
 	}
-	g := *spec.Graph
-	if g.JobID == "" {
-		g.JobID = randomJobID()
+	var jobID string
+	graph := func(ctx context.Context) ([]byte, error) {
+		planned := spec.Graph
+		if planned == nil {
+			var err error
+			if planned, err = spec.Plan(ctx); err != nil {
+				return nil, err
+			}
+		}
+		g := *planned
+		if g.JobID == "" {
+			g.JobID = randomJobID()
+		}
+		jobID = g.JobID
+		pbg, err := proto.Marshal(jobgraph.ToProto(&g))
+		if err != nil {
+			return nil, fmt.Errorf("client: %w", err)
+		}
+		return pbg, nil
 	}
-	pbg, err := proto.Marshal(jobgraph.ToProto(&g))
-	if err != nil {
-		return nil, fmt.Errorf("client: %w", err)
-	}
-	cc, err := d.deployJob(ctx, "job", providers.ModePerJob, spec, pbg)
+	cc, err := d.deployJob(ctx, "job", providers.ModePerJob, spec, graph)
 	if err != nil {
 		return nil, err
 	}
-	cc.jobs = []string{g.JobID}
+	cc.jobs = []string{jobID}
 	return cc, nil
 }
 
@@ -172,7 +190,7 @@ func (d *ClusterDescriptor) DeployApplicationCluster(ctx context.Context, spec J
 // deployJob is the one flow of per-job and application clusters: they
 // differ in the JobGraph staged (per-job) or the program arguments passed
 // (application).
-func (d *ClusterDescriptor) deployJob(ctx context.Context, prefix string, mode providers.Mode, spec JobSpec, jobGraph []byte) (*ClusterClient, error) {
+func (d *ClusterDescriptor) deployJob(ctx context.Context, prefix string, mode providers.Mode, spec JobSpec, jobGraph func(context.Context) ([]byte, error)) (*ClusterClient, error) {
 	if spec.JobBinary == "" {
 		return nil, errors.New("client: no job binary")
 	}
@@ -197,8 +215,10 @@ func withMode(cfg map[string]string, mode string) map[string]string {
 }
 
 // deploy stages and deploys a cluster of size's TaskManagers and
-// JobManagers; on error it removes what it staged.
-func (d *ClusterDescriptor) deploy(ctx context.Context, id string, mode providers.Mode, jobBin string, size providers.ClusterSpec, jobGraph []byte, extra map[string]string) (_ *ClusterClient, err error) {
+// JobManagers; on error it removes what it staged. jobGraph, if not nil,
+// makes a per-job cluster's serialized JobGraph while the binaries are
+// staged.
+func (d *ClusterDescriptor) deploy(ctx context.Context, id string, mode providers.Mode, jobBin string, size providers.ClusterSpec, jobGraph func(context.Context) ([]byte, error), extra map[string]string) (_ *ClusterClient, err error) {
 	goflBin, err := goflBinary(d.cfg)
 	if err != nil {
 		return nil, err
@@ -207,7 +227,28 @@ func (d *ClusterDescriptor) deploy(ctx context.Context, id string, mode provider
 	if ip, ok := d.dep.(providers.InPlaceBinary); ok && ip.RunsBinaryInPlace() {
 		stageBin = "" // nobody would read it from the cache
 	}
-	s, err := d.stage(ctx, id, stageBin, jobBin)
+	var graph []byte
+	var graphErr error
+	stageCtx, stopStaging := context.WithCancel(ctx)
+	defer stopStaging()
+	planned := make(chan struct{})
+	go func() {
+		defer close(planned)
+		if jobGraph == nil {
+			return
+		}
+		if graph, graphErr = jobGraph(ctx); graphErr != nil {
+			stopStaging() // the deployment failed: no need to finish staging
+		}
+	}()
+	s, err := d.stage(stageCtx, id, stageBin, jobBin)
+	<-planned
+	if graphErr != nil {
+		if err == nil {
+			s.Remove()
+		}
+		return nil, graphErr
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -230,8 +271,8 @@ func (d *ClusterDescriptor) deploy(ctx context.Context, id string, mode provider
 		artifacts = append(artifacts, s.jobURI)
 		extra[conf.DeploymentJobBinary.Key()] = s.jobURI
 	}
-	if jobGraph != nil {
-		if err := s.st.PutJobGraph(ctx, id, jobGraph); err != nil {
+	if graph != nil {
+		if err := s.st.PutJobGraph(ctx, id, graph); err != nil {
 			return nil, fmt.Errorf("client: staging the JobGraph: %w", err)
 		}
 		cdir, _ := s.st.ClusterDir(id)
@@ -413,6 +454,49 @@ func (c *Client) Application(ctx context.Context) (ApplicationStatus, error) {
 	var st ApplicationStatus
 	err := c.do(ctx, "GET", ApplicationPath, "", nil, &st)
 	return st, err
+}
+
+// applicationWaitParam is jobmanager.ApplicationWaitParam.
+const applicationWaitParam = "wait"
+
+// AwaitApplication is Application waiting, while the state is RUNNING, up
+// to wait for it to end (a long poll; the JobManager bounds it, and so does
+// the client's request timeout). Unlike Application's, its answer does not
+// let an attached cluster go: the client still reads the result after it.
+func (c *Client) AwaitApplication(ctx context.Context, wait time.Duration) (ApplicationStatus, error) {
+	if c.timeout > 0 {
+		wait = min(wait, c.timeout/2)
+	}
+	var st ApplicationStatus
+	err := c.do(ctx, "GET", ApplicationPath, url.Values{applicationWaitParam: {wait.String()}}.Encode(), nil, &st)
+	return st, err
+}
+
+// WatchEnd returns a channel closed once the cluster's application state
+// left RUNNING, learnt by waited reads (AwaitApplication) in a goroutine, so
+// a client following the job wakes at its end instead of at its next poll.
+// The channel stays open if the JobManager does not answer or does not wait
+// (callers poll on). stop ends the goroutine and waits for it.
+func (c *Client) WatchEnd(ctx context.Context) (ended <-chan struct{}, stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	ch, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			began := time.Now()
+			st, err := c.AwaitApplication(ctx, 10*time.Second)
+			switch {
+			case err != nil:
+				return
+			case st.State != "RUNNING":
+				close(ch)
+				return
+			case time.Since(began) < time.Second:
+				return // a JobManager that answers without waiting: leave it to the polls
+			}
+		}
+	}()
+	return ch, func() { cancel(); <-done }
 }
 
 // --- staging ---

@@ -22,6 +22,7 @@ import (
 
 	"github.com/gofl/gofl/client"
 	"github.com/gofl/gofl/conf"
+	"github.com/gofl/gofl/jobgraph"
 	"github.com/gofl/gofl/providers"
 	_ "github.com/gofl/gofl/providers/local" // the library's user registers its providers
 )
@@ -214,6 +215,48 @@ func TestPerJobThroughTheLibrary(t *testing.T) {
 	if d := w.stagingDirs(); len(d) != 0 {
 		t.Errorf("staging left: %v", d)
 	}
+}
+
+// JobSpec.Plan plans while the binaries are staged: the job runs as with
+// Graph; a failed plan fails the deployment with its own error and leaves
+// nothing staged or running.
+func TestPerJobPlannedWhileStaging(t *testing.T) {
+	w := newWorld(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	errPlan := errors.New("no plan today")
+	_, err := w.desc.DeployJobCluster(ctx, client.JobSpec{JobBinary: w.wc, Plan: func(context.Context) (*jobgraph.JobGraph, error) {
+		return nil, errPlan
+	}})
+	if !errors.Is(err, errPlan) {
+		t.Fatalf("DeployJobCluster with a failing plan: %v, want the plan's error", err)
+	}
+	if d := w.stagingDirs(); len(d) != 0 {
+		t.Errorf("a failed plan left staged: %v", d)
+	}
+	if infos, _ := w.desc.ListClusters(ctx); len(infos) != 0 {
+		t.Errorf("a failed plan left clusters: %+v", infos)
+	}
+
+	out := filepath.Join(w.home, "out")
+	cc, err := w.desc.DeployJobCluster(ctx, client.JobSpec{JobBinary: w.wc, Plan: func(ctx context.Context) (*jobgraph.JobGraph, error) {
+		return client.PlanJob(ctx, w.wc, []string{"--input", w.input, "--output", out}, client.PlanOptions{})
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := cc.JobIDs(ctx)
+	if len(jobs) != 1 || jobs[0] == "" {
+		t.Fatalf("jobs %v", jobs)
+	}
+	r, err := cc.WaitForJobResult(ctx, jobs[0])
+	if err != nil || r.ApplicationStatus != "SUCCEEDED" {
+		t.Fatalf("result %+v, %v", r, err)
+	}
+	if !cc.Finish(ctx, time.Minute) {
+		t.Error("the per-job cluster did not go away")
+	}
+	w.checkCounts(t, out)
 }
 
 // A CI job deploys an application-mode job from Go code: no CLI, no

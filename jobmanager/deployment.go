@@ -15,7 +15,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -48,6 +47,16 @@ const (
 	DriverTokenHeader = "X-Gofl-Driver-Token"
 	// ApplicationPath is the REST path of a cluster's application status.
 	ApplicationPath = "/application"
+	// ApplicationWaitParam is GET ApplicationPath's query parameter
+	// ?wait=DURATION: while the state is RUNNING the answer waits up to
+	// DURATION (at most maxApplicationWait) for it to end, so a client
+	// learns the end at once instead of by polling. A waited read does not
+	// count as the attached client's last one (it still reads the job's
+	// result after it): only a plain read of the final state lets the
+	// cluster go.
+	ApplicationWaitParam = "wait"
+	// maxApplicationWait bounds one waited read.
+	maxApplicationWait = time.Minute
 )
 
 // ApplicationStatus is what GET /application returns: the state of what
@@ -76,6 +85,12 @@ type deployment struct {
 	token     string
 	fetched   chan struct{} // a client fetched the final state
 	fetchOnce sync.Once
+	// over is closed once status left RUNNING or run returned: it wakes
+	// waited reads of ApplicationPath. Under high availability a term that
+	// ends returns from run too: later waited reads then answer RUNNING at
+	// once, and clients fall back to polling (client.WatchEnd).
+	over     chan struct{}
+	overOnce sync.Once
 	// submitted is closed once a per-job cluster submitted its job (or
 	// failed to): until then the REST API does not answer about jobs, so a
 	// client following the job never sees it missing.
@@ -105,7 +120,7 @@ func prepareDeployment(ctx context.Context, c *conf.Configuration, blobs *blob.S
 	d := &deployment{
 		mode: conf.DeploymentMode.Get(c), clusterID: conf.DeploymentClusterID.Get(c), cfg: c,
 		log: log.With().Str("component", "deployment").Logger(), fetched: make(chan struct{}),
-		submitted: make(chan struct{}),
+		submitted: make(chan struct{}), over: make(chan struct{}),
 	}
 	d.status = ApplicationStatus{Mode: d.mode, State: "RUNNING", Jobs: []string{}}
 	if d.clusterID == "" {
@@ -177,8 +192,8 @@ func prepareDeployment(ctx context.Context, c *conf.Configuration, blobs *blob.S
 // not match is corrupt: it is removed from the cache, so the next
 // deployment uploads it again.
 func loadStagedBinary(ctx context.Context, uri string, blobs *blob.Store, opts storage.Options) (string, error) {
-	key := "sha256:" + path.Base(uri)
-	if _, err := blob.ParseKey(key); err != nil {
+	key, err := blob.KeyOfPath(uri)
+	if err != nil {
 		return "", fmt.Errorf("jobmanager: deployment.job-binary %s is not a blob of the staging cache (<staging.dir>/.gofl/blobs/sha256/<hex>)", uri)
 	}
 	if blobs.Has(key) {
@@ -244,6 +259,7 @@ func (d *deployment) run(ctx context.Context, disp *dispatcher.Dispatcher, restA
 	d.mu.Lock()
 	d.disp = disp
 	d.mu.Unlock()
+	defer d.markEnded() // stopped from outside: waited reads answer now
 	var err error
 	switch d.mode {
 	case conf.ModePerJob:
@@ -260,6 +276,7 @@ func (d *deployment) run(ctx context.Context, disp *dispatcher.Dispatcher, restA
 		d.status.State, d.status.Error = "FAILED", err.Error()
 	}
 	d.mu.Unlock()
+	d.markEnded()
 	ev := d.log.Info()
 	if err != nil {
 		ev = d.log.Warn().Err(err)
@@ -274,6 +291,34 @@ func (d *deployment) run(ctx context.Context, disp *dispatcher.Dispatcher, restA
 		}
 	}
 	return err
+}
+
+// markEnded wakes the waited reads of ApplicationPath (idempotent).
+func (d *deployment) markEnded() { d.overOnce.Do(func() { close(d.over) }) }
+
+// awaitEnd waits, for a read of ApplicationPath with ApplicationWaitParam,
+// until the work ended, the wait passed or the request went away. It
+// reports whether the read waited (or asked to), and answers 400 itself
+// for a malformed duration (ok false).
+func (d *deployment) awaitEnd(w http.ResponseWriter, r *http.Request) (waited, ok bool) {
+	v := r.URL.Query().Get(ApplicationWaitParam)
+	if v == "" {
+		return false, true
+	}
+	wait, err := time.ParseDuration(v)
+	if err != nil || wait < 0 {
+		writeJSON(w, http.StatusBadRequest, restapi.ErrorResponse{Errors: []string{
+			fmt.Sprintf("%s=%q: want a duration such as 10s", ApplicationWaitParam, v)}})
+		return true, false
+	}
+	t := time.NewTimer(min(wait, maxApplicationWait))
+	defer t.Stop()
+	select {
+	case <-d.over:
+	case <-t.C:
+	case <-r.Context().Done():
+	}
+	return true, true
 }
 
 func (d *deployment) addJob(id string) {
@@ -477,12 +522,16 @@ func (d *deployment) handler(next http.Handler) http.Handler {
 			}
 		}
 		if r.Method == http.MethodGet && p == ApplicationPath {
+			waited, ok := d.awaitEnd(w, r)
+			if !ok {
+				return
+			}
 			d.mu.Lock()
 			st := d.status
 			st.Jobs = append([]string{}, st.Jobs...)
 			d.mu.Unlock()
 			writeJSON(w, http.StatusOK, st)
-			if st.State != "RUNNING" {
+			if st.State != "RUNNING" && !waited {
 				// The client has the final state: an attached cluster may go.
 				d.fetchOnce.Do(func() { close(d.fetched) })
 			}

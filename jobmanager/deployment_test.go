@@ -88,3 +88,50 @@ func TestDriverRESTAddress(t *testing.T) {
 		}
 	}
 }
+
+// TestApplicationWaitedRead: GET /application?wait= answers once the
+// work ended (or the wait passed), without letting the attached cluster go;
+// the plain read after it does.
+func TestApplicationWaitedRead(t *testing.T) {
+	dep := &deployment{mode: conf.ModePerJob, clusterID: "c1", fetched: make(chan struct{}), over: make(chan struct{}),
+		status: ApplicationStatus{Mode: conf.ModePerJob, State: "RUNNING", Jobs: []string{"j1"}}}
+	h := dep.handler(http.NotFoundHandler())
+	get := func(query string) *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, ApplicationPath+query, nil))
+		return w
+	}
+	if w := get("?wait=soon"); w.Code != http.StatusBadRequest {
+		t.Errorf("GET /application?wait=soon: %d %s", w.Code, w.Body)
+	}
+	if w := get("?wait=1ms"); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"state":"RUNNING"`) {
+		t.Errorf("a waited read past its wait: %d %s", w.Code, w.Body)
+	}
+	answered := make(chan *httptest.ResponseRecorder, 1)
+	go func() { answered <- get("?wait=1m") }()
+	select {
+	case w := <-answered:
+		t.Fatalf("a waited read answered while RUNNING: %d %s", w.Code, w.Body)
+	case <-time.After(50 * time.Millisecond):
+	}
+	dep.mu.Lock()
+	dep.status.State = "FINISHED"
+	dep.mu.Unlock()
+	dep.markEnded()
+	if w := <-answered; !strings.Contains(w.Body.String(), `"state":"FINISHED"`) {
+		t.Fatalf("the waited read at the end: %d %s", w.Code, w.Body)
+	}
+	select {
+	case <-dep.fetched:
+		t.Fatal("a waited read let the cluster go; the client still reads the result after it")
+	default:
+	}
+	if w := get(""); !strings.Contains(w.Body.String(), `"state":"FINISHED"`) {
+		t.Fatalf("GET /application: %s", w.Body)
+	}
+	select {
+	case <-dep.fetched:
+	default:
+		t.Fatal("the plain read of the final state did not let the cluster go")
+	}
+}

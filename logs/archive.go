@@ -127,7 +127,10 @@ func (a *Archive) put(ctx context.Context, proc Process, f File) error {
 	a.mu.Lock()
 	done := a.shipped[dst] == st.Size() && st.Size() > 0
 	a.mu.Unlock()
-	if done {
+	if done || archivedAlready(ctx, a.fs, dst, st) {
+		a.mu.Lock()
+		a.shipped[dst] = st.Size()
+		a.mu.Unlock()
 		return nil
 	}
 	// Only the size seen now: a file growing meanwhile is copied in full next time.
@@ -139,6 +142,21 @@ func (a *Archive) put(ctx context.Context, proc Process, f File) error {
 	a.shipped[dst] = n
 	a.mu.Unlock()
 	return nil
+}
+
+// archivedAlready reports whether dst already holds src as it is now:
+// another process archived it (a TaskManager its own logs, then its
+// JobManager and the client theirs of the whole cluster) and nothing was
+// appended since. Log files only grow, so a copy of the same size written
+// no earlier than the file's last change is the file; a rewritten one (a
+// new cluster with the same ID) is newer than the copy and is copied again.
+// This saves the repeated copies (and their syncs) at a cluster's end.
+func archivedAlready(ctx context.Context, fsys storage.FileSystem, dst string, src os.FileInfo) bool {
+	if src.Size() == 0 {
+		return false
+	}
+	fi, err := fsys.Stat(ctx, dst)
+	return err == nil && !fi.IsDir && fi.Size == src.Size() && !fi.ModTime.Before(src.ModTime())
 }
 
 // Processes lists the processes with a directory in the archive: the

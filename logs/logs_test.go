@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gofl/gofl/storage"
 )
@@ -154,5 +155,42 @@ func TestArchiveRoundTrip(t *testing.T) {
 	}
 	if _, err := a.Open(ctx, tm, "../../x"); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("Open(../../x) = %v", err)
+	}
+}
+
+// TestArchiveSkipsWhatAnotherArchived: a second Archive (the JobManager's
+// or the client's after a TaskManager archived its own logs) does not copy
+// a file again whose archived copy has its size and is no older; a file
+// rewritten since (same size, newer) is copied again.
+func TestArchiveSkipsWhatAnotherArchived(t *testing.T) {
+	ctx := context.Background()
+	s, _ := source(t)
+	root := t.TempDir()
+	tm, _ := TaskManagerProcess("taskmanager-1")
+	if err := NewArchive(storage.Local(), root).Put(ctx, tm, s.List()); err != nil {
+		t.Fatal(err)
+	}
+	// Mark the archived copy: a skipped file keeps the mark.
+	copyPath := filepath.Join(root, string(tm), TaskManagerLog)
+	marked := []byte("ONE\nTWO\nTHREE\n") // the source's size
+	if err := os.WriteFile(copyPath, marked, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := NewArchive(storage.Local(), root).Put(ctx, tm, s.List()); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(copyPath); !bytes.Equal(b, marked) {
+		t.Fatalf("an archived file of the same size was copied again: %q", b)
+	}
+	// The source rewritten after the copy (same size): copied.
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(copyPath, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := NewArchive(storage.Local(), root).Put(ctx, tm, s.List()); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(copyPath); string(b) != "one\ntwo\nthree\n" {
+		t.Fatalf("a file changed after its archived copy was not copied again: %q", b)
 	}
 }

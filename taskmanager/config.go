@@ -12,6 +12,7 @@ import (
 
 	"github.com/gofl/gofl/conf"
 	"github.com/gofl/gofl/ha"
+	"github.com/gofl/gofl/internal/blob"
 	"github.com/gofl/gofl/internal/clock"
 	"github.com/gofl/gofl/internal/mailbox"
 	"github.com/gofl/gofl/internal/tlsconf"
@@ -72,6 +73,13 @@ type Config struct {
 	// the local provider) is hard-linked into the library cache, checked,
 	// instead of fetched from the JobManager. Empty: always fetched.
 	StagingDir string
+	// JobBinary is the blob key of the job binary a per-job or application
+	// cluster's TaskManager will run (from deployment.job-binary): New
+	// links it from StagingDir in the background while the TaskManager
+	// registers and gets slots, so its first task does not wait for the
+	// binary's digest check. Empty: linked on the first task, as in a
+	// session.
+	JobBinary string
 	// LogFile is the file this process's stdout and stderr go to
 	// (GOFL_LOG_FILE), served as taskmanager.log; empty: none.
 	LogFile string
@@ -175,8 +183,24 @@ func ConfigFromConf(c *conf.Configuration) Config {
 		ManagedMemory:          int64(conf.TaskManagerManagedMemorySize.Get(c)),
 		WorkDir:                conf.ExpandEnv(conf.TaskManagerWorkDir.Get(c)),
 		StagingDir:             conf.ExpandEnv(conf.StagingDir.Get(c)),
+		JobBinary:              stagedJobBinary(c),
 		LogArchiveInterval:     conf.LogArchiveInterval.Get(c),
 	}
+}
+
+// stagedJobBinary is the blob key of a per-job or application cluster's
+// staged job binary (deployment.job-binary, <staging>/.gofl/blobs/sha256/<hex>),
+// or "" in a session or when it names no blob.
+func stagedJobBinary(c *conf.Configuration) string {
+	uri := conf.DeploymentJobBinary.Get(c)
+	if uri == "" || conf.DeploymentMode.Get(c) == conf.ModeSession {
+		return ""
+	}
+	key, err := blob.KeyOfPath(uri)
+	if err != nil {
+		return ""
+	}
+	return key
 }
 
 // withDefaults fills zero fields and checks the rest. ResourceID is filled

@@ -73,12 +73,16 @@ type runnerPool struct {
 	// onCheckpoint is TaskRunnerHost.CheckpointReport.
 	onCheckpoint func(jobID string, r *pb.RunnerCheckpointReport)
 
-	mu     sync.Mutex
-	jobs   map[string]*jobRunner
-	blobs  map[string][]byte // offloaded shuffle descriptors by key
-	seq    uint64
-	closed bool
-	wg     sync.WaitGroup // added to only under mu while !closed
+	mu   sync.Mutex
+	jobs map[string]*jobRunner
+	// linking are the staged binaries being linked (linkStaged), so a
+	// task arriving during the early link (prelink) waits for it instead
+	// of reading the binary a second time.
+	linking map[string]chan struct{}
+	blobs   map[string][]byte // offloaded shuffle descriptors by key
+	seq     uint64
+	closed  bool
+	wg      sync.WaitGroup // added to only under mu while !closed
 }
 
 // jobRunner is one job on this TaskManager: its data port, opened when the
@@ -108,7 +112,7 @@ func newRunnerPool(dir string, log zerolog.Logger) (*runnerPool, error) {
 		return nil, err
 	}
 	return &runnerPool{dir: dir, cache: blob.NewCache(store), log: log, clk: clock.Real, grace: 5 * time.Second,
-		jobs: map[string]*jobRunner{}, blobs: map[string][]byte{}}, nil
+		jobs: map[string]*jobRunner{}, blobs: map[string][]byte{}, linking: map[string]chan struct{}{}}, nil
 }
 
 // job returns the job's entry, creating it (and its data port) if needed.
@@ -332,6 +336,21 @@ func (p *runnerPool) linkStaged(key string) {
 	if store.Has(key) {
 		return
 	}
+	p.mu.Lock()
+	if ch, ok := p.linking[key]; ok {
+		p.mu.Unlock()
+		<-ch // a local read: bounded
+		return
+	}
+	ch := make(chan struct{})
+	p.linking[key] = ch
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.linking, key)
+		p.mu.Unlock()
+		close(ch)
+	}()
 	src, ok := storage.LocalBlobPath(p.stagingDir, key)
 	if !ok {
 		return
@@ -339,6 +358,22 @@ func (p *runnerPool) linkStaged(key string) {
 	if _, err := store.Link(src, key); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		p.log.Debug().Err(err).Str("key", key).Msg("linking the staged job binary failed; fetching it from the JobManager")
 	}
+}
+
+// prelink links the staged job binary key in the background (linkStaged),
+// before any task asks for it: a per-job or application cluster's
+// TaskManager knows its job's binary at start (Config.JobBinary).
+func (p *runnerPool) prelink(key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		p.linkStaged(key)
+	}()
 }
 
 // connReader is a download that closes its connection when closed.

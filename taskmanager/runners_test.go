@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/gofl/gofl/conf"
 	"github.com/gofl/gofl/internal/blob"
 	"github.com/gofl/gofl/rpc/pb"
 	"github.com/gofl/gofl/storage"
@@ -153,5 +154,67 @@ func TestJobBinaryLinkedFromLocalStaging(t *testing.T) {
 	}
 	if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, bad) {
 		t.Fatalf("fetched binary: %d bytes, %v; want the JobManager's", len(got), err)
+	}
+}
+
+// A per-job cluster's TaskManager links its job's staged binary before any
+// task asks (prelink); a task arriving meanwhile waits for that link rather
+// than reading the binary again, and gets the same file without asking the
+// JobManager.
+func TestJobBinaryPrelinked(t *testing.T) {
+	data := bytes.Repeat([]byte("staged binary "), 10_000)
+	key := blob.KeyOf(data)
+	staging := t.TempDir()
+	staged, _ := storage.LocalBlobPath(staging, key)
+	if err := os.MkdirAll(filepath.Dir(staged), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(staged, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := newRunnerPool(t.TempDir(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.close()
+	pool.stagingDir = staging
+	pool.dial = func(string) (*grpc.ClientConn, error) { return nil, errors.New("no JobManager in this test") }
+	pool.prelink(key)
+	p, err := pool.fetchBinary(context.Background(), "127.0.0.1:1", key) // during or after the prelink
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := os.Stat(staged)
+	if b, err := os.Stat(p); err != nil || !os.SameFile(a, b) {
+		t.Fatalf("binary %s: %v, %v; want the staged file linked", p, b, err)
+	}
+	pool.mu.Lock()
+	inflight := len(pool.linking)
+	pool.mu.Unlock()
+	if inflight != 0 {
+		t.Fatalf("%d links still recorded in flight after the binary is there", inflight)
+	}
+}
+
+// stagedJobBinary names the key only for per-job and application clusters.
+func TestStagedJobBinaryKey(t *testing.T) {
+	key := blob.KeyOf([]byte("x"))
+	uri := "file:///home/u/.gofl/blobs/sha256/" + key[len("sha256:"):]
+	for _, tc := range []struct {
+		mode, uri, want string
+	}{
+		{conf.ModePerJob, uri, key},
+		{conf.ModeApplication, uri, key},
+		{conf.ModeSession, uri, ""},
+		{conf.ModePerJob, "file:///tmp/wordcount", ""},
+	} {
+		c, _, err := conf.Load(conf.LoadOptions{Env: []string{}, Dynamic: []string{
+			conf.DeploymentMode.Key() + "=" + tc.mode, conf.DeploymentJobBinary.Key() + "=" + tc.uri}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ConfigFromConf(c).JobBinary; got != tc.want {
+			t.Errorf("%s %s: JobBinary %q, want %q", tc.mode, tc.uri, got, tc.want)
+		}
 	}
 }

@@ -198,6 +198,9 @@ func New(cfg Config, log zerolog.Logger) (*TaskExecutor, error) {
 		pool.tokens = te.tokens
 		pool.metricsInterval, pool.heartbeatInterval, pool.heartbeatTimeout = cfg.MetricsInterval, cfg.HeartbeatInterval, cfg.HeartbeatTimeout
 		te.exec = newProcessTaskRunner(pool)
+		if cfg.JobBinary != "" {
+			pool.prelink(cfg.JobBinary)
+		}
 	}
 	te.svc = &service{te: te}
 	if lis != nil {

@@ -199,7 +199,7 @@ func runSession(c *cli.Context, addr string) error {
 	if c.Bool("detached") {
 		return nil
 	}
-	err = followJob(c, cl, jg, id)
+	err = followJob(c, cl, jg, id, nil)
 	if stoppedEarly(err) {
 		return attachedRun{cl: cl, jobs: func(context.Context) []string { return []string{id} }}.leave(c, err)
 	}
@@ -286,6 +286,17 @@ func defaultParallelism(c *cli.Context, fallback int) (int, error) {
 // planJob runs the binary in plan role and parses the JobGraph it prints.
 // sessionPar is the parallelism.default of the session it goes to (0: none).
 func planJob(c *cli.Context, bin, job string, args []string, sessionPar int) (*jobgraph.JobGraph, error) {
+	plan, err := planner(c, bin, args, sessionPar)
+	if err != nil {
+		return nil, err
+	}
+	return plan(c.Context)
+}
+
+// planner reads what planning needs from c (the configuration, which may
+// log warnings) and returns the planning itself, which touches neither c's
+// writers nor its configuration: it may run on another goroutine.
+func planner(c *cli.Context, bin string, args []string, sessionPar int) (func(context.Context) (*jobgraph.JobGraph, error), error) {
 	par, err := defaultParallelism(c, sessionPar)
 	if err != nil {
 		return nil, err
@@ -294,18 +305,21 @@ func planJob(c *cli.Context, bin, job string, args []string, sessionPar int) (*j
 	if err != nil {
 		return nil, err
 	}
-	jg, err := client.PlanJob(c.Context, bin, args, client.PlanOptions{
-		Parallelism: par, SavepointPath: c.String("fromSavepoint"), Env: storage.ClientEnv(cfg)})
-	if err != nil {
-		return nil, fmt.Errorf("run: %w", err)
-	}
-	for k, v := range restoreSettings(c) {
-		if jg.Config == nil {
-			jg.Config = map[string]string{}
+	opts := client.PlanOptions{Parallelism: par, SavepointPath: c.String("fromSavepoint"), Env: storage.ClientEnv(cfg)}
+	restore := restoreSettings(c)
+	return func(ctx context.Context) (*jobgraph.JobGraph, error) {
+		jg, err := client.PlanJob(ctx, bin, args, opts)
+		if err != nil {
+			return nil, fmt.Errorf("run: %w", err)
 		}
-		jg.Config[k] = v
-	}
-	return jg, nil
+		for k, v := range restore {
+			if jg.Config == nil {
+				jg.Config = map[string]string{}
+			}
+			jg.Config[k] = v
+		}
+		return jg, nil
+	}, nil
 }
 
 // restoreSettings are -s and --allowNonRestoredState as the configuration

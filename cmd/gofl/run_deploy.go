@@ -45,11 +45,19 @@ func runOwnCluster(c *cli.Context, mode string) error {
 	var cc *client.ClusterClient
 	var jg *jobgraph.JobGraph
 	if mode == conf.ModePerJob {
-		if jg, err = planJob(c, bin, job, jobArgs, 0); err != nil {
-			return err
+		// Planned while the binaries are staged.
+		plan, perr := planner(c, bin, jobArgs, 0)
+		if perr != nil {
+			return perr
 		}
-		spec.Graph = jg
-		cc, err = desc.DeployJobCluster(ctx, spec)
+		var planErr error
+		spec.Plan = func(context.Context) (*jobgraph.JobGraph, error) {
+			jg, planErr = plan(c.Context)
+			return jg, planErr
+		}
+		if cc, err = desc.DeployJobCluster(ctx, spec); planErr != nil {
+			return planErr
+		}
 	} else {
 		spec.Config = restoreSettings(c) // a per-job graph carries them
 		if c.IsSet("parallelism") {
@@ -77,13 +85,16 @@ func runOwnCluster(c *cli.Context, mode string) error {
 		}
 		return nil
 	}
+	// The end wakes the follower at once instead of at its next poll.
+	ended, stopWatch := cc.WatchEnd(c.Context)
 	var ferr error
 	if jg != nil {
 		id := cc.JobIDs(ctx)[0]
-		ferr = followOverFailovers(c, desc, cc, func(cl *client.Client) error { return followJob(c, cl, jg, id) })
+		ferr = followOverFailovers(c, desc, cc, func(cl *client.Client) error { return followJob(c, cl, jg, id, ended) })
 	} else {
-		ferr = followOverFailovers(c, desc, cc, func(cl *client.Client) error { return followApplication(c, cl) })
+		ferr = followOverFailovers(c, desc, cc, func(cl *client.Client) error { return followApplication(c, cl, ended) })
 	}
+	stopWatch()
 	if stoppedEarly(ferr) {
 		return attachedRun{cl: cc.Client, jobs: cc.JobIDs, own: cc, target: desc.Provider()}.leave(c, ferr)
 	}
@@ -176,8 +187,8 @@ func titleMode(mode string) string {
 }
 
 // followApplication polls the application's status and its jobs' details
-// until the application ended.
-func followApplication(c *cli.Context, cl *client.Client) error {
+// until the application ended; a close of ended polls at once.
+func followApplication(c *cli.Context, cl *client.Client, ended <-chan struct{}) error {
 	ctx, cancel := context.WithTimeoutCause(c.Context, c.Duration("timeout"), errFollowTimeout)
 	defer cancel()
 	last := ""
@@ -215,6 +226,8 @@ func followApplication(c *cli.Context, cl *client.Client) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("the application still %s: %w", st.State, context.Cause(ctx))
+		case <-ended:
+			ended = nil // once
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

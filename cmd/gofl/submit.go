@@ -80,16 +80,18 @@ func runSubmit(c *cli.Context) error {
 	if !c.Bool("wait") {
 		return nil
 	}
-	return followJob(c, cl, jg, id)
+	return followJob(c, cl, jg, id, nil)
 }
 
 // followJob prints the job's state and task counts whenever they change,
 // until the job ends, and then its result (printResult). jg, the graph
-// submitted, names the operators in the result.
+// submitted, names the operators in the result. It polls every 100 ms, and
+// at once when ended closes (a per-job cluster's work is over:
+// client.WatchEnd); nil: polls only.
 //
 // Ctrl-C (when the command watches for it) or --timeout end following
 // early with an error wrapping errInterrupted or errFollowTimeout.
-func followJob(c *cli.Context, cl *client.Client, jg *jobgraph.JobGraph, id string) error {
+func followJob(c *cli.Context, cl *client.Client, jg *jobgraph.JobGraph, id string, ended <-chan struct{}) error {
 	ctx, cancel := context.WithTimeoutCause(c.Context, c.Duration("timeout"), errFollowTimeout)
 	defer cancel()
 	last := ""
@@ -136,6 +138,8 @@ func followJob(c *cli.Context, cl *client.Client, jg *jobgraph.JobGraph, id stri
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("job %s still %s: %w", id, d.State, context.Cause(ctx))
+		case <-ended:
+			ended = nil // once
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

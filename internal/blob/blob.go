@@ -16,6 +16,7 @@ import (
 	"hash"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -41,6 +42,17 @@ func ParseKey(key string) (string, error) {
 		return "", fmt.Errorf("%w: %q", ErrInvalidKey, key)
 	}
 	return key[len(prefix):], nil
+}
+
+// KeyOfPath is the key of the blob a path or URI names in a Store's layout
+// (.../sha256/<hex>, also the staging cache's), such as a per-job cluster's
+// deployment.job-binary.
+func KeyOfPath(p string) (string, error) {
+	key := prefix + path.Base(p)
+	if _, err := ParseKey(key); err != nil {
+		return "", err
+	}
+	return key, nil
 }
 
 // ErrQuotaExceeded is wrapped by QuotaError.
