@@ -364,6 +364,12 @@ func (p *runnerPool) linkStaged(key string) {
 // before any task asks for it: a per-job or application cluster's
 // TaskManager knows its job's binary at start (Config.JobBinary).
 func (p *runnerPool) prelink(key string) {
+	p.goUnlessClosed(func() { p.linkStaged(key) })
+}
+
+// goUnlessClosed runs f on a goroutine the pool's close waits for, unless
+// the pool is closed already.
+func (p *runnerPool) goUnlessClosed(f func()) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -372,7 +378,7 @@ func (p *runnerPool) prelink(key string) {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		p.linkStaged(key)
+		f()
 	}()
 }
 
@@ -500,20 +506,13 @@ func (p *runnerPool) releasePartitions(req *pb.ReleasePartitionsRequest) {
 	if proc == nil {
 		return
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return
-	}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
+	p.goUnlessClosed(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), p.rpcTimeout)
 		defer cancel()
 		if err := proc.ReleasePartitions(ctx, req); err != nil {
 			p.log.Debug().Err(err).Str("job_id", req.JobId).Msg("forwarding the partition release to the job runner failed")
 		}
-	}()
+	})
 }
 
 // blob returns an offloaded blob of the job's JobMaster (shuffle
