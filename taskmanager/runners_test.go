@@ -105,26 +105,8 @@ func TestJobBinaryDownloadOutlivesTheFirstWaiter(t *testing.T) {
 // cluster on the local provider) is linked, not fetched from the
 // JobManager; a corrupt one is not used, the JobManager's copy is.
 func TestJobBinaryLinkedFromLocalStaging(t *testing.T) {
-	data := bytes.Repeat([]byte("staged binary "), 10_000)
-	key := blob.KeyOf(data)
-	staging := t.TempDir()
-	staged, ok := storage.LocalBlobPath(staging, key)
-	if !ok {
-		t.Fatal("no local path for the staged blob")
-	}
-	if err := os.MkdirAll(filepath.Dir(staged), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(staged, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := newRunnerPool(t.TempDir(), zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
+	data, key, staged, pool := stagedBinaryPool(t)
 	defer pool.close()
-	pool.stagingDir = staging
-	pool.dial = func(string) (*grpc.ClientConn, error) { return nil, errors.New("no JobManager in this test") }
 	p, err := pool.fetchBinary(context.Background(), "127.0.0.1:1", key)
 	if err != nil {
 		t.Fatal(err)
@@ -138,7 +120,7 @@ func TestJobBinaryLinkedFromLocalStaging(t *testing.T) {
 	// Corrupt in the staging cache: fetched from the JobManager instead.
 	bad := bytes.Repeat([]byte("other binary "), 10_000)
 	badKey := blob.KeyOf(bad)
-	stagedBad, _ := storage.LocalBlobPath(staging, badKey)
+	stagedBad, _ := storage.LocalBlobPath(pool.stagingDir, badKey)
 	if err := os.WriteFile(stagedBad, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -162,23 +144,8 @@ func TestJobBinaryLinkedFromLocalStaging(t *testing.T) {
 // than reading the binary again, and gets the same file without asking the
 // JobManager.
 func TestJobBinaryPrelinked(t *testing.T) {
-	data := bytes.Repeat([]byte("staged binary "), 10_000)
-	key := blob.KeyOf(data)
-	staging := t.TempDir()
-	staged, _ := storage.LocalBlobPath(staging, key)
-	if err := os.MkdirAll(filepath.Dir(staged), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(staged, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := newRunnerPool(t.TempDir(), zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, key, staged, pool := stagedBinaryPool(t)
 	defer pool.close()
-	pool.stagingDir = staging
-	pool.dial = func(string) (*grpc.ClientConn, error) { return nil, errors.New("no JobManager in this test") }
 	pool.prelink(key)
 	p, err := pool.fetchBinary(context.Background(), "127.0.0.1:1", key) // during or after the prelink
 	if err != nil {
@@ -217,4 +184,31 @@ func TestStagedJobBinaryKey(t *testing.T) {
 			t.Errorf("%s %s: JobBinary %q, want %q", tc.mode, tc.uri, got, tc.want)
 		}
 	}
+}
+
+// stagedBinaryPool writes a job binary into a staging blob cache on this
+// host's disk and returns it, its key, its staged path and a runner pool
+// that links from that cache and cannot reach a JobManager.
+func stagedBinaryPool(t *testing.T) (data []byte, key, staged string, pool *runnerPool) {
+	t.Helper()
+	data = bytes.Repeat([]byte("staged binary "), 10_000)
+	key = blob.KeyOf(data)
+	staging := t.TempDir()
+	staged, ok := storage.LocalBlobPath(staging, key)
+	if !ok {
+		t.Fatal("no local path for the staged blob")
+	}
+	if err := os.MkdirAll(filepath.Dir(staged), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(staged, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := newRunnerPool(t.TempDir(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.stagingDir = staging
+	pool.dial = func(string) (*grpc.ClientConn, error) { return nil, errors.New("no JobManager in this test") }
+	return data, key, staged, pool
 }
