@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gofl/gofl/failure"
+	"github.com/gofl/gofl/internal/backoff"
 	"github.com/gofl/gofl/stream"
 )
 
@@ -362,8 +363,9 @@ func (k *kafkaSink[T]) resumeAndCommit(ctx context.Context, txn Transaction) err
 	return commitTransaction(ctx, cl, txn, k.cfg.log)
 }
 
-// commitRetryMax caps the pause between two EndTxn attempts.
-const commitRetryMax = time.Second
+// commitRetry paces the EndTxn and DescribeTransactions retries of a
+// commit.
+var commitRetry = backoff.Config{Initial: 50 * time.Millisecond, Max: time.Second}
 
 // commitTransaction sends EndTxn(commit) for txn until the coordinator
 // answers or ctx ends. A broker that cannot be reached (a restarting one
@@ -378,7 +380,7 @@ func commitTransaction(ctx context.Context, cl *kgo.Client, txn Transaction, log
 	req.ProducerID = txn.ProducerID
 	req.ProducerEpoch = txn.ProducerEpoch
 	req.Commit = true
-	pause := 50 * time.Millisecond
+	retry := backoff.New(commitRetry, nil)
 	for attempt := 1; ; attempt++ {
 		resp, err := req.RequestWith(ctx, cl)
 		if err == nil {
@@ -398,9 +400,8 @@ func commitTransaction(ctx context.Context, cl *kgo.Client, txn Transaction, log
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("kafka: committing %s: %w (gave up: %w)", txn.TransactionalID, err, ctx.Err())
-		case <-time.After(pause):
+		case <-time.After(retry.Next()):
 		}
-		pause = min(2*pause, commitRetryMax)
 	}
 }
 
@@ -435,7 +436,7 @@ var ErrTransactionAborted = errors.New("kafka: pre-committed transaction was abo
 // and names transaction.timeout.ms.
 func verifyCommitted(ctx context.Context, cl *kgo.Client, txn Transaction, refusal error) error {
 	adm := kadm.NewClient(cl)
-	pause := 50 * time.Millisecond
+	retry := backoff.New(commitRetry, nil)
 	for {
 		d, err := adm.DescribeTransactions(ctx, txn.TransactionalID)
 		var st kadm.DescribedTransaction
@@ -465,8 +466,7 @@ func verifyCommitted(ctx context.Context, cl *kgo.Client, txn Transaction, refus
 		case <-ctx.Done():
 			return fmt.Errorf("kafka: committing %s: the commit was refused (%w) and the transaction is still %s: %w",
 				txn.TransactionalID, refusal, st.State, ctx.Err())
-		case <-time.After(pause):
+		case <-time.After(retry.Next()):
 		}
-		pause = min(2*pause, commitRetryMax)
 	}
 }
