@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -44,8 +43,7 @@ func BenchmarkMetricsCost(b *testing.B) {
 	input := filepath.Join(dir, "input.txt")
 	words := writeText(b, input, mb<<20)
 
-	// Below Nomad's dynamic ports and the ephemeral ones.
-	promBase := 10000 + rand.IntN(9980)
+	promBase := promPorts(10)
 	reporter := map[string]string{"metrics.reporter.prom.factory.class": conf.PrometheusReporterFactory,
 		"metrics.reporter.prom.port": fmt.Sprintf("%d-%d", promBase, promBase+9)}
 	// Two clusters at once: each one's goroutine check would see the

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
@@ -27,9 +28,7 @@ import (
 // endpoints answer the same.
 func TestPrometheusAndRESTMetrics(t *testing.T) {
 	parallel(t)
-	// Below Nomad's dynamic ports (20000-32000), which Nomad tests running
-	// beside this one hand out, and the ephemeral ports.
-	base := 10000 + rand.IntN(9980)
+	base := promPorts(20)
 	ports := fmt.Sprintf("%d-%d", base, base+19)
 	reporter := map[string]string{
 		"metrics.reporter.prom.factory.class": conf.PrometheusReporterFactory,
@@ -125,11 +124,37 @@ func TestPrometheusAndRESTMetrics(t *testing.T) {
 // scrapeRange scrapes every process listening on the n ports from base
 // with Prometheus' parser: the JobManager's families, and each
 // TaskManager's by its tm_id.
+// promPorts hands out disjoint ranges of n reporter ports to this test
+// binary's clusters, which run side by side, below Nomad's dynamic ports
+// (20000-32000, handed out by Nomad tests beside these) and the
+// ephemeral ones; the start is random so two test binaries seldom meet.
+func promPorts(n int) int {
+	promPortsMu.Lock()
+	defer promPortsMu.Unlock()
+	if promPortsNext == 0 || promPortsNext+n > 20000 {
+		promPortsNext = 10000 + rand.IntN(5000)
+	}
+	base := promPortsNext
+	promPortsNext += n
+	return base
+}
+
+var (
+	promPortsMu   sync.Mutex
+	promPortsNext int
+)
+
 func scrapeRange(base, n int) (jm map[string]*dto.MetricFamily, tms map[string]map[string]*dto.MetricFamily, err error) {
 	tms = map[string]map[string]*dto.MetricFamily{}
 	for p := base; p < base+n; p++ {
 		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", p))
 		if err != nil {
+			continue
+		}
+		// Ports are picked at random; another test's HTTP server may hold
+		// one of the range. A reporter answers 200 with the text format.
+		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+			resp.Body.Close()
 			continue
 		}
 		parser := expfmt.NewTextParser(model.UTF8Validation)

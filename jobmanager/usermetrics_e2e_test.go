@@ -2,7 +2,6 @@ package jobmanager_test
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -41,7 +40,7 @@ func metricValues(t *testing.T, c *cluster, path string) map[string]float64 {
 // Flink's watermarks view.
 func TestUserMetricsRatesAndWatermarks(t *testing.T) {
 	parallel(t)
-	base := 10000 + rand.IntN(9980)
+	base := promPorts(20)
 	reporter := map[string]string{
 		"metrics.reporter.prom.factory.class": conf.PrometheusReporterFactory,
 		"metrics.reporter.prom.port":          fmt.Sprintf("%d-%d", base, base+19),

@@ -131,8 +131,7 @@ func runWordcountOnce(b *testing.B, input, output string, p, mb int, words int64
 	common := benchClusterArgs(b, rpc, internalTLS, logDir)
 	promBase := 0
 	if withMetrics {
-		// Below Nomad's dynamic ports and the ephemeral ones.
-		promBase = 10000 + rand.IntN(9980)
+		promBase = promPorts(10)
 		common = append(common, "-D", "metrics.reporter.prom.factory.class="+conf.PrometheusReporterFactory,
 			"-D", fmt.Sprintf("metrics.reporter.prom.port=%d-%d", promBase, promBase+9))
 	}
