@@ -151,9 +151,11 @@ func scrapeRange(base, n int) (jm map[string]*dto.MetricFamily, tms map[string]m
 		if err != nil {
 			continue
 		}
-		// Ports are picked at random; another test's HTTP server may hold
-		// one of the range. A reporter answers 200 with the text format.
-		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+		// Another test's HTTP server may hold a port of the range (the
+		// scripts' Kafka, HDFS and ZooKeeper pick theirs at random too).
+		// A reporter answers 200 in Prometheus' text format, whose
+		// content type names its version; its parse errors are ours.
+		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain; version=") {
 			resp.Body.Close()
 			continue
 		}
