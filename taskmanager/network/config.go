@@ -37,7 +37,13 @@ type Config struct {
 	FlushTimeout time.Duration
 	// SpillDir holds the files of blocking partitions. Default os.TempDir().
 	SpillDir string
-	// ConnectTimeout bounds dialing a remote runner's data port. Default 10 s.
+	// ConnectTimeout bounds dialing a remote runner's data port and its
+	// handshake. Default 120 s, as Flink's
+	// taskmanager.network.netty.client.connectTimeoutSec: a job's data
+	// port is opened by its TaskManager before the runner serves it, so a
+	// connection may wait for a runner that is still fetching the job
+	// binary; a runner that dies is reported by its TaskManager, whose
+	// failover cancels the waiting consumers sooner.
 	ConnectTimeout time.Duration
 	// MaxFrameSize bounds the payload of a frame accepted from a peer.
 	// Default BufferSize + 64 (a buffer plus its BufferResponse header).
@@ -85,7 +91,7 @@ func (c Config) withDefaults() Config {
 		c.FlushTimeout = 100 * time.Millisecond
 	}
 	if c.ConnectTimeout == 0 {
-		c.ConnectTimeout = 10 * time.Second
+		c.ConnectTimeout = 120 * time.Second
 	}
 	if c.MaxFrameSize == 0 {
 		c.MaxFrameSize = c.BufferSize + 64
