@@ -120,7 +120,8 @@ func (b *BuiltinExecutor) Close() {
 func IsRunner() bool { return os.Getenv(EnvRole) == RoleRunner }
 
 // ServeFromEnv serves ex on the socket the TaskManager named in the
-// environment, until the TaskManager shuts the runner down.
+// environment (inherited, EnvSocketFD, or bound here), until the
+// TaskManager shuts the runner down.
 func ServeFromEnv(ctx context.Context, info Info, ex Executor, log zerolog.Logger) error {
 	socket := os.Getenv(EnvSocket)
 	if socket == "" {
@@ -129,5 +130,13 @@ func ServeFromEnv(ctx context.Context, info Info, ex Executor, log zerolog.Logge
 	if info.JobID == "" {
 		info.JobID = os.Getenv(EnvJobID)
 	}
-	return Serve(ctx, socket, info, ex, log)
+	lis, err := inheritedListener(EnvSocketFD, "socket")
+	if err != nil {
+		return err
+	}
+	if lis == nil {
+		return Serve(ctx, socket, info, ex, log)
+	}
+	defer os.Remove(socket)
+	return serve(ctx, lis, info, ex, log)
 }

@@ -158,10 +158,17 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error)
 		errFile.Close()
 		removeSockDir()
 	}
+	sockFile, err := listenSocket(socket)
+	if err != nil {
+		closeLogs()
+		return nil, err
+	}
 	var dataFile *os.File
 	if spec.DataListener != nil {
 		f, err := spec.DataListener.File() // a duplicate, closed once the child has it
 		if err != nil {
+			sockFile.Close()
+			_ = os.Remove(socket)
 			closeLogs()
 			return nil, fmt.Errorf("runner: data port: %w", err)
 		}
@@ -173,9 +180,12 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error)
 		cmd.Env = append(os.Environ(), EnvRole+"="+RoleRunner, EnvSocket+"="+socket, EnvJobID+"="+spec.JobID)
 		cmd.Env = append(cmd.Env, spec.Env...)
 		cmd.Env = append(cmd.Env, EnvSecret+"="+secret)
+		// Inherited descriptors are numbered from 3 in ExtraFiles' order.
+		cmd.ExtraFiles = []*os.File{sockFile}
+		cmd.Env = append(cmd.Env, EnvSocketFD+"=3")
 		if dataFile != nil {
-			cmd.ExtraFiles = []*os.File{dataFile}
-			cmd.Env = append(cmd.Env, EnvDataFD+"=3", EnvDataAddress+"="+spec.DataAddress)
+			cmd.ExtraFiles = append(cmd.ExtraFiles, dataFile)
+			cmd.Env = append(cmd.Env, EnvDataFD+"=4", EnvDataAddress+"="+spec.DataAddress)
 		}
 		// stdout (the job's Print()) also goes to the TaskManager's own
 		// stdout, which its provider keeps (the local provider's gofl.log,
@@ -189,7 +199,9 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error)
 		return cmd
 	}
 	cmd, err := startRetryingBusy(ctx, newCmd)
+	sockFile.Close() // the runner has its own: a runner that dies refuses connections
 	if err != nil {
+		_ = os.Remove(socket)
 		closeLogs()
 		return nil, fmt.Errorf("runner: starting %s: %w", spec.Binary, err)
 	}
@@ -241,30 +253,41 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error)
 	return p, nil
 }
 
+// listenSocket binds the runner's socket (0600; its directory is 0700)
+// and returns the listening socket for the runner to inherit
+// (EnvSocketFD): the TaskManager connects at once, and the kernel holds
+// the connection until the runner serves.
+func listenSocket(path string) (*os.File, error) {
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("runner: listening on %s: %w", path, err)
+	}
+	l.SetUnlinkOnClose(false) // the socket outlives this copy: the runner serves it
+	defer l.Close()
+	if err := os.Chmod(path, 0o600); err != nil {
+		_ = os.Remove(path)
+		return nil, fmt.Errorf("runner: %w", err)
+	}
+	f, err := l.File()
+	if err != nil {
+		_ = os.Remove(path)
+		return nil, fmt.Errorf("runner: %w", err)
+	}
+	return f, nil
+}
+
 func (p *Process) connect(ctx context.Context, socket, secret string) error {
 	ctx, cancel := context.WithTimeout(ctx, p.spec.StartTimeout)
 	defer cancel()
-	for {
-		if _, err := os.Stat(socket); err == nil {
-			break
-		}
-		select {
-		case <-p.exited:
-			return fmt.Errorf("runner: the job binary exited before serving: %w%s", p.exitErr, p.logTail())
-		case <-ctx.Done():
-			return fmt.Errorf("runner: the job binary did not open its socket within %v%s", p.spec.StartTimeout, p.logTail())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithPerRPCCredentials(secretCreds(secret)))
 	if err != nil {
 		return fmt.Errorf("runner: %w", err)
 	}
 	p.conn, p.client = conn, pb.NewJobRunnerServiceClient(conn)
-	// The socket file appears at bind, a moment before the runner listens:
-	// wait for the server to be ready rather than fail on the first refusal,
-	// but stop waiting if the process dies.
+	// The socket listens before the runner serves it: wait for the server
+	// to be ready rather than fail on the first refusal, but stop waiting
+	// if the process dies.
 	hctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() {
@@ -280,8 +303,11 @@ func (p *Process) connect(ctx context.Context, socket, secret string) error {
 		conn.Close()
 		select {
 		case <-p.exited:
-			return fmt.Errorf("runner: the job binary exited during the handshake: %w%s", p.exitErr, p.logTail())
+			return fmt.Errorf("runner: the job binary exited before serving: %w%s", p.exitErr, p.logTail())
 		default:
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("runner: the job binary did not serve within %v (%w)%s", p.spec.StartTimeout, err, p.logTail())
 		}
 		return fmt.Errorf("runner: handshake with the job binary failed: %w", err)
 	}
