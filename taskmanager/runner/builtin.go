@@ -120,8 +120,7 @@ func (b *BuiltinExecutor) Close() {
 func IsRunner() bool { return os.Getenv(EnvRole) == RoleRunner }
 
 // ServeFromEnv serves ex on the socket the TaskManager named in the
-// environment (inherited, EnvSocketFD, or bound here), until the
-// TaskManager shuts the runner down.
+// environment, until the TaskManager shuts the runner down.
 func ServeFromEnv(ctx context.Context, info Info, ex Executor, log zerolog.Logger) error {
 	socket := os.Getenv(EnvSocket)
 	if socket == "" {
@@ -130,13 +129,5 @@ func ServeFromEnv(ctx context.Context, info Info, ex Executor, log zerolog.Logge
 	if info.JobID == "" {
 		info.JobID = os.Getenv(EnvJobID)
 	}
-	lis, err := inheritedListener(EnvSocketFD, "socket")
-	if err != nil {
-		return err
-	}
-	if lis == nil {
-		return Serve(ctx, socket, info, ex, log)
-	}
-	defer os.Remove(socket)
-	return serve(ctx, lis, info, ex, log)
+	return Serve(ctx, socket, info, ex, log)
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -158,22 +159,21 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error)
 		errFile.Close()
 		removeSockDir()
 	}
-	sockFile, err := listenSocket(socket)
-	if err != nil {
-		closeLogs()
-		return nil, err
-	}
 	var dataFile *os.File
 	if spec.DataListener != nil {
 		f, err := spec.DataListener.File() // a duplicate, closed once the child has it
 		if err != nil {
-			sockFile.Close()
-			_ = os.Remove(socket)
 			closeLogs()
 			return nil, fmt.Errorf("runner: data port: %w", err)
 		}
 		defer f.Close()
 		dataFile = f
+	}
+	// The runner says on this pipe when its socket listens (EnvReadyFD).
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		closeLogs()
+		return nil, fmt.Errorf("runner: %w", err)
 	}
 	newCmd := func() *exec.Cmd {
 		cmd := exec.Command(spec.Binary, spec.Args...)
@@ -181,12 +181,12 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error)
 		cmd.Env = append(cmd.Env, spec.Env...)
 		cmd.Env = append(cmd.Env, EnvSecret+"="+secret)
 		// Inherited descriptors are numbered from 3 in ExtraFiles' order.
-		cmd.ExtraFiles = []*os.File{sockFile}
-		cmd.Env = append(cmd.Env, EnvSocketFD+"=3")
 		if dataFile != nil {
-			cmd.ExtraFiles = append(cmd.ExtraFiles, dataFile)
-			cmd.Env = append(cmd.Env, EnvDataFD+"=4", EnvDataAddress+"="+spec.DataAddress)
+			cmd.ExtraFiles = []*os.File{dataFile}
+			cmd.Env = append(cmd.Env, EnvDataFD+"=3", EnvDataAddress+"="+spec.DataAddress)
 		}
+		cmd.ExtraFiles = append(cmd.ExtraFiles, readyW)
+		cmd.Env = append(cmd.Env, EnvReadyFD+"="+strconv.Itoa(2+len(cmd.ExtraFiles)))
 		// stdout (the job's Print()) also goes to the TaskManager's own
 		// stdout, which its provider keeps (the local provider's gofl.log,
 		// Nomad's task logs); the runner's files are archived (package logs).
@@ -199,9 +199,9 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error)
 		return cmd
 	}
 	cmd, err := startRetryingBusy(ctx, newCmd)
-	sockFile.Close() // the runner has its own: a runner that dies refuses connections
+	readyW.Close() // the runner has its own
 	if err != nil {
-		_ = os.Remove(socket)
+		readyR.Close()
 		closeLogs()
 		return nil, fmt.Errorf("runner: starting %s: %w", spec.Binary, err)
 	}
@@ -227,7 +227,7 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error)
 		}
 		close(p.exited)
 	}()
-	if err := p.connect(ctx, socket, secret); err != nil {
+	if err := p.connect(ctx, socket, secret, readyR); err != nil {
 		cancel()
 		p.kill()
 		return nil, err
@@ -253,41 +253,45 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error)
 	return p, nil
 }
 
-// listenSocket binds the runner's socket (0600; its directory is 0700)
-// and returns the listening socket for the runner to inherit
-// (EnvSocketFD): the TaskManager connects at once, and the kernel holds
-// the connection until the runner serves.
-func listenSocket(path string) (*os.File, error) {
-	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	if err != nil {
-		return nil, fmt.Errorf("runner: listening on %s: %w", path, err)
-	}
-	l.SetUnlinkOnClose(false) // the socket outlives this copy: the runner serves it
-	defer l.Close()
-	if err := os.Chmod(path, 0o600); err != nil {
-		_ = os.Remove(path)
-		return nil, fmt.Errorf("runner: %w", err)
-	}
-	f, err := l.File()
-	if err != nil {
-		_ = os.Remove(path)
-		return nil, fmt.Errorf("runner: %w", err)
-	}
-	return f, nil
-}
-
-func (p *Process) connect(ctx context.Context, socket, secret string) error {
+// connect waits for the runner's socket, then makes the handshake. ready
+// is the read end of the runner's readiness pipe, which connect closes: a
+// runner of this SDK writes to it once its socket listens (or it ends at
+// the runner's exit); an older one does not, and its socket file is looked
+// for every 20 ms.
+func (p *Process) connect(ctx context.Context, socket, secret string, ready *os.File) error {
 	ctx, cancel := context.WithTimeout(ctx, p.spec.StartTimeout)
 	defer cancel()
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		var b [1]byte
+		_, _ = ready.Read(b[:])
+	}()
+	defer func() { ready.Close(); <-read }() // Close ends the read
+	signalled := (<-chan struct{})(read)
+	for {
+		if _, err := os.Stat(socket); err == nil {
+			break
+		}
+		select {
+		case <-p.exited:
+			return fmt.Errorf("runner: the job binary exited before serving: %w%s", p.exitErr, p.logTail())
+		case <-ctx.Done():
+			return fmt.Errorf("runner: the job binary did not open its socket within %v%s", p.spec.StartTimeout, p.logTail())
+		case <-signalled:
+			signalled = nil // looked at once more now
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithPerRPCCredentials(secretCreds(secret)))
 	if err != nil {
 		return fmt.Errorf("runner: %w", err)
 	}
 	p.conn, p.client = conn, pb.NewJobRunnerServiceClient(conn)
-	// The socket listens before the runner serves it: wait for the server
-	// to be ready rather than fail on the first refusal, but stop waiting
-	// if the process dies.
+	// The socket file appears at bind, a moment before the runner listens:
+	// wait for the server to be ready rather than fail on the first refusal,
+	// but stop waiting if the process dies.
 	hctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() {
@@ -303,11 +307,8 @@ func (p *Process) connect(ctx context.Context, socket, secret string) error {
 		conn.Close()
 		select {
 		case <-p.exited:
-			return fmt.Errorf("runner: the job binary exited before serving: %w%s", p.exitErr, p.logTail())
+			return fmt.Errorf("runner: the job binary exited during the handshake: %w%s", p.exitErr, p.logTail())
 		default:
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("runner: the job binary did not serve within %v (%w)%s", p.spec.StartTimeout, err, p.logTail())
 		}
 		return fmt.Errorf("runner: handshake with the job binary failed: %w", err)
 	}

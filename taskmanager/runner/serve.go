@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -32,12 +31,10 @@ const (
 	// JobMaster); EnvDataAddress is its advertised host:port.
 	EnvDataFD      = "GOFL_RUNNER_DATA_FD"
 	EnvDataAddress = "GOFL_RUNNER_DATA_ADDRESS"
-	// EnvSocketFD names the inherited file descriptor of the runner's
-	// socket (EnvSocket), which the TaskManager bound and listens on: it
-	// connects as soon as the runner started, and the kernel holds the
-	// connection until the runner serves, so no one waits for the socket
-	// file to appear. Unset: the runner binds EnvSocket itself.
-	EnvSocketFD = "GOFL_RUNNER_SOCKET_FD"
+	// EnvReadyFD names the inherited write end of a pipe on which the
+	// runner writes a byte once its socket listens, so the TaskManager
+	// connects then instead of polling for the socket file.
+	EnvReadyFD = "GOFL_RUNNER_READY_FD"
 	// EnvParallelism is the job's default parallelism (the JobGraph config's
 	// parallelism.default), so an SDK runner re-plans from the same default.
 	EnvParallelism = "GOFL_PARALLELISM"
@@ -58,9 +55,22 @@ const (
 // and its advertised address, or a nil listener when there is none (a
 // TaskManager that opens no data port, or a runner started by hand).
 func DataListener() (net.Listener, string, error) {
-	ln, err := inheritedListener(EnvDataFD, "data port")
-	if ln == nil || err != nil {
-		return nil, "", err
+	v := os.Getenv(EnvDataFD)
+	if v == "" {
+		return nil, "", nil
+	}
+	fd, err := strconv.Atoi(v)
+	if err != nil || fd < 3 {
+		return nil, "", fmt.Errorf("runner: %s=%q is not an inherited file descriptor", EnvDataFD, v)
+	}
+	f := os.NewFile(uintptr(fd), "gofl-data-port")
+	if f == nil {
+		return nil, "", fmt.Errorf("runner: %s=%d is not open", EnvDataFD, fd)
+	}
+	defer f.Close()
+	ln, err := net.FileListener(f)
+	if err != nil {
+		return nil, "", fmt.Errorf("runner: data port (fd %d): %w", fd, err)
 	}
 	addr := os.Getenv(EnvDataAddress)
 	if addr == "" {
@@ -69,28 +79,19 @@ func DataListener() (net.Listener, string, error) {
 	return ln, addr, nil
 }
 
-// inheritedListener is the listening socket whose file descriptor the
-// environment variable env names (what names it in errors); nil when env
-// is unset.
-func inheritedListener(env, what string) (net.Listener, error) {
-	v := os.Getenv(env)
-	if v == "" {
-		return nil, nil
-	}
+// notifyReady tells the TaskManager that the socket listens (EnvReadyFD),
+// once; without the variable (a runner started by hand) nothing.
+func notifyReady() {
+	v := os.Getenv(EnvReadyFD)
+	_ = os.Unsetenv(EnvReadyFD) // user code's children must not write to it
 	fd, err := strconv.Atoi(v)
 	if err != nil || fd < 3 {
-		return nil, fmt.Errorf("runner: %s=%q is not an inherited file descriptor", env, v)
+		return
 	}
-	f := os.NewFile(uintptr(fd), "gofl-"+strings.ReplaceAll(what, " ", "-"))
-	if f == nil {
-		return nil, fmt.Errorf("runner: %s=%d is not open", env, fd)
+	if f := os.NewFile(uintptr(fd), "gofl-runner-ready"); f != nil {
+		_, _ = f.Write([]byte{1})
+		f.Close()
 	}
-	defer f.Close()
-	ln, err := net.FileListener(f)
-	if err != nil {
-		return nil, fmt.Errorf("runner: %s (fd %d): %w", what, fd, err)
-	}
-	return ln, nil
 }
 
 // Executor runs tasks inside a runner. Its methods are called from gRPC
@@ -167,6 +168,13 @@ var ErrFingerprintMismatch = errors.New("runner: JobGraph fingerprint mismatch")
 // ctx ends or the TaskManager asks it to shut down. It closes ex before it
 // returns.
 func Serve(ctx context.Context, socketPath string, info Info, ex Executor, log zerolog.Logger) error {
+	if info.ProtocolVersion == 0 {
+		info.ProtocolVersion = version.ProtocolVersion
+	}
+	// The secret is for this process only: user code's children need not
+	// inherit it.
+	secret := os.Getenv(EnvSecret)
+	_ = os.Unsetenv(EnvSecret)
 	_ = os.Remove(socketPath)
 	lis, err := net.Listen("unix", socketPath)
 	if err != nil {
@@ -177,18 +185,7 @@ func Serve(ctx context.Context, socketPath string, info Info, ex Executor, log z
 		lis.Close()
 		return fmt.Errorf("runner: %w", err)
 	}
-	return serve(ctx, lis, info, ex, log)
-}
-
-// serve is Serve on a listening socket, which it closes.
-func serve(ctx context.Context, lis net.Listener, info Info, ex Executor, log zerolog.Logger) error {
-	if info.ProtocolVersion == 0 {
-		info.ProtocolVersion = version.ProtocolVersion
-	}
-	// The secret is for this process only: user code's children need not
-	// inherit it.
-	secret := os.Getenv(EnvSecret)
-	_ = os.Unsetenv(EnvSecret)
+	notifyReady()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// A runner must not outlive its TaskManager: if the TaskManager dies
