@@ -227,39 +227,40 @@ func (d *ClusterDescriptor) deploy(ctx context.Context, id string, mode provider
 	if ip, ok := d.dep.(providers.InPlaceBinary); ok && ip.RunsBinaryInPlace() {
 		stageBin = "" // nobody would read it from the cache
 	}
+	// The JobGraph (planned meanwhile) and the cluster's certificates are
+	// staged while the binaries are: each file waits for its own fsync.
 	var graph []byte
 	var graphErr error
 	stageCtx, stopStaging := context.WithCancel(ctx)
 	defer stopStaging()
-	planned := make(chan struct{})
-	go func() {
-		defer close(planned)
+	planAndStage := func(st *storage.Staging) error {
 		if jobGraph == nil {
-			return
+			return nil
 		}
 		if graph, graphErr = jobGraph(ctx); graphErr != nil {
 			stopStaging() // the deployment failed: no need to finish staging
+			return graphErr
 		}
-	}()
-	s, err := d.stage(stageCtx, id, stageBin, jobBin)
-	<-planned
+		if err := st.PutJobGraph(stageCtx, id, graph); err != nil {
+			return fmt.Errorf("client: staging the JobGraph: %w", err)
+		}
+		return nil
+	}
+	tlsExtra := maps.Clone(extra)
+	stageTLS := func(st *storage.Staging) error { return d.stageInternalTLS(stageCtx, st, id, tlsExtra) }
+	s, err := d.stage(stageCtx, id, stageBin, jobBin, planAndStage, stageTLS)
 	if graphErr != nil {
-		if err == nil {
-			s.Remove()
-		}
 		return nil, graphErr
 	}
 	if err != nil {
 		return nil, err
 	}
+	maps.Copy(extra, tlsExtra)
 	defer func() {
 		if err != nil && !errors.Is(err, providers.ErrClusterExists) { // not ours to remove
 			s.Remove()
 		}
 	}()
-	if err := d.stageInternalTLS(ctx, s.st, id, extra); err != nil {
-		return nil, err
-	}
 	if err := stageSecrets(ctx, s.st, id, d.cfg, extra, d.provider); err != nil {
 		return nil, err
 	}
@@ -272,9 +273,6 @@ func (d *ClusterDescriptor) deploy(ctx context.Context, id string, mode provider
 		extra[conf.DeploymentJobBinary.Key()] = s.jobURI
 	}
 	if graph != nil {
-		if err := s.st.PutJobGraph(ctx, id, graph); err != nil {
-			return nil, fmt.Errorf("client: staging the JobGraph: %w", err)
-		}
 		cdir, _ := s.st.ClusterDir(id)
 		extra[conf.DeploymentJobGraph.Key()] = s.st.FileSystem().URI(cdir + "/" + storage.JobGraphFile)
 	}
@@ -520,56 +518,78 @@ func (d *ClusterDescriptor) openStaging(ctx context.Context) (*storage.Staging, 
 }
 
 // stage puts the gofl binary and the job binary (each if not "") in the
-// blob cache and the configuration snapshot in the cluster's directory. On error it
-// removes the cluster's directory again.
-func (d *ClusterDescriptor) stage(ctx context.Context, clusterID, goflBin, jobBin string) (_ *staged, err error) {
+// blob cache and, on its own goroutine, the configuration snapshot in the
+// cluster's directory, while each of alongside stages more of the
+// cluster's files, on its own goroutine too. On any error it waits for them all, then removes the cluster's
+// directory again and returns the first error.
+func (d *ClusterDescriptor) stage(ctx context.Context, clusterID, goflBin, jobBin string, alongside ...func(*storage.Staging) error) (_ *staged, err error) {
 	st, err := d.openStaging(ctx)
 	if err != nil {
 		return nil, err
 	}
 	s := &staged{st: st, clusterID: clusterID, report: Staged{Dir: conf.ExpandEnv(conf.StagingDir.Get(d.cfg))}}
+	alongside = append(alongside, func(st *storage.Staging) error { return d.stageConfig(ctx, st, clusterID) })
+	side := make(chan error, len(alongside))
+	for _, f := range alongside {
+		go func() { side <- f(st) }()
+	}
 	defer func() {
+		for range alongside {
+			if serr := <-side; err == nil {
+				err = serr
+			}
+		}
 		if err != nil {
 			s.Remove()
 		}
 	}()
+	return s, d.stageBlobs(ctx, s, goflBin, jobBin)
+}
+
+// stageBlobs stages the binaries and records that the cluster uses them.
+func (d *ClusterDescriptor) stageBlobs(ctx context.Context, s *staged, goflBin, jobBin string) error {
+	st, clusterID := s.st, s.clusterID
 	var keys []string
 	if goflBin != "" {
 		key, _, err := st.PutBlobFile(ctx, goflBin)
 		if err != nil {
-			return nil, fmt.Errorf("client: staging the gofl binary: %w", err)
+			return fmt.Errorf("client: staging the gofl binary: %w", err)
 		}
 		if s.goflURI, err = st.BlobURI(key); err != nil {
-			return nil, err
+			return err
 		}
 		keys = append(keys, key)
 	}
 	if jobBin != "" {
+		var err error
 		if s.report.JobKey, s.report.JobUploaded, err = st.PutBlobFile(ctx, jobBin); err != nil {
-			return nil, fmt.Errorf("client: staging the job binary: %w", err)
+			return fmt.Errorf("client: staging the job binary: %w", err)
 		}
 		if s.jobURI, err = st.BlobURI(s.report.JobKey); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if s.report.JobKey != "" {
 		keys = append(keys, s.report.JobKey)
 	}
 	if err := markBlobsUsed(ctx, st, clusterID, keys); err != nil {
-		return nil, fmt.Errorf("client: recording the cluster's blobs: %w", err)
+		return fmt.Errorf("client: recording the cluster's blobs: %w", err)
 	}
 	d.pruneAfterStaging(ctx, st)
+	return nil
+}
+
+// stageConfig stages the configuration snapshot and the delegation tokens
+// in the cluster's directory.
+func (d *ClusterDescriptor) stageConfig(ctx context.Context, st *storage.Staging, clusterID string) error {
 	y, err := yaml.Marshal(d.cfg.Snapshot())
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := st.PutConfig(ctx, clusterID, y); err != nil {
-		return nil, fmt.Errorf("client: staging the configuration: %w", err)
+		return fmt.Errorf("client: staging the configuration: %w", err)
 	}
-	if err := d.stageDelegationTokens(ctx, st, clusterID); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return d.stageDelegationTokens(ctx, st, clusterID)
 }
 
 // Remove removes the cluster's staging directory and closes the staging

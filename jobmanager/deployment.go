@@ -113,10 +113,11 @@ type deployment struct {
 	ended map[string]string
 }
 
-// prepareDeployment opens the staging area and loads the staged job binary
-// (verified) and, for per-job clusters, the JobGraph. On error everything
-// staged for the cluster is removed.
-func prepareDeployment(ctx context.Context, c *conf.Configuration, blobs *blob.Store, log zerolog.Logger) (_ *deployment, err error) {
+// prepareDeployment opens the staging area, the staged delegation tokens
+// and, for per-job clusters, the JobGraph; the job binary is checked
+// later, by loadBinary, which the caller must call before run. On error
+// everything staged for the cluster is removed.
+func prepareDeployment(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (_ *deployment, err error) {
 	d := &deployment{
 		mode: conf.DeploymentMode.Get(c), clusterID: conf.DeploymentClusterID.Get(c), cfg: c,
 		log: log.With().Str("component", "deployment").Logger(), fetched: make(chan struct{}),
@@ -140,10 +141,9 @@ func prepareDeployment(ctx context.Context, c *conf.Configuration, blobs *blob.S
 	if binURI == "" {
 		return nil, fmt.Errorf("jobmanager: a %s JobManager needs deployment.job-binary", d.mode)
 	}
-	if d.binaryKey, err = loadStagedBinary(ctx, binURI, blobs, storage.OptionsFromConf(c)); err != nil {
-		return nil, err
+	if d.binaryKey, err = blob.KeyOfPath(binURI); err != nil {
+		return nil, fmt.Errorf("jobmanager: deployment.job-binary %s is not a blob of the staging cache (<staging.dir>/.gofl/blobs/sha256/<hex>)", binURI)
 	}
-	d.log.Info().Str("uri", binURI).Str("key", d.binaryKey).Msg("job binary loaded from staging")
 	if d.tokens, err = loadClusterTokens(ctx, c, d.staging, d.clusterID, false, d.log); err != nil {
 		return nil, err
 	}
@@ -172,18 +172,77 @@ func prepareDeployment(ctx context.Context, c *conf.Configuration, blobs *blob.S
 			return nil, fmt.Errorf("jobmanager: the staged JobGraph %s: %w", uri, err)
 		}
 	case conf.ModeApplication:
-		if d.binPath, err = blobs.Path(d.binaryKey); err != nil {
-			return nil, fmt.Errorf("jobmanager: %w", err)
-		}
-		if err := os.Chmod(d.binPath, 0o755); err != nil {
-			return nil, fmt.Errorf("jobmanager: %w", err)
-		}
 		d.args = conf.ProgramArgs(c)
 		var b [16]byte
 		_, _ = rand.Read(b[:])
 		d.token = hex.EncodeToString(b[:])
 	}
 	return d, nil
+}
+
+// loadBinary loads the staged job binary into the blob store, checked
+// (loadStagedBinary). It may run while the cluster starts (its
+// TaskManagers, see initialSlots), but before run: nothing of the job runs
+// unless it passed.
+func (d *deployment) loadBinary(ctx context.Context, blobs *blob.Store) error {
+	uri := conf.DeploymentJobBinary.Get(d.cfg)
+	if _, err := loadStagedBinary(ctx, uri, blobs, storage.OptionsFromConf(d.cfg)); err != nil {
+		return err
+	}
+	d.log.Info().Str("uri", uri).Str("key", d.binaryKey).Msg("job binary loaded from staging")
+	if d.mode != conf.ModeApplication {
+		return nil
+	}
+	var err error
+	if d.binPath, err = blobs.Path(d.binaryKey); err != nil {
+		return fmt.Errorf("jobmanager: %w", err)
+	}
+	if err := os.Chmod(d.binPath, 0o755); err != nil {
+		return fmt.Errorf("jobmanager: %w", err)
+	}
+	return nil
+}
+
+// discard removes what prepareDeployment loaded and staged, for a start
+// that failed before the cluster ran.
+func (d *deployment) discard() {
+	d.tokens.remove()
+	d.removeStaging()
+	d.staging.Close()
+}
+
+// initialSlots is how many slots a per-job cluster starts TaskManagers
+// for at once, before its job is submitted: what the job's sources need
+// (in each slot sharing group the largest source parallelism; a vertex
+// outside any group alone), which any schedule deploys first. Too few is
+// harmless (the job asks for the rest); 0 for an application, whose jobs
+// are not known yet.
+func (d *deployment) initialSlots() int {
+	if d == nil || d.jobGraph == nil {
+		return 0
+	}
+	g := d.jobGraph
+	hasInput := map[jobgraph.VertexID]bool{}
+	for _, e := range g.Edges {
+		hasInput[e.Target] = true
+	}
+	groups := map[string]int{}
+	n := 0
+	for _, v := range g.Vertices {
+		if hasInput[v.ID] {
+			continue
+		}
+		p := max(v.Parallelism, 1)
+		if v.SlotSharingGroup == "" {
+			n += p
+			continue
+		}
+		groups[v.SlotSharingGroup] = max(groups[v.SlotSharingGroup], p)
+	}
+	for _, p := range groups {
+		n += p
+	}
+	return n
 }
 
 // loadStagedBinary copies (on the local disk: hard-links) a blob of the

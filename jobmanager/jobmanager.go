@@ -93,10 +93,12 @@ func Start(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*Job
 	}
 	blobs.SetMaxTotalSize(int64(conf.BlobUploadMaxTotalSize.Get(c)))
 	// Per-job and application clusters load their staged artifacts first:
-	// a missing or corrupt one fails the start, and nothing runs.
+	// a missing or corrupt one fails the start, and nothing runs. The job
+	// binary's check (a read of tens of MB) runs below, while the
+	// TaskManagers start.
 	var dep *deployment
 	if conf.DeploymentMode.Get(c) != conf.ModeSession {
-		if dep, err = prepareDeployment(ctx, c, blobs, log); err != nil {
+		if dep, err = prepareDeployment(ctx, c, log); err != nil {
 			rpcLis.Close()
 			restLis.Close()
 			if tempBlobs {
@@ -138,7 +140,7 @@ func Start(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*Job
 	j := &JobManager{RPCAddress: rpcLis.Addr().String(), RESTAddress: restLis.Addr().String(), cancel: cancel, ctx: ctx}
 
 	uploads := blob.NewUploads(blobs, nil, conf.BlobUploadCleanupGrace.Get(c))
-	lead := newLeading(c, j.RPCAddress, internalTLS, workers, blobs, uploads, nil, tokens, log)
+	lead := newLeading(c, j.RPCAddress, internalTLS, workers, blobs, uploads, nil, tokens, dep.initialSlots(), log)
 	rm, disp, grpcServer := lead.rm, lead.disp, lead.grpc
 	handler := lead.rest
 	var trusted func(*http.Request) bool
@@ -191,6 +193,15 @@ func Start(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*Job
 	})
 	j.run(func() { tokens.renew(ctx) })
 	if dep != nil {
+		// The TaskManagers for the job's first slots are starting
+		// (initialSlots) while the binary is checked; a corrupt one still
+		// fails the start, and the shutdown above stops them and removes
+		// the staging.
+		if err := dep.loadBinary(ctx, blobs); err != nil {
+			j.fail(err)
+			_ = j.Wait()
+			return nil, err
+		}
 		j.run(func() {
 			err := dep.run(ctx, disp, driverRESTAddress(j.RESTAddress))
 			if workers != nil && ctx.Err() == nil {
@@ -281,8 +292,9 @@ type leading struct {
 	rest http.Handler
 }
 
+// initialSlots is ActiveConfig.InitialSlots (0: none).
 func newLeading(c *conf.Configuration, address string, internalTLS *tls.Config, workers providers.WorkerDriver, blobs *blob.Store, uploads *blob.Uploads,
-	dispHA *dispatcher.HA, tokens *clusterTokens, log zerolog.Logger) leading {
+	dispHA *dispatcher.HA, tokens *clusterTokens, initialSlots int, log zerolog.Logger) leading {
 	// Internal TLS: TaskManagers must present the cluster's certificate to
 	// this server, and the JobMasters and the ResourceManager present it
 	// to theirs.
@@ -294,6 +306,8 @@ func newLeading(c *conf.Configuration, address string, internalTLS *tls.Config, 
 		}
 		return pb.NewTaskExecutorServiceClient(conn), conn, nil
 	}
+	active := resourcemanager.ActiveConfigFromConf(c)
+	active.InitialSlots = initialSlots
 	rm := resourcemanager.New(resourcemanager.Config{
 		DialTaskExecutor:   dialTM,
 		HeartbeatInterval:  conf.HeartbeatInterval.Get(c),
@@ -301,7 +315,7 @@ func newLeading(c *conf.Configuration, address string, internalTLS *tls.Config, 
 		SlotRequestTimeout: conf.SlotRequestTimeout.Get(c),
 		EvenlySpreadOut:    conf.EvenlySpreadOutSlots.Get(c),
 		Workers:            workers,
-		Active:             resourcemanager.ActiveConfigFromConf(c),
+		Active:             active,
 		DelegationTokens:   tokens.forTaskManagers,
 	}, log.With().Str("component", "resourcemanager").Logger())
 	tokens.lead(rm)

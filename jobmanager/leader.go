@@ -81,7 +81,11 @@ func startHA(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*J
 	// jobs, whose IDs are fixed (jobgraph.ApplicationJobID).
 	var dep *deployment
 	if mode := conf.DeploymentMode.Get(c); mode == conf.ModePerJob || mode == conf.ModeApplication {
-		if dep, err = prepareDeployment(ctx, c, blobs, log); err != nil {
+		if dep, err = prepareDeployment(ctx, c, log); err != nil {
+			return fail(err, rpcLis.Close, restLis.Close)
+		}
+		if err = dep.loadBinary(ctx, blobs); err != nil {
+			dep.discard()
 			return fail(err, rpcLis.Close, restLis.Close)
 		}
 		if mode == conf.ModeApplication {
@@ -291,7 +295,7 @@ func (p *leaderProcess) startTerm(ctx context.Context, session ha.SessionID) err
 	}
 	tctx, cancel := context.WithCancel(ctx)
 	t := &term{session: session, cancel: cancel, lis: newTermListener(p.rpc.Addr()), started: time.Now()}
-	lead := newLeading(c, p.j.RPCAddress, p.internalTLS, workers, p.blobs, nil, &dispatcher.HA{Services: p.services, Session: session}, p.tokens, log)
+	lead := newLeading(c, p.j.RPCAddress, p.internalTLS, workers, p.blobs, nil, &dispatcher.HA{Services: p.services, Session: session}, p.tokens, 0, log)
 	rm, disp := lead.rm, lead.disp
 	t.grpc, t.disp = lead.grpc, disp
 	t.handler = withDashboard(rest.Authenticate(p.restToken, lead.rest, nil))

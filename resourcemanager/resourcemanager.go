@@ -107,6 +107,11 @@ type ActiveConfig struct {
 	Worker providers.WorkerSpec
 	// MinSlots: slotmanager.number-of-slots.min (default 0).
 	MinSlots int
+	// InitialSlots are started at once, before any job declared what it
+	// needs, and not kept as a minimum: a per-job cluster knows its job's
+	// slots from the JobGraph, so its TaskManagers start while the
+	// JobManager still checks the job binary.
+	InitialSlots int
 	// IdleTimeout: resourcemanager.taskmanager-timeout (default 30 s).
 	IdleTimeout time.Duration
 	// RegistrationTimeout: resourcemanager.taskmanager-registration.timeout
@@ -260,6 +265,7 @@ func New(cfg Config, log zerolog.Logger) *ResourceManager {
 		rm.planner = newWorkerPlanner(workerPlannerConfig{
 			SlotsPerWorker:      cfg.Active.Worker.Slots,
 			MinSlots:            cfg.Active.MinSlots,
+			InitialSlots:        cfg.Active.InitialSlots,
 			IdleTimeout:         cfg.Active.IdleTimeout,
 			RegistrationTimeout: cfg.Active.RegistrationTimeout,
 			MaxFailedStarts:     cfg.Active.MaxFailedStarts,

@@ -50,6 +50,7 @@ type workerPlanner struct {
 type workerPlannerConfig struct {
 	SlotsPerWorker      int           // taskmanager.numberOfTaskSlots
 	MinSlots            int           // slotmanager.number-of-slots.min
+	InitialSlots        int           // ActiveConfig.InitialSlots: asked for once, at the first plan
 	IdleTimeout         time.Duration // resourcemanager.taskmanager-timeout
 	RegistrationTimeout time.Duration // resourcemanager.taskmanager-registration.timeout
 	MaxFailedStarts     int           // resourcemanager.start-worker.max-attempts
@@ -297,7 +298,8 @@ func (p *workerPlanner) plan(now time.Time, missing, free, total int, idle func(
 
 	// Requests.
 	pending := p.pending()
-	need := max(missing-free, p.cfg.MinSlots-total) - pending*spw
+	need := max(missing-free, p.cfg.MinSlots-total, p.cfg.InitialSlots-total) - pending*spw
+	p.cfg.InitialSlots = 0 // once: later needs are the jobs'
 	if need > 0 {
 		n := (need + spw - 1) / spw
 		switch {

@@ -107,6 +107,36 @@ func TestWorkerPlannerBurst(t *testing.T) {
 	}
 }
 
+// TestWorkerPlannerInitialSlots: a per-job cluster's initial slots are
+// requested at the first plan, before any job declared them; the job's
+// requirement arriving while they start asks for nothing more, and once
+// idle they are released (no minimum).
+func TestWorkerPlannerInitialSlots(t *testing.T) {
+	cfg := plannerConfig()
+	cfg.InitialSlots = 6
+	p := newWorkerPlanner(cfg)
+	w := &plannerWorld{}
+	if a := w.plan(p, t0); a.Request != 2 {
+		t.Fatalf("first plan: Request = %d, want 2 (6 slots of 4-slot workers)", a.Request)
+	}
+	w.missing = 6 // the job declares what the cluster started for it
+	if a := w.plan(p, t0); a.Request != 0 {
+		t.Fatalf("the job's requirement while they start: Request = %d, want 0", a.Request)
+	}
+	for _, id := range []string{"a", "b"} {
+		p.requestDone(t0, id, nil)
+		p.ready(t0, id)
+	}
+	w.missing, w.total = 0, 8
+	w.idle = map[string]bool{"a": true, "b": true}
+	if a := w.plan(p, t0); a.Request != 0 || len(a.Release) != 0 {
+		t.Fatalf("idle from t0: %+v", a)
+	}
+	if a := w.plan(p, t0.Add(cfg.IdleTimeout)); len(a.Release) != 2 || a.Request != 0 {
+		t.Fatalf("idle past the timeout: %+v, want both released and none requested", a)
+	}
+}
+
 func TestWorkerPlannerIdleRelease(t *testing.T) {
 	cfg := plannerConfig()
 	cfg.MinSlots = 4

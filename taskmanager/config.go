@@ -80,6 +80,11 @@ type Config struct {
 	// binary's digest check. Empty: linked on the first task, as in a
 	// session.
 	JobBinary string
+	// JobGraph is a per-job cluster's staged JobGraph (deployment.jobgraph):
+	// with JobBinary, the TaskManager starts the job's runner as soon as it
+	// registered at the ResourceManager, ahead of the first task. Empty:
+	// the first task starts it.
+	JobGraph string
 	// LogFile is the file this process's stdout and stderr go to
 	// (GOFL_LOG_FILE), served as taskmanager.log; empty: none.
 	LogFile string
@@ -184,8 +189,17 @@ func ConfigFromConf(c *conf.Configuration) Config {
 		WorkDir:                conf.ExpandEnv(conf.TaskManagerWorkDir.Get(c)),
 		StagingDir:             conf.ExpandEnv(conf.StagingDir.Get(c)),
 		JobBinary:              stagedJobBinary(c),
+		JobGraph:               stagedJobGraph(c),
 		LogArchiveInterval:     conf.LogArchiveInterval.Get(c),
 	}
+}
+
+// stagedJobGraph is a per-job cluster's staged JobGraph URI, else "".
+func stagedJobGraph(c *conf.Configuration) string {
+	if conf.DeploymentMode.Get(c) != conf.ModePerJob {
+		return ""
+	}
+	return conf.DeploymentJobGraph.Get(c)
 }
 
 // stagedJobBinary is the blob key of a per-job or application cluster's

@@ -139,6 +139,11 @@ func (te *TaskExecutor) registerAtResourceManager(gen uint64) {
 			if len(resp.DelegationTokens) > 0 && te.tokens != nil {
 				_ = te.applyDelegationTokens(resp.DelegationTokens) // logged; the old tokens, if any, stay
 			}
+			if te.prestart != nil {
+				// After the tokens: the runner's environment carries them.
+				te.prestart()
+				te.prestart = nil
+			}
 			te.sendSlotReport()
 			te.watchResourceManager(gen)
 		},

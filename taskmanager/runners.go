@@ -104,6 +104,12 @@ type runnerEntry struct {
 	ready chan struct{}
 	proc  *runner.Process
 	err   error
+	// ahead is the job information a runner started ahead of the job's
+	// first task (prestart) was started with, until a task's matched it
+	// (then nil); a task bringing other information gets a new runner.
+	ahead *pb.JobInformation
+	// replaced: stopped because it did not match (not lost).
+	replaced bool
 }
 
 func newRunnerPool(dir string, log zerolog.Logger) (*runnerPool, error) {
@@ -155,17 +161,9 @@ func (p *runnerPool) get(ctx context.Context, jr *jobRunner, jobMasterAddress st
 		}
 		e := jr.cur
 		if e == nil {
-			p.seq++
-			e = &runnerEntry{id: p.seq, ready: make(chan struct{})}
-			jr.cur = e
+			e = p.newEntry(jr)
 			p.mu.Unlock()
-			e.proc, e.err = p.start(ctx, jr, jobMasterAddress, info)
-			p.mu.Lock()
-			if e.err == nil {
-				p.watch(jr, e) // a released job's release stops it once ready
-			}
-			p.mu.Unlock()
-			close(e.ready)
+			p.startEntry(ctx, jr, e, jobMasterAddress, info)
 		} else {
 			p.mu.Unlock()
 			select {
@@ -181,6 +179,13 @@ func (p *runnerPool) get(ctx context.Context, jr *jobRunner, jobMasterAddress st
 				alive = false
 			default:
 			}
+		}
+		if alive && !p.matchesAhead(jr, e, info) {
+			// Started ahead with other information: replaced, which is no
+			// failed attempt.
+			e.proc.Stop(p.grace)
+			attempt--
+			continue
 		}
 		if alive {
 			return e.proc, e.id, nil
@@ -204,6 +209,107 @@ func (p *runnerPool) get(ctx context.Context, jr *jobRunner, jobMasterAddress st
 	}
 }
 
+// newEntry makes a new runner incarnation the job's current one. Call with
+// mu held.
+func (p *runnerPool) newEntry(jr *jobRunner) *runnerEntry {
+	p.seq++
+	e := &runnerEntry{id: p.seq, ready: make(chan struct{})}
+	jr.cur = e
+	return e
+}
+
+// startEntry starts e's runner and closes its ready channel.
+func (p *runnerPool) startEntry(ctx context.Context, jr *jobRunner, e *runnerEntry, jobMasterAddress string, info *pb.JobInformation) {
+	e.proc, e.err = p.start(ctx, jr, jobMasterAddress, info)
+	p.mu.Lock()
+	if e.err == nil {
+		p.watch(jr, e) // a released job's release stops it once ready
+	}
+	p.mu.Unlock()
+	close(e.ready)
+}
+
+// matchesAhead reports whether a task with info may use e: yes unless e
+// was started ahead (prestart) with other job information, in which case
+// e stops being the job's current runner.
+func (p *runnerPool) matchesAhead(jr *jobRunner, e *runnerEntry, info *pb.JobInformation) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e.ahead == nil {
+		return true
+	}
+	if proto.Equal(e.ahead, info) {
+		e.ahead = nil
+		return true
+	}
+	if jr.cur == e {
+		jr.cur = nil
+	}
+	e.replaced = true
+	p.log.Info().Str("job_id", jr.jobID).Uint64("runner", e.id).Msg("the runner started ahead does not match the job's tasks; starting another")
+	return false
+}
+
+// prestart starts a per-job cluster's runner ahead of the job's first task,
+// from the staged JobGraph at graphURI and the job binary key (prelinked):
+// the runner's start (the binary's exec and the job's re-planning) then
+// overlaps the slot offers and the deployment instead of following them.
+// The first task checks that its job information is the one the runner
+// started with (matchesAhead). Nothing when the binary is not on this
+// host's staging disk or the graph cannot be read: the first task starts
+// the runner as in a session.
+func (p *runnerPool) prestart(graphURI, key string) {
+	p.goUnlessClosed(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), p.rpcTimeout)
+		defer cancel()
+		info, err := p.stagedJobInfo(ctx, graphURI, key)
+		if err != nil {
+			p.log.Debug().Err(err).Str("uri", graphURI).Msg("not starting the job's runner ahead")
+			return
+		}
+		p.linkStaged(key)
+		if !p.cache.Store().Has(key) {
+			return
+		}
+		jr, err := p.job(info.JobId)
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if jr.released || p.closed || jr.cur != nil {
+			p.mu.Unlock()
+			return
+		}
+		e := p.newEntry(jr)
+		e.ahead = info
+		p.mu.Unlock()
+		p.startEntry(context.Background(), jr, e, "", info)
+		if e.err != nil {
+			p.log.Debug().Err(e.err).Str("job_id", info.JobId).Msg("starting the job's runner ahead failed; its first task starts one")
+		}
+	})
+}
+
+// stagedJobInfo is the JobInformation the JobMaster sends with the tasks
+// of the staged JobGraph at uri whose job binary is key.
+func (p *runnerPool) stagedJobInfo(ctx context.Context, uri, key string) (*pb.JobInformation, error) {
+	fsys, path, err := storage.Open(ctx, uri, p.storage)
+	if err != nil {
+		return nil, err
+	}
+	defer fsys.Close()
+	b, err := storage.ReadFile(ctx, fsys, path)
+	if err != nil {
+		return nil, err
+	}
+	var g pb.JobGraph
+	if err := proto.Unmarshal(b, &g); err != nil {
+		return nil, fmt.Errorf("taskmanager: the staged JobGraph %s: %w", uri, err)
+	}
+	return &pb.JobInformation{JobId: g.JobId, JobName: g.Name, JobType: g.Type, Fingerprint: g.Fingerprint, Config: g.Config,
+		JobBinaryKey: key, ProgramArgs: g.ProgramArgs}, nil
+}
+
 // watch reports the runner's end unless the job was released first. Call
 // with mu held.
 func (p *runnerPool) watch(jr *jobRunner, e *runnerEntry) {
@@ -215,7 +321,7 @@ func (p *runnerPool) watch(jr *jobRunner, e *runnerEntry) {
 		defer p.wg.Done()
 		<-e.proc.Exited()
 		p.mu.Lock()
-		lost := !jr.released && !p.closed
+		lost := !jr.released && !p.closed && !e.replaced
 		if jr.cur == e {
 			jr.cur = nil
 		}

@@ -4,18 +4,23 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/gofl/gofl/conf"
 	"github.com/gofl/gofl/internal/blob"
 	"github.com/gofl/gofl/rpc/pb"
 	"github.com/gofl/gofl/storage"
+	"github.com/gofl/gofl/taskmanager/runner"
 )
 
 // stallingBlobService serves one blob in two chunks and holds the second
@@ -192,6 +197,13 @@ func TestStagedJobBinaryKey(t *testing.T) {
 func stagedBinaryPool(t *testing.T) (data []byte, key, staged string, pool *runnerPool) {
 	t.Helper()
 	data = bytes.Repeat([]byte("staged binary "), 10_000)
+	key, staged, pool = stagedPool(t, data)
+	return data, key, staged, pool
+}
+
+// stagedPool is stagedBinaryPool for the job binary data.
+func stagedPool(t *testing.T, data []byte) (key, staged string, pool *runnerPool) {
+	t.Helper()
 	key = blob.KeyOf(data)
 	staging := t.TempDir()
 	staged, ok := storage.LocalBlobPath(staging, key)
@@ -210,5 +222,69 @@ func stagedBinaryPool(t *testing.T) (data []byte, key, staged string, pool *runn
 	}
 	pool.stagingDir = staging
 	pool.dial = func(string) (*grpc.ClientConn, error) { return nil, errors.New("no JobManager in this test") }
-	return data, key, staged, pool
+	return key, staged, pool
+}
+
+// A per-job cluster's TaskManager starts the job's runner ahead of the
+// first task, from the staged JobGraph: a task with that job information
+// gets that runner; one with other information (the JobMaster changed
+// the job's configuration) gets a new one, and the early one stops.
+func TestRunnerStartedAhead(t *testing.T) {
+	bin, err := os.ReadFile(testRunner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _, pool := stagedPool(t, bin)
+	defer pool.close()
+	pool.rpcTimeout = 30 * time.Second
+	pool.listen = func() (*net.TCPListener, string, error) { return nil, "", errors.New("no data port in this test") }
+	lost := make(chan uint64, 2)
+	pool.onLost = func(_ string, id uint64, _ error) { lost <- id }
+	g := &pb.JobGraph{JobId: "job1", Name: "ahead", Config: map[string]string{"k": "v"}}
+	b, err := proto.Marshal(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	graph := filepath.Join(t.TempDir(), "jobgraph.pb")
+	if err := os.WriteFile(graph, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pool.prestart("file://"+graph, key)
+	var ahead *runner.Process
+	for deadline := time.Now().Add(30 * time.Second); ahead == nil; {
+		if time.Now().After(deadline) {
+			t.Fatal("no runner started ahead within 30 s")
+		}
+		ahead = pool.running("job1")
+		runtime.Gosched()
+	}
+	jr, err := pool.job("job1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := &pb.JobInformation{JobId: "job1", JobName: "ahead", Config: map[string]string{"k": "v"}, JobBinaryKey: key}
+	got, _, err := pool.get(context.Background(), jr, "127.0.0.1:1", info)
+	if err != nil || got != ahead {
+		t.Fatalf("get with the staged job information: %p, %v; want the runner started ahead %p", got, err, ahead)
+	}
+
+	// Started again ahead, then a task with other information.
+	pool.mu.Lock()
+	jr.cur.ahead = proto.Clone(info).(*pb.JobInformation)
+	pool.mu.Unlock()
+	other := proto.Clone(info).(*pb.JobInformation)
+	other.Config["k"] = "changed"
+	got, _, err = pool.get(context.Background(), jr, "127.0.0.1:1", other)
+	if err != nil || got == ahead {
+		t.Fatalf("get with other job information: %p, %v; want a new runner", got, err)
+	}
+	select {
+	case <-ahead.Exited():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the runner started ahead still runs after it was replaced")
+	}
+	pool.close()
+	if len(lost) > 0 {
+		t.Fatalf("runner %d reported lost; a replaced or closed runner is not", <-lost)
+	}
 }

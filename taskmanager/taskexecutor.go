@@ -53,6 +53,10 @@ type TaskExecutor struct {
 	mb      *mailbox.Mailbox
 	exec    TaskRunner
 	started atomic.Bool
+	// prestart, if set, starts the job's runner ahead of its first task
+	// (runnerPool.prestart); called once, on the mailbox, after the first
+	// registration at the ResourceManager.
+	prestart func()
 
 	// Everything below is owned by the mailbox goroutine.
 	// rmLeader follows the ResourceManager leader (Config.LeaderRetrieval);
@@ -200,6 +204,9 @@ func New(cfg Config, log zerolog.Logger) (*TaskExecutor, error) {
 		te.exec = newProcessTaskRunner(pool)
 		if cfg.JobBinary != "" {
 			pool.prelink(cfg.JobBinary)
+			if cfg.JobGraph != "" {
+				te.prestart = func() { pool.prestart(cfg.JobGraph, cfg.JobBinary) }
+			}
 		}
 	}
 	te.svc = &service{te: te}

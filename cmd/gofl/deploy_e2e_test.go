@@ -569,12 +569,13 @@ func mustRead(t *testing.T, p string) []byte {
 func TestPerJobClusterRejectsSubmissions(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t)
-	// A source that never ends keeps the job running: a FIFO nobody writes.
-	fifo := filepath.Join(e.home, "fifo")
-	if err := exec.Command("mkfifo", fifo).Run(); err != nil {
-		t.Skip("mkfifo: ", err)
-	}
-	r := e.run("run", "-m", "per-job", "--detached", e.wc, "--input", fifo, "--output", filepath.Join(e.home, "out"))
+	// A source that does not end until the gate file exists keeps the job
+	// running (a FIFO as wordcount's input did not: it has no bytes to
+	// split, so the job finished as soon as it ran).
+	gated := gatedCountBinary(t)
+	gate := filepath.Join(e.home, "gate")
+	defer func() { _ = os.WriteFile(gate, nil, 0o644) }()
+	r := e.run("run", "-m", "per-job", "--detached", gated, "--gate", gate, "--output", filepath.Join(e.home, "out"))
 	expectOK(t, r, "run --detached")
 	m := regexp.MustCompile(`REST at http://(\S+)`).FindStringSubmatch(r.stdout)
 	id := clusterIDLine.FindStringSubmatch(r.stdout)
@@ -596,9 +597,9 @@ func TestPerJobClusterRejectsSubmissions(t *testing.T) {
 	expectOK(t, r, "list -c per-job cluster")
 	jobID := strings.Fields(strings.Split(r.stdout, "\n")[1])[0]
 	expectOK(t, e.run("cancel", "-c", id[1], jobID), "cancel")
-	// Unblock the source's open so the runner can stop.
-	if f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-		f.Close()
+	// Open the gate so the runner's generator returns and it can stop.
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	if err := e.waitClean(30 * time.Second); err != nil {
 		t.Fatal(err)

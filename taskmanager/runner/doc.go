@@ -5,8 +5,9 @@
 // do in Flink).
 //
 // The TaskManager side (Pool, Process) starts the binary with
-// GOFL_ROLE=runner and GOFL_RUNNER_SOCKET set, waits for its Unix socket,
-// checks the protocol version in a handshake, forwards deployments and
+// GOFL_ROLE=runner and GOFL_RUNNER_SOCKET set, waits for its Unix socket
+// (the runner writes to the pipe GOFL_RUNNER_READY_FD once it listens; an
+// older runner's socket file is polled for), checks the protocol version in a handshake, forwards deployments and
 // cancellations, and receives every task state transition on one stream.
 // The runner heartbeats on another; a runner silent for the TaskManager's
 // heartbeat timeout (stopped, frozen) is killed.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -168,15 +169,24 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error)
 		defer f.Close()
 		dataFile = f
 	}
+	// The runner says on this pipe when its socket listens (EnvReadyFD).
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		closeLogs()
+		return nil, fmt.Errorf("runner: %w", err)
+	}
 	newCmd := func() *exec.Cmd {
 		cmd := exec.Command(spec.Binary, spec.Args...)
 		cmd.Env = append(os.Environ(), EnvRole+"="+RoleRunner, EnvSocket+"="+socket, EnvJobID+"="+spec.JobID)
 		cmd.Env = append(cmd.Env, spec.Env...)
 		cmd.Env = append(cmd.Env, EnvSecret+"="+secret)
+		// Inherited descriptors are numbered from 3 in ExtraFiles' order.
 		if dataFile != nil {
 			cmd.ExtraFiles = []*os.File{dataFile}
 			cmd.Env = append(cmd.Env, EnvDataFD+"=3", EnvDataAddress+"="+spec.DataAddress)
 		}
+		cmd.ExtraFiles = append(cmd.ExtraFiles, readyW)
+		cmd.Env = append(cmd.Env, EnvReadyFD+"="+strconv.Itoa(2+len(cmd.ExtraFiles)))
 		// stdout (the job's Print()) also goes to the TaskManager's own
 		// stdout, which its provider keeps (the local provider's gofl.log,
 		// Nomad's task logs); the runner's files are archived (package logs).
@@ -189,7 +199,9 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error)
 		return cmd
 	}
 	cmd, err := startRetryingBusy(ctx, newCmd)
+	readyW.Close() // the runner has its own
 	if err != nil {
+		readyR.Close()
 		closeLogs()
 		return nil, fmt.Errorf("runner: starting %s: %w", spec.Binary, err)
 	}
@@ -215,7 +227,7 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error)
 		}
 		close(p.exited)
 	}()
-	if err := p.connect(ctx, socket, secret); err != nil {
+	if err := p.connect(ctx, socket, secret, readyR); err != nil {
 		cancel()
 		p.kill()
 		return nil, err
@@ -241,9 +253,22 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error)
 	return p, nil
 }
 
-func (p *Process) connect(ctx context.Context, socket, secret string) error {
+// connect waits for the runner's socket, then makes the handshake. ready
+// is the read end of the runner's readiness pipe, which connect closes: a
+// runner of this SDK writes to it once its socket listens (or it ends at
+// the runner's exit); an older one does not, and its socket file is looked
+// for every 20 ms.
+func (p *Process) connect(ctx context.Context, socket, secret string, ready *os.File) error {
 	ctx, cancel := context.WithTimeout(ctx, p.spec.StartTimeout)
 	defer cancel()
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		var b [1]byte
+		_, _ = ready.Read(b[:])
+	}()
+	defer func() { ready.Close(); <-read }() // Close ends the read
+	signalled := (<-chan struct{})(read)
 	for {
 		if _, err := os.Stat(socket); err == nil {
 			break
@@ -253,6 +278,8 @@ func (p *Process) connect(ctx context.Context, socket, secret string) error {
 			return fmt.Errorf("runner: the job binary exited before serving: %w%s", p.exitErr, p.logTail())
 		case <-ctx.Done():
 			return fmt.Errorf("runner: the job binary did not open its socket within %v%s", p.spec.StartTimeout, p.logTail())
+		case <-signalled:
+			signalled = nil // looked at once more now
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

@@ -31,6 +31,10 @@ const (
 	// JobMaster); EnvDataAddress is its advertised host:port.
 	EnvDataFD      = "GOFL_RUNNER_DATA_FD"
 	EnvDataAddress = "GOFL_RUNNER_DATA_ADDRESS"
+	// EnvReadyFD names the inherited write end of a pipe on which the
+	// runner writes a byte once its socket listens, so the TaskManager
+	// connects then instead of polling for the socket file.
+	EnvReadyFD = "GOFL_RUNNER_READY_FD"
 	// EnvParallelism is the job's default parallelism (the JobGraph config's
 	// parallelism.default), so an SDK runner re-plans from the same default.
 	EnvParallelism = "GOFL_PARALLELISM"
@@ -73,6 +77,21 @@ func DataListener() (net.Listener, string, error) {
 		addr = ln.Addr().String()
 	}
 	return ln, addr, nil
+}
+
+// notifyReady tells the TaskManager that the socket listens (EnvReadyFD),
+// once; without the variable (a runner started by hand) nothing.
+func notifyReady() {
+	v := os.Getenv(EnvReadyFD)
+	_ = os.Unsetenv(EnvReadyFD) // user code's children must not write to it
+	fd, err := strconv.Atoi(v)
+	if err != nil || fd < 3 {
+		return
+	}
+	if f := os.NewFile(uintptr(fd), "gofl-runner-ready"); f != nil {
+		_, _ = f.Write([]byte{1})
+		f.Close()
+	}
 }
 
 // Executor runs tasks inside a runner. Its methods are called from gRPC
@@ -166,6 +185,7 @@ func Serve(ctx context.Context, socketPath string, info Info, ex Executor, log z
 		lis.Close()
 		return fmt.Errorf("runner: %w", err)
 	}
+	notifyReady()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// A runner must not outlive its TaskManager: if the TaskManager dies
