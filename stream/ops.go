@@ -436,7 +436,7 @@ func (c *reduceCombiner[T, K]) addValue(v T, out runtime.Output) {
 	k := c.key(v)
 	if i, ok := c.idx[k]; ok {
 		next := c.fn(c.vals[i], v)
-		if len(c.keep.offsets) > 0 {
+		if len(c.keep.offsets) > 0 && !c.keep.shares(&c.vals[i], &next) {
 			c.keep.keep(&c.vals[i], &next)
 		}
 		c.vals[i] = next
