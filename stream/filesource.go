@@ -407,10 +407,10 @@ type fileReader struct {
 	requested bool
 	failure   error
 
-	f   io.ReadCloser
-	r   *bufio.Reader
-	cur FileSplit
-	pos int64
+	f     io.ReadCloser
+	lines lineReader // over f
+	cur   FileSplit
+	pos   int64
 }
 
 func (r *fileReader) Start() error {
@@ -455,13 +455,12 @@ func (r *fileReader) PollNext(out source.ReaderOutput[string]) (source.InputStat
 			r.finish()
 			continue
 		}
-		line, err := r.r.ReadString('\n')
-		r.pos += int64(len(line))
-		if len(line) > 0 {
+		line, n, err := r.lines.next()
+		r.pos += int64(n)
+		if n > 0 {
 			if r.src.pace != nil {
 				r.src.pace(r.ctx.SubtaskIndex())
 			}
-			line = strings.TrimSuffix(strings.TrimSuffix(line, "\n"), "\r")
 			ts := source.NoTimestamp
 			if !r.src.untimed {
 				ts = time.Now().UnixMilli()
@@ -496,10 +495,10 @@ func (r *fileReader) open(sp FileSplit) error {
 	if err != nil {
 		return err
 	}
-	r.r = bufio.NewReaderSize(f, 64<<10)
+	r.lines.r = bufio.NewReaderSize(f, 64<<10)
 	if !sp.Exact && sp.Start > 0 {
-		skip, err := r.r.ReadString('\n')
-		r.pos = skipTo + int64(len(skip))
+		skipped, err := r.lines.skip()
+		r.pos = skipTo + int64(skipped)
 		if err == io.EOF {
 			r.pos = sp.End
 		} else if err != nil {
@@ -526,7 +525,7 @@ func (r *fileReader) finish() {
 func (r *fileReader) close() {
 	if r.f != nil {
 		r.f.Close()
-		r.f, r.r = nil, nil
+		r.f, r.lines.r = nil, nil
 	}
 }
 

@@ -383,6 +383,8 @@ type reduceCombiner[T any, K comparable] struct {
 	fn   func(a, b T) T
 	idx  map[K]int
 	vals []T
+	// keep makes vals hold their own strings, not their input's.
+	keep stringKeeper[T]
 	box  boxer[T]
 	mem  *runtime.MemoryManager
 	held int64 // reserved from mem
@@ -390,7 +392,7 @@ type reduceCombiner[T any, K comparable] struct {
 }
 
 func newReduceCombiner[T any, K comparable](key func(T) K, fn func(a, b T) T) *reduceCombiner[T, K] {
-	return &reduceCombiner[T, K]{key: key, fn: fn, idx: map[K]int{}}
+	return &reduceCombiner[T, K]{key: key, fn: fn, idx: map[K]int{}, keep: newStringKeeper[T]()}
 }
 
 // SetBatchMemory implements runtime.ManagedCombiner.
@@ -433,19 +435,27 @@ func (c *reduceCombiner[T, K]) Add(r runtime.Record, out runtime.Output) {
 func (c *reduceCombiner[T, K]) addValue(v T, out runtime.Output) {
 	k := c.key(v)
 	if i, ok := c.idx[k]; ok {
-		c.vals[i] = c.fn(c.vals[i], v)
+		next := c.fn(c.vals[i], v)
+		if len(c.keep.offsets) > 0 && !c.keep.shares(&c.vals[i], &next) {
+			c.keep.keep(&c.vals[i], &next)
+		}
+		c.vals[i] = next
 		return
 	}
 	if len(c.vals) >= combineMaxKeys {
 		c.Flush(out)
 	}
 	s, isString := any(k).(string)
+	kc := ""
 	if isString {
 		// A string key is often part of a larger input (a word of a
 		// line): a copy keeps only its bytes alive, and keeps the keys
-		// that every lookup compares with close together.
-		k = any(strings.Clone(s)).(K)
+		// that every lookup compares with close together. The value's
+		// strings are copied too (the key's shares the key's copy).
+		kc = strings.Clone(s)
+		k = any(kc).(K)
 	}
+	c.keep.own(&v, s, kc)
 	if c.mem != nil {
 		n := int64(unsafe.Sizeof(k)+unsafe.Sizeof(v)+uintptr(len(s))) + combineEntryOverhead
 		if !c.reserve(n) {
