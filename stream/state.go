@@ -240,7 +240,9 @@ func (c cell[S]) put(ctx StateContext, v S) {
 				return
 			}
 		}
-		b.Put(c.d.name, &v)
+		p := new(S) // not &v: v would move to the heap on every call
+		*p = v
+		b.Put(c.d.name, p)
 		return
 	}
 	if c.d.ttl == nil {
