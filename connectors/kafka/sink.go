@@ -13,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/gofl/gofl/failure"
 	"github.com/gofl/gofl/internal/backoff"
@@ -148,34 +147,9 @@ func (k *kafkaSink[T]) baseOpts() []kgo.Opt {
 }
 
 // clientOpts are the options of every client of the sink: the brokers,
-// exactly once the transaction protocol (transactionV1), opts, then the
-// user's.
+// opts, then the user's.
 func (k *kafkaSink[T]) clientOpts(opts ...kgo.Opt) []kgo.Opt {
-	own := []kgo.Opt{kgo.SeedBrokers(k.cfg.brokers...), kgo.WithLogger(clientLogger{k.cfg.log})}
-	if k.cfg.guarantee == ExactlyOnce {
-		own = append(own, kgo.MaxVersions(transactionV1()))
-	}
-	return slices.Concat(own, opts, k.cfg.client.opts)
-}
-
-// transactionV1 caps the request versions of the exactly-once sink's
-// clients below KIP-890 part 2 (transaction.version 2: produce v12+
-// adding partitions implicitly, EndTxn v5+ bumping the epoch at every
-// commit), so that its transactions run the version-1 protocol, as
-// Flink's KafkaSink does (its Kafka 3.x client has no other) also on a
-// Kafka 4 cluster, where version 2 is the default. Under version 2 a
-// broker restarted right after acknowledging commits left them without
-// their markers, for ever: the coordinator held them complete while the
-// output partition held them open, and read_committed readers saw
-// nothing past them (the broker-restart e2e test, Kafka 4.4; the
-// broker's marker-epoch check rejects a reloaded transaction's retried
-// markers, as in KAFKA-19999).
-func transactionV1() *kversion.Versions {
-	v := kversion.Stable()
-	v.SetMaxKeyVersion(int16(kmsg.Produce), 11)
-	v.SetMaxKeyVersion(int16(kmsg.EndTxn), 4)
-	v.SetMaxKeyVersion(int16(kmsg.TxnOffsetCommit), 4)
-	return v
+	return slices.Concat([]kgo.Opt{kgo.SeedBrokers(k.cfg.brokers...), kgo.WithLogger(clientLogger{k.cfg.log})}, opts, k.cfg.client.opts)
 }
 
 func (k *kafkaSink[T]) txnID(subtask int, n int64) string {
