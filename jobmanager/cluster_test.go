@@ -188,9 +188,10 @@ type cluster struct {
 }
 
 type tmHandle struct {
-	cancel context.CancelFunc
-	done   chan error
-	cmd    *exec.Cmd
+	cancel  context.CancelFunc
+	done    chan error
+	cmd     *exec.Cmd
+	logPath string // a process's log, "" in-process
 }
 
 func testLogger(t testing.TB) zerolog.Logger {

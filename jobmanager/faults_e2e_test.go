@@ -78,7 +78,7 @@ func (c *cluster) startTaskManagerProcessWith(id string, slots int, settings map
 	if err := cmd.Start(); err != nil {
 		c.t.Fatal(err)
 	}
-	h := &tmHandle{cmd: cmd, done: make(chan error, 1)}
+	h := &tmHandle{cmd: cmd, done: make(chan error, 1), logPath: logPath}
 	go func() { h.done <- cmd.Wait(); logFile.Close() }()
 	c.mu.Lock()
 	c.tms[id] = h
@@ -830,4 +830,51 @@ func attemptEnds(t *testing.T, path string) map[string]string {
 		}
 	}
 	return ended
+}
+
+// keepLogsIfFailed copies the logs of a failed test (its TaskManager
+// processes' and their runners', and extra ones) into a new directory
+// under $GOFL_TEST_KEEP_LOGS, if set: the temporary directories that hold
+// them are gone when the test ends. GOFL_TEST_KEEP_LOGS_ALWAYS=1 keeps
+// those of a passed test too. Deferred by a test, so that it runs before
+// the cleanups.
+func (c *cluster) keepLogsIfFailed(extra ...string) {
+	root := os.Getenv("GOFL_TEST_KEEP_LOGS")
+	if root == "" || !c.t.Failed() && os.Getenv("GOFL_TEST_KEEP_LOGS_ALWAYS") != "1" {
+		return
+	}
+	dst, err := os.MkdirTemp(root, strings.ReplaceAll(c.t.Name(), "/", "_")+"-")
+	if err == nil {
+		err = os.MkdirAll(dst, 0o755)
+	}
+	if err != nil {
+		c.t.Logf("keeping logs: %v", err)
+		return
+	}
+	logs := extra
+	c.mu.Lock()
+	for _, h := range c.tms {
+		if h.logPath != "" {
+			logs = append(logs, h.logPath)
+		}
+	}
+	c.mu.Unlock()
+	_ = filepath.WalkDir(c.dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".log") {
+			logs = append(logs, path)
+		}
+		return nil
+	})
+	for i, path := range logs {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		name := fmt.Sprintf("%02d-%s", i, filepath.Base(path))
+		if rel, err := filepath.Rel(c.dir, path); err == nil && !strings.HasPrefix(rel, "..") {
+			name = fmt.Sprintf("%02d-%s", i, strings.ReplaceAll(rel, "/", "_"))
+		}
+		_ = os.WriteFile(filepath.Join(dst, name), data, 0o644)
+	}
+	c.t.Logf("kept %d logs in %s", len(logs), dst)
 }

@@ -113,6 +113,11 @@ type stateDesc struct {
 	// (they hold pointers, maps or slices), so they are taken with
 	// GetForUpdate, which copies a value still being snapshotted.
 	mutable bool
+	// indirect: a cell without TTL holds its S as a *S (its codec
+	// converts), overwritten in place where the engine keeps such changes:
+	// an update then allocates nothing, where boxing each new S into an
+	// interface allocated per update (a count per record).
+	indirect bool
 }
 
 // newDesc declares state name of kind (ValueState, ...) stored as S, or as
@@ -184,6 +189,20 @@ func (d *stateDesc) visible(s *stateScope, ts int64) bool {
 // Aggregating), with or without TTL.
 type cell[S any] struct{ d *stateDesc }
 
+// newCell declares the cell of state name of kind; without a TTL it holds
+// its values indirectly (stateDesc.indirect), with the checkpoint format
+// of S.
+func newCell[S any](kind, name string, opts []StateOption) cell[S] {
+	d := newDesc[S, ttlEntry[S]](kind, name, opts)
+	if d.ttl == nil && d.codecErr == nil {
+		d.indirect = true
+		d.codec, d.codecErr = newConvCodec[S](d.typeName,
+			func(v any) S { return *v.(*S) },
+			func(v S) any { return &v })
+	}
+	return cell[S]{d: d}
+}
+
 func (c cell[S]) get(ctx StateContext) (S, bool) {
 	b, s := c.d.access(ctx)
 	// A mutable value may be changed by user code (an accumulator, a map)
@@ -192,6 +211,9 @@ func (c cell[S]) get(ctx StateContext) (S, bool) {
 	if !ok {
 		var zero S
 		return zero, false
+	}
+	if c.d.indirect {
+		return *raw.(*S), true
 	}
 	if c.d.ttl == nil {
 		return as[S](raw), true
@@ -210,6 +232,19 @@ func (c cell[S]) get(ctx StateContext) (S, bool) {
 
 func (c cell[S]) put(ctx StateContext, v S) {
 	b, s := c.d.access(ctx)
+	if c.d.indirect {
+		// GetForUpdate copies a value a snapshot still reads first.
+		if b.KeepsInPlaceUpdates() {
+			if raw, ok := b.GetForUpdate(c.d.name); ok {
+				*raw.(*S) = v
+				return
+			}
+		}
+		p := new(S) // not &v: v would move to the heap on every call
+		*p = v
+		b.Put(c.d.name, p)
+		return
+	}
 	if c.d.ttl == nil {
 		b.Put(c.d.name, v)
 		return
@@ -235,7 +270,7 @@ type ValueState[V any] struct{ c cell[V] }
 
 // NewValueState declares a value state.
 func NewValueState[V any](name string, opts ...StateOption) ValueState[V] {
-	return ValueState[V]{c: cell[V]{d: newDesc[V, ttlEntry[V]]("ValueState", name, opts)}}
+	return ValueState[V]{c: newCell[V]("ValueState", name, opts)}
 }
 
 // Value is the current key's value and whether it is set.
@@ -256,7 +291,7 @@ type ReducingState[T any] struct {
 
 // NewReducingState declares a reducing state.
 func NewReducingState[T any](name string, reduce func(a, b T) T, opts ...StateOption) ReducingState[T] {
-	return ReducingState[T]{c: cell[T]{d: newDesc[T, ttlEntry[T]]("ReducingState", name, opts)}, fn: reduce}
+	return ReducingState[T]{c: newCell[T]("ReducingState", name, opts), fn: reduce}
 }
 
 // Get is the current key's reduction and whether any value was added.
@@ -283,7 +318,7 @@ type AggregatingState[IN, ACC, OUT any] struct {
 // NewAggregatingState declares an aggregating state; its checkpointed type
 // is the accumulator.
 func NewAggregatingState[IN, ACC, OUT any](name string, agg AggregateFunction[IN, ACC, OUT], opts ...StateOption) AggregatingState[IN, ACC, OUT] {
-	return AggregatingState[IN, ACC, OUT]{c: cell[ACC]{d: newDesc[ACC, ttlEntry[ACC]]("AggregatingState", name, opts)}, agg: agg}
+	return AggregatingState[IN, ACC, OUT]{c: newCell[ACC]("AggregatingState", name, opts), agg: agg}
 }
 
 // Get is the current key's result and whether any value was added.

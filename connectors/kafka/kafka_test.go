@@ -365,12 +365,7 @@ func TestCommitRetriesWhileBrokerUnreachable(t *testing.T) {
 
 	// The restored sink reaches the broker through a port where nothing
 	// listens yet; a proxy opens there after the first refused attempt.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := unusedAddr(t)
 	rcfg := cfg
 	rcfg.brokers = []string{addr}
 	var retried <-chan struct{}
@@ -390,6 +385,63 @@ func TestCommitRetriesWhileBrokerUnreachable(t *testing.T) {
 	if got := kafkatest.ReadCommitted(t, broker, topic, 2, time.Minute); !slices.Equal(got, []string{"a", "b"}) {
 		t.Fatalf("read_committed saw %q, want [a b]", got)
 	}
+}
+
+// A transaction begun while the broker refuses connections (a restarting
+// one) waits for it instead of failing: a failed begin fails the
+// checkpoint and restarts the job from an older one, and on a loaded
+// machine a broker takes many seconds to come back.
+func TestBeginRetriesWhileBrokerUnreachable(t *testing.T) {
+	broker := kafkatest.Broker(t)
+	topic := kafkatest.Topic(t, broker, "begin-unreachable", 1)
+	addr := unusedAddr(t)
+	log, retried := onLog("retrying")
+	k := &kafkaSink[string]{cfg: sinkConfig{brokers: []string{addr}, topic: topic, guarantee: ExactlyOnce,
+		prefix: "test-begin-unreachable-" + topic, txnTimeout: time.Minute, log: log},
+		clients: map[string]*kgo.Client{}, ser: func(s string) *kgo.Record { return &kgo.Record{Value: []byte(s)} },
+		aborted: true} // a later transaction of the run: only its own producer is initialized
+	defer k.Close()
+	type begun struct {
+		txn Transaction
+		err error
+	}
+	done := make(chan begun, 1)
+	go func() { txn, err := k.begin(0, 0); done <- begun{txn, err} }()
+	select {
+	case <-retried:
+	case b := <-done:
+		t.Fatalf("begin ended before the broker was reachable: %v", b.err)
+	}
+	kafkatest.Proxy(t, addr, broker)
+	b := <-done
+	if b.err != nil {
+		t.Fatalf("begin once the broker is reachable: %v", b.err)
+	}
+	var sctx stream.SinkContext
+	if err := k.Write(&sctx, b.txn, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.PreCommit(&sctx, b.txn); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Commit(&sctx, b.txn); err != nil {
+		t.Fatal(err)
+	}
+	if got := kafkatest.ReadCommitted(t, broker, topic, 1, time.Minute); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("read_committed saw %q, want [a]", got)
+	}
+}
+
+// unusedAddr is a loopback address where nothing listens (until a test's
+// proxy does).
+func unusedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }
 
 type writerFunc func([]byte) (int, error)
@@ -415,12 +467,7 @@ func TestBoundedSourceRetriesFailedDiscovery(t *testing.T) {
 	broker := kafkatest.Broker(t)
 	in := kafkatest.Topic(t, broker, "discovery", 2)
 	produce(t, broker, in, 2, 0, 100)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close() // nothing listens there until the proxy starts
+	addr := unusedAddr(t) // nothing listens there until the proxy starts
 	log, failed := onLog("discovery failed")
 	src, err := NewSource([]string{addr}, intValue, Topics(in), BoundedBy(Latest()), SourceLogger(log))
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -122,4 +123,32 @@ func SinkProperty(key, value string) SinkOption {
 // the sink relies on (its transactional ID, acks=all for exactly once).
 func SinkClientOptions(opts ...kgo.Opt) SinkOption {
 	return func(c *sinkConfig) { c.client.opts = append(c.client.opts, opts...) }
+}
+
+// clientLogger passes a franz-go client's log to the connector's zerolog
+// logger: warnings and errors, and franz-go's info (each transaction
+// begun and ended, producer IDs initialized) when the logger is at debug
+// level or lower.
+type clientLogger struct{ log zerolog.Logger }
+
+func (l clientLogger) Level() kgo.LogLevel {
+	if lv := l.log.GetLevel(); lv <= zerolog.DebugLevel {
+		return kgo.LogLevelInfo
+	} else if lv == zerolog.Disabled {
+		return kgo.LogLevelNone
+	}
+	return kgo.LogLevelWarn
+}
+
+func (l clientLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	var e *zerolog.Event
+	switch level {
+	case kgo.LogLevelError:
+		e = l.log.Error()
+	case kgo.LogLevelWarn:
+		e = l.log.Warn()
+	default:
+		e = l.log.Debug()
+	}
+	e.Fields(keyvals).Msg("franz-go: " + msg)
 }

@@ -12,7 +12,8 @@ import (
 	"github.com/gofl/gofl/stream/source"
 )
 
-// fetchBatch is how many records a fetch hands to the task at once.
+// fetchBatch is how many records PollNext emits at once, so that the task
+// gets back to checkpoints and other inputs between batches.
 const fetchBatch = 1024
 
 // fetchWait is how long PollNext waits for the fetcher when it has no
@@ -62,6 +63,7 @@ func (r *reader[T]) Start() error {
 		// An empty direct assignment: partitions come with AddSplits.
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{}),
 		kgo.FetchMaxWait(100 * time.Millisecond),
+		kgo.WithLogger(clientLogger{r.cfg.log}),
 	}
 	if r.cfg.readCommitted {
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
@@ -89,7 +91,10 @@ func (r *reader[T]) Start() error {
 func (r *reader[T]) fetch() {
 	defer r.wg.Done()
 	for {
-		fs := r.cl.PollRecords(r.ctx, fetchBatch)
+		// Whole fetches: the client fetches again once its buffered one
+		// is taken, so taking it in small pieces left the broker idle
+		// while the task worked through them (the channel holds two).
+		fs := r.cl.PollFetches(r.ctx)
 		if r.ctx.Err() != nil || fs.IsClientClosed() {
 			return
 		}

@@ -149,7 +149,7 @@ func (k *kafkaSink[T]) baseOpts() []kgo.Opt {
 // clientOpts are the options of every client of the sink: the brokers,
 // opts, then the user's.
 func (k *kafkaSink[T]) clientOpts(opts ...kgo.Opt) []kgo.Opt {
-	return slices.Concat([]kgo.Opt{kgo.SeedBrokers(k.cfg.brokers...)}, opts, k.cfg.client.opts)
+	return slices.Concat([]kgo.Opt{kgo.SeedBrokers(k.cfg.brokers...), kgo.WithLogger(clientLogger{k.cfg.log})}, opts, k.cfg.client.opts)
 }
 
 func (k *kafkaSink[T]) txnID(subtask int, n int64) string {
@@ -196,7 +196,7 @@ func (k *kafkaSink[T]) begin(subtask int, restored int64) (Transaction, error) {
 	// Initializing the producer ID now fences any older producer of the
 	// name and gives the ID and epoch a restore commits with.
 	ictx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	pid, epoch, err := cl.ProducerID(ictx)
+	pid, epoch, err := initProducerID(ictx, cl, id, k.cfg.log)
 	cancel()
 	if err == nil {
 		err = cl.BeginTransaction()
@@ -237,11 +237,33 @@ func (k *kafkaSink[T]) fence(id string) (int16, error) {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, epoch, err := cl.ProducerID(ctx)
+	_, epoch, err := initProducerID(ctx, cl, id, k.cfg.log)
 	if err != nil {
 		return 0, fmt.Errorf("kafka: fencing %s: %w", id, err)
 	}
 	return epoch, nil
+}
+
+// initProducerID initializes cl's producer ID (InitProducerID for its
+// transactional.id) until the coordinator answers or ctx ends, retrying
+// as commitTransaction does: a broker that is restarting refuses
+// connections for a while, and a transaction the sink cannot begin fails
+// the task, whose restarts would fail the same way until it is back.
+func initProducerID(ctx context.Context, cl *kgo.Client, id string, log zerolog.Logger) (int64, int16, error) {
+	retry := backoff.New(commitRetry, nil)
+	for attempt := 1; ; attempt++ {
+		pid, epoch, err := cl.ProducerID(ctx)
+		if err == nil || !retriableCommitError(err) || ctx.Err() != nil {
+			return pid, epoch, err
+		}
+		log.Warn().Err(err).Str("transactional_id", id).Int("attempt", attempt).
+			Msg("kafka sink: initializing a transactional producer failed; retrying")
+		select {
+		case <-ctx.Done():
+			return 0, 0, fmt.Errorf("%w (gave up: %w)", err, ctx.Err())
+		case <-time.After(retry.Next()):
+		}
+	}
 }
 
 func (k *kafkaSink[T]) Write(_ *stream.SinkContext, txn Transaction, v T) error {

@@ -133,6 +133,11 @@ func (b *KeyedStateBackend) NotifyCheckpointAborted(id int64) {
 }
 
 // Engine names the backend's engine: "hashmap" or "rocksdb".
+// KeepsInPlaceUpdates reports whether a value taken with GetForUpdate and
+// changed in place stays changed without a Put (the hashmap engine); the
+// rocksdb engine decodes a fresh value on every Get.
+func (b *KeyedStateBackend) KeepsInPlaceUpdates() bool { return b.lsm == nil }
+
 func (b *KeyedStateBackend) Engine() string {
 	if b.lsm != nil {
 		return RocksDBStateBackend

@@ -56,6 +56,12 @@ func StartOwnBroker(t testing.TB) *OwnBroker {
 // Addr is the broker's host:port.
 func (b *OwnBroker) Addr() string { return b.addr }
 
+// Logs are the paths of the broker's logs, one per start, oldest first.
+func (b *OwnBroker) Logs() []string {
+	logs, _ := filepath.Glob(filepath.Join(b.dir, "broker-*.log"))
+	return logs
+}
+
 // Start starts the broker (again, after Stop) and waits until it serves
 // clients (at most five minutes: a first run fetches Kafka). Blocking.
 func (b *OwnBroker) Start() {

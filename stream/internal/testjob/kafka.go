@@ -17,9 +17,11 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"os"
 	"strconv"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/gofl/gofl/connectors/kafka"
@@ -50,7 +52,13 @@ func buildKafkaCounts(env *stream.Environment, args []string) error {
 		return errors.New("usage: kafka-counts --brokers HOST:PORT --input TOPIC --output TOPIC --keys K --prefix TXNPREFIX")
 	}
 	k := *keys
-	srcOpts := []kafka.SourceOption{kafka.Topics(*input), kafka.GroupID(*prefix)}
+	// The connector's log goes to the runner's log (stderr): with the
+	// franz-go clients' transactions (debug) unless benchmarking.
+	log := zerolog.New(os.Stderr).With().Timestamp().Str("job", "kafka-counts").Logger().Level(zerolog.DebugLevel)
+	if *bounded {
+		log = log.Level(zerolog.InfoLevel)
+	}
+	srcOpts := []kafka.SourceOption{kafka.Topics(*input), kafka.GroupID(*prefix), kafka.SourceLogger(log)}
 	if *bounded {
 		srcOpts = append(srcOpts, kafka.BoundedBy(kafka.Latest()))
 	} else {
@@ -81,7 +89,7 @@ func buildKafkaCounts(env *stream.Environment, args []string) error {
 		// The same formatting as the plain loop of bench-kafka.
 		ks := strconv.FormatInt(t.F0, 10)
 		return &kgo.Record{Key: []byte(ks), Value: []byte(ks + " " + strconv.FormatInt(t.F1, 10))}
-	}, kafka.WithDeliveryGuarantee(guarantee), kafka.TransactionalIDPrefix(*prefix))
+	}, kafka.WithDeliveryGuarantee(guarantee), kafka.TransactionalIDPrefix(*prefix), kafka.SinkLogger(log))
 	if err != nil {
 		return err
 	}
