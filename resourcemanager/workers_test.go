@@ -32,6 +32,16 @@ func (w *plannerWorld) plan(p *workerPlanner, now time.Time) workerActions {
 	return p.plan(now, w.missing, w.free, w.total, func(id string) bool { return w.idle[id] })
 }
 
+// readyBoth has the requested workers "a" and "b" (4 slots each) start
+// and register at t0, all the job needs.
+func (w *plannerWorld) readyBoth(p *workerPlanner) {
+	for _, id := range []string{"a", "b"} {
+		p.requestDone(t0, id, nil)
+		p.ready(t0, id)
+	}
+	w.missing, w.total = 0, 8
+}
+
 func TestWorkerPlannerRequests(t *testing.T) {
 	tests := []struct {
 		name                 string
@@ -123,11 +133,7 @@ func TestWorkerPlannerInitialSlots(t *testing.T) {
 	if a := w.plan(p, t0); a.Request != 0 {
 		t.Fatalf("the job's requirement while they start: Request = %d, want 0", a.Request)
 	}
-	for _, id := range []string{"a", "b"} {
-		p.requestDone(t0, id, nil)
-		p.ready(t0, id)
-	}
-	w.missing, w.total = 0, 8
+	w.readyBoth(p)
 	w.idle = map[string]bool{"a": true, "b": true}
 	if a := w.plan(p, t0); a.Request != 0 || len(a.Release) != 0 {
 		t.Fatalf("idle from t0: %+v", a)
@@ -145,11 +151,7 @@ func TestWorkerPlannerIdleRelease(t *testing.T) {
 	if a := w.plan(p, t0); a.Request != 2 {
 		t.Fatalf("Request = %d", a.Request)
 	}
-	for _, id := range []string{"a", "b"} {
-		p.requestDone(t0, id, nil)
-		p.ready(t0, id)
-	}
-	w.missing, w.total = 0, 8
+	w.readyBoth(p)
 	if a := w.plan(p, t0); a.Request != 0 || len(a.Release) != 0 || !a.WakeAt.IsZero() {
 		t.Fatalf("busy workers: %+v", a)
 	}
