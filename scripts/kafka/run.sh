@@ -66,6 +66,12 @@ rootLogger.level = WARN
 rootLogger.appenderRef.stdout.ref = STDOUT
 logger.server.name = kafka.server.KafkaRaftServer
 logger.server.level = INFO
+# The transaction coordinator's state changes and marker writes, for the
+# exactly-once tests' failures (a commit's markers lost across a restart).
+logger.txn.name = kafka.coordinator.transaction
+logger.txn.level = INFO
+logger.txn2.name = org.apache.kafka.coordinator.transaction
+logger.txn2.level = INFO
 LOG
 
 cp="$libs/*"
