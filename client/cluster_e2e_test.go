@@ -200,8 +200,18 @@ func TestPerJobThroughTheLibrary(t *testing.T) {
 	if !cc.Staged.JobUploaded || len(w.stagingDirs()) != 1 {
 		t.Errorf("staged %+v, dirs %v", cc.Staged, w.stagingDirs())
 	}
+	w.waitForPerJobCounts(ctx, t, cc, out)
+	if d := w.stagingDirs(); len(d) != 0 {
+		t.Errorf("staging left: %v", d)
+	}
+}
+
+// waitForPerJobCounts waits for the one job of the per-job cluster cc to
+// succeed and the cluster to go, and checks the counts it wrote to out.
+func (w *world) waitForPerJobCounts(ctx context.Context, t *testing.T, cc *client.ClusterClient, out string) {
+	t.Helper()
 	jobs := cc.JobIDs(ctx)
-	if len(jobs) != 1 {
+	if len(jobs) != 1 || jobs[0] == "" {
 		t.Fatalf("jobs %v", jobs)
 	}
 	r, err := cc.WaitForJobResult(ctx, jobs[0])
@@ -212,9 +222,6 @@ func TestPerJobThroughTheLibrary(t *testing.T) {
 		t.Error("the per-job cluster did not go away")
 	}
 	w.checkCounts(t, out)
-	if d := w.stagingDirs(); len(d) != 0 {
-		t.Errorf("staging left: %v", d)
-	}
 }
 
 // JobSpec.Plan plans while the binaries are staged: the job runs as with
@@ -245,18 +252,7 @@ func TestPerJobPlannedWhileStaging(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobs := cc.JobIDs(ctx)
-	if len(jobs) != 1 || jobs[0] == "" {
-		t.Fatalf("jobs %v", jobs)
-	}
-	r, err := cc.WaitForJobResult(ctx, jobs[0])
-	if err != nil || r.ApplicationStatus != "SUCCEEDED" {
-		t.Fatalf("result %+v, %v", r, err)
-	}
-	if !cc.Finish(ctx, time.Minute) {
-		t.Error("the per-job cluster did not go away")
-	}
-	w.checkCounts(t, out)
+	w.waitForPerJobCounts(ctx, t, cc, out)
 }
 
 // A CI job deploys an application-mode job from Go code: no CLI, no
