@@ -186,7 +186,7 @@ func prepareDeployment(ctx context.Context, c *conf.Configuration, log zerolog.L
 // unless it passed.
 func (d *deployment) loadBinary(ctx context.Context, blobs *blob.Store) error {
 	uri := conf.DeploymentJobBinary.Get(d.cfg)
-	if _, err := loadStagedBinary(ctx, uri, blobs, storage.OptionsFromConf(d.cfg)); err != nil {
+	if err := loadStagedBinary(ctx, uri, d.binaryKey, blobs, storage.OptionsFromConf(d.cfg)); err != nil {
 		return err
 	}
 	d.log.Info().Str("uri", uri).Str("key", d.binaryKey).Msg("job binary loaded from staging")
@@ -245,22 +245,18 @@ func (d *deployment) initialSlots() int {
 	return n
 }
 
-// loadStagedBinary copies (on the local disk: hard-links) a blob of the
-// staging cache into the blob store, checked against the digest its name
-// carries. A blob whose content does
+// loadStagedBinary copies (on the local disk: hard-links) the blob of the
+// staging cache at uri into the blob store as key (blob.KeyOfPath of uri),
+// checked against that digest. A blob whose content does
 // not match is corrupt: it is removed from the cache, so the next
 // deployment uploads it again.
-func loadStagedBinary(ctx context.Context, uri string, blobs *blob.Store, opts storage.Options) (string, error) {
-	key, err := blob.KeyOfPath(uri)
-	if err != nil {
-		return "", fmt.Errorf("jobmanager: deployment.job-binary %s is not a blob of the staging cache (<staging.dir>/.gofl/blobs/sha256/<hex>)", uri)
-	}
+func loadStagedBinary(ctx context.Context, uri, key string, blobs *blob.Store, opts storage.Options) error {
 	if blobs.Has(key) {
-		return key, nil
+		return nil
 	}
 	fsys, p, err := storage.Open(ctx, uri, opts)
 	if err != nil {
-		return "", fmt.Errorf("jobmanager: the staged job binary: %w", err)
+		return fmt.Errorf("jobmanager: the staged job binary: %w", err)
 	}
 	defer fsys.Close()
 	if local, ok := storage.LocalPath(fsys, p); ok {
@@ -269,26 +265,26 @@ func loadStagedBinary(ctx context.Context, uri string, blobs *blob.Store, opts s
 		_, err := blobs.Link(local, key)
 		if errors.Is(err, blob.ErrDigestMismatch) {
 			_ = fsys.RemoveAll(ctx, p)
-			return "", fmt.Errorf("jobmanager: the staged job binary %s is corrupt (%w); it was removed from the staging cache, deploy again to upload it anew", uri, err)
+			return fmt.Errorf("jobmanager: the staged job binary %s is corrupt (%w); it was removed from the staging cache, deploy again to upload it anew", uri, err)
 		}
 		if err == nil {
-			return key, nil
+			return nil
 		}
 		// Another file system, or no hard links: copy it.
 	}
 	rc, err := fsys.Open(ctx, p)
 	if err != nil {
-		return "", fmt.Errorf("jobmanager: the staged job binary: %w", err)
+		return fmt.Errorf("jobmanager: the staged job binary: %w", err)
 	}
 	defer rc.Close()
 	if _, _, err := blobs.Put(rc, key, 0); err != nil {
 		if errors.Is(err, blob.ErrDigestMismatch) {
 			_ = fsys.RemoveAll(ctx, p)
-			return "", fmt.Errorf("jobmanager: the staged job binary %s is corrupt (%w); it was removed from the staging cache, deploy again to upload it anew", uri, err)
+			return fmt.Errorf("jobmanager: the staged job binary %s is corrupt (%w); it was removed from the staging cache, deploy again to upload it anew", uri, err)
 		}
-		return "", fmt.Errorf("jobmanager: loading the staged job binary %s: %w", uri, err)
+		return fmt.Errorf("jobmanager: loading the staged job binary %s: %w", uri, err)
 	}
-	return key, nil
+	return nil
 }
 
 func readURI(ctx context.Context, uri string, opts storage.Options) ([]byte, error) {
