@@ -26,6 +26,15 @@ func Unmarshal(b []byte) (*JobGraph, error) {
 	return FromProto(&m), nil
 }
 
+// JobInformation is the job part of g's task deployment descriptors: what
+// a TaskManager starts the job's runner with. A per-job TaskManager builds
+// it from the staged JobGraph too, to start the runner ahead of the first
+// task, which compares the two.
+func JobInformation(g *JobGraph) *pb.JobInformation {
+	return &pb.JobInformation{JobId: g.JobID, JobName: g.Name, JobType: pb.JobType(g.Type),
+		Fingerprint: g.Fingerprint, Config: g.Config, JobBinaryKey: g.BinaryKey, ProgramArgs: g.ProgramArgs}
+}
+
 // ToProto converts g to its wire message.
 func ToProto(g *JobGraph) *pb.JobGraph {
 	m := &pb.JobGraph{

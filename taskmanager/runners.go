@@ -27,6 +27,7 @@ import (
 	"github.com/gofl/gofl/internal/blob"
 	"github.com/gofl/gofl/internal/clock"
 	"github.com/gofl/gofl/internal/ids"
+	"github.com/gofl/gofl/jobgraph"
 	"github.com/gofl/gofl/rpc/pb"
 	"github.com/gofl/gofl/rpc/restapi"
 	"github.com/gofl/gofl/storage"
@@ -302,12 +303,12 @@ func (p *runnerPool) stagedJobInfo(ctx context.Context, uri, key string) (*pb.Jo
 	if err != nil {
 		return nil, err
 	}
-	var g pb.JobGraph
-	if err := proto.Unmarshal(b, &g); err != nil {
+	g, err := jobgraph.Unmarshal(b)
+	if err != nil {
 		return nil, fmt.Errorf("taskmanager: the staged JobGraph %s: %w", uri, err)
 	}
-	return &pb.JobInformation{JobId: g.JobId, JobName: g.Name, JobType: g.Type, Fingerprint: g.Fingerprint, Config: g.Config,
-		JobBinaryKey: key, ProgramArgs: g.ProgramArgs}, nil
+	g.BinaryKey = key // the binary this TaskManager linked, as the JobMaster sends it
+	return jobgraph.JobInformation(g), nil
 }
 
 // watch reports the runner's end unless the job was released first. Call

@@ -33,9 +33,8 @@ type tddFactory struct {
 func newTDDFactory(s *Scheduler) *tddFactory {
 	jg := s.g.JobGraph
 	return &tddFactory{
-		s: s,
-		jobInfo: &pb.JobInformation{JobId: jg.JobID, JobName: jg.Name, JobType: pb.JobType(jg.Type),
-			Fingerprint: jg.Fingerprint, Config: jg.Config, JobBinaryKey: jg.BinaryKey, ProgramArgs: jg.ProgramArgs},
+		s:        s,
+		jobInfo:  jobgraph.JobInformation(jg),
 		taskInfo: make([]*pb.TaskInformation, len(s.g.JobVertices)),
 		groups:   make([]*groupDescriptors, len(s.g.Groups)),
 		emitted:  map[string]bool{},
