@@ -186,12 +186,17 @@ func TestHashJoinSuiteLocal(t *testing.T) {
 			"fits":   {NA: 2000, NB: 1500, Keys: 300},
 			"empty":  {NA: 0, NB: 500, Keys: 100},
 			"spills": {NA: 20_000, NB: 15_000, Keys: 2000, Pad: 24},
-			// 4 keys: a key of the second input is ~2500 records of
-			// ~230 bytes, over the 512 KiB of a slot.
+			// 4 keys: a key of the build side is ~2500 records of
+			// ~230 bytes, over the 512 KiB of a slot (swapped below
+			// for the first input as build side). The probe side's 40
+			// records alone would not spill.
 			"hotKeys": {NA: 40, NB: 10_000, Keys: 4, Pad: 200},
 		} {
 			t.Run(fmt.Sprintf("%v/%s", hint, name), func(t *testing.T) {
 				spec.Hint = hint
+				if name == "hotKeys" && hint == stream.RepartitionHashFirst {
+					spec.NA, spec.NB = spec.NB, spec.NA
+				}
 				dir := t.TempDir()
 				m := runtime.NewLocalMetrics()
 				runJoinSuite(t, spec, stream.WithParallelism(2), stream.WithManagedMemory(1<<20), stream.WithTmpDirs(dir), stream.WithMetrics(m))
