@@ -118,6 +118,12 @@ var (
 	// TaskManagerResourceID identifies a TaskManager to the ResourceManager.
 	TaskManagerResourceID = StringOption("taskmanager.resource-id", "",
 		"Unique ID of the TaskManager in the cluster; empty generates host:port plus a random suffix.")
+	// TaskExecutorRegistrationTimeout bounds a TaskManager's registration at
+	// the ResourceManager (Flink's taskmanager.registration.timeout).
+	TaskExecutorRegistrationTimeout = DurationOption("taskmanager.registration.timeout", 5*time.Minute,
+		"Time a TaskManager may take to register at the ResourceManager, at start and after losing it; past it the TaskManager terminates. "+
+			"Without high availability, a TaskManager that was registered and lost its ResourceManager terminates after heartbeat.timeout instead.").
+		WithCheck(positive)
 	// TaskManagerSlotTimeout is how long an allocated slot waits for its JobMaster to accept it,
 	// and (high availability) how long a slot kept on leader loss waits for the job's new JobMaster.
 	TaskManagerSlotTimeout = DurationOption("taskmanager.slot.timeout", 10*time.Second,

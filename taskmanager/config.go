@@ -48,6 +48,12 @@ type Config struct {
 	// long a slot kept on leader loss waits for the job's next JobMaster;
 	// default 10 s.
 	SlotTimeout time.Duration
+	// RegistrationTimeout bounds a registration round at the
+	// ResourceManager, at start and after a loss; past it the TaskExecutor
+	// stops with ErrRegistrationTimeout. Without high availability
+	// (ExitOnResourceManagerLoss) a round after a loss is bounded by the
+	// lost registration's heartbeat timeout. Default 5 min.
+	RegistrationTimeout time.Duration
 	// HeartbeatTimeout applies when a registration response carries no
 	// heartbeat timeout, and to job runners: a runner silent for it is
 	// killed (heartbeat.timeout); default 50 s.
@@ -159,12 +165,14 @@ const (
 	DefaultRPCTimeout          = 10 * time.Second
 	DefaultRegistrationBackoff = 100 * time.Millisecond
 	// MaxRegistrationBackoff caps the doubling registration pause.
-	MaxRegistrationBackoff    = 10 * time.Second
-	DefaultSlotTimeout        = 10 * time.Second
-	DefaultHeartbeatTimeout   = 50 * time.Second
-	DefaultHeartbeatInterval  = 10 * time.Second
-	DefaultMetricsInterval    = time.Second
-	DefaultCancelTombstoneTTL = 10 * time.Minute
+	MaxRegistrationBackoff = 10 * time.Second
+	DefaultSlotTimeout     = 10 * time.Second
+	// DefaultRegistrationTimeout is Flink's taskmanager.registration.timeout.
+	DefaultRegistrationTimeout = 5 * time.Minute
+	DefaultHeartbeatTimeout    = 50 * time.Second
+	DefaultHeartbeatInterval   = 10 * time.Second
+	DefaultMetricsInterval     = time.Second
+	DefaultCancelTombstoneTTL  = 10 * time.Minute
 )
 
 // ConfigFromConf builds a Config from the taskmanager.*, jobmanager.rpc.*
@@ -181,6 +189,7 @@ func ConfigFromConf(c *conf.Configuration) Config {
 		NumberOfSlots:          conf.NumberOfTaskSlots.Get(c),
 		ResourceManagerAddress: net.JoinHostPort(conf.JobManagerRPCAddress.Get(c), strconv.Itoa(conf.JobManagerRPCPort.Get(c))),
 		SlotTimeout:            conf.TaskManagerSlotTimeout.Get(c),
+		RegistrationTimeout:    conf.TaskExecutorRegistrationTimeout.Get(c),
 		HeartbeatTimeout:       conf.HeartbeatTimeout.Get(c),
 		HeartbeatInterval:      conf.HeartbeatInterval.Get(c),
 		RunnerEnv:              append(slices.Clip(storage.ClientEnv(c)), batchMemoryEnv(c)...),
@@ -237,6 +246,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.SlotTimeout <= 0 {
 		c.SlotTimeout = DefaultSlotTimeout
+	}
+	if c.RegistrationTimeout <= 0 {
+		c.RegistrationTimeout = DefaultRegistrationTimeout
 	}
 	if c.HeartbeatTimeout <= 0 {
 		c.HeartbeatTimeout = DefaultHeartbeatTimeout

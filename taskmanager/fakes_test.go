@@ -146,8 +146,10 @@ type fakeRM struct {
 	id                 string
 	heartbeatTimeoutMs int64
 	registerErr        func(n int) error // nil: accept
+	reportErr          func(n int) error // nil: accept
 	mu                 sync.Mutex
 	registrations      int
+	slotReports        int
 	registers          chan *pb.RegisterTaskExecutorRequest
 	reports            chan *pb.SendSlotReportRequest
 	disconnects        chan *pb.DisconnectTaskExecutorRequest
@@ -174,7 +176,16 @@ func (r *fakeRM) RegisterTaskExecutor(_ context.Context, req *pb.RegisterTaskExe
 }
 
 func (r *fakeRM) SendSlotReport(_ context.Context, req *pb.SendSlotReportRequest) (*pb.Ack, error) {
+	r.mu.Lock()
+	r.slotReports++
+	n := r.slotReports
+	r.mu.Unlock()
 	send(r.reports, req)
+	if r.reportErr != nil {
+		if err := r.reportErr(n); err != nil {
+			return nil, err
+		}
+	}
 	return &pb.Ack{}, nil
 }
 

@@ -22,6 +22,10 @@ import (
 // lost and Config.ExitOnResourceManagerLoss is set.
 var ErrResourceManagerLost = errors.New("taskmanager: ResourceManager lost")
 
+// ErrRegistrationTimeout is what Run returns when a registration at the
+// ResourceManager did not succeed within Config.RegistrationTimeout.
+var ErrRegistrationTimeout = errors.New("taskmanager: registration timeout")
+
 // ErrDeposedLeader is what a checkpoint notice from a JobManager that lost
 // its leadership is refused with (high availability).
 var ErrDeposedLeader = errors.New("taskmanager: deposed leader")
@@ -45,6 +49,12 @@ type rmConnection struct {
 	timeout    time.Duration
 	lastSeen   time.Time
 	watch      clock.Timer
+	// deadline bounds the registration round under way (nil when
+	// registered): a round lasts across retries until one succeeds.
+	deadline clock.Timer
+	// lost is set once a registration of this TaskExecutor ended
+	// (heartbeat timeout, a lost or refused report, a new leader).
+	lost bool
 	// reported is set once a slot report of this registration was
 	// acknowledged.
 	reported bool
@@ -66,6 +76,7 @@ func (te *TaskExecutor) newRMOutbox() *outbox.Outbox {
 func (te *TaskExecutor) connectToResourceManager(cause string, paced bool) {
 	rm := te.rm
 	rm.gen = te.nextSeq()
+	rm.lost = rm.lost || rm.registered
 	rm.registered, rm.id, rm.reported = false, "", false
 	if rm.watch != nil {
 		rm.watch.Stop()
@@ -76,6 +87,7 @@ func (te *TaskExecutor) connectToResourceManager(cause string, paced bool) {
 	}
 	rm.out = te.newRMOutbox()
 	gen := rm.gen
+	te.boundRegistration()
 	if !paced {
 		te.registerAtResourceManager(gen)
 		return
@@ -135,6 +147,10 @@ func (te *TaskExecutor) registerAtResourceManager(gen uint64) {
 				timeout = te.cfg.HeartbeatTimeout
 			}
 			rm.registered, rm.id, rm.timeout, rm.lastSeen = true, resp.ResourceManagerId, timeout, te.clk.Now()
+			if rm.deadline != nil {
+				rm.deadline.Stop()
+				rm.deadline = nil
+			}
 			te.log.Info().Str("resource_manager_id", rm.id).Dur("heartbeat_timeout", timeout).Msg("registered at the ResourceManager")
 			if len(resp.DelegationTokens) > 0 && te.tokens != nil {
 				_ = te.applyDelegationTokens(resp.DelegationTokens) // logged; the old tokens, if any, stay
@@ -147,6 +163,36 @@ func (te *TaskExecutor) registerAtResourceManager(gen uint64) {
 			te.sendSlotReport()
 			te.watchResourceManager(gen)
 		},
+	})
+}
+
+// boundRegistration starts the deadline of a registration round unless
+// one runs: RegistrationTimeout (Flink's), or without high availability,
+// once a registration was lost, the lost one's heartbeat timeout, as for
+// a ResourceManager that went silent while registered. A round whose
+// response was lost with its ResourceManager would otherwise retry for
+// ever.
+func (te *TaskExecutor) boundRegistration() {
+	rm := te.rm
+	if rm.deadline != nil {
+		return
+	}
+	limit, lost := te.cfg.RegistrationTimeout, te.cfg.ExitOnResourceManagerLoss && rm.lost
+	if lost {
+		limit = min(limit, rm.timeout)
+	}
+	rm.deadline = te.after(limit, func() {
+		rm.deadline = nil
+		if te.stopping || rm.registered {
+			return
+		}
+		if lost {
+			te.fail(fmt.Errorf("%w: ResourceManager at %s unreachable for the heartbeat timeout %v; without high availability nothing recovers its jobs",
+				ErrResourceManagerLost, te.cfg.ResourceManagerAddress, limit))
+			return
+		}
+		te.fail(fmt.Errorf("%w: not registered at the ResourceManager at %s within %v (taskmanager.registration.timeout)",
+			ErrRegistrationTimeout, te.cfg.ResourceManagerAddress, limit))
 	})
 }
 

@@ -638,6 +638,74 @@ func TestResourceManagerLossStopsTheTaskManagerWithoutHA(t *testing.T) {
 	none(t, rm.registers, 0, "re-registration after the loss")
 }
 
+// A registration that does not succeed within
+// taskmanager.registration.timeout stops the TaskManager (Flink's
+// registration timeout), however often it was retried.
+func TestRegistrationTimeoutStopsTheTaskManager(t *testing.T) {
+	rm := newFakeRM()
+	rm.registerErr = func(int) error { return status.Error(codes.Unavailable, "not there") }
+	addr, _ := serve(t, "127.0.0.1:0", func(s *grpc.Server) { pb.RegisterResourceManagerServiceServer(s, rm) })
+	clk := clock.NewFake(time.Unix(1000, 0))
+	te, _, _, r := startTE(t, Config{ResourceManagerAddress: addr, Clock: clk, RegistrationTimeout: 30 * time.Second})
+	recv(t, rm.registers, "first registration")
+	clk.Advance(29 * time.Second)
+	if _, err := te.Snapshot(context.Background()); err != nil { // the timers' turns ran
+		t.Fatal(err)
+	}
+	select {
+	case <-r.done:
+		t.Fatalf("Run returned %v before the registration timeout", r.err)
+	default:
+	}
+	clk.Advance(time.Second)
+	err := r.wait(t)
+	if !errors.Is(err, ErrRegistrationTimeout) || !strings.Contains(err.Error(), "taskmanager.registration.timeout") {
+		t.Fatalf("Run = %v, want ErrRegistrationTimeout", err)
+	}
+}
+
+// Without high availability, a TaskManager that was registered and has to
+// register again (its ResourceManager no longer knows it) stops once the
+// ResourceManager stays unreachable for the heartbeat timeout, as if it
+// had gone silent while registered: a registration whose answer was lost
+// with its JobManager must not retry for ever.
+func TestLostRegistrationWithoutHAStopsAfterTheHeartbeatTimeout(t *testing.T) {
+	rm := newFakeRM()
+	rm.heartbeatTimeoutMs = 10_000
+	rm.registerErr = func(n int) error {
+		if n == 1 {
+			return nil
+		}
+		return status.Error(codes.Unavailable, "connection refused")
+	}
+	rm.reportErr = func(int) error { return status.Error(codes.NotFound, "unknown TaskManager") }
+	addr, _ := serve(t, "127.0.0.1:0", func(s *grpc.Server) { pb.RegisterResourceManagerServiceServer(s, rm) })
+	clk := clock.NewFake(time.Unix(1000, 0))
+	te, _, _, r := startTE(t, Config{ResourceManagerAddress: addr, Clock: clk, ExitOnResourceManagerLoss: true})
+	recv(t, rm.registers, "first registration")
+	recv(t, rm.reports, "first slot report")
+	eventually(t, "the refused report ended the registration", func() bool {
+		s, err := te.Snapshot(context.Background())
+		return err == nil && !s.Registered
+	})
+	lost := clk.Now()
+	clk.Advance(9 * time.Second)
+	if _, err := te.Snapshot(context.Background()); err != nil { // the timers' turns ran
+		t.Fatal(err)
+	}
+	recv(t, rm.registers, "registering again")
+	select {
+	case <-r.done:
+		t.Fatalf("Run returned %v before the heartbeat timeout", r.err)
+	default:
+	}
+	clk.Advance(lost.Add(10 * time.Second).Sub(clk.Now()))
+	err := r.wait(t)
+	if !errors.Is(err, ErrResourceManagerLost) || !strings.Contains(err.Error(), "without high availability") {
+		t.Fatalf("Run = %v, want ErrResourceManagerLost", err)
+	}
+}
+
 // fakeLeaderHA hands the test the TaskExecutor's ResourceManager leader
 // listener; nothing else of ha.Services is used.
 type fakeLeaderHA struct {

@@ -232,6 +232,14 @@ func TestKilledJobManagerLeavesAFailedCluster(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = d.Kill(context.Background(), id) })
 	eventually(t, time.Minute, "a TaskManager registers", func() bool { return len(taskManagerIDs(t, info.RESTAddress)) == 1 })
+	// The TaskManager has the answer too: a registration whose answer dies
+	// with the JobManager is bounded by taskmanager.registration.timeout
+	// (5 min) instead (TestRegistrationTimeoutStopsTheTaskManager).
+	tmLogPath := filepath.Join(base, "clusters", id, "taskmanager-1", "gofl.log")
+	eventually(t, time.Minute, "the TaskManager logs its registration", func() bool {
+		b, _ := os.ReadFile(tmLogPath)
+		return bytes.Contains(b, []byte("registered at the ResourceManager"))
+	})
 	exited := d.Exited(id)
 	if exited == nil || newDeployer(t, base).Exited(id) != nil {
 		t.Fatal("Exited: want a channel from the deploying Deployer only")
@@ -255,7 +263,7 @@ func TestKilledJobManagerLeavesAFailedCluster(t *testing.T) {
 	// slack for a loaded machine.
 	eventually(t, 2*time.Minute, "the orphaned TaskManager exits", func() bool { return len(processesOf(t, id)) == 0 })
 	t.Logf("processes gone %v after the kill", time.Since(killed).Round(time.Millisecond))
-	tmLog, _ := os.ReadFile(filepath.Join(base, "clusters", id, "taskmanager-1", "gofl.log"))
+	tmLog, _ := os.ReadFile(tmLogPath)
 	if !bytes.Contains(tmLog, []byte("without high availability nothing recovers its jobs")) {
 		t.Errorf("TaskManager log lacks the reason:\n%s", tmLog)
 	}
