@@ -50,3 +50,4 @@ func BenchmarkEachWord(b *testing.B) {
 		EachWord(line, func(string) { n++ })
 	}
 }
+
