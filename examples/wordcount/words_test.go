@@ -50,4 +50,3 @@ func BenchmarkEachWord(b *testing.B) {
 		EachWord(line, func(string) { n++ })
 	}
 }
-
