@@ -48,6 +48,13 @@ type typedInput[T any] interface {
 	processValue(v T, ts int64, hasTs bool) error
 }
 
+// The operators a source hands values to typed; a change of their method
+// would silently put records back on that path.
+var (
+	_ typedInput[string] = (*flatMapOp[string, int])(nil)
+	_ typedInput[string] = (*mapOp[string, int])(nil)
+)
+
 type filterOp[T any] struct {
 	runtime.Base
 	fn func(T) bool
