@@ -103,7 +103,7 @@ func TestNoAllocCollectIntoCombiner(t *testing.T) {
 	if n := testing.AllocsPerRun(1000, func() { c.Collect(combKV{line[:5], 1}) }); n != 0 {
 		t.Errorf("Collect into the combiner allocates %.1f times per value", n)
 	}
-	if got := comb.vals[comb.idx["alpha"]]; got.V != 1002 {
+	if got := *comb.idx["alpha"]; got.V != 1002 {
 		t.Errorf("alpha counted %d, want 1002", got.V)
 	}
 }

@@ -136,7 +136,7 @@ func (s *apiSource[T, S, E]) Send(subtask int, ev source.Event) {
 
 func (s *apiSource[T, S, E]) Open(ctx *runtime.Context) error {
 	s.ctx = ctx
-	s.out = readerOutput[T]{out: ctx.Output, wm: s.wm, now: time.Now, splits: map[string]*splitWatermark{}, last: runtime.MinWatermark}
+	s.out = newReaderOutput[T](ctx.Output, s.wm)
 	if s.coordinated {
 		return s.openCoordinated(ctx)
 	}
@@ -456,16 +456,46 @@ type readerOutput[T any] struct {
 	// box boxes the values, many per allocation (a source emits every
 	// record of the job: one allocation each would show).
 	box boxer[T]
+	// next is the chained operator out is when it takes T values (typed
+	// is it as one): values go to it without a record or boxing.
+	next  *runtime.ChainedOperator
+	typed typedInput[T]
+}
+
+func newReaderOutput[T any](out runtime.Output, wm SourceWatermarks) readerOutput[T] {
+	o := readerOutput[T]{out: out, wm: wm, now: time.Now, splits: map[string]*splitWatermark{}, last: runtime.MinWatermark}
+	if next := runtime.ChainedOperatorOf(out); next != nil {
+		if typed, ok := next.Operator.(typedInput[T]); ok {
+			o.next, o.typed = next, typed
+		}
+	}
+	return o
 }
 
 func (o *readerOutput[T]) Collect(v T, ts int64) { o.collect(&o.reader, v, ts) }
 
 func (o *readerOutput[T]) collect(g *splitWatermark, v T, ts int64) {
-	if ts == source.NoTimestamp {
+	timed := ts != source.NoTimestamp
+	switch {
+	case o.typed != nil:
+		d, rts := o.next, ts
+		if !timed {
+			rts = 0 // a record's, without a timestamp
+		}
+		prev := *d.Running
+		*d.Running = d.Self
+		if err := o.typed.processValue(v, rts, timed); err != nil {
+			d.Fail(err)
+		}
+		*d.Running = prev
+	case !timed:
 		o.out.Collect(runtime.Record{Value: o.box.of(v)})
+	default:
+		o.out.Collect(runtime.Record{Value: o.box.of(v), Timestamp: ts, HasTimestamp: true})
+	}
+	if !timed {
 		return
 	}
-	o.out.Collect(runtime.Record{Value: o.box.of(v), Timestamp: ts, HasTimestamp: true})
 	if !g.seen || ts > g.maxTs {
 		g.maxTs, g.seen = ts, true
 	}

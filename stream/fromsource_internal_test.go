@@ -2,9 +2,11 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -185,5 +187,63 @@ func TestFromSourceRestoresSplitsAtOtherParallelism(t *testing.T) {
 			}
 			checkEachOnce(t, got, 700)
 		})
+	}
+}
+
+// A source's reader hands its values to a chained FlatMap or Map as they
+// are (typedInput), with their timestamps, and a failure of the function
+// is the operator's, as with records.
+func TestFromSourceHandsValuesToTheChainedOperator(t *testing.T) {
+	type stamped struct{ V, Ts int64 }
+	env := NewEnvironment(WithParallelism(2))
+	src := FromSource[int](env, memSource{n: 4, size: 50}, SourceWatermarks{}, "mem")
+	doubled := FlatMap(src, func(v int, out Collector[int]) error { out.Collect(v); out.Collect(v); return nil })
+	Process(doubled, func(ctx *ProcessContext, v int, out Collector[stamped]) error {
+		ts, ok := ctx.Timestamp()
+		if !ok {
+			return fmt.Errorf("%d has no timestamp", v)
+		}
+		out.Collect(stamped{int64(v), ts})
+		return nil
+	}).Collect().Uid("out")
+	Map(FromSource[int](env, memSource{n: 1, size: 10}, SourceWatermarks{}, "mem2"), func(v int) int { return -v }).Collect().Uid("negated")
+	if _, err := env.Execute(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got, err := CollectedValues[stamped](env, "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int64]int{}
+	for _, s := range got {
+		if s.Ts != s.V {
+			t.Fatalf("%d has timestamp %d, want its value", s.V, s.Ts)
+		}
+		seen[s.V]++
+	}
+	for v := int64(0); v < 200; v++ {
+		if seen[v] != 2 {
+			t.Fatalf("%d collected %d times, want 2", v, seen[v])
+		}
+	}
+	neg, err := CollectedValues[int](env, "negated")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sort.Ints(neg); len(neg) != 10 || neg[0] != -9 || neg[9] != 0 {
+		t.Fatalf("Map collected %v, want -9..0", neg)
+	}
+
+	env = NewEnvironment(WithParallelism(1))
+	FlatMap(FromSource[int](env, memSource{n: 1, size: 50}, SourceWatermarks{}, "mem"), func(v int, out Collector[int]) error {
+		if v == 20 {
+			return fmt.Errorf("no %d", v)
+		}
+		return nil
+	}).Name("Picky").Collect()
+	_, err = env.Execute(context.Background())
+	var oe *runtime.OperatorError
+	if !errors.As(err, &oe) || oe.Operator != "Picky" || !strings.Contains(err.Error(), "no 20") {
+		t.Fatalf("error %v, want the failure of %q", err, "Picky")
 	}
 }

@@ -94,8 +94,8 @@ func TestReduceCombinerKeepsNoInput(t *testing.T) {
 		if n := testing.AllocsPerRun(100, func() { c.addValue(combKV{second[:4], 1}, out) }); n != 0 {
 			t.Errorf("%s: adding to a kept key allocates %.1f times", name, n)
 		}
-		for k, i := range c.idx {
-			v := c.vals[i]
+		for k, p := range c.idx {
+			v := *p
 			if pointsInto(v.K, first) || pointsInto(v.K, second) {
 				t.Errorf("%s: the kept value %+v points into an input", name, v)
 			}

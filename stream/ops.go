@@ -16,7 +16,12 @@ type mapOp[T, U any] struct {
 }
 
 func (o *mapOp[T, U]) ProcessElement(_ int, r runtime.Record) error {
-	o.emit.emit(o.Ctx.Output, o.fn(as[T](r.Value)), r.Timestamp, r.HasTimestamp)
+	return o.processValue(as[T](r.Value), r.Timestamp, r.HasTimestamp)
+}
+
+// processValue implements typedInput.
+func (o *mapOp[T, U]) processValue(v T, ts int64, hasTs bool) error {
+	o.emit.emit(o.Ctx.Output, o.fn(v), ts, hasTs)
 	return nil
 }
 
@@ -27,9 +32,28 @@ type flatMapOp[T, U any] struct {
 }
 
 func (o *flatMapOp[T, U]) ProcessElement(_ int, r runtime.Record) error {
-	o.out.reset(o.Ctx.Output, r.Timestamp, r.HasTimestamp)
-	return o.fn(as[T](r.Value), &o.out)
+	return o.processValue(as[T](r.Value), r.Timestamp, r.HasTimestamp)
 }
+
+// processValue implements typedInput.
+func (o *flatMapOp[T, U]) processValue(v T, ts int64, hasTs bool) error {
+	o.out.reset(o.Ctx.Output, ts, hasTs)
+	return o.fn(v, &o.out)
+}
+
+// typedInput is an operator that takes values of T directly, as a chained
+// operator (runtime.ChainedOperator): ProcessElement of a record with the
+// value v, without the record.
+type typedInput[T any] interface {
+	processValue(v T, ts int64, hasTs bool) error
+}
+
+// The operators a source hands values to typed; a change of their method
+// would silently put records back on that path.
+var (
+	_ typedInput[string] = (*flatMapOp[string, int])(nil)
+	_ typedInput[string] = (*mapOp[string, int])(nil)
+)
 
 type filterOp[T any] struct {
 	runtime.Base
@@ -372,17 +396,25 @@ const combineMaxKeys = 1 << 16
 // key and value themselves (map entry, index).
 const combineEntryOverhead = 48
 
+// combineChunk is how many values a reduce combiner keeps per
+// allocation: values stay where they are, so its index points at them.
+const combineChunk = 256
+
 // reduceCombiner is the combiner of a keyed Reduce in Batch mode: the
 // partial reduction per key of one producer subtask, in key arrival order
-// (so its output is deterministic), one map access per record. It flushes
-// at combineMaxKeys keys or when the slot's managed memory has no room
-// for a new key (a per-key estimate: the key's string bytes and the
-// sizes of key and value).
+// (so its output is deterministic), one map access per record: the index
+// points at the key's value, which a record's reduce overwrites in place.
+// It flushes at combineMaxKeys keys or when the slot's managed memory has
+// no room for a new key (a per-key estimate: the key's string bytes and
+// the sizes of key and value).
 type reduceCombiner[T any, K comparable] struct {
-	key  func(T) K
-	fn   func(a, b T) T
-	idx  map[K]int
-	vals []T
+	key func(T) K
+	fn  func(a, b T) T
+	idx map[K]*T
+	// chunks hold the n values in arrival order, combineChunk each; they
+	// are reused after a flush.
+	chunks [][]T
+	n      int
 	// keep makes vals hold their own strings, not their input's.
 	keep stringKeeper[T]
 	box  boxer[T]
@@ -392,7 +424,7 @@ type reduceCombiner[T any, K comparable] struct {
 }
 
 func newReduceCombiner[T any, K comparable](key func(T) K, fn func(a, b T) T) *reduceCombiner[T, K] {
-	return &reduceCombiner[T, K]{key: key, fn: fn, idx: map[K]int{}, keep: newStringKeeper[T]()}
+	return &reduceCombiner[T, K]{key: key, fn: fn, idx: map[K]*T{}, keep: newStringKeeper[T]()}
 }
 
 // SetBatchMemory implements runtime.ManagedCombiner.
@@ -417,7 +449,7 @@ func (c *reduceCombiner[T, K]) reserve(n int64) bool {
 	}
 	grow := (c.used + n - c.held + runtime.PageSize - 1) / runtime.PageSize * runtime.PageSize
 	if !c.mem.TryReserve(grow) {
-		if len(c.vals) > 0 {
+		if c.n > 0 {
 			return false
 		}
 		c.mem.ForceReserve(grow)
@@ -434,15 +466,15 @@ func (c *reduceCombiner[T, K]) Add(r runtime.Record, out runtime.Output) {
 // addValue implements typedCombiner.
 func (c *reduceCombiner[T, K]) addValue(v T, out runtime.Output) {
 	k := c.key(v)
-	if i, ok := c.idx[k]; ok {
-		next := c.fn(c.vals[i], v)
-		if len(c.keep.offsets) > 0 && !c.keep.shares(&c.vals[i], &next) {
-			c.keep.keep(&c.vals[i], &next)
+	if p, ok := c.idx[k]; ok {
+		next := c.fn(*p, v)
+		if len(c.keep.offsets) > 0 && !c.keep.shares(p, &next) {
+			c.keep.keep(p, &next)
 		}
-		c.vals[i] = next
+		*p = next
 		return
 	}
-	if len(c.vals) >= combineMaxKeys {
+	if c.n >= combineMaxKeys {
 		c.Flush(out)
 	}
 	s, isString := any(k).(string)
@@ -463,16 +495,23 @@ func (c *reduceCombiner[T, K]) addValue(v T, out runtime.Output) {
 			c.reserve(n)
 		}
 	}
-	c.idx[k] = len(c.vals)
-	c.vals = append(c.vals, v)
+	if c.n == len(c.chunks)*combineChunk {
+		c.chunks = append(c.chunks, make([]T, combineChunk))
+	}
+	p := &c.chunks[c.n/combineChunk][c.n%combineChunk]
+	*p = v
+	c.idx[k] = p
+	c.n++
 }
 
 func (c *reduceCombiner[T, K]) Flush(out runtime.Output) {
-	for i := range c.vals {
-		out.Collect(runtime.Record{Value: c.box.of(c.vals[i])})
+	for i := 0; i < c.n; i++ {
+		out.Collect(runtime.Record{Value: c.box.of(c.chunks[i/combineChunk][i%combineChunk])})
 	}
 	clear(c.idx)
-	clear(c.vals)
-	c.vals = c.vals[:0]
+	for _, ch := range c.chunks {
+		clear(ch)
+	}
+	c.n = 0
 	c.release()
 }

@@ -77,43 +77,46 @@ func Words(line string) []string {
 
 // EachWord calls emit with each word of line, as Words splits them, without
 // allocating for words already in lower case: those are substrings of line.
+// Its state lives in locals of one loop (no closure over them), which keeps
+// it in registers: this runs per byte of the input.
 func EachWord(line string, emit func(word string)) {
-	start, lower := -1, true
-	end := func(i int) {
-		if start < 0 {
-			return
+	for i := 0; i < len(line); {
+		// Skip to the next word's first byte.
+		if c := line[i]; c < utf8.RuneSelf {
+			if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') {
+				i++
+				continue
+			}
+		} else if r, size := utf8.DecodeRuneInString(line[i:]); !unicode.IsLetter(r) && !unicode.IsDigit(r) {
+			i += size
+			continue
+		}
+		start, lower := i, true
+		for i < len(line) {
+			c := line[i]
+			if c < utf8.RuneSelf { // ASCII fast path
+				if 'a' <= c && c <= 'z' || '0' <= c && c <= '9' {
+					i++
+					continue
+				}
+				if 'A' <= c && c <= 'Z' {
+					lower = false
+					i++
+					continue
+				}
+				break
+			}
+			r, size := utf8.DecodeRuneInString(line[i:])
+			if !unicode.IsLetter(r) && !unicode.IsDigit(r) {
+				break
+			}
+			lower = lower && unicode.ToLower(r) == r
+			i += size
 		}
 		if w := line[start:i]; lower {
 			emit(w)
 		} else {
 			emit(strings.ToLower(w))
 		}
-		start = -1
 	}
-	for i := 0; i < len(line); {
-		c := line[i]
-		if c < utf8.RuneSelf { // ASCII fast path
-			upper := 'A' <= c && c <= 'Z'
-			if !upper && (c < 'a' || c > 'z') && (c < '0' || c > '9') {
-				end(i)
-			} else if start < 0 {
-				start, lower = i, !upper
-			} else if upper {
-				lower = false
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(line[i:])
-		if unicode.IsLetter(r) || unicode.IsDigit(r) {
-			if start < 0 {
-				start, lower = i, true
-			}
-			lower = lower && unicode.ToLower(r) == r
-		} else {
-			end(i)
-		}
-		i += size
-	}
-	end(len(line))
 }

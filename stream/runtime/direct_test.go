@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 )
 
 // directSpec is combineSpec whose operator hands its values straight to
@@ -51,5 +52,82 @@ func TestDirectCombinerFeedsTheCombinerAndNamesIt(t *testing.T) {
 	}
 	if DirectCombinerOf(discard{}) != nil {
 		t.Fatal("a plain output has a direct combiner")
+	}
+}
+
+// chainedSource hands its values to the next operator of the chain through
+// its typed method (ChainedOperatorOf), not as records.
+type chainedSource struct {
+	vals []int
+	done bool
+}
+
+func (s *chainedSource) Open(*Context) error { return nil }
+func (s *chainedSource) Close() error        { return nil }
+func (s *chainedSource) Poll(out Output) (PollStatus, time.Time, error) {
+	if s.done {
+		return EndOfInput, time.Time{}, nil
+	}
+	d := ChainedOperatorOf(out)
+	if d == nil {
+		return 0, time.Time{}, errors.New("no chained operator")
+	}
+	next := d.Operator.(*intOperator)
+	for _, v := range s.vals {
+		prev := *d.Running
+		*d.Running = d.Self
+		if err := next.processInt(v); err != nil {
+			d.Fail(err)
+		}
+		*d.Running = prev
+	}
+	s.done = true
+	return MoreAvailable, time.Time{}, nil
+}
+
+// intOperator doubles ints; a negative one fails it.
+type intOperator struct{ Base }
+
+func (o *intOperator) ProcessElement(_ int, r Record) error { return o.processInt(r.Value.(int)) }
+
+func (o *intOperator) processInt(v int) error {
+	if v < 0 {
+		return errors.New("negative")
+	}
+	o.Ctx.Output.Collect(Record{Value: 2 * v})
+	return nil
+}
+
+func TestChainedOperatorTakesValuesAndIsNamedInFailures(t *testing.T) {
+	spec := func(vals []int) *TaskSpec {
+		return &TaskSpec{
+			Name: "chained",
+			Operators: []OperatorSpec{
+				{ID: "src", Name: "src", Input: -1, NewSource: func() Source { return &chainedSource{vals: vals} }},
+				{ID: "op", Name: "double", Input: 0, NewOperator: func() Operator { return &intOperator{} }},
+			},
+			Outputs: []OutputSpec{{From: 1, NewPartitioner: func(int) Partitioner { return Forward{} }}},
+		}
+	}
+	w := newRecWriter(1)
+	if err := RunTask(context.Background(), spec([]int{1, 2, 3}), TaskEnv{Parallelism: 1, MaxParallelism: 128, Writers: []ResultWriter{w}}); err != nil {
+		t.Fatal(err)
+	}
+	var got []any
+	for _, ev := range w.sub(0) {
+		if ev.Kind == EventRecord {
+			got = append(got, ev.Record.Value)
+		}
+	}
+	if len(got) != 3 || got[0] != 2 || got[1] != 4 || got[2] != 6 {
+		t.Fatalf("written %v, want [2 4 6]", got)
+	}
+	err := RunTask(context.Background(), spec([]int{1, -1}), TaskEnv{Parallelism: 1, MaxParallelism: 128, Writers: []ResultWriter{newRecWriter(1)}})
+	var oe *OperatorError
+	if !errors.As(err, &oe) || oe.Operator != "double" {
+		t.Fatalf("error %v, want an OperatorError of %q", err, "double")
+	}
+	if ChainedOperatorOf(discard{}) != nil || ChainedOperatorOf(fanout{discard{}, discard{}}) != nil {
+		t.Fatal("an output that is no chained operator has one")
 	}
 }

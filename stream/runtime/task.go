@@ -979,6 +979,34 @@ func (n *opNode) Collect(r Record) {
 	n.t.current.n = prev
 }
 
+// ChainedOperator is the next operator of a chain that an output is, for
+// producers that know its input type (a source reader emitting every
+// record of a job): they call a typed method of Operator with the value
+// itself, skipping the Record and the value's boxing, with *Running set to
+// Self for the call and put back after, and hand an error it returns to
+// Fail, as Collect does around ProcessElement. Fields, not methods, for
+// the reason DirectCombiner gives.
+type ChainedOperator struct {
+	// Operator is the operator; it runs as Self.
+	Operator Operator
+	Running  *Caller
+	Self     Caller
+}
+
+// Fail panics with err as the operator's failure, as Collect does when
+// ProcessElement returns it; the task ends with it. It never returns.
+func (c *ChainedOperator) Fail(err error) { panic(c.Self.n.fail(err)) }
+
+// ChainedOperatorOf returns the operator o feeds when o is the input of
+// the next operator of a chain and nothing else (no fan-out, no writer),
+// else nil. Producers resolve it once, when they open.
+func ChainedOperatorOf(o Output) *ChainedOperator {
+	if n, ok := o.(*opNode); ok && n.op != nil {
+		return &ChainedOperator{Operator: n.op, Running: &n.t.current, Self: Caller{n}}
+	}
+	return nil
+}
+
 // EmitWatermark feeds a watermark from the upstream operator of the chain.
 func (n *opNode) EmitWatermark(wm int64) {
 	prev := n.enter()
