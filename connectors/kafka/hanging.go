@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/gofl/gofl/failure"
@@ -54,6 +55,8 @@ func verifyCommits(ctx context.Context, cl *kgo.Client, topic string, txns []Tra
 	for _, t := range txns {
 		d, ok := described[t.TransactionalID]
 		switch {
+		case errors.Is(d.Err, kerr.TransactionalIDNotFound):
+			// Expired (transactional.id.expiration.ms): nothing to check.
 		case !ok || d.Err != nil || d.State == "PrepareCommit":
 			pending = append(pending, t)
 		case d.State == "CompleteCommit" && d.ProducerID == t.ProducerID:

@@ -405,12 +405,12 @@ func (k *kafkaSink[T]) follow(txn Transaction) {
 // commit.
 var commitRetry = backoff.Config{Initial: 50 * time.Millisecond, Max: time.Second}
 
-// commitTransaction sends EndTxn(commit) for txn (a transaction another
-// process may have pre-committed: what Flink's
-// FlinkKafkaInternalProducer.resumeTransaction does by reflection) until the coordinator
-// answers or ctx ends. A broker that cannot be reached (a restarting one
-// refuses connections, which franz-go does not retry for a seed) and the
-// coordinator's transient errors are retried. A fenced epoch or an invalid
+// commitTransaction sends EndTxn(commit) for txn, which another process
+// may have pre-committed (what Flink's
+// FlinkKafkaInternalProducer.resumeTransaction does by reflection), until
+// the coordinator answers or ctx ends. A broker that cannot be reached (a
+// restarting one refuses connections, which franz-go does not retry for a
+// seed) and the coordinator's transient errors are retried. A fenced epoch or an invalid
 // state means the transaction ended without this request: verifyCommitted
 // tells a commit (a second commit, or one whose answer was lost) from an
 // abort, which is the loss of its records.
