@@ -118,6 +118,9 @@ type kafkaSink[T any] struct {
 	plain   *kgo.Client
 	next    int64 // the number of the next transaction
 	aborted bool  // lingering transactions were aborted
+	// unverified are committed transactions whose markers were not yet
+	// checked (verifyCommits).
+	unverified []Transaction
 
 	// failed is the first failed produce since the last pre-commit.
 	failed atomic.Pointer[error]
@@ -319,7 +322,9 @@ func (k *kafkaSink[T]) PreCommit(_ *stream.SinkContext, txn Transaction) error {
 // process has it, else (after a restore, or when that producer failed to)
 // by sending EndTxn with the recorded producer ID and epoch. A transaction
 // already committed counts as committed; one the broker aborted is
-// ErrTransactionAborted.
+// ErrTransactionAborted. The committed transaction, and earlier ones not
+// checked yet, are then checked for a missing marker
+// (ErrHangingTransaction).
 func (k *kafkaSink[T]) Commit(_ *stream.SinkContext, txn Transaction) error {
 	k.follow(txn)
 	if k.cfg.guarantee != ExactlyOnce {
@@ -332,14 +337,37 @@ func (k *kafkaSink[T]) Commit(_ *stream.SinkContext, txn Transaction) error {
 		defer cl.Close()
 		err := cl.EndTransaction(ctx, kgo.TryCommit)
 		if err == nil {
-			return nil
+			return k.verify(cl, txn)
 		}
 		// Unconfirmed or refused: the recorded handle retries and, if
 		// refused, finds out whether it committed.
 		k.cfg.log.Warn().Err(err).Str("transactional_id", txn.TransactionalID).
 			Msg("kafka sink: the producer could not commit its transaction; committing from its recorded handle")
 	}
-	return k.resumeAndCommit(ctx, txn)
+	cl, err := kgo.NewClient(k.clientOpts()...)
+	if err != nil {
+		return fmt.Errorf("kafka: client: %w", err)
+	}
+	defer cl.Close()
+	if err := commitTransaction(ctx, cl, txn, k.cfg.log); err != nil {
+		return err
+	}
+	return k.verify(cl, txn)
+}
+
+// verify checks txn, just committed, and the committed transactions not
+// checked yet for a missing marker (verifyCommits), within verifyTimeout:
+// the ones it cannot decide now wait for the next commit.
+func (k *kafkaSink[T]) verify(cl *kgo.Client, txn Transaction) error {
+	ctx, cancel := context.WithTimeout(context.Background(), verifyTimeout)
+	defer cancel()
+	left, err := verifyCommits(ctx, cl, k.cfg.topic, append(k.unverified, txn))
+	if n := len(left) - maxUnverified; n > 0 {
+		k.cfg.log.Warn().Int("transactions", n).Msg("kafka sink: could not check committed transactions for missing markers")
+		left = left[n:]
+	}
+	k.unverified = left
+	return err
 }
 
 // Abort aborts an open transaction: with its producer, or by fencing its
@@ -373,26 +401,16 @@ func (k *kafkaSink[T]) follow(txn Transaction) {
 	}
 }
 
-// resumeAndCommit sends EndTxn(commit) for a transaction another process
-// pre-committed (what Flink's FlinkKafkaInternalProducer.resumeTransaction
-// does by reflection).
-func (k *kafkaSink[T]) resumeAndCommit(ctx context.Context, txn Transaction) error {
-	cl, err := kgo.NewClient(k.clientOpts()...)
-	if err != nil {
-		return fmt.Errorf("kafka: client: %w", err)
-	}
-	defer cl.Close()
-	return commitTransaction(ctx, cl, txn, k.cfg.log)
-}
-
 // commitRetry paces the EndTxn and DescribeTransactions retries of a
 // commit.
 var commitRetry = backoff.Config{Initial: 50 * time.Millisecond, Max: time.Second}
 
-// commitTransaction sends EndTxn(commit) for txn until the coordinator
-// answers or ctx ends. A broker that cannot be reached (a restarting one
-// refuses connections, which franz-go does not retry for a seed) and the
-// coordinator's transient errors are retried. A fenced epoch or an invalid
+// commitTransaction sends EndTxn(commit) for txn, which another process
+// may have pre-committed (what Flink's
+// FlinkKafkaInternalProducer.resumeTransaction does by reflection), until
+// the coordinator answers or ctx ends. A broker that cannot be reached (a
+// restarting one refuses connections, which franz-go does not retry for a
+// seed) and the coordinator's transient errors are retried. A fenced epoch or an invalid
 // state means the transaction ended without this request: verifyCommitted
 // tells a commit (a second commit, or one whose answer was lost) from an
 // abort, which is the loss of its records.

@@ -54,6 +54,23 @@ share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 log.flush.interval.messages=100000000
+# No controlled shutdown: it moves the leadership of the broker's partitions
+# to other replicas before it stops (Kafka's "graceful shutdown"); a single
+# broker has none, so it only leaves every partition leaderless while the
+# broker still runs. Kafka 4's transaction coordinator, completing a commit
+# in that window, finds no leader for the output partition, takes it for a
+# deleted one and writes CompleteCommit without the COMMIT marker: a
+# transaction left open on the partition for ever, holding read_committed
+# readers back (the broker-restart e2e test's hang). A stop still syncs the
+# logs and marks a clean shutdown; pending markers are resumed on restart
+# from the PrepareCommit in the transaction log. Left: on restart the broker
+# first acts on its old leadership until the controller fences and
+# re-elects it (a moment without leaders); markers pending from the stop
+# meet the same skip there when the fence comes before the broker accepts
+# their connection (one hang in 14 measured restarts under load, against
+# about one in four with controlled shutdown). The sink then fails the job
+# with ErrHangingTransaction, naming the transaction.
+controlled.shutdown.enable=false
 PROPS
 
 cat >"$dir/log4j2.properties" <<'LOG'
