@@ -446,8 +446,9 @@ func (s *Staging) noBlobOfSize(ctx context.Context, size int64) bool {
 }
 
 // putNewBlob uploads r under a temporary name while hashing it and renames
-// it to its key; if the key appeared meanwhile (another client), the
-// upload is dropped and written is false.
+// it to its key, marked as verified on the local disk (blob.MarkWritten);
+// if the key appeared meanwhile (another client), the upload is dropped
+// and written is false.
 func (s *Staging) putNewBlob(ctx context.Context, r io.Reader) (key string, written bool, err error) {
 	dir := path.Join(s.root, blobsDir, "sha256")
 	if err := s.fs.MkdirAll(ctx, dir); err != nil {
@@ -478,6 +479,11 @@ func (s *Staging) putNewBlob(ctx context.Context, r io.Reader) (key string, writ
 	if has, err := s.HasBlob(ctx, key); err != nil || has {
 		removeTmp()
 		return key, false, err
+	}
+	if lp, ok := LocalPath(s.fs, tmp); ok {
+		// The JobManager and the TaskManagers that link it trust this
+		// instead of reading it again, each (blob.Store.Link).
+		blob.MarkWritten(lp, key)
 	}
 	if err := s.fs.Rename(ctx, tmp, p); err != nil {
 		removeTmp()
