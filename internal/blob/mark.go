@@ -69,10 +69,11 @@ func mark(f *os.File, key string, stamp time.Time) {
 	setAttr(f, markAttr, fmt.Sprintf("%s %d %d %d", key, st.Size(), st.ModTime().UnixNano(), stamp.UnixNano()))
 }
 
-// fsNow is the clock of dir's file system now: the mtime of a file
-// created there.
-func fsNow(dir string) (time.Time, error) {
-	f, err := os.CreateTemp(dir, ".stamp-*")
+// FileSystemNow is the clock of dir's file system now: the mtime of a
+// file created there (named as a temporary file, which listings of the
+// staging cache skip, and removed). Coarse: see markAttr.
+func FileSystemNow(dir string) (time.Time, error) {
+	f, err := os.CreateTemp(dir, ".stamp.tmp-*")
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -93,7 +94,7 @@ func fsNow(dir string) (time.Time, error) {
 // a temporary file renamed into a store once marked. Best effort: an
 // error only means the next reader hashes it.
 func MarkWritten(p, key string) {
-	stamp, err := fsNow(filepath.Dir(p))
+	stamp, err := FileSystemNow(filepath.Dir(p))
 	if err != nil {
 		return
 	}
@@ -108,7 +109,7 @@ func MarkWritten(p, key string) {
 // checkContent returns the size of f once it knows f's content hashes to
 // key: from a mark, else by reading and hashing all of it, after which it
 // marks f. stamp is a time of f's file system's clock taken before the
-// call (fsNow). It holds an exclusive lock on f's inode meanwhile, so
+// call (FileSystemNow). It holds an exclusive lock on f's inode meanwhile, so
 // that processes checking one file at the same time read it once: the
 // first hashes and marks it, the others wait and find the mark.
 func checkContent(f *os.File, src, key string, stamp time.Time) (int64, error) {
