@@ -90,7 +90,7 @@ func runSubmit(c *cli.Context) error {
 // client.WatchEnd); nil: polls only. With ended to wake it at the end, a
 // poll that saw no change doubles the wait, up to what the progress
 // display needs (followPollMax): each poll costs the client and the
-// JobManager CPU, about 1.3 ms a poll between them.
+// JobManager CPU, about 1 ms a poll between them.
 //
 // Ctrl-C (when the command watches for it) or --timeout end following
 // early with an error wrapping errInterrupted or errFollowTimeout.
