@@ -71,7 +71,18 @@ func (c digestCache) record(p string, f *os.File, before identity, stamp time.Ti
 	if !ok || id != before || !id.olderThan(stamp.UnixNano()) {
 		return
 	}
-	_ = os.WriteFile(c.entry(p), []byte(fmt.Sprintf("%s %d %s\n", id, stamp.UnixNano(), key)), 0o644)
+	// Renamed into place: a concurrent client reads a whole entry or none.
+	tmp, err := os.CreateTemp(c.dir, ".entry.tmp-*")
+	if err != nil {
+		return
+	}
+	_, err = fmt.Fprintf(tmp, "%s %d %s\n", id, stamp.UnixNano(), key)
+	if cerr := tmp.Close(); err == nil && cerr == nil {
+		err = os.Rename(tmp.Name(), c.entry(p))
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
 }
 
 // identity is what tells a changed file: stat's device, inode, size,
