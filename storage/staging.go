@@ -446,8 +446,9 @@ func (s *Staging) noBlobOfSize(ctx context.Context, size int64) bool {
 }
 
 // putNewBlob uploads r under a temporary name while hashing it and renames
-// it to its key; if the key appeared meanwhile (another client), the
-// upload is dropped and written is false.
+// it to its key, marked as verified on the local disk (blob.MarkWritten);
+// if the key appeared meanwhile (another client), the upload is dropped
+// and written is false.
 func (s *Staging) putNewBlob(ctx context.Context, r io.Reader) (key string, written bool, err error) {
 	dir := path.Join(s.root, blobsDir, "sha256")
 	if err := s.fs.MkdirAll(ctx, dir); err != nil {
@@ -479,6 +480,11 @@ func (s *Staging) putNewBlob(ctx context.Context, r io.Reader) (key string, writ
 		removeTmp()
 		return key, false, err
 	}
+	if lp, ok := LocalPath(s.fs, tmp); ok {
+		// The JobManager and the TaskManagers that link it trust this
+		// instead of reading it again, each (blob.Store.Link).
+		blob.MarkWritten(lp, key)
+	}
 	if err := s.fs.Rename(ctx, tmp, p); err != nil {
 		removeTmp()
 		return "", false, err
@@ -486,15 +492,39 @@ func (s *Staging) putNewBlob(ctx context.Context, r io.Reader) (key string, writ
 	return key, true, nil
 }
 
-// PutBlobFile is PutBlob for a local file, such as the gofl binary.
+// PutBlobFile is PutBlob for a local file, such as the gofl binary. Where
+// the staging area is on this host's disk, it remembers the digest of the
+// files it staged (digestCache, under blobs/digests): an unchanged file
+// whose blob is cached is not read again.
 func (s *Staging) PutBlobFile(ctx context.Context, localPath string) (key string, written bool, err error) {
 	f, err := os.Open(localPath)
 	if err != nil {
 		return "", false, wrapErr("open", "file://"+localPath, err)
 	}
 	defer f.Close()
-	return s.PutBlob(ctx, f)
+	dir, local := LocalPath(s.fs, path.Join(s.root, blobsDir, digestsDir))
+	if !local {
+		return s.PutBlob(ctx, f)
+	}
+	dc := digestCache{dir: dir}
+	if abs, err := filepath.Abs(localPath); err == nil {
+		localPath = abs
+	}
+	if key, ok := dc.lookup(localPath, f); ok {
+		if has, err := s.HasBlob(ctx, key); err == nil && has {
+			return key, false, nil
+		}
+	}
+	before, ok := fileIdentity(f)
+	stamp, sok := dc.now()
+	if key, written, err = s.PutBlob(ctx, f); err == nil && ok && sok {
+		dc.record(localPath, f, before, stamp, key)
+	}
+	return key, written, err
 }
+
+// digestsDir holds the digest cache under the blob cache's directory.
+const digestsDir = "digests"
 
 // OpenBlob opens a cached blob for reading. The reader hashes what it
 // returns and fails at the end, instead of returning io.EOF, with an error

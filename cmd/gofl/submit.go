@@ -87,7 +87,10 @@ func runSubmit(c *cli.Context) error {
 // until the job ends, and then its result (printResult). jg, the graph
 // submitted, names the operators in the result. It polls every 100 ms, and
 // at once when ended closes (a per-job cluster's work is over:
-// client.WatchEnd); nil: polls only.
+// client.WatchEnd); nil: polls only. With ended to wake it at the end, a
+// poll that saw no change doubles the wait, up to what the progress
+// display needs (followPollMax): each poll costs the client and the
+// JobManager CPU, about 1 ms a poll between them.
 //
 // Ctrl-C (when the command watches for it) or --timeout end following
 // early with an error wrapping errInterrupted or errFollowTimeout.
@@ -97,6 +100,10 @@ func followJob(c *cli.Context, cl *client.Client, jg *jobgraph.JobGraph, id stri
 	last := ""
 	var lastFailure int64
 	pv := newProgressView(c)
+	poll, maxPoll := followPoll, followPoll
+	if ended != nil {
+		maxPoll = min(max(pv.interval, followPoll), followPollMax)
+	}
 	for {
 		d, err := cl.JobDetails(ctx, id)
 		if ctx.Err() != nil {
@@ -122,6 +129,9 @@ func followJob(c *cli.Context, cl *client.Client, jg *jobgraph.JobGraph, id stri
 			last = line
 			lastFailure = printNewFailures(c, cl, id, lastFailure)
 			pv.redraw()
+			poll = followPoll
+		} else {
+			poll = min(2*poll, maxPoll)
 		}
 		if client.IsGloballyTerminal(d.State) {
 			pv.finish(d)
@@ -140,10 +150,18 @@ func followJob(c *cli.Context, cl *client.Client, jg *jobgraph.JobGraph, id stri
 			return fmt.Errorf("job %s still %s: %w", id, d.State, context.Cause(ctx))
 		case <-ended:
 			ended = nil // once
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(poll):
 		}
 	}
 }
+
+// followJob's polls: every followPoll while the job's state changes,
+// backing off to at most followPollMax while it does not (when the end
+// wakes it).
+const (
+	followPoll    = 100 * time.Millisecond
+	followPollMax = time.Second
+)
 
 // printNewFailures prints the failures of the job newer than after (a
 // timestamp), so a job that keeps restarting shows why while it runs, and

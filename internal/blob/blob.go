@@ -226,9 +226,12 @@ func (s *Store) Put(r io.Reader, want string, limit int64) (key string, stored b
 
 // Link stores the blob key by hard-linking src, a file of another
 // content-addressed store on the same file system (the staging blob cache,
-// another process's Store), instead of copying it: the bytes are read once
-// to check them against key, never written. src must be a file nobody
-// modifies in place, as the blobs of such a store are. It fails without
+// another process's Store), instead of copying it: the bytes are checked
+// against key, never written. They are read and hashed unless a verified
+// mark (MarkWritten, or an earlier Link of that file) vouches for them, and
+// then marked, so that the other processes linking the same file skip the
+// read; concurrent Links of one file read it once. src must be a file
+// nobody modifies in place, as the blobs of such a store are. It fails without
 // storing anything if src cannot be linked here (another file system, no
 // hard links: the caller copies instead), does not hash to key
 // (ErrDigestMismatch) or does not fit the quota. A blob already present is
@@ -246,7 +249,14 @@ func (s *Store) Link(src, key string) (stored bool, err error) {
 		return false, fmt.Errorf("blob: %w", err)
 	}
 	name := tmp.Name()
+	// The placeholder's mtime is the file system's clock before anything
+	// of src is read: the stamp of the mark checkContent leaves.
+	st, err := tmp.Stat()
 	tmp.Close()
+	if err != nil {
+		os.Remove(name)
+		return false, fmt.Errorf("blob: %w", err)
+	}
 	// Link refuses an existing name: the placeholder only reserved one.
 	if err := os.Remove(name); err != nil {
 		return false, fmt.Errorf("blob: %w", err)
@@ -259,14 +269,10 @@ func (s *Store) Link(src, key string) (stored bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("blob: %w", err)
 	}
-	d := sha256.New()
-	n, err := io.Copy(d, f)
+	n, err := checkContent(f, src, key, st.ModTime())
 	f.Close()
 	if err != nil {
-		return false, fmt.Errorf("blob: reading %s: %w", src, err)
-	}
-	if got := prefix + hex.EncodeToString(d.Sum(nil)); got != key {
-		return false, fmt.Errorf("%w: %s holds content hashing to %s, not %s", ErrDigestMismatch, src, got, key)
+		return false, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

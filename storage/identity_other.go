@@ -1,0 +1,8 @@
+//go:build !linux
+
+package storage
+
+import "os"
+
+// fileIdentity: no digest cache outside Linux; every staging hashes.
+func fileIdentity(*os.File) (identity, bool) { return identity{}, false }
