@@ -389,7 +389,7 @@ func (ex *clusterExecutor) runTask(ctx context.Context, req *pb.SubmitTaskReques
 		tio.mu.Lock()
 		tio.gates = append(tio.gates, g)
 		tio.mu.Unlock()
-		ng := &netGate{g: g, c: spec.InputCodecs[i], ch: make(chan runtime.ChannelBatch, 2), prio: make(chan runtime.ChannelBatch, netPriorityQueue)}
+		ng := newNetGate(g, spec.InputCodecs[i])
 		env.Gates = append(env.Gates, ng)
 	}
 
@@ -837,6 +837,44 @@ type netGate struct {
 	// prio carries priority barriers (runtime.PriorityInputGate), which the
 	// pump forwards even while blocked handing on a batch.
 	prio chan runtime.ChannelBatch
+	// free holds batches the task is done with (Recycle), which the pump
+	// fills again.
+	free chan []runtime.Event
+}
+
+// netFreeBatches is how many recycled batches a gate keeps: as many as
+// can be in flight (ch's capacity, the one being filled, the one being
+// processed).
+const netFreeBatches = 4
+
+// newNetGate returns the gate of g, whose records c decodes.
+func newNetGate(g *network.InputGate, c runtime.Codec) *netGate {
+	return &netGate{g: g, c: c, ch: make(chan runtime.ChannelBatch, 2),
+		prio: make(chan runtime.ChannelBatch, netPriorityQueue), free: make(chan []runtime.Event, netFreeBatches)}
+}
+
+// Recycle implements runtime.RecyclingInputGate. The events are cleared
+// first, so a kept batch holds no record values alive.
+func (g *netGate) Recycle(evs []runtime.Event) {
+	if cap(evs) < netBatchSize {
+		return // a trickle's small batch: the pump makes full ones
+	}
+	clear(evs) // beyond len, a free batch is already zero
+	select {
+	case g.free <- evs[:0]:
+	default:
+	}
+}
+
+// batch is an empty batch to fill: a recycled one, or a new one of n
+// events.
+func (g *netGate) batch(n int) []runtime.Event {
+	select {
+	case evs := <-g.free:
+		return evs
+	default:
+		return make([]runtime.Event, 0, n)
+	}
 }
 
 // netPriorityQueue is how many priority barriers wait for the task.
@@ -891,10 +929,10 @@ var polled = func() context.Context {
 // wait for more data, so records are never held back.
 func (g *netGate) pump(ctx context.Context, fail context.CancelCauseFunc) {
 	decode := decoderFor(g.c) // this goroutine's
-	// A batch gets the size of the last one up front: growing it by append
-	// costs a run of allocations and copies per batch, and a trickle of
-	// records should not allocate full batches.
-	cur := runtime.ChannelBatch{Channel: -1, Events: make([]runtime.Event, 0, netBatchSize)}
+	// A batch is one the task recycled, or a new one of the size of the
+	// last: growing it by append costs a run of allocations and copies per
+	// batch, and a trickle of records should not allocate full batches.
+	cur := runtime.ChannelBatch{Channel: -1, Events: g.batch(netBatchSize)}
 	send := func() bool {
 		if len(cur.Events) == 0 {
 			return true
@@ -902,7 +940,7 @@ func (g *netGate) pump(ctx context.Context, fail context.CancelCauseFunc) {
 		for {
 			select {
 			case g.ch <- cur:
-				cur = runtime.ChannelBatch{Channel: cur.Channel, Events: make([]runtime.Event, 0, max(8, len(cur.Events)))}
+				cur = runtime.ChannelBatch{Channel: cur.Channel, Events: g.batch(max(8, len(cur.Events)))}
 				return true
 			case <-g.g.PriorityAvailable():
 				// A priority barrier overtakes the batch waiting here.

@@ -23,12 +23,19 @@ type stateScope struct {
 	ctx      *runtime.Context
 	known    map[string]bool
 	noCodecs []error
+	// last is the state registered or found known last: accessing the
+	// same state record after record skips the map.
+	last string
 }
 
 // register makes state name known to the backend with codec c (nil when
 // its type has none: cerr tells why, reported when the job checkpoints).
 func (s *stateScope) register(name, typeName string, c runtime.Codec, cerr error) error {
+	if name == s.last && name != "" {
+		return nil
+	}
 	if s.known[name] {
+		s.last = name
 		return nil
 	}
 	if err := checkType(s.ctx, "state:"+name, typeName); err != nil {
@@ -49,6 +56,7 @@ func (s *stateScope) register(name, typeName string, c runtime.Codec, cerr error
 		s.known = map[string]bool{}
 	}
 	s.known[name] = true
+	s.last = name
 	return nil
 }
 

@@ -262,7 +262,7 @@ func (t *task) replayHeld() bool {
 			if len(ch.held) == 0 {
 				ch.held = nil
 			}
-			if err := t.processBatch(gi, c, evs); err != nil {
+			if _, err := t.processBatch(gi, c, evs); err != nil {
 				panic(abort{err})
 			}
 			return true

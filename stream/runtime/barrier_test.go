@@ -385,16 +385,29 @@ type harness struct {
 // numbers of channels, writing to one subpartition.
 func startInputTask(t *testing.T, op Operator, channels []int, env TaskEnv, checkpointing bool) *harness {
 	t.Helper()
+	var gates []*LocalGate
+	for _, n := range channels {
+		gates = append(gates, NewLocalGate(n, 64))
+	}
+	return startGateTask(t, op, gates, nil, env, checkpointing)
+}
+
+// startGateTask is startInputTask on the given gates: the task reads
+// wrapped[i] in place of gates[i] where wrapped has one.
+func startGateTask(t *testing.T, op Operator, gates []*LocalGate, wrapped []InputGate, env TaskEnv, checkpointing bool) *harness {
+	t.Helper()
 	spec := &TaskSpec{
-		Name: "t", NumInputs: len(channels),
+		Name: "t", NumInputs: len(gates),
 		Operators: []OperatorSpec{{ID: "op", Name: "op", Input: -1, NewOperator: func() Operator { return op }}},
 		Outputs:   []OutputSpec{{From: 0, NewPartitioner: func(int) Partitioner { return Forward{} }}},
 	}
-	h := &harness{t: t}
-	for _, n := range channels {
-		g := NewLocalGate(n, 64)
-		h.gates = append(h.gates, g)
-		env.Gates = append(env.Gates, g)
+	h := &harness{t: t, gates: gates}
+	for i, g := range gates {
+		if i < len(wrapped) && wrapped[i] != nil {
+			env.Gates = append(env.Gates, wrapped[i])
+		} else {
+			env.Gates = append(env.Gates, g)
+		}
 	}
 	return h.start(spec, env, checkpointing)
 }

@@ -59,6 +59,19 @@ type KeyedStateBackend struct {
 	frozen   atomic.Uint64
 	snapMu   sync.Mutex
 	inflight map[uint64]int
+
+	// last is what the last Get found for the current key, so that a
+	// GetForUpdate of the same state (a value read, then written back in
+	// place) looks it up once. A change of key, any write and any table
+	// installed drop it.
+	last lastEntry
+}
+
+// lastEntry is a state's entry of the current key, when ok.
+type lastEntry struct {
+	name string
+	e    stateEntry
+	ok   bool
 }
 
 type keyGroupState struct {
@@ -88,6 +101,7 @@ func NewKeyedStateBackend(maxParallelism int) *KeyedStateBackend {
 func (b *KeyedStateBackend) SetCurrentKey(key any) {
 	b.key, b.hasKey = key, true
 	b.group = KeyGroup(key, b.maxParallelism)
+	b.last.ok = false
 	if b.lsm != nil {
 		b.lsm.keyValid = false
 	}
@@ -123,6 +137,7 @@ func (b *KeyedStateBackend) writeTable(name string, create bool) *stateTable {
 }
 
 func (b *KeyedStateBackend) writableTable(group int, name string, create bool) *stateTable {
+	b.last.ok = false
 	g := b.groups[group]
 	var t *stateTable
 	if g != nil {
@@ -170,6 +185,9 @@ func (b *KeyedStateBackend) Get(name string) (any, bool) {
 	}
 	if t := b.readTable(name); t != nil {
 		e, ok := t.m[b.key]
+		if ok {
+			b.last = lastEntry{name: name, e: e, ok: true}
+		}
 		return e.v, ok
 	}
 	return nil, false
@@ -183,6 +201,9 @@ func (b *KeyedStateBackend) Get(name string) (any, bool) {
 func (b *KeyedStateBackend) GetForUpdate(name string) (any, bool) {
 	if b.lsm != nil {
 		return b.lsm.get(b, name)
+	}
+	if l := &b.last; l.ok && l.name == name && (l.e.epoch == b.epoch || !b.shared(l.e.epoch)) {
+		return l.e.v, true // what Get just read, not shared with a snapshot
 	}
 	t := b.readTable(name)
 	if t == nil {
@@ -325,6 +346,7 @@ func (b *KeyedStateBackend) decodeGroup(group int, name string) *stateTable {
 // install makes m, decoded from the restored section of name in group,
 // that state's table there, and forgets the section.
 func (b *KeyedStateBackend) install(group int, name string, m map[any]stateEntry) *stateTable {
+	b.last.ok = false
 	g := b.groups[group]
 	if g == nil {
 		g = &keyGroupState{states: map[string]*stateTable{}}
@@ -594,6 +616,7 @@ func (b *KeyedStateBackend) Restore(r *OperatorRestore) error {
 		return nil
 	}
 	b.restore = r
+	b.last.ok = false
 	if b.lsm != nil {
 		return b.lsm.restore(r)
 	}
