@@ -40,22 +40,11 @@ func TestCommitDetectsHangingTransaction(t *testing.T) {
 	}
 	topic := kafkatest.Topic(t, broker, "hanging", 1)
 	cfg := sinkConfig{brokers: []string{broker}, topic: topic, guarantee: ExactlyOnce, prefix: "test-hanging-" + topic, txnTimeout: time.Minute}
-	k := &kafkaSink[string]{cfg: cfg, clients: map[string]*kgo.Client{}, ser: func(s string) *kgo.Record { return &kgo.Record{Value: []byte(s)} }}
+	k := newStringSink(cfg)
 	var sctx stream.SinkContext
 	commit := func(vals ...string) (Transaction, error) {
 		t.Helper()
-		txn, err := k.begin(0, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, v := range vals {
-			if err := k.Write(&sctx, txn, v); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := k.PreCommit(&sctx, txn); err != nil {
-			t.Fatal(err)
-		}
+		txn := preCommit(t, k, vals...)
 		return txn, k.Commit(&sctx, txn)
 	}
 	first, err := commit("a", "b")

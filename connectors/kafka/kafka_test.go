@@ -277,13 +277,15 @@ func TestRestartedSinkAbortsLingeringTransactions(t *testing.T) {
 	}
 }
 
-// beginPreCommitted begins a transaction on a fresh exactly-once sink over
-// cfg, writes vals to it and pre-commits it, then drops its producer
-// without ending the transaction (the process died after the checkpoint):
-// the handle is what a restore would commit.
-func beginPreCommitted(t *testing.T, cfg sinkConfig, vals ...string) Transaction {
+// newStringSink is a sink over cfg writing strings as record values.
+func newStringSink(cfg sinkConfig) *kafkaSink[string] {
+	return &kafkaSink[string]{cfg: cfg, clients: map[string]*kgo.Client{}, ser: func(s string) *kgo.Record { return &kgo.Record{Value: []byte(s)} }}
+}
+
+// preCommit begins a transaction on k (subtask 0), writes vals to it and
+// pre-commits it.
+func preCommit(t *testing.T, k *kafkaSink[string], vals ...string) Transaction {
 	t.Helper()
-	k := &kafkaSink[string]{cfg: cfg, clients: map[string]*kgo.Client{}, ser: func(s string) *kgo.Record { return &kgo.Record{Value: []byte(s)} }}
 	var sctx stream.SinkContext
 	txn, err := k.begin(0, 0)
 	if err != nil {
@@ -297,6 +299,17 @@ func beginPreCommitted(t *testing.T, cfg sinkConfig, vals ...string) Transaction
 	if err := k.PreCommit(&sctx, txn); err != nil {
 		t.Fatal(err)
 	}
+	return txn
+}
+
+// beginPreCommitted begins a transaction on a fresh exactly-once sink over
+// cfg, writes vals to it and pre-commits it, then drops its producer
+// without ending the transaction (the process died after the checkpoint):
+// the handle is what a restore would commit.
+func beginPreCommitted(t *testing.T, cfg sinkConfig, vals ...string) Transaction {
+	t.Helper()
+	k := newStringSink(cfg)
+	txn := preCommit(t, k, vals...)
 	k.clients[txn.TransactionalID].Close()
 	delete(k.clients, txn.TransactionalID)
 	return txn
