@@ -131,7 +131,8 @@ LOG
 if [[ "$role" != combined ]]; then
   # A broker apart from its controller (a test restarting it): the
   # broker's leadership changes and the controller's fencing and
-  # elections, to read a restart's order from the logs.
+  # elections, to read a restart's order from the logs. kafkatest.OwnBroker
+  # waits for the controller's "Fencing broker 2" before a restart.
   cat >>"$dir/log4j2.properties" <<'LOG'
 logger.state.name = state.change.logger
 logger.state.level = INFO

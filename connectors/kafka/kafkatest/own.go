@@ -20,12 +20,15 @@ import (
 // OwnBroker is a Kafka broker (scripts/kafka/run.sh, KRaft) that a test
 // started for itself, so that it may stop and restart it on the same port
 // with the same data. Its KRaft controller runs in a process of its own
-// that stays up for the test's life, as in a real cluster: it fences the
-// stopped broker, and the restarted one registers, is unfenced and leads
-// its partitions again before its transaction coordinator resumes the
-// markers left pending (a combined node, controller restarted with the
-// broker, acted on its old leadership first: issue #16). Its methods are
-// called from the test's goroutine.
+// that stays up for the test's life, as in a real cluster, and a restarted
+// broker starts only once the controller has fenced the stopped one: it
+// then catches up a metadata log in which it leads nothing, and leads its
+// partitions again, by the controller's election once it is unfenced,
+// before its transaction coordinator loads and resumes the markers left
+// pending. (Started at once, it would act on the leadership it had, until
+// the controller fenced the old incarnation: a moment without leaders in
+// which Kafka skips those markers; issue #16.) Its methods are called from
+// the test's goroutine.
 type OwnBroker struct {
 	t           testing.TB
 	addr        string
@@ -35,14 +38,23 @@ type OwnBroker struct {
 	mu          sync.Mutex
 	controller  *node
 	broker      *node
+	// fencesAtStop is how many times the controller had fenced the broker
+	// when it was last stopped; -1 before a first stop.
+	fencesAtStop int
 }
 
 // node is a running run.sh: its session holds the java child.
 type node struct {
 	cmd  *exec.Cmd
 	addr string        // the port it listens on, free once it is gone
+	log  string        // its output
 	done chan struct{} // closed when run.sh has exited
 }
+
+// brokerFenced starts the line the controller logs (at INFO, as run.sh
+// sets for a controller apart) when it fences the broker, run.sh's node 2,
+// whose session timed out (broker.session.timeout.ms, 9 s by default).
+const brokerFenced = "Fencing broker 2 "
 
 // StartOwnBroker starts a controller and a broker on free loopback ports
 // with their data in a directory of the test, stopped when the test ends.
@@ -61,7 +73,7 @@ func StartOwnBroker(t testing.TB) *OwnBroker {
 		}
 		t.Skip("skipping: " + msg)
 	}
-	b := &OwnBroker{t: t, port: freePort(t), cport: freePort(t), dir: t.TempDir(), clusterID: clusterID(t)}
+	b := &OwnBroker{t: t, port: freePort(t), cport: freePort(t), dir: t.TempDir(), clusterID: clusterID(t), fencesAtStop: -1}
 	b.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(b.port))
 	t.Cleanup(b.Close)
 	ctl := b.run("controller", b.cport)
@@ -83,10 +95,12 @@ func (b *OwnBroker) Logs() []string {
 	return append(ctl, brokers...)
 }
 
-// Start starts the broker (again, after Stop) and waits until it serves
-// clients (at most five minutes: a first run fetches Kafka). Blocking.
+// Start starts the broker (again, after Stop: once the controller has
+// fenced the stopped one) and waits until it serves clients (at most five
+// minutes: a first run fetches Kafka). Blocking.
 func (b *OwnBroker) Start() {
 	b.t.Helper()
+	b.awaitFence()
 	n := b.run("broker", b.port)
 	b.mu.Lock()
 	b.broker = n
@@ -100,8 +114,39 @@ func (b *OwnBroker) Stop() {
 	b.mu.Lock()
 	n := b.broker
 	b.broker = nil
+	if n != nil {
+		b.fencesAtStop = b.fences()
+	}
 	b.mu.Unlock()
 	b.stop(n)
+}
+
+// fences counts the controller's fences of the broker in its log.
+func (b *OwnBroker) fences() int {
+	if b.controller == nil {
+		return 0
+	}
+	out, _ := os.ReadFile(b.controller.log)
+	return strings.Count(string(out), brokerFenced)
+}
+
+// awaitFence waits (at most a minute) until the controller has fenced the
+// broker last stopped, if any.
+func (b *OwnBroker) awaitFence() {
+	b.t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.fencesAtStop < 0 {
+		return
+	}
+	// Polling the controller's log: it is the only witness of the fence
+	// (the controller serves no broker metadata to clients).
+	for deadline := time.Now().Add(time.Minute); b.fences() <= b.fencesAtStop; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			b.t.Fatalf("kafkatest: the controller did not fence the stopped broker in a minute")
+		}
+	}
+	b.fencesAtStop = -1
 }
 
 // Restart stops the broker and starts it again on the same port.
@@ -142,7 +187,7 @@ func (b *OwnBroker) run(role string, port int) *node {
 		logf.Close()
 		b.t.Fatalf("kafkatest: starting %s: %v", script, err)
 	}
-	n := &node{cmd: cmd, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), done: make(chan struct{})}
+	n := &node{cmd: cmd, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), log: log, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); logf.Close(); close(n.done) }()
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
