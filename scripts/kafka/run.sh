@@ -93,21 +93,25 @@ share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 log.flush.interval.messages=100000000
 # No controlled shutdown: it moves the leadership of the broker's partitions
-# to other replicas before it stops (Kafka's "graceful shutdown"); a single
-# broker has none, so it only leaves every partition leaderless while the
-# broker still runs. Kafka 4's transaction coordinator, completing a commit
-# in that window, finds no leader for the output partition, takes it for a
-# deleted one and writes CompleteCommit without the COMMIT marker: a
-# transaction left open on the partition for ever, holding read_committed
-# readers back (the broker-restart e2e test's hang). A stop still syncs the
-# logs and marks a clean shutdown; pending markers are resumed on restart
-# from the PrepareCommit in the transaction log. Left: on restart the broker
-# first acts on its old leadership until the controller fences and
-# re-elects it (a moment without leaders); markers pending from the stop
-# meet the same skip there when the fence comes before the broker accepts
-# their connection (one hang in 14 measured restarts under load, against
-# about one in four with controlled shutdown). The sink then fails the job
-# with ErrHangingTransaction, naming the transaction.
+# to other replicas before it stops (Kafka's "graceful shutdown"); the only
+# replica has none, so the controller, combined or apart alike, makes its
+# partitions leaderless while the broker still runs. Kafka 4's transaction
+# coordinator, completing a commit in that window, finds no leader for the
+# output partition, takes it for a deleted one and writes CompleteCommit
+# without the COMMIT marker: a transaction left open on the partition for
+# ever, holding read_committed readers back (the broker-restart e2e test's
+# hang, issue #16). A stop still syncs the logs and marks a clean shutdown;
+# pending markers are resumed on restart from the PrepareCommit in the
+# transaction log. Without it, though, the broker's own metadata log keeps
+# its leadership until the controller fences it (its session times out,
+# broker.session.timeout.ms, 9 s): restarted before that, the broker acts on
+# it, then loses it at the fence and is re-elected, and resumed markers meet
+# the same skip in between (the controller apart logs the refused
+# registration, DuplicateBrokerRegistrationException; a combined node,
+# whose controller restarts with it, has the same moment). A broker apart
+# restarted only once its controller fenced it (kafkatest.OwnBroker) reads
+# a metadata log in which it leads nothing, and its transaction coordinator
+# loads after the controller's election has made it leader again.
 controlled.shutdown.enable=false
 PROPS
 
