@@ -10,9 +10,9 @@
 #              the same KAFKA_CLUSTER_ID).
 # A controller and a broker apart let a test restart the broker while the
 # controller stays up, as in a real cluster (kafkatest.StartOwnBroker).
-# The storage is formatted on its first start with KAFKA_CLUSTER_ID
-# (default, except for a broker, which needs its controller's: a random
-# one); a kept KAFKA_DIR restarts with its data and cluster ID.
+# The storage is formatted on its first start with KAFKA_CLUSTER_ID (a
+# broker needs its controller's; unset, a random one); a kept KAFKA_DIR
+# restarts with its data and cluster ID.
 # Prints "KAFKA READY ..." once it listens (a controller: on its port) and
 # stops (deleting its data) on SIGTERM or Ctrl-C.
 #
