@@ -53,16 +53,7 @@ func TestCommitDetectsHangingTransaction(t *testing.T) {
 	}
 	// Its coordinator completes it (its marker written), then a batch of
 	// its producer lands after the marker.
-	deadline := time.Now().Add(time.Minute)
-	for state := ""; state != "CompleteCommit"; {
-		if time.Now().After(deadline) {
-			t.Fatalf("transaction %s is %q a minute after its commit", first.TransactionalID, state)
-		}
-		if d, err := adm.DescribeTransactions(ctx, first.TransactionalID); err == nil {
-			state = d[first.TransactionalID].State
-		}
-		time.Sleep(50 * time.Millisecond) // polling the coordinator's state: no event to wait on
-	}
+	waitForTransactionState(t, adm, first.TransactionalID, "CompleteCommit")
 	appendStrayBatch(t, broker, topic, first)
 
 	// Not the next commit's own: an earlier transaction it checks again.

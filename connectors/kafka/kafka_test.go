@@ -277,6 +277,25 @@ func TestRestartedSinkAbortsLingeringTransactions(t *testing.T) {
 	}
 }
 
+// waitForTransactionState polls the coordinator until transactional ID id
+// is in state want (at most a minute): the broker offers no event for it.
+func waitForTransactionState(t *testing.T, adm *kadm.Client, id, want string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for state := ""; state != want; {
+		if time.Now().After(deadline) {
+			t.Fatalf("transaction %s is %q after a minute, want %s", id, state, want)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		d, err := adm.DescribeTransactions(ctx, id)
+		cancel()
+		if err == nil {
+			state = d[id].State
+		}
+		time.Sleep(50 * time.Millisecond) // polling the coordinator's state: no event to wait on
+	}
+}
+
 // newStringSink is a sink over cfg writing strings as record values.
 func newStringSink(cfg sinkConfig) *kafkaSink[string] {
 	return &kafkaSink[string]{cfg: cfg, clients: map[string]*kgo.Client{}, ser: func(s string) *kgo.Record { return &kgo.Record{Value: []byte(s)} }}
@@ -326,19 +345,7 @@ func TestCommitOfATimedOutTransactionFails(t *testing.T) {
 	// The coordinator aborts expired transactions on a timer
 	// (transaction.abort.timed.out.transaction.cleanup.interval.ms).
 	adm := kafkatest.Admin(t, broker)
-	deadline := time.Now().Add(time.Minute)
-	for state := ""; state != "CompleteAbort"; {
-		if time.Now().After(deadline) {
-			t.Fatalf("transaction %s is %q a minute after its 1 s timeout, want CompleteAbort", txn.TransactionalID, state)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		d, err := adm.DescribeTransactions(ctx, txn.TransactionalID)
-		cancel()
-		if err == nil {
-			state = d[txn.TransactionalID].State
-		}
-		time.Sleep(100 * time.Millisecond) // polling the coordinator's state: no event to wait on
-	}
+	waitForTransactionState(t, adm, txn.TransactionalID, "CompleteAbort")
 
 	restored := &kafkaSink[string]{cfg: cfg, clients: map[string]*kgo.Client{}}
 	err := restored.Commit(&stream.SinkContext{}, txn)
