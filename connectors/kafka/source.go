@@ -255,6 +255,9 @@ type enumerator struct {
 	// earliest offset.
 	restored   bool
 	discovered bool
+	// allAssigned: a bounded source assigned every split; a reader that
+	// registers again after its reset is told so once more.
+	allAssigned bool
 }
 
 func (e *enumerator) Start() error {
@@ -459,6 +462,7 @@ func (e *enumerator) offsets(ctx context.Context, splits []PartitionSplit, init 
 func (e *enumerator) assign(splits []PartitionSplit) {
 	e.assignToOwners(splits)
 	if e.cfg.stopping != nil {
+		e.allAssigned = true
 		for i := 0; i < e.ctx.CurrentParallelism(); i++ {
 			e.ctx.SignalNoMoreSplits(i)
 		}
@@ -476,9 +480,16 @@ func (e *enumerator) assignToOwners(splits []PartitionSplit) {
 }
 
 func (e *enumerator) HandleSplitRequest(int, string)       {}
-func (e *enumerator) AddReader(int)                        {}
 func (e *enumerator) HandleSourceEvent(int, []byte)        {}
 func (e *enumerator) NotifyCheckpointComplete(int64) error { return nil }
+
+// AddReader tells a bounded source's reader that registers again after
+// its reset that no split follows the ones it gets back (AddSplitsBack).
+func (e *enumerator) AddReader(sub int) {
+	if e.allAssigned {
+		e.ctx.SignalNoMoreSplits(sub)
+	}
+}
 
 // AddSplitsBack assigns a failed reader's splits again (to the same owner:
 // the assignment is fixed).

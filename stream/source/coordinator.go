@@ -98,6 +98,12 @@ type Coordinator[T any, S Split, E any] struct {
 	readers map[int]ReaderInfo
 	// pending holds assignments to readers not registered now.
 	pending map[int][]S
+	// noMore holds the readers the enumerator told that no split follows,
+	// since their last registration or reset: a reader not registered
+	// gets the signal when it registers, after its pending splits (else
+	// it would end before them, and their records would be lost); a
+	// registered one gets it once.
+	noMore map[int]bool
 	// uncheckpointed holds, per subtask, the splits assigned since the
 	// last CheckpointCoordinator; byCheckpoint those assigned before
 	// checkpoint id (and after the previous one), until id completes.
@@ -142,7 +148,7 @@ func NewCoordinator[T any, S Split, E any](src Source[T, S, E], parallelism int,
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Coordinator[T, S, E]{
 		src: src, parallelism: parallelism, gw: gw, exec: exec, splitCodec: sc, stateCodec: ec,
-		readers: map[int]ReaderInfo{}, pending: map[int][]S{},
+		readers: map[int]ReaderInfo{}, pending: map[int][]S{}, noMore: map[int]bool{},
 		uncheckpointed: map[int][]S{}, byCheckpoint: map[int64]map[int][]S{},
 		ctx: ctx, cancel: cancel,
 	}, nil
@@ -196,6 +202,9 @@ func (c *Coordinator[T, S, E]) HandleEventFromOperator(subtask int, ev Event) er
 			delete(c.pending, subtask)
 			c.deliver(subtask, p)
 		}
+		if c.noMore[subtask] {
+			c.gw.Send(subtask, Event{Kind: NoMoreSplits})
+		}
 		c.enum.AddReader(subtask)
 	case SplitRequest:
 		c.enum.HandleSplitRequest(subtask, ev.Host)
@@ -213,6 +222,9 @@ func (c *Coordinator[T, S, E]) SubtaskReset(subtask int, restoredCheckpointID in
 		return
 	}
 	delete(c.readers, subtask)
+	// The enumerator decides again (AddSplitsBack, AddReader) whether
+	// the restarted reader gets more.
+	delete(c.noMore, subtask)
 	var back []S
 	ids := make([]int64, 0, len(c.byCheckpoint))
 	for id := range c.byCheckpoint {
@@ -291,7 +303,7 @@ func (c *Coordinator[T, S, E]) ResetToCheckpoint(_ int64, state []byte) error {
 	c.wg.Wait()
 	err := c.enum.Close()
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.readers, c.pending = map[int]ReaderInfo{}, map[int][]S{}
+	c.readers, c.pending, c.noMore = map[int]ReaderInfo{}, map[int][]S{}, map[int]bool{}
 	c.uncheckpointed, c.byCheckpoint = map[int][]S{}, map[int64]map[int][]S{}
 	c.started = false
 	if err != nil {
@@ -354,9 +366,17 @@ func (c *Coordinator[T, S, E]) deliver(sub int, splits []S) {
 	c.gw.Send(sub, Event{Kind: AddSplits, Splits: c.encodeSplits(splits)})
 }
 
-// SignalNoMoreSplits implements SplitEnumeratorContext.
+// SignalNoMoreSplits implements SplitEnumeratorContext. A reader that has
+// not registered gets it when it registers, after the splits assigned to
+// it meanwhile; a repeated signal is dropped.
 func (c *Coordinator[T, S, E]) SignalNoMoreSplits(subtask int) {
-	c.gw.Send(subtask, Event{Kind: NoMoreSplits})
+	if subtask < 0 || subtask >= c.parallelism || c.noMore[subtask] {
+		return
+	}
+	c.noMore[subtask] = true
+	if _, ok := c.readers[subtask]; ok {
+		c.gw.Send(subtask, Event{Kind: NoMoreSplits})
+	}
 }
 
 // SendEventToSourceReader implements SplitEnumeratorContext.

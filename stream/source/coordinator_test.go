@@ -69,11 +69,13 @@ func (s *lazySource) CreateReader(ReaderContext) (SourceReader[int, numSplit], e
 type recGateway struct {
 	got   map[int][]numSplit
 	nomor map[int]bool
+	kinds map[int][]EventKind
 	t     *testing.T
 	c     *Coordinator[int, numSplit, []numSplit]
 }
 
 func (g *recGateway) Send(sub int, ev Event) {
+	g.kinds[sub] = append(g.kinds[sub], ev.Kind)
 	switch ev.Kind {
 	case AddSplits:
 		s, err := DecodeSplits(g.c.SplitCodec(), ev.Splits)
@@ -93,7 +95,7 @@ func (e chanExec) Post(fn func()) { e <- fn }
 
 func newTestCoordinator(t *testing.T, n, par int) (*Coordinator[int, numSplit, []numSplit], *recGateway, *lazySource) {
 	src := &lazySource{n: n}
-	gw := &recGateway{got: map[int][]numSplit{}, nomor: map[int]bool{}, t: t}
+	gw := &recGateway{got: map[int][]numSplit{}, nomor: map[int]bool{}, kinds: map[int][]EventKind{}, t: t}
 	c, err := NewCoordinator[int](src, par, gw, make(chanExec, 16))
 	if err != nil {
 		t.Fatal(err)
@@ -206,6 +208,38 @@ func TestCoordinatorPendingAssignmentsAndReset(t *testing.T) {
 	}
 	if err := c.HandleEventFromOperator(2, Event{Kind: SplitRequest}); !errors.Is(err, ErrUnknownReader) {
 		t.Fatalf("event of subtask 2 of 2: %v, want ErrUnknownReader", err)
+	}
+}
+
+// A push-style bounded enumerator (Kafka's) assigns every split and
+// signals that no more follow before a reader registered: the reader gets
+// its splits first and then the signal, not the signal alone (with which
+// it would end and its splits' records be lost). Signals repeat only
+// after a reader's reset.
+func TestCoordinatorNoMoreSplitsWaitsForPendingSplits(t *testing.T) {
+	c, gw, _ := newTestCoordinator(t, 0, 2)
+	must(t, c.HandleEventFromOperator(0, Event{Kind: ReaderRegistration}))
+	c.AssignSplits(map[int][]numSplit{0: {{0}}, 1: {{1}}})
+	c.SignalNoMoreSplits(0)
+	c.SignalNoMoreSplits(1)
+	c.SignalNoMoreSplits(0) // a repeat is dropped
+	if want := []EventKind{AddSplits, NoMoreSplits}; !slices.Equal(gw.kinds[0], want) {
+		t.Fatalf("registered reader 0 was sent %v, want %v", gw.kinds[0], want)
+	}
+	if len(gw.kinds[1]) != 0 {
+		t.Fatalf("unregistered reader 1 was sent %v", gw.kinds[1])
+	}
+	must(t, c.HandleEventFromOperator(1, Event{Kind: ReaderRegistration}))
+	if want := []EventKind{AddSplits, NoMoreSplits}; !slices.Equal(gw.kinds[1], want) || !slices.Equal(gw.got[1], []numSplit{{1}}) {
+		t.Fatalf("reader 1 was sent %v with splits %v on registration, want %v with [{1}]", gw.kinds[1], gw.got[1], want)
+	}
+	// After its reset the reader is told again when the enumerator says so.
+	c.SubtaskReset(1, 0)
+	c.AssignSplits(map[int][]numSplit{1: {{1}}})
+	must(t, c.HandleEventFromOperator(1, Event{Kind: ReaderRegistration}))
+	c.SignalNoMoreSplits(1)
+	if want := []EventKind{AddSplits, NoMoreSplits, AddSplits, NoMoreSplits}; !slices.Equal(gw.kinds[1], want) {
+		t.Fatalf("reader 1 was sent %v across its reset, want %v", gw.kinds[1], want)
 	}
 }
 

@@ -142,7 +142,10 @@ type SplitEnumeratorContext[S Split] interface {
 	// reader that is not registered are kept for it until it registers.
 	AssignSplits(assignment map[int][]S)
 	// SignalNoMoreSplits tells reader subtask no split will follow: a
-	// bounded reader ends once it finished what it has.
+	// bounded reader ends once it finished what it has. A reader not
+	// registered gets it after the splits assigned to it before; after a
+	// reader's reset the enumerator must signal it again (AddReader).
+	// Idempotent.
 	SignalNoMoreSplits(subtask int)
 	// SendEventToSourceReader sends a custom event to a reader.
 	SendEventToSourceReader(subtask int, event []byte)
