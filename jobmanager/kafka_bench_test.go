@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -67,7 +69,15 @@ func BenchmarkKafkaVsPlain(b *testing.B) {
 		c.waitFor(id, 10*time.Minute, "FINISHED")
 		goflTime += time.Since(start)
 		goflRunning += time.Since(deployed)
-		checkTopicRecords(b, adm, out, n)
+		if err := topicRecords(adm, out, n); err != nil {
+			// What each vertex read and wrote, and the input's offsets,
+			// tell where records went missing.
+			d, _ := c.client.JobDetails(c.ctx, id)
+			for _, v := range d.Vertices {
+				b.Logf("vertex %q: read %d records, wrote %d", v.Name, v.Metrics.ReadRecords, v.Metrics.WriteRecords)
+			}
+			b.Fatalf("%v (input %s)", err, describeEndOffsets(adm, in))
+		}
 
 		out = kafkatest.Topic(b, broker, "bench-plain-out", partitions)
 		start = time.Now()
@@ -75,7 +85,9 @@ func BenchmarkKafkaVsPlain(b *testing.B) {
 			b.Fatal(err)
 		}
 		plainTime += time.Since(start)
-		checkTopicRecords(b, adm, out, n)
+		if err := topicRecords(adm, out, n); err != nil {
+			b.Fatal(err)
+		}
 	}
 	gofl := float64(n) * float64(b.N) / goflTime.Seconds()
 	plain := float64(n) * float64(b.N) / plainTime.Seconds()
@@ -139,18 +151,33 @@ func plainKafkaCounts(broker, in, out string, n, keys int) error {
 	return produceErr
 }
 
-// checkTopicRecords checks that topic holds n records (its end offsets).
-func checkTopicRecords(b *testing.B, adm *kadm.Client, topic string, n int) {
-	b.Helper()
+// topicRecords checks that topic holds n records (the sum of its
+// partitions' end offsets).
+func topicRecords(adm *kadm.Client, topic string, n int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err != nil {
-		b.Fatal(err)
+		return err
 	}
 	sum := int64(0)
 	ends.Each(func(o kadm.ListedOffset) { sum += o.Offset })
 	if sum != int64(n) {
-		b.Fatalf("%s holds %d records, want %d", topic, sum, n)
+		return fmt.Errorf("%s holds %d records, want %d (%s)", topic, sum, n, describeEndOffsets(adm, topic))
 	}
+	return nil
+}
+
+// describeEndOffsets lists topic's end offsets by partition.
+func describeEndOffsets(adm *kadm.Client, topic string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return err.Error()
+	}
+	var parts []string
+	ends.Each(func(o kadm.ListedOffset) { parts = append(parts, fmt.Sprintf("%d:%d", o.Partition, o.Offset)) })
+	sort.Strings(parts)
+	return "end offsets " + strings.Join(parts, " ")
 }

@@ -365,6 +365,8 @@ func (e *enumerator) handleDiscovery(v any, err error) {
 			splits := v.([]PartitionSplit)
 			for _, sp := range splits {
 				e.assigned[sp.SplitID()] = true
+				e.cfg.log.Info().Str("split", sp.SplitID()).Int64("starting_offset", sp.StartingOffset).
+					Int64("stopping_offset", sp.StoppingOffset).Msg("kafka source: assigning a new partition")
 			}
 			e.assign(splits)
 		}, 0, 0)

@@ -34,6 +34,13 @@ ports {
 client {
   gc_max_allocs = 100000
 }
+# The event broker keeps 100 events by default and ends a subscription
+# whose next event it dropped ("event dropped from buffer"): the parallel
+# tests publish bursts of more than that, which ended the event-stream
+# test's fresh subscription.
+server {
+  event_buffer_size = 100000
+}
 plugin "raw_exec" {
   config {
     enabled = true

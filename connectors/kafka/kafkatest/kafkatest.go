@@ -68,7 +68,12 @@ func Topic(t testing.TB, broker, prefix string, partitions int32) string {
 	adm := Admin(t, broker)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	resp, err := adm.CreateTopic(ctx, partitions, 1, nil, name)
+	// No time retention: ProduceNumbers' timestamps are from 1970, and
+	// the broker's retention check (30 s after it starts, then every 5
+	// minutes) deleted every segment of such a topic, the active one
+	// rolled first, so readers found records gone from the start.
+	retention := "-1"
+	resp, err := adm.CreateTopic(ctx, partitions, 1, map[string]*string{"retention.ms": &retention}, name)
 	if err == nil {
 		err = resp.Err
 	}
