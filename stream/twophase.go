@@ -67,7 +67,15 @@ type SinkContext struct {
 	rctx       *runtime.Context
 	checkpoint int64
 	restored   int64
+	// ts is the timestamp of the element being written, when hasTS.
+	ts    int64
+	hasTS bool
 }
+
+// Timestamp is the event-time timestamp (ms) of the element being written
+// (during Write), false when it has none: Flink's SinkWriter.Context
+// timestamp().
+func (c *SinkContext) Timestamp() (int64, bool) { return c.ts, c.hasTS }
 
 // SubtaskIndex is the sink subtask's index.
 func (c *SinkContext) SubtaskIndex() int { return c.rctx.SubtaskIndex }
@@ -204,6 +212,7 @@ func (o *twoPhaseCommitOp[T, TXN]) ProcessElement(_ int, r runtime.Record) error
 	if p := o.persistErr.Load(); p != nil {
 		return *p
 	}
+	o.sctx.ts, o.sctx.hasTS = r.Timestamp, r.HasTimestamp
 	return o.sink.Write(&o.sctx, o.current, as[T](r.Value))
 }
 

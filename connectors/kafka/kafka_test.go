@@ -35,7 +35,8 @@ func intValue(r *kgo.Record) (int, error) { return strconv.Atoi(string(r.Value))
 
 // A bounded source over three partitions at parallelism 2 reads each
 // record once, with its Kafka timestamp; the exactly-once sink commits them
-// in one transaction at the end (no checkpoints), visible read_committed.
+// in one transaction at the end (no checkpoints), visible read_committed,
+// each with its element's timestamp (the serializer sets none).
 func TestBoundedSourceToTransactionalSink(t *testing.T) {
 	broker := kafkatest.Broker(t)
 	in := kafkatest.Topic(t, broker, "in", 3)
@@ -65,10 +66,13 @@ func TestBoundedSourceToTransactionalSink(t *testing.T) {
 	if _, err := env.Execute(ctx); err != nil {
 		t.Fatal(err)
 	}
-	vals := kafkatest.ReadCommitted(t, broker, out, 300, time.Minute)
-	got := make([]int, 0, len(vals))
-	for _, s := range vals {
-		v, _ := strconv.Atoi(s)
+	recs := kafkatest.ReadCommittedRecords(t, broker, out, 300, time.Minute)
+	got := make([]int, 0, len(recs))
+	for _, r := range recs {
+		v, _ := strconv.Atoi(string(r.Value))
+		if want := int64(kafkatest.NumbersTimestampBase + v); r.Timestamp.UnixMilli() != want {
+			t.Errorf("output record %d has timestamp %d, want its element's %d", v, r.Timestamp.UnixMilli(), want)
+		}
 		got = append(got, v)
 	}
 	sort.Ints(got)

@@ -81,7 +81,8 @@ func TransactionTimeout(d time.Duration) SinkOption { return func(c *sinkConfig)
 func SinkLogger(l zerolog.Logger) SinkOption { return func(c *sinkConfig) { c.log = l } }
 
 // Sink writes s to topic on brokers; serialize makes each value's record
-// (its Topic, if empty, is topic).
+// (its Topic, if empty, is topic; its Timestamp, if zero, is the element's
+// event-time timestamp, else the time it is produced).
 func Sink[T any](s stream.DataStream[T], brokers []string, topic string, serialize func(T) *kgo.Record, opts ...SinkOption) (stream.Sink, error) {
 	c := sinkConfig{brokers: brokers, topic: topic, txnTimeout: DefaultTransactionTimeout, log: zerolog.Nop()}
 	for _, o := range opts {
@@ -269,7 +270,7 @@ func initProducerID(ctx context.Context, cl *kgo.Client, id string, log zerolog.
 	}
 }
 
-func (k *kafkaSink[T]) Write(_ *stream.SinkContext, txn Transaction, v T) error {
+func (k *kafkaSink[T]) Write(ctx *stream.SinkContext, txn Transaction, v T) error {
 	cl := k.plain
 	if k.cfg.guarantee == ExactlyOnce {
 		cl = k.clients[txn.TransactionalID]
@@ -282,7 +283,13 @@ func (k *kafkaSink[T]) Write(_ *stream.SinkContext, txn Transaction, v T) error 
 	if k.promise == nil {
 		k.promise = k.onProduced
 	}
-	cl.Produce(context.Background(), k.ser(v), k.promise)
+	rec := k.ser(v)
+	// A record without a timestamp gets the element's, as Flink's
+	// KafkaSink does (and the client's clock read per record is saved).
+	if ts, ok := ctx.Timestamp(); ok && rec.Timestamp.IsZero() {
+		rec.Timestamp = time.UnixMilli(ts)
+	}
+	cl.Produce(context.Background(), rec, k.promise)
 	return nil
 }
 

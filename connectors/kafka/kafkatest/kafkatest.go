@@ -148,19 +148,28 @@ func ProduceNumbers(broker, topic string, partitions, from, to int) error {
 // beyond n, and returns the values.
 func ReadCommitted(t testing.TB, broker, topic string, n int, wait time.Duration) []string {
 	t.Helper()
+	recs := ReadCommittedRecords(t, broker, topic, n, wait)
+	out := make([]string, len(recs))
+	for i, r := range recs {
+		out[i] = string(r.Value)
+	}
+	return out
+}
+
+// ReadCommittedRecords is ReadCommitted returning the whole records.
+func ReadCommittedRecords(t testing.TB, broker, topic string, n int, wait time.Duration) []*kgo.Record {
+	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {
 		t.Fatalf("kafkatest: client: %v", err)
 	}
 	defer cl.Close()
-	var out []string
+	var out []*kgo.Record
 	poll := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		for _, r := range cl.PollFetches(ctx).Records() {
-			out = append(out, string(r.Value))
-		}
+		out = append(out, cl.PollFetches(ctx).Records()...)
 	}
 	for deadline := time.Now().Add(wait); len(out) < n && time.Now().Before(deadline); {
 		poll()
