@@ -33,10 +33,17 @@ import (
 // again to be kept.
 type KeyedStateBackend struct {
 	maxParallelism int
-	groups         map[int]*keyGroupState
-	key            any
-	group          int
-	hasKey         bool
+	// tables holds each state's tables by key group (maxParallelism
+	// long, nil where the group has no entries), as Flink's StateTable:
+	// an access indexes its group instead of hashing it.
+	tables map[string][]*stateTable
+	// lastName and lastTables are the state accessed last and its tables
+	// (most operators use one state), saving the lookup by name.
+	lastName   string
+	lastTables []*stateTable
+	key        any
+	group      int
+	hasKey     bool
 
 	keyCodec Codec
 	codecs   map[string]Codec
@@ -74,10 +81,6 @@ type lastEntry struct {
 	ok   bool
 }
 
-type keyGroupState struct {
-	states map[string]*stateTable
-}
-
 // stateTable is one state's entries in one key group.
 type stateTable struct {
 	m map[any]stateEntry
@@ -94,7 +97,7 @@ type stateEntry struct {
 // NewKeyedStateBackend returns an empty backend for keys hashed into
 // maxParallelism key groups.
 func NewKeyedStateBackend(maxParallelism int) *KeyedStateBackend {
-	return &KeyedStateBackend{maxParallelism: maxParallelism, groups: map[int]*keyGroupState{}, epoch: 1}
+	return &KeyedStateBackend{maxParallelism: maxParallelism, tables: map[string][]*stateTable{}, epoch: 1}
 }
 
 // SetCurrentKey scopes the following state accesses to key.
@@ -118,12 +121,31 @@ func (b *KeyedStateBackend) readTable(name string) *stateTable {
 	if !b.hasKey {
 		panic("keyed state accessed without a current key")
 	}
-	if g := b.groups[b.group]; g != nil {
-		if t := g.states[name]; t != nil {
+	if ts := b.stateTables(name); ts != nil {
+		if t := ts[b.group]; t != nil {
 			return t
 		}
 	}
 	return b.decodeGroup(b.group, name)
+}
+
+// stateTables is name's tables by key group, nil when it has none.
+func (b *KeyedStateBackend) stateTables(name string) []*stateTable {
+	if b.lastTables != nil && name == b.lastName {
+		return b.lastTables
+	}
+	ts := b.tables[name]
+	if ts != nil {
+		b.lastName, b.lastTables = name, ts
+	}
+	return ts
+}
+
+// newStateTables makes name's tables (it has none yet).
+func (b *KeyedStateBackend) newStateTables(name string) []*stateTable {
+	ts := make([]*stateTable, b.maxParallelism)
+	b.tables[name] = ts
+	return ts
 }
 
 // writeTable is the current key group's table of name, to write: a table
@@ -138,33 +160,32 @@ func (b *KeyedStateBackend) writeTable(name string, create bool) *stateTable {
 
 func (b *KeyedStateBackend) writableTable(group int, name string, create bool) *stateTable {
 	b.last.ok = false
-	g := b.groups[group]
+	ts := b.stateTables(name)
 	var t *stateTable
-	if g != nil {
-		t = g.states[name]
+	if ts != nil {
+		t = ts[group]
 	}
 	if t == nil {
 		t = b.decodeGroup(group, name)
-		g = b.groups[group]
+		ts = b.stateTables(name)
 	}
 	switch {
 	case t == nil:
 		if !create {
 			return nil
 		}
-		if g == nil {
-			g = &keyGroupState{states: map[string]*stateTable{}}
-			b.groups[group] = g
+		if ts == nil {
+			ts = b.newStateTables(name)
 		}
 		t = &stateTable{m: map[any]stateEntry{}, epoch: b.epoch}
-		g.states[name] = t
+		ts[group] = t
 	case t.epoch != b.epoch && b.shared(t.epoch):
 		c := &stateTable{m: make(map[any]stateEntry, len(t.m)), epoch: b.epoch}
 		for k, e := range t.m {
 			c.m[k] = e
 		}
 		t = c
-		g.states[name] = t
+		ts[group] = t
 	default:
 		t.epoch = b.epoch // not shared: the table is the task's again
 	}
@@ -259,14 +280,9 @@ func (b *KeyedStateBackend) Keys(name string) []any {
 		return b.lsm.keys(b, name)
 	}
 	b.decodeAll(name)
-	groups := make([]int, 0, len(b.groups))
-	for g := range b.groups {
-		groups = append(groups, g)
-	}
-	sort.Ints(groups)
 	var keys []any
-	for _, g := range groups {
-		if t := b.groups[g].states[name]; t != nil {
+	for _, t := range b.tables[name] {
+		if t != nil {
 			for k := range t.m {
 				keys = append(keys, k)
 			}
@@ -347,13 +363,12 @@ func (b *KeyedStateBackend) decodeGroup(group int, name string) *stateTable {
 // that state's table there, and forgets the section.
 func (b *KeyedStateBackend) install(group int, name string, m map[any]stateEntry) *stateTable {
 	b.last.ok = false
-	g := b.groups[group]
-	if g == nil {
-		g = &keyGroupState{states: map[string]*stateTable{}}
-		b.groups[group] = g
+	ts := b.tables[name]
+	if ts == nil {
+		ts = b.newStateTables(name)
 	}
 	t := &stateTable{m: m, epoch: b.epoch}
-	g.states[name] = t
+	ts[group] = t
 	rg := b.raw[name]
 	delete(rg, group)
 	if len(rg) == 0 {
@@ -459,9 +474,9 @@ func (b *KeyedStateBackend) SnapshotAsync(snap *OperatorSnapshot) error {
 		return b.lsm.snapshot(snap)
 	}
 	var tables []frozenTable
-	for g, gs := range b.groups {
-		for name, t := range gs.states {
-			if len(t.m) == 0 {
+	for name, ts := range b.tables {
+		for g, t := range ts {
+			if t == nil || len(t.m) == 0 {
 				continue
 			}
 			c := b.codecs[name]
@@ -621,6 +636,9 @@ func (b *KeyedStateBackend) Restore(r *OperatorRestore) error {
 		return b.lsm.restore(r)
 	}
 	for g, sections := range r.Keyed {
+		if g < 0 || g >= b.maxParallelism {
+			return fmt.Errorf("restoring keyed state: %w: key group %d is outside the max parallelism %d (it cannot change across a restore)", ErrIncompatibleState, g, b.maxParallelism)
+		}
 		for section, data := range sections {
 			if section == lsmManifestSection {
 				return fmt.Errorf("restoring keyed state: %w: an incremental snapshot of the rocksdb state backend cannot be restored by the hashmap backend (take a savepoint)", ErrIncompatibleState)

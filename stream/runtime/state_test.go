@@ -439,3 +439,34 @@ func TestKeyedStateBackendDecodesRestoredKeyGroupsLazily(t *testing.T) {
 	cb.Get("count")
 	t.Fatal("a corrupt key group was read without failing")
 }
+
+// A restore whose key groups lie beyond the backend's max parallelism
+// (another max parallelism, or a corrupt checkpoint) fails and names the
+// key group, rather than indexing past the state tables.
+func TestRestoreRejectsKeyGroupsBeyondMaxParallelism(t *testing.T) {
+	b := NewKeyedStateBackend(256)
+	b.SetKeyCodec(intCodec{})
+	mustRegister(t, b, "count", intCodec{})
+	for k := range 100 {
+		b.SetCurrentKey(k)
+		b.Put("count", k)
+	}
+	snap := &OperatorSnapshot{}
+	if err := b.Snapshot(snap); err != nil {
+		t.Fatal(err)
+	}
+	r := &OperatorRestore{Keyed: snap.Keyed, StateTypes: snap.StateTypes}
+	beyond := 0
+	for g := range r.Keyed {
+		beyond = max(beyond, g)
+	}
+	if beyond < testMaxPar {
+		t.Fatalf("no key group at or beyond %d among 100 keys", testMaxPar)
+	}
+	nb := NewKeyedStateBackend(testMaxPar)
+	nb.SetKeyCodec(intCodec{})
+	err := nb.Restore(r)
+	if !errors.Is(err, ErrIncompatibleState) || !strings.Contains(err.Error(), "key group") {
+		t.Fatalf("restore of key group %d into max parallelism %d: %v", beyond, testMaxPar, err)
+	}
+}
