@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/gofl/gofl/conf"
+	"github.com/gofl/gofl/internal/blob"
 	"github.com/gofl/gofl/internal/tlsconf"
 	"github.com/gofl/gofl/jobgraph"
 	"github.com/gofl/gofl/rpc/restapi"
@@ -43,6 +45,7 @@ var ErrUnexpectedState = errors.New("client: job ended in an unexpected state")
 // Client talks to one JobManager's REST API. It is safe for concurrent use.
 type Client struct {
 	base    *url.URL // scheme, host and optional path prefix
+	digests string   // the digest cache's directory, "" for none
 	hc      *http.Client
 	timeout time.Duration
 	poll    time.Duration
@@ -86,6 +89,11 @@ func ConfigOptions(cfg *conf.Configuration) ([]Option, error) {
 	if tc != nil {
 		opts = append(opts, WithTLS(tc))
 	}
+	// The job binaries' digests: gofl run against a session sends the same
+	// tens of MB again and again.
+	if d, err := os.UserCacheDir(); err == nil {
+		opts = append(opts, WithDigestCache(filepath.Join(d, "gofl", "digests")))
+	}
 	return opts, nil
 }
 
@@ -96,6 +104,11 @@ func WithTLS(cfg *tls.Config) Option { return func(c *Client) { c.tls = cfg } }
 
 // WithHTTPClient replaces http.DefaultClient, e.g. for TLS settings.
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
+
+// WithDigestCache keeps the digests of the files UploadBlob sends in dir
+// (blob.DigestCache), so that uploading an unchanged job binary again
+// reads nothing; "" (the default) hashes the file every time.
+func WithDigestCache(dir string) Option { return func(c *Client) { c.digests = dir } }
 
 // WithPollInterval sets how often WaitForJobStatus asks (default
 // DefaultPollInterval).
@@ -377,11 +390,10 @@ func (c *Client) UploadBlob(ctx context.Context, path string) (key string, uploa
 		return "", false, fmt.Errorf("client: %w", err)
 	}
 	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", false, fmt.Errorf("client: hashing %s: %w", path, err)
+	key, err = c.blobKey(path, f)
+	if err != nil {
+		return "", false, err
 	}
-	key = "sha256:" + hex.EncodeToString(h.Sum(nil))
 	err = c.do(ctx, http.MethodHead, "/blobs/"+key, "", nil, nil)
 	if err == nil {
 		return key, false, nil
@@ -400,6 +412,34 @@ func (c *Client) UploadBlob(ctx context.Context, path string) (key string, uploa
 		return "", false, fmt.Errorf("client: the JobManager stored %s as %s", key, info.Key)
 	}
 	return key, true, nil
+}
+
+// blobKey is the key of f, opened from path: remembered in the digest
+// cache (WithDigestCache) for an unchanged file, else hashed. A wrong key
+// cannot slip through: the JobManager checks an upload against its key.
+func (c *Client) blobKey(path string, f *os.File) (string, error) {
+	dc := blob.DigestCache{Dir: c.digests}
+	if c.digests != "" {
+		if abs, err := filepath.Abs(path); err == nil {
+			path = abs
+		}
+		if key, ok := dc.Lookup(path, f); ok {
+			return key, nil
+		}
+	}
+	var read blob.DigestRead
+	if c.digests != "" {
+		read = dc.StartRead(path, f)
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("client: hashing %s: %w", path, err)
+	}
+	key := "sha256:" + hex.EncodeToString(h.Sum(nil))
+	if c.digests != "" {
+		dc.Record(read, f, key)
+	}
+	return key, nil
 }
 
 // CancelJob is PATCH /jobs/{jobid}?mode=cancel. It returns once cancelling

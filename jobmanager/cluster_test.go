@@ -134,6 +134,9 @@ func findLeaks(opts ...goleak.Option) error {
 	return err
 }
 
+// digestCacheDir is the digest cache of the clusters' clients.
+var digestCacheDir string
+
 func TestMain(m *testing.M) {
 	clustertest.DefaultParallel(e2eParallel)
 	stream.ServeRole() // the runner of the jobs this binary registers
@@ -145,6 +148,9 @@ func TestMain(m *testing.M) {
 	testRunnerBinary = filepath.Join(dir, "testrunner")
 	wordcountBinary = filepath.Join(dir, "wordcount")
 	testJobBinary = filepath.Join(dir, "testjob")
+	// The clusters' clients remember the binaries' digests, as gofl run's
+	// do (client.ConfigOptions).
+	digestCacheDir = filepath.Join(dir, "digests")
 	windowedCountBinary, keyedJoinBinary = filepath.Join(dir, "windowed-count"), filepath.Join(dir, "keyed-join")
 	for out, pkg := range map[string]string{goflBinary: "../cmd/gofl", testRunnerBinary: "../taskmanager/runner/internal/testrunner",
 		wordcountBinary: "../examples/wordcount", testJobBinary: "../stream/internal/testjob",
@@ -237,7 +243,7 @@ func startCluster(t testing.TB, settings map[string]string) (*cluster, func()) {
 		cancel()
 		t.Fatal(err)
 	}
-	c, err := client.New(jm.RESTAddress)
+	c, err := client.New(jm.RESTAddress, client.WithDigestCache(digestCacheDir))
 	if err != nil {
 		t.Fatal(err)
 	}

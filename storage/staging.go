@@ -494,7 +494,7 @@ func (s *Staging) putNewBlob(ctx context.Context, r io.Reader) (key string, writ
 
 // PutBlobFile is PutBlob for a local file, such as the gofl binary. Where
 // the staging area is on this host's disk, it remembers the digest of the
-// files it staged (digestCache, under blobs/digests): an unchanged file
+// files it staged (blob.DigestCache, under blobs/digests): an unchanged file
 // whose blob is cached is not read again.
 func (s *Staging) PutBlobFile(ctx context.Context, localPath string) (key string, written bool, err error) {
 	f, err := os.Open(localPath)
@@ -506,19 +506,18 @@ func (s *Staging) PutBlobFile(ctx context.Context, localPath string) (key string
 	if !local {
 		return s.PutBlob(ctx, f)
 	}
-	dc := digestCache{dir: dir}
+	dc := blob.DigestCache{Dir: dir}
 	if abs, err := filepath.Abs(localPath); err == nil {
 		localPath = abs
 	}
-	if key, ok := dc.lookup(localPath, f); ok {
+	if key, ok := dc.Lookup(localPath, f); ok {
 		if has, err := s.HasBlob(ctx, key); err == nil && has {
 			return key, false, nil
 		}
 	}
-	before, ok := fileIdentity(f)
-	stamp, sok := dc.now()
-	if key, written, err = s.PutBlob(ctx, f); err == nil && ok && sok {
-		dc.record(localPath, f, before, stamp, key)
+	read := dc.StartRead(localPath, f)
+	if key, written, err = s.PutBlob(ctx, f); err == nil {
+		dc.Record(read, f, key)
 	}
 	return key, written, err
 }

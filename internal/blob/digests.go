@@ -1,4 +1,4 @@
-package storage
+package blob
 
 import (
 	"crypto/sha256"
@@ -8,30 +8,57 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-
-	"github.com/gofl/gofl/internal/blob"
 )
 
-// digestCache remembers the digest of the local files a client staged
-// (the job binary, gofl), so that staging an unchanged file again reads
-// nothing: tens of MB hashed on every run otherwise. An entry, one per
-// file path under dir, holds the file's stat identity (device, inode,
+// DigestCache remembers the digests of local files a client stages or
+// uploads (the job binary, gofl), so that sending an unchanged file again
+// reads nothing: tens of MB hashed on every run otherwise. An entry, one
+// per file path under Dir, holds the file's stat identity (device, inode,
 // size, mtime and ctime, which nobody can set back: git's index keys its
 // entries the same way) and a stamp of the file system's clock taken
-// before the file was read. As for blob's verified marks, an entry counts
+// before the file was read. As for the verified marks, an entry counts
 // only if the file's mtime and ctime are older than its stamp: a write in
-// the tick the file was read in could leave both as they were.
-type digestCache struct{ dir string }
+// the tick the file was read in could leave both as they were. Outside
+// Linux nothing is remembered. Safe for concurrent use by processes.
+type DigestCache struct{ Dir string }
+
+// DigestRead is what Record needs of a read of a file: its identity and
+// the clock before the read (StartRead).
+type DigestRead struct {
+	path  string
+	id    identity
+	stamp time.Time
+	ok    bool
+}
+
+// StartRead is called before f, opened from p, is read to hash it.
+func (c DigestCache) StartRead(p string, f *os.File) DigestRead {
+	id, ok := fileIdentity(f)
+	stamp, sok := c.now()
+	return DigestRead{path: p, id: id, stamp: stamp, ok: ok && sok}
+}
+
+// Lookup returns the remembered digest (a blob key) of f, opened from p,
+// if f is unchanged since it was recorded.
+func (c DigestCache) Lookup(p string, f *os.File) (string, bool) { return c.lookup(p, f) }
+
+// Record remembers key as the digest of f, read since r; best effort, and
+// nothing when f changed meanwhile or in the stamp's tick.
+func (c DigestCache) Record(r DigestRead, f *os.File, key string) {
+	if r.ok {
+		c.record(r.path, f, r.id, r.stamp, key)
+	}
+}
 
 // entry is where the digest of the file at p is kept.
-func (c digestCache) entry(p string) string {
+func (c DigestCache) entry(p string) string {
 	sum := sha256.Sum256([]byte(p))
-	return filepath.Join(c.dir, hex.EncodeToString(sum[:12]))
+	return filepath.Join(c.Dir, hex.EncodeToString(sum[:12]))
 }
 
 // lookup returns the remembered digest of f, opened from p, if f is
 // unchanged since.
-func (c digestCache) lookup(p string, f *os.File) (string, bool) {
+func (c DigestCache) lookup(p string, f *os.File) (string, bool) {
 	id, ok := fileIdentity(f)
 	if !ok {
 		return "", false
@@ -55,24 +82,24 @@ func (c digestCache) lookup(p string, f *os.File) (string, bool) {
 
 // now is the stamp for a file about to be read: the clock of the cache's
 // file system, which is the file's clock where both are on this host.
-func (c digestCache) now() (time.Time, bool) {
-	if err := os.MkdirAll(c.dir, 0o755); err != nil {
+func (c DigestCache) now() (time.Time, bool) {
+	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
 		return time.Time{}, false
 	}
-	t, err := blob.FileSystemNow(c.dir)
+	t, err := FileSystemNow(c.Dir)
 	return t, err == nil
 }
 
 // record remembers key as the digest of f, opened from p and read after
 // stamp (now), if f is the file it was (before) and older than stamp.
 // Best effort.
-func (c digestCache) record(p string, f *os.File, before identity, stamp time.Time, key string) {
+func (c DigestCache) record(p string, f *os.File, before identity, stamp time.Time, key string) {
 	id, ok := fileIdentity(f)
 	if !ok || id != before || !id.olderThan(stamp.UnixNano()) {
 		return
 	}
 	// Renamed into place: a concurrent client reads a whole entry or none.
-	tmp, err := os.CreateTemp(c.dir, ".entry.tmp-*")
+	tmp, err := os.CreateTemp(c.Dir, ".entry.tmp-*")
 	if err != nil {
 		return
 	}
