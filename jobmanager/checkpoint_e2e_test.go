@@ -7,6 +7,7 @@ package jobmanager_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand"
 	"os"
@@ -534,17 +535,18 @@ func restoreLines(t *testing.T, path string) []restoreLine {
 	return out
 }
 
-// localStateFiles counts the state file copies under a job's local state
-// directory.
-func localStateFiles(dir string) int {
-	n := 0
-	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && !strings.HasPrefix(d.Name(), ".") {
-			n++
+// subtasksWithLocalCopies counts the subtasks with a state file copy of
+// checkpoint id under a job's local state directory
+// (<vertex>-<subtask>/chk-<id>/<file>).
+func subtasksWithLocalCopies(dir string, id int64) int {
+	files, _ := filepath.Glob(filepath.Join(dir, "*", fmt.Sprintf("chk-%d", id), "*"))
+	subtasks := map[string]bool{}
+	for _, f := range files {
+		if !strings.HasPrefix(filepath.Base(f), ".") {
+			subtasks[filepath.Dir(filepath.Dir(f))] = true
 		}
-		return nil
-	})
-	return n
+	}
+	return len(subtasks)
 }
 
 // TestCheckpointLocalRecovery runs keyed-counts with
@@ -591,12 +593,27 @@ func TestCheckpointLocalRecovery(t *testing.T) {
 				}
 				pid, jobDir = pids[0], cwd
 				localDir = filepath.Join(cwd, "..", "..", "localState", id)
-				if n := localStateFiles(localDir); n < 2 {
-					return fmt.Errorf("%d local state copies in %s, want one per counting subtask", n, localDir)
+				return nil
+			})
+			// The kill follows a checkpoint whose state has files (local
+			// copies) for at least two subtasks: state grows, so the one
+			// restored has them too. Early checkpoints' small state travels
+			// inline, and a restore of one reads no file at all.
+			var last int64
+			c.eventually(90*time.Second, func() error {
+				st, err := c.client.JobCheckpoints(c.ctx, id)
+				if err != nil {
+					return err
+				}
+				if st.Latest.Completed == nil {
+					return errors.New("no checkpoint completed yet")
+				}
+				last = st.Latest.Completed.ID
+				if n := subtasksWithLocalCopies(localDir, last); n < 2 {
+					return fmt.Errorf("%d subtasks have local state copies of checkpoint %d in %s, want one per counting subtask", n, last, localDir)
 				}
 				return nil
 			})
-			last := c.waitCheckpointAfter(id, 0, 60*time.Second)
 			if got := restoreLines(t, filepath.Join(jobDir, "runner.log")); len(got) != 0 {
 				t.Fatalf("restores before any failure: %+v", got)
 			}
