@@ -418,28 +418,31 @@ func (c *Client) UploadBlob(ctx context.Context, path string) (key string, uploa
 // cache (WithDigestCache) for an unchanged file, else hashed. A wrong key
 // cannot slip through: the JobManager checks an upload against its key.
 func (c *Client) blobKey(path string, f *os.File) (string, error) {
+	if c.digests == "" {
+		return hashFile(path, f)
+	}
 	dc := blob.DigestCache{Dir: c.digests}
-	if c.digests != "" {
-		if abs, err := filepath.Abs(path); err == nil {
-			path = abs
-		}
-		if key, ok := dc.Lookup(path, f); ok {
-			return key, nil
-		}
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
 	}
-	var read blob.DigestRead
-	if c.digests != "" {
-		read = dc.StartRead(path, f)
+	if key, ok := dc.Lookup(path, f); ok {
+		return key, nil
 	}
+	read := dc.StartRead(path, f)
+	key, err := hashFile(path, f)
+	if err == nil {
+		dc.Record(read, f, key)
+	}
+	return key, err
+}
+
+// hashFile is the blob key of f's content, read from its offset to the end.
+func hashFile(path string, f *os.File) (string, error) {
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {
 		return "", fmt.Errorf("client: hashing %s: %w", path, err)
 	}
-	key := "sha256:" + hex.EncodeToString(h.Sum(nil))
-	if c.digests != "" {
-		dc.Record(read, f, key)
-	}
-	return key, nil
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // CancelJob is PATCH /jobs/{jobid}?mode=cancel. It returns once cancelling

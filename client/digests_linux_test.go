@@ -50,4 +50,3 @@ func TestUploadBlobRemembersDigests(t *testing.T) {
 		t.Fatalf("after a change: %s %v %v; want %s sent", k, sent, err, blob.KeyOf(other))
 	}
 }
-

@@ -178,28 +178,34 @@ func plainKafkaCounts(broker, in, out string, n, keys int) error {
 // topicRecords checks that topic holds n records (the sum of its
 // partitions' end offsets).
 func topicRecords(adm *kadm.Client, topic string, n int) error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	ends, err := adm.ListEndOffsets(ctx, topic)
+	ends, err := endOffsets(adm, topic)
 	if err != nil {
 		return err
 	}
 	sum := int64(0)
 	ends.Each(func(o kadm.ListedOffset) { sum += o.Offset })
 	if sum != int64(n) {
-		return fmt.Errorf("%s holds %d records, want %d (%s)", topic, sum, n, describeEndOffsets(adm, topic))
+		return fmt.Errorf("%s holds %d records, want %d (%s)", topic, sum, n, formatEndOffsets(ends))
 	}
 	return nil
 }
 
 // describeEndOffsets lists topic's end offsets by partition.
 func describeEndOffsets(adm *kadm.Client, topic string) string {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	ends, err := adm.ListEndOffsets(ctx, topic)
+	ends, err := endOffsets(adm, topic)
 	if err != nil {
 		return err.Error()
 	}
+	return formatEndOffsets(ends)
+}
+
+func endOffsets(adm *kadm.Client, topic string) (kadm.ListedOffsets, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return adm.ListEndOffsets(ctx, topic)
+}
+
+func formatEndOffsets(ends kadm.ListedOffsets) string {
 	var parts []string
 	ends.Each(func(o kadm.ListedOffset) { parts = append(parts, fmt.Sprintf("%d:%d", o.Partition, o.Offset)) })
 	sort.Strings(parts)

@@ -41,4 +41,3 @@ func TestPutBlobFileRemembersDigests(t *testing.T) {
 		t.Fatalf("after a change: %s, %v, %v; want %s written", k, written, err, blob.KeyOf(other))
 	}
 }
-

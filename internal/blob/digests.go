@@ -38,27 +38,15 @@ func (c DigestCache) StartRead(p string, f *os.File) DigestRead {
 	return DigestRead{path: p, id: id, stamp: stamp, ok: ok && sok}
 }
 
-// Lookup returns the remembered digest (a blob key) of f, opened from p,
-// if f is unchanged since it was recorded.
-func (c DigestCache) Lookup(p string, f *os.File) (string, bool) { return c.lookup(p, f) }
-
-// Record remembers key as the digest of f, read since r; best effort, and
-// nothing when f changed meanwhile or in the stamp's tick.
-func (c DigestCache) Record(r DigestRead, f *os.File, key string) {
-	if r.ok {
-		c.record(r.path, f, r.id, r.stamp, key)
-	}
-}
-
 // entry is where the digest of the file at p is kept.
 func (c DigestCache) entry(p string) string {
 	sum := sha256.Sum256([]byte(p))
 	return filepath.Join(c.Dir, hex.EncodeToString(sum[:12]))
 }
 
-// lookup returns the remembered digest of f, opened from p, if f is
-// unchanged since.
-func (c DigestCache) lookup(p string, f *os.File) (string, bool) {
+// Lookup returns the remembered digest (a blob key) of f, opened from p,
+// if f is unchanged since it was recorded.
+func (c DigestCache) Lookup(p string, f *os.File) (string, bool) {
 	id, ok := fileIdentity(f)
 	if !ok {
 		return "", false
@@ -90,12 +78,11 @@ func (c DigestCache) now() (time.Time, bool) {
 	return t, err == nil
 }
 
-// record remembers key as the digest of f, opened from p and read after
-// stamp (now), if f is the file it was (before) and older than stamp.
-// Best effort.
-func (c DigestCache) record(p string, f *os.File, before identity, stamp time.Time, key string) {
+// Record remembers key as the digest of f, read since r; best effort, and
+// nothing when f changed meanwhile or in the stamp's tick.
+func (c DigestCache) Record(r DigestRead, f *os.File, key string) {
 	id, ok := fileIdentity(f)
-	if !ok || id != before || !id.olderThan(stamp.UnixNano()) {
+	if !r.ok || !ok || id != r.id || !id.olderThan(r.stamp.UnixNano()) {
 		return
 	}
 	// Renamed into place: a concurrent client reads a whole entry or none.
@@ -103,9 +90,9 @@ func (c DigestCache) record(p string, f *os.File, before identity, stamp time.Ti
 	if err != nil {
 		return
 	}
-	_, err = fmt.Fprintf(tmp, "%s %d %s\n", id, stamp.UnixNano(), key)
+	_, err = fmt.Fprintf(tmp, "%s %d %s\n", id, r.stamp.UnixNano(), key)
 	if cerr := tmp.Close(); err == nil && cerr == nil {
-		err = os.Rename(tmp.Name(), c.entry(p))
+		err = os.Rename(tmp.Name(), c.entry(r.path))
 	}
 	if err != nil {
 		os.Remove(tmp.Name())

@@ -21,15 +21,15 @@ func TestDigestCacheRacyEntry(t *testing.T) {
 	id, _ := fileIdentity(f)
 	c := DigestCache{Dir: t.TempDir()}
 	key := KeyOf([]byte("job"))
-	c.record(bin, f, id, time.Unix(0, max(id.mtime, id.ctime)), key)
-	if _, ok := c.lookup(bin, f); ok {
+	c.Record(DigestRead{path: bin, id: id, stamp: time.Unix(0, max(id.mtime, id.ctime)), ok: true}, f, key)
+	if _, ok := c.Lookup(bin, f); ok {
 		t.Fatal("a digest stamped in the file's last tick is used")
 	}
-	c.record(bin, f, id, time.Unix(0, max(id.mtime, id.ctime)+1), key)
-	if k, ok := c.lookup(bin, f); !ok || k != key {
+	c.Record(DigestRead{path: bin, id: id, stamp: time.Unix(0, max(id.mtime, id.ctime)+1), ok: true}, f, key)
+	if k, ok := c.Lookup(bin, f); !ok || k != key {
 		t.Fatalf("lookup = %s, %v; want %s", k, ok, key)
 	}
-	if _, ok := c.lookup(bin+"2", f); ok {
+	if _, ok := c.Lookup(bin+"2", f); ok {
 		t.Fatal("the digest of another path is used")
 	}
 }
