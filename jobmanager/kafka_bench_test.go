@@ -1,13 +1,16 @@
 package jobmanager_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,9 +33,16 @@ import (
 // 0.7 or more. The job's figure includes planning, submission and
 // deployment (a few seconds on a loaded machine); gofl-deployed-records/s
 // and ratio-deployed count from the moment every reader runs instead, as a
-// throughput of a running job (Flink's benchmarks measure that). GOFL_BENCH_KAFKA_RECORDS sets the input (default 1,000,000).
+// throughput of a running job (Flink's benchmarks measure that). A
+// warm-up pair runs first, and the sides alternate which runs first.
+// Both report their CPU per million records (the job's: its TaskManager
+// and runner; the loop's: this process), and so does the broker during
+// each, since on a small machine they share its cores.
+// GOFL_BENCH_KAFKA_RECORDS sets the input (default 3,000,000: a run of
+// 2-4 s, of which deployment, on a warm TaskManager, takes a few
+// percent).
 func BenchmarkKafkaVsPlain(b *testing.B) {
-	n := 1_000_000
+	n := 3_000_000
 	if v, err := strconv.Atoi(os.Getenv("GOFL_BENCH_KAFKA_RECORDS")); err == nil && v > 0 {
 		n = v
 	}
@@ -45,14 +55,19 @@ func BenchmarkKafkaVsPlain(b *testing.B) {
 		}
 	}
 	adm := kafkatest.Admin(b, broker)
+	// One TaskManager with the job's 2 slots, as one would run it on a
+	// 2-core machine: with more slots than the job takes, its subtasks
+	// land in one runner in one run and in two the next, and runs differ
+	// by placement (startPairedSide).
 	c := newCluster(b, nil)
 	c.startTaskManagerProcessWith("tm-0", 2, nil)
-	c.startTaskManagerProcessWith("tm-1", 2, nil)
-	c.waitForTaskManagers(2)
-	b.ResetTimer()
+	c.waitForTaskManagers(1)
+	side := &pairedSide{name: "kafka", c: c, tms: []int{c.tmPid("tm-0")}}
 	var goflTime, goflRunning, plainTime time.Duration
-	for i := 0; i < b.N; i++ {
+	var goflCPU, goflBrokerCPU, plainCPU, plainBrokerCPU time.Duration
+	runGofl := func() {
 		out := kafkatest.Topic(b, broker, "bench-gofl-out", partitions)
+		cpu0, broker0 := side.cpu(), brokerCPU()
 		start := time.Now()
 		id := c.runSDKJob(testJobBinary, 2, "kafka-counts", "--brokers", broker, "--input", in, "--output", out,
 			"--keys", strconv.Itoa(keys), "--prefix", "gofl-bench-"+out, "--bounded", "--at-least-once")
@@ -66,6 +81,16 @@ func BenchmarkKafkaVsPlain(b *testing.B) {
 		}
 		goflTime += end.Sub(start)
 		goflRunning += end.Sub(deployed)
+		// The runner's CPU is counted once it exited (reaped by the
+		// TaskManager), after the job's slots were released.
+		c.eventually(waitLimit, func() error {
+			if kids := side.children(); len(kids) > 0 {
+				return fmt.Errorf("job runners %v still running", kids)
+			}
+			return nil
+		})
+		goflCPU += side.cpu() - cpu0
+		goflBrokerCPU += brokerCPU() - broker0
 		if err := topicRecords(adm, out, n); err != nil {
 			// What each vertex read and wrote, and the input's offsets,
 			// tell where records went missing.
@@ -75,15 +100,38 @@ func BenchmarkKafkaVsPlain(b *testing.B) {
 			}
 			b.Fatalf("%v (input %s)", err, describeEndOffsets(adm, in))
 		}
-
-		out = kafkatest.Topic(b, broker, "bench-plain-out", partitions)
-		start = time.Now()
+	}
+	runPlain := func() {
+		out := kafkatest.Topic(b, broker, "bench-plain-out", partitions)
+		self0, broker0 := selfCPU(), brokerCPU()
+		start := time.Now()
 		if err := plainKafkaCounts(broker, in, out, n, keys); err != nil {
 			b.Fatal(err)
 		}
 		plainTime += time.Since(start)
+		plainCPU += selfCPU() - self0
+		plainBrokerCPU += brokerCPU() - broker0
 		if err := topicRecords(adm, out, n); err != nil {
 			b.Fatal(err)
+		}
+	}
+	// A warm-up pair, not counted: the broker's JIT and caches warm up
+	// on the first run, which was 10-25% slower than the next ones
+	// whichever side ran it.
+	runGofl()
+	runPlain()
+	goflTime, goflRunning, plainTime = 0, 0, 0
+	goflCPU, goflBrokerCPU, plainCPU, plainBrokerCPU = 0, 0, 0, 0
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		// Alternate which side runs first, so neither always follows
+		// the other's leftovers (the broker's log cleaning, GC).
+		if i%2 == 0 {
+			runGofl()
+			runPlain()
+		} else {
+			runPlain()
+			runGofl()
 		}
 	}
 	gofl := float64(n) * float64(b.N) / goflTime.Seconds()
@@ -94,6 +142,43 @@ func BenchmarkKafkaVsPlain(b *testing.B) {
 	running := float64(n) * float64(b.N) / goflRunning.Seconds()
 	b.ReportMetric(running, "gofl-deployed-records/s")
 	b.ReportMetric(running/plain, "ratio-deployed")
+	perM := func(d time.Duration) float64 { return d.Seconds() / (float64(n) * float64(b.N) / 1e6) }
+	b.ReportMetric(perM(goflCPU), "gofl-cpu-s/Mrec")
+	b.ReportMetric(perM(plainCPU), "plain-cpu-s/Mrec")
+	b.ReportMetric(perM(goflBrokerCPU), "gofl-broker-cpu-s/Mrec")
+	b.ReportMetric(perM(plainBrokerCPU), "plain-broker-cpu-s/Mrec")
+}
+
+// selfCPU is this process's user+sys time: the plain loop's, as the
+// cluster's JobManager in it idles meanwhile.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// brokerCPU is the user+sys time of the Kafka processes on this machine
+// (java running kafka.Kafka): the broker's share of a run on a machine
+// both use.
+func brokerCPU() time.Duration {
+	var total time.Duration
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !bytes.Contains(cmd, []byte("kafka.Kafka")) {
+			continue
+		}
+		if st, ok := readProcStat(pid); ok {
+			total += st.self
+		}
+	}
+	return total
 }
 
 // readersRunning polls (every 5 ms, so that the moment is not late by
