@@ -99,11 +99,12 @@ bench-checkpoint:
 # Issue 16's Kafka yardstick: kafka-counts (Kafka -> keyed count -> Kafka)
 # on a cluster of real processes against a plain franz-go consume-and-produce
 # loop on the same broker and records: records/s of both and the ratio
-# gofl/plain (goal >= 0.7), after a warm-up pair. BENCH_COUNT runs (default 2);
+# gofl/plain (goal >= 0.7) over PAIRS alternating pairs (default 4) after a
+# warm-up pair. BENCH_COUNT runs (default 2);
 # GOFL_BENCH_KAFKA_RECORDS input records (default 3,000,000).
 .PHONY: bench-kafka
 bench-kafka:
-	scripts/kafka/with-kafka.sh $(GO) test -run '^$$' -bench '^BenchmarkKafkaVsPlain$$' -benchtime 1x -count $(or $(BENCH_COUNT),2) -timeout 30m ./jobmanager/
+	scripts/kafka/with-kafka.sh $(GO) test -run '^$$' -bench '^BenchmarkKafkaVsPlain$$' -benchtime $(or $(PAIRS),4)x -count $(or $(BENCH_COUNT),2) -timeout 30m ./jobmanager/
 
 .PHONY: bench-sim
 bench-sim:
