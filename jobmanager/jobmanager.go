@@ -149,10 +149,7 @@ func Start(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*Job
 		trusted = dep.isDriver
 	}
 	handler = withDashboard(rest.Authenticate(restToken, handler, trusted))
-	httpServer := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-	}
+	httpServer := newRESTServer(handler)
 
 	j.run(func() { rm.Run(ctx) })
 	j.run(func() { disp.Run(ctx) })

@@ -107,7 +107,7 @@ func startHA(ctx context.Context, c *conf.Configuration, log zerolog.Logger) (*J
 	j := &JobManager{RPCAddress: rpcLis.Addr().String(), RESTAddress: restLis.Addr().String(), cancel: cancel, ctx: ctx}
 	p := &leaderProcess{j: j, c: c, log: log, restToken: restToken, internalTLS: internalTLS, services: services, blobs: blobs, rpc: rpcLis,
 		dep: dep, tokens: tokens, events: make(chan leaderEvent, 16)}
-	httpServer := &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
+	httpServer := newRESTServer(p)
 
 	// The standby answers REST with the leader's address.
 	restRetriever, err := services.LeaderRetriever(ha.RestServerComponent, p)
