@@ -68,13 +68,9 @@ func TestRESTServerShutdownClosesConnectionsThatSentNothing(t *testing.T) {
 	defer cancel()
 	shut := make(chan error, 1)
 	go func() { shut <- srv.Shutdown(ctx) }()
-	// The spare connection is closed by the server: a read ends.
-	if _, err := io.ReadAll(spare); err != nil && !errors.Is(err, net.ErrClosed) {
-		var op *net.OpError
-		if !errors.As(err, &op) {
-			t.Fatalf("reading the spare connection: %v", err)
-		}
-	}
+	// The read ends once the server closed the spare connection (EOF,
+	// or a reset): without the fix, only after net/http's 5 s.
+	_, _ = io.ReadAll(spare)
 	close(release)
 	if err := <-shut; err != nil {
 		t.Fatalf("Shutdown: %v (a connection that sent nothing held it back)", err)
