@@ -81,14 +81,7 @@ func BenchmarkKafkaVsPlain(b *testing.B) {
 		}
 		goflTime += end.Sub(start)
 		goflRunning += end.Sub(deployed)
-		// The runner's CPU is counted once it exited (reaped by the
-		// TaskManager), after the job's slots were released.
-		c.eventually(waitLimit, func() error {
-			if kids := side.children(); len(kids) > 0 {
-				return fmt.Errorf("job runners %v still running", kids)
-			}
-			return nil
-		})
+		side.awaitRunnersExited()
 		goflCPU += side.cpu() - cpu0
 		goflBrokerCPU += brokerCPU() - broker0
 		if err := topicRecords(adm, out, n); err != nil {

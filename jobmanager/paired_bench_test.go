@@ -111,14 +111,21 @@ func (s *pairedSide) run(b *testing.B, jg *jobgraph.JobGraph) pairedRun {
 	d := s.c.waitFor(id, 10*time.Minute, "FINISHED")
 	close(stop)
 	<-done
-	// The runners end when the JobMaster released the job's slots.
+	s.awaitRunnersExited()
+	return pairedRun{wall: time.Duration(d.Duration) * time.Millisecond, cpu: s.cpu() - cpu0}
+}
+
+// awaitRunnersExited waits until the side's job runners exited (they end
+// when the JobMaster released the job's slots), so that cpu counts their
+// time: a runner's CPU moves to its TaskManager's children time when
+// reaped.
+func (s *pairedSide) awaitRunnersExited() {
 	s.c.eventually(waitLimit, func() error {
 		if kids := s.children(); len(kids) > 0 {
 			return fmt.Errorf("%s: job runners %v still running", s.name, kids)
 		}
 		return nil
 	})
-	return pairedRun{wall: time.Duration(d.Duration) * time.Millisecond, cpu: s.cpu() - cpu0}
 }
 
 // procStat is a process's CPU times from /proc/<pid>/stat.
