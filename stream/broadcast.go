@@ -175,12 +175,12 @@ func (o *broadcastProcessOp[IN, BC, K, V, O]) Open(ctx *runtime.Context) error {
 }
 
 func (o *broadcastProcessOp[IN, BC, K, V, O]) ProcessElement(input int, r runtime.Record) error {
-	o.out.reset(o.Ctx.Output, r.Timestamp, r.HasTimestamp)
+	out := o.out.reset(o.Ctx.Output, r.Timestamp, r.HasTimestamp)
 	o.pctx = ProcessContext{ts: r.Timestamp, hasTs: r.HasTimestamp, rctx: o.Ctx}
 	if input == 0 {
-		return o.fn.ProcessElement(&o.pctx, ReadOnlyBroadcastState[K, V]{&o.bc.state}, as[IN](r.Value), &o.out)
+		return o.fn.ProcessElement(&o.pctx, ReadOnlyBroadcastState[K, V]{&o.bc.state}, as[IN](r.Value), out)
 	}
-	return o.fn.ProcessBroadcastElement(&o.pctx, &o.bc.state, as[BC](r.Value), &o.out)
+	return o.fn.ProcessBroadcastElement(&o.pctx, &o.bc.state, as[BC](r.Value), out)
 }
 
 // SnapshotState writes the broadcast state.
@@ -233,16 +233,16 @@ func (o *keyedBroadcastOp[IN, KEY, BC, K, V, O]) Open(ctx *runtime.Context) erro
 }
 
 func (o *keyedBroadcastOp[IN, KEY, BC, K, V, O]) ProcessElement(input int, r runtime.Record) error {
-	o.out.reset(o.Ctx.Output, r.Timestamp, r.HasTimestamp)
+	out := o.out.reset(o.Ctx.Output, r.Timestamp, r.HasTimestamp)
 	if input == 1 {
 		o.pctx = ProcessContext{ts: r.Timestamp, hasTs: r.HasTimestamp, rctx: o.Ctx}
-		return o.fn.ProcessBroadcastElement(&o.pctx, &o.bc.state, as[BC](r.Value), &o.out)
+		return o.fn.ProcessBroadcastElement(&o.pctx, &o.bc.state, as[BC](r.Value), out)
 	}
 	v := as[IN](r.Value)
 	k := o.key(v)
 	o.state.SetCurrentKey(k)
 	o.kctx.key, o.kctx.ts, o.kctx.hasTs = k, r.Timestamp, r.HasTimestamp
-	return o.fn.ProcessElement(&o.kctx, ReadOnlyBroadcastState[K, V]{&o.bc.state}, v, &o.out)
+	return o.fn.ProcessElement(&o.kctx, ReadOnlyBroadcastState[K, V]{&o.bc.state}, v, out)
 }
 
 func (o *keyedBroadcastOp[IN, KEY, BC, K, V, O]) onTimer(t runtime.Timer) error {
@@ -250,8 +250,8 @@ func (o *keyedBroadcastOp[IN, KEY, BC, K, V, O]) onTimer(t runtime.Timer) error 
 		return nil
 	}
 	o.kctx.key, o.kctx.ts, o.kctx.hasTs = as[KEY](t.Key), t.Timestamp, true
-	o.out.reset(o.Ctx.Output, t.Timestamp, true)
-	return o.fn.OnTimer(&o.kctx, ReadOnlyBroadcastState[K, V]{&o.bc.state}, t.Timestamp, &o.out)
+	out := o.out.reset(o.Ctx.Output, t.Timestamp, true)
+	return o.fn.OnTimer(&o.kctx, ReadOnlyBroadcastState[K, V]{&o.bc.state}, t.Timestamp, out)
 }
 
 func (o *keyedBroadcastOp[IN, KEY, BC, K, V, O]) ProcessWatermark(wm int64) error {

@@ -83,14 +83,13 @@ func TestReduceCombinerCopiesStringKeys(t *testing.T) {
 	}
 }
 
-// directCollector is a FlatMap's collector feeding a reduce combiner
-// directly, as a task sets it up (resolved, not through DirectCombinerOf).
-func directCollector() (*collector[combKV], *reduceCombiner[combKV, string]) {
+// directCollector is the Collector a FlatMap's function gets when its
+// output feeds a reduce combiner, as a task sets it up (resolved, not
+// through DirectCombinerOf).
+func directCollector() (Collector[combKV], *reduceCombiner[combKV, string]) {
 	comb := newReduceCombiner(func(v combKV) string { return v.K }, func(a, b combKV) combKV { return combKV{a.K, a.V + b.V} })
 	d := &runtime.DirectCombiner{Combiner: comb, Next: &collectOutput{}, Running: new(runtime.Caller)}
-	c := &collector[combKV]{direct: d}
-	c.emit.direct, c.emit.typed = d, comb
-	return c, comb
+	return comb.collector(d), comb
 }
 
 // TestNoAllocCollectIntoCombiner checks that a FlatMap's collector hands

@@ -107,11 +107,11 @@ type coFlatMapOp[A, B, O any] struct {
 }
 
 func (o *coFlatMapOp[A, B, O]) ProcessElement(input int, r runtime.Record) error {
-	o.out.reset(o.Ctx.Output, r.Timestamp, r.HasTimestamp)
+	out := o.out.reset(o.Ctx.Output, r.Timestamp, r.HasTimestamp)
 	if input == 0 {
-		return o.fn1(as[A](r.Value), &o.out)
+		return o.fn1(as[A](r.Value), out)
 	}
-	return o.fn2(as[B](r.Value), &o.out)
+	return o.fn2(as[B](r.Value), out)
 }
 
 type keyedCoProcessOp[A, B any, K comparable, O any] struct {
@@ -139,20 +139,20 @@ func (o *keyedCoProcessOp[A, B, K, O]) SnapshotState(_ int64, snap *runtime.Oper
 }
 
 func (o *keyedCoProcessOp[A, B, K, O]) ProcessElement(input int, r runtime.Record) error {
-	o.out.reset(o.Ctx.Output, r.Timestamp, r.HasTimestamp)
+	out := o.out.reset(o.Ctx.Output, r.Timestamp, r.HasTimestamp)
 	o.kctx.ts, o.kctx.hasTs = r.Timestamp, r.HasTimestamp
 	if input == 0 {
 		v := as[A](r.Value)
 		k := o.ka(v)
 		o.state.SetCurrentKey(k)
 		o.kctx.key = k
-		return o.fn.ProcessElement1(&o.kctx, v, &o.out)
+		return o.fn.ProcessElement1(&o.kctx, v, out)
 	}
 	v := as[B](r.Value)
 	k := o.kb(v)
 	o.state.SetCurrentKey(k)
 	o.kctx.key = k
-	return o.fn.ProcessElement2(&o.kctx, v, &o.out)
+	return o.fn.ProcessElement2(&o.kctx, v, out)
 }
 
 func (o *keyedCoProcessOp[A, B, K, O]) onTimer(t runtime.Timer) error {
@@ -160,8 +160,8 @@ func (o *keyedCoProcessOp[A, B, K, O]) onTimer(t runtime.Timer) error {
 		return nil
 	}
 	o.kctx.key, o.kctx.ts, o.kctx.hasTs = as[K](t.Key), t.Timestamp, true
-	o.out.reset(o.Ctx.Output, t.Timestamp, true)
-	return o.fn.OnTimer(&o.kctx, t.Timestamp, &o.out)
+	out := o.out.reset(o.Ctx.Output, t.Timestamp, true)
+	return o.fn.OnTimer(&o.kctx, t.Timestamp, out)
 }
 
 func (o *keyedCoProcessOp[A, B, K, O]) ProcessWatermark(wm int64) error {

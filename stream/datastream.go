@@ -133,29 +133,21 @@ type collector[T any] struct {
 	ts    int64
 	hasTs bool
 	emit  emitter[T]
-	// direct is the combiner out feeds when it takes T values (reset
-	// resolves it once per input record, not per value), else nil.
-	direct *runtime.DirectCombiner
 }
 
-// reset points c at the output and timestamp of the next input.
-func (c *collector[T]) reset(out runtime.Output, ts int64, hasTs bool) {
+// reset points c at the output and timestamp of the next input, and
+// returns the Collector the user's function gets for it: c, or, when the
+// output feeds a combiner that takes T values, the combiner itself (one
+// call per value less; combiners drop timestamps).
+func (c *collector[T]) reset(out runtime.Output, ts int64, hasTs bool) Collector[T] {
 	c.out, c.ts, c.hasTs = out, ts, hasTs
-	c.direct = c.emit.directTo(out)
+	if d := c.emit.directTo(out); d != nil {
+		return c.emit.into
+	}
+	return c
 }
 
-func (c *collector[T]) Collect(v T) {
-	if d := c.direct; d != nil {
-		// combine's body: the compiler does not inline it here, and a
-		// call per value shows.
-		prev := *d.Running
-		*d.Running = d.Self
-		c.emit.typed.addValue(v, d.Next)
-		*d.Running = prev
-		return
-	}
-	c.emit.emit(c.out, v, c.ts, c.hasTs)
-}
+func (c *collector[T]) Collect(v T) { c.emit.emit(c.out, v, c.ts, c.hasTs) }
 
 // emitter emits an operator's values of T: as boxed records, or straight
 // into the combiner the output feeds when it takes T values (no Record,
@@ -165,11 +157,15 @@ type emitter[T any] struct {
 	box    boxer[T]
 	direct *runtime.DirectCombiner // the last one seen, typed resolved for it
 	typed  typedCombiner[T]
+	into   Collector[T] // typed's collector for direct: values go in as d's running operator
 }
 
 // typedCombiner is a combiner that takes values of T directly.
 type typedCombiner[T any] interface {
 	addValue(v T, out runtime.Output)
+	// collector returns a Collector that hands each value to the
+	// combiner as d's running operator (d is the combiner's).
+	collector(d *runtime.DirectCombiner) Collector[T]
 }
 
 // directTo returns the combiner out feeds if it takes T values, else nil.
@@ -181,6 +177,10 @@ func (e *emitter[T]) directTo(out runtime.Output) *runtime.DirectCombiner {
 	if d != e.direct {
 		e.direct = d
 		e.typed, _ = d.Combiner.(typedCombiner[T])
+		e.into = nil
+		if e.typed != nil {
+			e.into = e.typed.collector(d)
+		}
 	}
 	if e.typed == nil {
 		return nil
@@ -188,17 +188,9 @@ func (e *emitter[T]) directTo(out runtime.Output) *runtime.DirectCombiner {
 	return d
 }
 
-// combine hands v to d, which directTo returned, as the running operator.
-func (e *emitter[T]) combine(d *runtime.DirectCombiner, v T) {
-	prev := *d.Running
-	*d.Running = d.Self
-	e.typed.addValue(v, d.Next)
-	*d.Running = prev
-}
-
 func (e *emitter[T]) emit(out runtime.Output, v T, ts int64, hasTs bool) {
 	if d := e.directTo(out); d != nil {
-		e.combine(d, v)
+		e.into.Collect(v)
 		return
 	}
 	out.Collect(runtime.Record{Value: e.box.of(v), Timestamp: ts, HasTimestamp: hasTs})

@@ -72,7 +72,7 @@ func FromSource[T any, S source.Split, E any](env *Environment, src source.Sourc
 		env.fail(fmt.Errorf("FromSource %q: split type %s cannot be serialized: %w", name, reflect.TypeFor[S](), err))
 	}
 	s := addSource[T](env, "source-api", name, src.Boundedness() == source.Bounded, func() runtime.Source {
-		return &apiSource[T, S, E]{src: src, wm: wm, splitCodec: sc, coordinated: coordName != ""}
+		return &apiSource[T, S, E]{src: src, wm: wm, splitCodec: sc, coordinated: coordName != "", wake: make(chan struct{}, 1)}
 	})
 	s.n.coordinator, s.n.coordinatorConfig = coordName, coordConfig
 	return s
@@ -113,6 +113,8 @@ type apiSource[T any, S source.Split, E any] struct {
 
 	mu     sync.Mutex
 	posted []func()
+	// wake receives when a callback was posted (Wakeup).
+	wake chan struct{}
 	// toReader and toCoord are events between the two halves, delivered
 	// in order on the task's goroutine.
 	toReader []source.Event
@@ -124,6 +126,21 @@ func (s *apiSource[T, S, E]) Post(fn func()) {
 	s.mu.Lock()
 	s.posted = append(s.posted, fn)
 	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Wakeup implements runtime.WakingSource: the coordinator's events (from
+// the JobMaster, or the local enumerator's posted results) end the task's
+// wait after NothingAvailable, so a reader starts on its first split as
+// soon as it arrives, not at the next poll.
+func (s *apiSource[T, S, E]) Wakeup() <-chan struct{} {
+	if a, ok := s.remote.(interface{ Arrivals() <-chan struct{} }); ok {
+		return a.Arrivals()
+	}
+	return s.wake
 }
 
 // Send implements source.Gateway: events for other subtasks are theirs to
@@ -335,9 +352,9 @@ func (s *apiSource[T, S, E]) deliverToReader() error {
 	return nil
 }
 
-// pollAgain bounds the wait of NothingAvailable, so that events from the
-// enumerator's async calls are not delayed long (the task loop has no
-// wake-up for them).
+// pollAgain bounds the wait of NothingAvailable: the coordinator's events
+// wake the task (Wakeup), but a reader may wait for data of its own that
+// nothing signals.
 const pollAgain = 20 * time.Millisecond
 
 func (s *apiSource[T, S, E]) Poll(out runtime.Output) (runtime.PollStatus, time.Time, error) {
@@ -360,6 +377,11 @@ func (s *apiSource[T, S, E]) Poll(out runtime.Output) (runtime.PollStatus, time.
 			return 0, time.Time{}, err
 		}
 		return runtime.EndOfInput, time.Time{}, nil
+	}
+	// What the reader asked for while it found nothing (its next split)
+	// goes out now, not at the next Poll.
+	if err := s.pump(); err != nil {
+		return 0, time.Time{}, err
 	}
 	if limit := time.Now().Add(pollAgain); at.IsZero() || at.After(limit) {
 		at = limit

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -174,7 +176,7 @@ func TestFromSourceRestoresSplitsAtOtherParallelism(t *testing.T) {
 	for _, pp := range [][2]int{{3, 2}, {2, 3}} {
 		t.Run(fmt.Sprintf("%d-to-%d", pp[0], pp[1]), func(t *testing.T) {
 			newSrc := func() runtime.Source {
-				return &apiSource[int, memSplit, []int]{src: memSource{n: 7, size: 100}, splitCodec: codec.MustFor[memSplit]()}
+				return &apiSource[int, memSplit, []int]{src: memSource{n: 7, size: 100}, splitCodec: codec.MustFor[memSplit](), wake: make(chan struct{}, 1)}
 			}
 			first, snaps := runSources(t, newSrc, pp[0], nil, 12, true)
 			if len(first) == 0 || len(first) >= 700 {
@@ -245,5 +247,42 @@ func TestFromSourceHandsValuesToTheChainedOperator(t *testing.T) {
 	var oe *runtime.OperatorError
 	if !errors.As(err, &oe) || oe.Operator != "Picky" || !strings.Contains(err.Error(), "no 20") {
 		t.Fatalf("error %v, want the failure of %q", err, "Picky")
+	}
+}
+
+// recordingGateway is an operator's gateway to a coordinator that
+// records what the operator sends and answers nothing.
+type recordingGateway struct{ sent []source.EventKind }
+
+func (g *recordingGateway) SendEventToCoordinator(payload []byte) {
+	ev, _, err := source.EventCodec.Decode(payload)
+	if err != nil {
+		panic(err)
+	}
+	g.sent = append(g.sent, ev.Kind)
+}
+
+func (g *recordingGateway) ReceiveEvents() ([][]byte, error) { return nil, nil }
+
+// A reader that finds nothing asks its coordinator for a split in the
+// same Poll, not the next one: the task then waits (pollAgain, or until
+// the answer wakes it), and a request still queued would wait with it.
+func TestReaderAsksForASplitBeforeTheTaskWaits(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "in.txt")
+	if err := os.WriteFile(path, []byte("a b\nc\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := &apiSource[string, FileSplit, fileEnumState]{src: &TextFileSource{Path: path}, splitCodec: codec.MustFor[FileSplit](),
+		coordinated: true, wake: make(chan struct{}, 1)}
+	gw := &recordingGateway{}
+	if err := s.Open(&runtime.Context{OperatorName: "src", Parallelism: 1, MaxParallelism: 128, OperatorEvents: gw, Output: &collectOutput{}}); err != nil {
+		t.Fatal(err)
+	}
+	st, _, err := s.Poll(&collectOutput{})
+	if err != nil || st != runtime.NothingAvailable {
+		t.Fatalf("Poll = %v, %v; want NothingAvailable", st, err)
+	}
+	if want := []source.EventKind{source.ReaderRegistration, source.SplitRequest}; !slices.Equal(gw.sent, want) {
+		t.Fatalf("sent %v before the wait, want %v", gw.sent, want)
 	}
 }

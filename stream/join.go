@@ -191,7 +191,7 @@ func (o *sortMergeJoinOp[A, B, K, O]) Finish() error {
 		}
 	}
 	a, b := &curs[0], &curs[1]
-	o.out.reset(o.Ctx.Output, 0, false)
+	out := o.out.reset(o.Ctx.Output, 0, false)
 	var (
 		key  []byte
 		as_  []A
@@ -256,7 +256,7 @@ func (o *sortMergeJoinOp[A, B, K, O]) Finish() error {
 			if err != nil {
 				return fmt.Errorf("operator %q: key: %w", o.Ctx.OperatorName, err)
 			}
-			if err := o.fns.group(k, as_, bs, &o.out); err != nil {
+			if err := o.fns.group(k, as_, bs, out); err != nil {
 				return err
 			}
 		}

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/gofl/gofl/internal/gcfloor"
+	_ "github.com/gofl/gofl/internal/logging" // millisecond timestamps
 	"github.com/gofl/gofl/internal/tlsconf"
 	"github.com/gofl/gofl/internal/version"
 	"github.com/gofl/gofl/jobgraph"

@@ -21,15 +21,34 @@ type opGateway struct {
 	inbox  [][]byte
 	lastIn int64
 	err    error
+	// arrived receives when inbox or err changed (buffered: one signal
+	// stands for any number), to wake the operator's task.
+	arrived chan struct{}
 
 	outSeq int64 // task goroutine only
 	send   func(seq int64, payload []byte)
+}
+
+func newOpGateway(send func(seq int64, payload []byte)) *opGateway {
+	return &opGateway{send: send, arrived: make(chan struct{}, 1)}
+}
+
+// Arrivals receives when events (or an error) arrived since the last
+// ReceiveEvents; a waiting source's task wakes on it (WakingSource).
+func (g *opGateway) Arrivals() <-chan struct{} { return g.arrived }
+
+func (g *opGateway) signal() {
+	select {
+	case g.arrived <- struct{}{}:
+	default:
+	}
 }
 
 // deliver queues an event from the coordinator; safe from any goroutine.
 func (g *opGateway) deliver(seq int64, payload []byte) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	defer g.signal()
 	switch {
 	case g.err != nil:
 	case seq == 0:
@@ -49,6 +68,7 @@ func (g *opGateway) fail(err error) {
 		g.err = err
 	}
 	g.mu.Unlock()
+	g.signal()
 }
 
 // SendEventToCoordinator implements runtime.OperatorEventGateway.
@@ -75,10 +95,10 @@ func (ex *clusterExecutor) operatorGatewayLocked(t *clusterTask, opID string) *o
 	if t.gateways == nil {
 		t.gateways = map[string]*opGateway{}
 	}
-	g := &opGateway{send: func(seq int64, payload []byte) {
+	g := newOpGateway(func(seq int64, payload []byte) {
 		ex.reportCheckpoint(&pb.RunnerCheckpointReport{Report: &pb.RunnerCheckpointReport_OperatorEvent{OperatorEvent: &pb.OperatorEventRequest{
 			JobId: t.jobID, Attempt: t.attempt, OperatorId: opID, Seq: seq, Payload: payload}}})
-	}}
+	})
 	t.gateways[opID] = g
 	return g
 }
@@ -134,8 +154,8 @@ func newLocalCoordinators(g *jobgraph.JobGraph) (*localCoordinators, error) {
 			c := &localCoordinator{lc: lc}
 			for i := 0; i < v.Parallelism; i++ {
 				sub := i
-				gw := &opGateway{}
-				gw.send = func(_ int64, payload []byte) { c.fromOperator(sub, gw, payload) }
+				var gw *opGateway
+				gw = newOpGateway(func(_ int64, payload []byte) { c.fromOperator(sub, gw, payload) })
 				c.subs = append(c.subs, gw)
 			}
 			coord, err := f(op.CoordinatorConfig, v.Parallelism, c, c)

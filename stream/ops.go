@@ -37,8 +37,7 @@ func (o *flatMapOp[T, U]) ProcessElement(_ int, r runtime.Record) error {
 
 // processValue implements typedInput.
 func (o *flatMapOp[T, U]) processValue(v T, ts int64, hasTs bool) error {
-	o.out.reset(o.Ctx.Output, ts, hasTs)
-	return o.fn(v, &o.out)
+	return o.fn(v, o.out.reset(o.Ctx.Output, ts, hasTs))
 }
 
 // typedInput is an operator that takes values of T directly, as a chained
@@ -75,9 +74,9 @@ type processOp[T, U any] struct {
 }
 
 func (o *processOp[T, U]) ProcessElement(_ int, r runtime.Record) error {
-	o.out.reset(o.Ctx.Output, r.Timestamp, r.HasTimestamp)
+	out := o.out.reset(o.Ctx.Output, r.Timestamp, r.HasTimestamp)
 	o.pctx = ProcessContext{ts: r.Timestamp, hasTs: r.HasTimestamp, rctx: o.Ctx}
-	return o.fn(&o.pctx, as[T](r.Value), &o.out)
+	return o.fn(&o.pctx, as[T](r.Value), out)
 }
 
 type unionOp struct{ runtime.Base }
@@ -367,8 +366,8 @@ func (o *keyedProcessOp[T, K, O]) ProcessElement(_ int, r runtime.Record) error 
 	k := o.key(v)
 	o.state.SetCurrentKey(k)
 	o.kctx.key, o.kctx.ts, o.kctx.hasTs = k, r.Timestamp, r.HasTimestamp
-	o.out.reset(o.Ctx.Output, r.Timestamp, r.HasTimestamp)
-	return o.fn.ProcessElement(&o.kctx, v, &o.out)
+	out := o.out.reset(o.Ctx.Output, r.Timestamp, r.HasTimestamp)
+	return o.fn.ProcessElement(&o.kctx, v, out)
 }
 
 func (o *keyedProcessOp[T, K, O]) onTimer(t runtime.Timer) error {
@@ -376,8 +375,8 @@ func (o *keyedProcessOp[T, K, O]) onTimer(t runtime.Timer) error {
 		return nil
 	}
 	o.kctx.key, o.kctx.ts, o.kctx.hasTs = as[K](t.Key), t.Timestamp, true
-	o.out.reset(o.Ctx.Output, t.Timestamp, true)
-	return o.fn.OnTimer(&o.kctx, t.Timestamp, &o.out)
+	out := o.out.reset(o.Ctx.Output, t.Timestamp, true)
+	return o.fn.OnTimer(&o.kctx, t.Timestamp, out)
 }
 
 func (o *keyedProcessOp[T, K, O]) ProcessWatermark(wm int64) error {
@@ -457,6 +456,27 @@ func (c *reduceCombiner[T, K]) reserve(n int64) bool {
 	c.held += grow
 	c.used += n
 	return true
+}
+
+// collector implements typedCombiner.
+func (c *reduceCombiner[T, K]) collector(d *runtime.DirectCombiner) Collector[T] {
+	return &combinerCollector[T, K]{c: c, d: d}
+}
+
+// combinerCollector is a Collector that is a reduce combiner's input, as
+// the combiner is a user function's output (typedCombiner.collector): per
+// value, one call into the combiner, as the task's running operator.
+type combinerCollector[T any, K comparable] struct {
+	c *reduceCombiner[T, K]
+	d *runtime.DirectCombiner
+}
+
+func (x *combinerCollector[T, K]) Collect(v T) {
+	d := x.d
+	prev := *d.Running
+	*d.Running = d.Self
+	x.c.addValue(v, d.Next)
+	*d.Running = prev
 }
 
 func (c *reduceCombiner[T, K]) Add(r runtime.Record, out runtime.Output) {

@@ -164,9 +164,9 @@ func (o *statefulProcessOp[T, U]) Open(ctx *runtime.Context) error {
 }
 
 func (o *statefulProcessOp[T, U]) ProcessElement(_ int, r runtime.Record) error {
-	o.out.reset(o.Ctx.Output, r.Timestamp, r.HasTimestamp)
+	out := o.out.reset(o.Ctx.Output, r.Timestamp, r.HasTimestamp)
 	o.pctx = ProcessContext{ts: r.Timestamp, hasTs: r.HasTimestamp, rctx: o.Ctx}
-	return o.fn.ProcessElement(&o.pctx, as[T](r.Value), &o.out)
+	return o.fn.ProcessElement(&o.pctx, as[T](r.Value), out)
 }
 
 // SnapshotState lets the function fill its lists, then serializes them.

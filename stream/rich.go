@@ -148,8 +148,8 @@ type richFlatMapOp[T, U any] struct {
 }
 
 func (o *richFlatMapOp[T, U]) ProcessElement(_ int, r runtime.Record) error {
-	o.out.reset(o.Ctx.Output, r.Timestamp, r.HasTimestamp)
-	return o.fn.FlatMap(as[T](r.Value), &o.out)
+	out := o.out.reset(o.Ctx.Output, r.Timestamp, r.HasTimestamp)
+	return o.fn.FlatMap(as[T](r.Value), out)
 }
 
 // FlatMapWith is FlatMap with a function per subtask (a
@@ -189,9 +189,9 @@ type richProcessOp[T, U any] struct {
 }
 
 func (o *richProcessOp[T, U]) ProcessElement(_ int, r runtime.Record) error {
-	o.out.reset(o.Ctx.Output, r.Timestamp, r.HasTimestamp)
+	out := o.out.reset(o.Ctx.Output, r.Timestamp, r.HasTimestamp)
 	o.pctx = ProcessContext{ts: r.Timestamp, hasTs: r.HasTimestamp, rctx: o.Ctx}
-	return o.fn.ProcessElement(&o.pctx, as[T](r.Value), &o.out)
+	return o.fn.ProcessElement(&o.pctx, as[T](r.Value), out)
 }
 
 // ProcessWith runs the ProcessFunction newFn creates per subtask on a

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
@@ -17,6 +16,15 @@ var ErrUnknownLevel = errors.New("logging: unknown level")
 
 // Levels are the accepted level names, matching the log.level option.
 var Levels = []string{"trace", "debug", "info", "warn", "error"}
+
+// TimeFormat is the events' timestamp format: RFC 3339 in milliseconds,
+// the precision of Flink's log4j pattern, which start-up and shutdown
+// timelines need (whole seconds hide them).
+const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// zerolog's timestamp format is process-wide: every process that logs
+// imports this package.
+func init() { zerolog.TimeFieldFormat = TimeFormat }
 
 // New returns a logger writing to w at level (case-insensitive, one of
 // Levels). Events carry a timestamp. Output is a readable console format if w
@@ -31,7 +39,7 @@ func newLogger(w io.Writer, level string, console bool) (zerolog.Logger, error) 
 		return zerolog.Nop(), err
 	}
 	if console {
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: TimeFormat}
 	}
 	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
 }

@@ -29,7 +29,8 @@ func TestJSONWhenNotATerminal(t *testing.T) {
 	if !ok {
 		t.Fatalf("no timestamp in %v", ev)
 	}
-	if _, err := time.Parse(time.RFC3339, ts); err != nil {
+	// Milliseconds, as Flink's log lines have them.
+	if _, err := time.Parse(TimeFormat, ts); err != nil {
 		t.Errorf("timestamp %q: %v", ts, err)
 	}
 }

@@ -56,6 +56,16 @@ type Source interface {
 	Close() error
 }
 
+// WakingSource is a Source whose NothingAvailable wait can end early
+// (Flink's SourceReader.isAvailable): the task also waits on Wakeup's
+// channel, which receives when a Poll may find something new, such as
+// an event from the operator's coordinator (the first split of a file
+// source). Wakeup is called once, after Open, on the task's goroutine.
+type WakingSource interface {
+	Source
+	Wakeup() <-chan struct{}
+}
+
 // Base is an Operator with no behaviour of its own: it keeps the Context and
 // forwards watermarks. Embed it and override what you need.
 type Base struct {

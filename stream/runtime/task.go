@@ -193,7 +193,10 @@ type task struct {
 	timers  procQueue
 	writers []ResultWriter
 	now     func() time.Time
-	wm      int64
+	// wakeup ends a wait early: a source's (WakingSource) while it waits
+	// after NothingAvailable, else nil.
+	wakeup <-chan struct{}
+	wm     int64
 	// wmg publishes wm and the last watermark written for the metrics.
 	wmg *WatermarkGauges
 	// current is the operator running now: records go down the chain as
@@ -525,6 +528,8 @@ func (t *task) wait(until time.Time, c0, c1 <-chan ChannelBatch) (ChannelBatch, 
 		return b, 1, nil
 	case <-timerC:
 		return ChannelBatch{}, -1, nil
+	case <-t.wakeup:
+		return ChannelBatch{}, -1, nil
 	case m := <-t.ctl:
 		t.onControl(m)
 		return ChannelBatch{}, -1, nil
@@ -638,6 +643,10 @@ func (t *task) drainTimers(i int) {
 // taken after that completed (FLIP-147).
 func (t *task) runSource() error {
 	src := t.nodes[0]
+	var wakeup <-chan struct{}
+	if ws, ok := src.src.(WakingSource); ok {
+		wakeup = ws.Wakeup()
+	}
 	if t.finishedOnRestore {
 		if t.ck == nil {
 			return nil
@@ -667,7 +676,10 @@ func (t *task) runSource() error {
 			if at.IsZero() {
 				at = t.now().Add(time.Millisecond)
 			}
-			if _, _, err := t.wait(at, nil, nil); err != nil {
+			t.wakeup = wakeup
+			_, _, err := t.wait(at, nil, nil)
+			t.wakeup = nil
+			if err != nil {
 				return err
 			}
 		case EndOfInput:
