@@ -204,9 +204,45 @@ func (e *fileEnumerator) HandleSplitRequest(sub int, host string) {
 	i := localSplit(e.pool, host)
 	sp := e.pool[i]
 	e.pool = append(e.pool[:i], e.pool[i+1:]...)
+	if n := e.tailPiece(sp); n < splitBytes(sp) {
+		// The rest stays where it was in the pool, for the next request
+		// (on the same hosts), and starts inside a line.
+		rest := FileSplit{Path: sp.Path, Start: sp.Start + n, End: sp.End, Hosts: sp.Hosts}
+		sp.End = rest.Start
+		e.pool = slices.Insert(e.pool, i, rest)
+		e.total++
+	}
 	e.reading[sp.SplitID()] = sp
 	fileLocality.count(e.src.Path, sp, host)
 	e.ctx.AssignSplits(map[int][]FileSplit{sub: {sp}})
+}
+
+// minTailPiece bounds the pieces tailPiece cuts from below: a request
+// per piece is a round trip to the JobMaster, hidden behind the reading
+// of a piece this large (readers ask for the next split as they start one).
+const minTailPiece = 64 << 10
+
+// tailPiece returns how many bytes of sp, just taken from the pool, to
+// hand out: all of it, until the pool holds less than 2p splits of its
+// size for the p readers; from there a 2p-th of what is left, at least an
+// eighth of sp (and minTailPiece), so the pieces shrink towards the end
+// and the readers finish within a small piece of each other, whenever
+// they started (guided self-scheduling), instead of one reading a whole
+// last split while the others idle.
+func (e *fileEnumerator) tailPiece(sp FileSplit) int64 {
+	size := splitBytes(sp)
+	n := int64(2 * max(e.ctx.CurrentParallelism(), 1))
+	left := size
+	for _, o := range e.pool {
+		if left += splitBytes(o); left >= n*size {
+			return size // far from the end (and at most 2p splits summed)
+		}
+	}
+	piece := max(left/n, size/8, minTailPiece)
+	if size-piece < minTailPiece {
+		return size
+	}
+	return piece
 }
 
 // localSplit picks the split for a reader on host, as Flink's

@@ -1,6 +1,11 @@
 package stream
 
 import (
+	"cmp"
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -100,4 +105,71 @@ func TestFileReadersReportEverySplit(t *testing.T) {
 	if !ok || p.Total < 10 || p.Done != p.Total || p.BytesDone != p.BytesTotal {
 		t.Fatalf("progress after reading everything: %+v %v; want Done == Total (>= 10 splits)", p, ok)
 	}
+}
+
+// The enumerator cuts the last splits into shrinking pieces (tailPiece):
+// what it hands out still covers every byte once, the pieces near the end
+// are well below the split size (but not below minTailPiece), and a job
+// over such pieces reads every line once, the lines the cuts fall into
+// too.
+func TestFileEnumeratorCutsTheTail(t *testing.T) {
+	dir := t.TempDir()
+	writeLines(t, dir, "a.txt", 0, 400_000) // ~5 MB
+	const splitSize = 1 << 20
+	src := &TextFileSource{Path: dir, SplitSize: splitSize}
+	ctx := &syncEnumContext{assigned: map[int][]FileSplit{}, noMore: map[int]bool{}}
+	en, err := src.CreateEnumerator(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := en.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var order []FileSplit
+	for sub := 0; len(ctx.noMore) < 2; sub = 1 - sub {
+		n := len(ctx.assigned[sub])
+		en.HandleSplitRequest(sub, "")
+		if len(ctx.assigned[sub]) > n {
+			order = append(order, ctx.assigned[sub][n])
+		}
+	}
+	st, err := os.Stat(filepath.Join(dir, "a.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	byStart := slices.Clone(order)
+	slices.SortFunc(byStart, func(a, b FileSplit) int { return cmp.Compare(a.Start, b.Start) })
+	next := int64(0)
+	for _, sp := range byStart {
+		if sp.Start != next || sp.End <= sp.Start {
+			t.Fatalf("split [%d, %d) after %d: the splits do not tile the file", sp.Start, sp.End, next)
+		}
+		if splitBytes(sp) < minTailPiece {
+			t.Errorf("split [%d, %d) is below minTailPiece", sp.Start, sp.End)
+		}
+		next = sp.End
+	}
+	if next != st.Size() {
+		t.Fatalf("the splits end at %d, the file at %d", next, st.Size())
+	}
+	last := order[len(order)-2:]
+	for _, sp := range last {
+		if splitBytes(sp) > splitSize/2 {
+			t.Errorf("one of the last two splits handed out has %d bytes; want at most half a split (%d)", splitBytes(sp), splitSize/2)
+		}
+	}
+	if len(order) <= int(st.Size()/splitSize)+1 {
+		t.Errorf("%d splits handed out for %d listed: nothing was cut", len(order), st.Size()/splitSize+1)
+	}
+
+	env := NewEnvironment(WithParallelism(2))
+	FromSource[string](env, &TextFileSource{Path: dir, SplitSize: splitSize}, SourceWatermarks{NoWatermarks: true}, "files").Collect().Uid("out")
+	if _, err := env.Execute(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got, err := CollectedValues[string](env, "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkLines(t, got, 400_000)
 }
