@@ -15,6 +15,7 @@ import (
 
 	"github.com/gofl/gofl/internal/gcfloor"
 	_ "github.com/gofl/gofl/internal/logging" // millisecond timestamps
+	"github.com/gofl/gofl/internal/profiling"
 	"github.com/gofl/gofl/internal/tlsconf"
 	"github.com/gofl/gofl/internal/version"
 	"github.com/gofl/gofl/jobgraph"
@@ -194,7 +195,7 @@ func serveRunner(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	log.Info().Str("job", name).Str("fingerprint", p.Graph.Fingerprint).Str("data_address", addr).Msg("serving the job's tasks")
-	defer startProfile()()
+	defer profiling.Start("runner")()
 	defer gcfloor.Set(runnerHeapFloor)()
 	ex := newClusterExecutor(p, shuffle, addr, log)
 	ex.localDir = localDir // LSM state backends live under the runner's directory too

@@ -472,10 +472,22 @@ type combinerCollector[T any, K comparable] struct {
 }
 
 func (x *combinerCollector[T, K]) Collect(v T) {
-	d := x.d
+	c, d := x.c, x.d
 	prev := *d.Running
 	*d.Running = d.Self
-	x.c.addValue(v, d.Next)
+	// addValue's path for a key the table holds, update inlined (the
+	// compiler does not inline calls in shaped code): the path of almost
+	// every value.
+	k := c.key(v)
+	if p, ok := c.idx[k]; ok {
+		next := c.fn(*p, v)
+		if len(c.keep.offsets) > 0 && !c.keep.shares(p, &next) {
+			c.keep.keep(p, &next)
+		}
+		*p = next
+	} else {
+		c.insert(k, v, d.Next)
+	}
 	*d.Running = prev
 }
 
@@ -487,13 +499,24 @@ func (c *reduceCombiner[T, K]) Add(r runtime.Record, out runtime.Output) {
 func (c *reduceCombiner[T, K]) addValue(v T, out runtime.Output) {
 	k := c.key(v)
 	if p, ok := c.idx[k]; ok {
-		next := c.fn(*p, v)
-		if len(c.keep.offsets) > 0 && !c.keep.shares(p, &next) {
-			c.keep.keep(p, &next)
-		}
-		*p = next
+		c.update(p, v)
 		return
 	}
+	c.insert(k, v, out)
+}
+
+// update reduces v into the value p of its key (combinerCollector.Collect
+// has it inlined).
+func (c *reduceCombiner[T, K]) update(p *T, v T) {
+	next := c.fn(*p, v)
+	if len(c.keep.offsets) > 0 && !c.keep.shares(p, &next) {
+		c.keep.keep(p, &next)
+	}
+	*p = next
+}
+
+// insert adds v under k, a key the table does not hold.
+func (c *reduceCombiner[T, K]) insert(k K, v T, out runtime.Output) {
 	if c.n >= combineMaxKeys {
 		c.Flush(out)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gofl/gofl/internal/gcfloor"
+	"github.com/gofl/gofl/internal/profiling"
 	"github.com/gofl/gofl/internal/version"
 	"github.com/gofl/gofl/taskmanager/runner"
 )
@@ -24,7 +25,20 @@ func main() {
 		os.Exit(serveRunner())
 	}
 	gcfloor.Set(controlHeapFloor) // for the process's life
-	os.Exit(run(os.Args, os.Stdout, os.Stderr, os.Environ))
+	stopProfile := profiling.Start(processRole(os.Args))
+	code := run(os.Args, os.Stdout, os.Stderr, os.Environ)
+	stopProfile()
+	os.Exit(code)
+}
+
+// processRole names the process in its profiles: the JobManager and
+// TaskManager are started as "gofl jobmanager|taskmanager ..."; anything
+// else is a client.
+func processRole(args []string) string {
+	if len(args) > 1 && (args[1] == "jobmanager" || args[1] == "taskmanager") {
+		return args[1]
+	}
+	return "client"
 }
 
 // controlHeapFloor is the heap goal floor (gcfloor) of the client, the

@@ -211,6 +211,14 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error)
 	go func() {
 		err := cmd.Wait()
 		closeLogs()
+		ev := p.log.Info()
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			// What the job's code cost this TaskManager's host, for
+			// sizing slots and spotting a runaway runner.
+			ev = ev.Dur("cpu_user", time.Duration(ru.Utime.Nano())).Dur("cpu_system", time.Duration(ru.Stime.Nano())).
+				Int64("max_rss_kib", ru.Maxrss)
+		}
+		ev.Str("exit", cmd.ProcessState.String()).Msg("job runner exited")
 		if err == nil {
 			err = errors.New("exit status 0")
 		}

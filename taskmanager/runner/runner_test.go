@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -267,4 +269,49 @@ func TestRunnerWithoutCheckpointsAnswersUnimplemented(t *testing.T) {
 	if code := status.Code(errors.Unwrap(err)); code != codes.Unimplemented {
 		t.Fatalf("trigger: %v (%v)", err, code)
 	}
+}
+
+// A runner's exit is logged with what it cost: CPU time and peak RSS.
+func TestRunnerExitIsLoggedWithItsResourceUsage(t *testing.T) {
+	var buf syncBuffer
+	p, err := Start(context.Background(), Spec{JobID: "job1", Binary: testRunner, Fingerprint: "fp1",
+		Dir: shortDir(t), StartTimeout: startTimeout}, zerolog.New(&buf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Stop(2 * time.Second)
+	select {
+	case <-p.Exited():
+	case <-time.After(waitLimit):
+		t.Fatal("the runner did not exit")
+	}
+	var line string
+	for _, l := range strings.Split(buf.String(), "\n") {
+		if strings.Contains(l, `"message":"job runner exited"`) {
+			line = l
+		}
+	}
+	for _, field := range []string{`"cpu_user":`, `"cpu_system":`, `"max_rss_kib":`, `"exit":`} {
+		if !strings.Contains(line, field) {
+			t.Errorf("exit log %q has no %s", line, field)
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
