@@ -2,7 +2,7 @@ package stream
 
 import (
 	"bufio"
-	"unsafe"
+	"strings"
 )
 
 // lineSlab is the size of the chunks a lineReader copies lines into: one
@@ -24,8 +24,11 @@ const maxKeptLong = 1 << 20
 // strings are immutable as any: the bytes of a chunk are written once,
 // before the string over them exists. Not safe for concurrent use.
 type lineReader struct {
-	r    *bufio.Reader
-	slab []byte
+	r *bufio.Reader
+	// slab is the current chunk: a Builder, whose buffer is allocated
+	// without zeroing (every byte is written once, by a line) and only
+	// appended to, so the strings over it stay as they are.
+	slab strings.Builder
 	long []byte // a line longer than r's buffer, gathered
 }
 
@@ -77,10 +80,11 @@ func (l *lineReader) str(b []byte) string {
 	case len(b) > lineSlab/4:
 		return string(b)
 	}
-	if cap(l.slab)-len(l.slab) < len(b) {
-		l.slab = make([]byte, 0, lineSlab)
+	if l.slab.Cap()-l.slab.Len() < len(b) {
+		l.slab = strings.Builder{}
+		l.slab.Grow(lineSlab)
 	}
-	start := len(l.slab)
-	l.slab = append(l.slab, b...)
-	return unsafe.String(&l.slab[start], len(b))
+	start := l.slab.Len()
+	l.slab.Write(b)
+	return l.slab.String()[start:]
 }

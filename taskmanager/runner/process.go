@@ -119,7 +119,7 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Process, error)
 		// A deep work dir (the local provider keeps it in the cluster's
 		// directory) would overflow sun_path: the socket goes to a short
 		// temporary directory, removed when the runner exits.
-		d, err := os.MkdirTemp("", "gofl-runner-")
+		d, err := os.MkdirTemp("", socketDirPrefix)
 		if err != nil {
 			return nil, fmt.Errorf("runner: %w", err)
 		}

@@ -315,3 +315,30 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// A runner removes its socket, and the socket's temporary directory when
+// it has one of its own (a TaskManager killed by SIGKILL leaves it).
+func TestRemoveSocketRemovesItsOwnDirectoryOnly(t *testing.T) {
+	own, err := os.MkdirTemp("", socketDirPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := t.TempDir()
+	for _, dir := range []string{own, shared} {
+		sock := filepath.Join(dir, "runner.sock")
+		if err := os.WriteFile(sock, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		removeSocket(sock)
+		if _, err := os.Stat(sock); !os.IsNotExist(err) {
+			t.Errorf("%s is still there (%v)", sock, err)
+		}
+	}
+	if _, err := os.Stat(own); !os.IsNotExist(err) {
+		os.RemoveAll(own)
+		t.Errorf("the socket's own directory %s is still there (%v)", own, err)
+	}
+	if _, err := os.Stat(shared); err != nil {
+		t.Errorf("the work directory holding the socket was removed: %v", err)
+	}
+}

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -164,6 +166,20 @@ const minHeartbeatInterval = 10 * time.Millisecond
 // in the runner than on the client: a non-deterministic builder.
 var ErrFingerprintMismatch = errors.New("runner: JobGraph fingerprint mismatch")
 
+// socketDirPrefix names the temporary directories of runner sockets whose
+// work directory's path is too long for one.
+const socketDirPrefix = "gofl-runner-"
+
+// removeSocket removes the runner's socket and, when it has one of its
+// own, its temporary directory: a TaskManager killed by SIGKILL cannot, and
+// its runners outlive it long enough to notice (the orphan check).
+func removeSocket(path string) {
+	_ = os.Remove(path)
+	if dir := filepath.Dir(path); strings.HasPrefix(filepath.Base(dir), socketDirPrefix) {
+		_ = os.Remove(dir) // only if empty
+	}
+}
+
 // Serve runs the JobRunnerService on the Unix socket at socketPath until
 // ctx ends or the TaskManager asks it to shut down. It closes ex before it
 // returns.
@@ -180,7 +196,7 @@ func Serve(ctx context.Context, socketPath string, info Info, ex Executor, log z
 	if err != nil {
 		return fmt.Errorf("runner: listening on %s: %w", socketPath, err)
 	}
-	defer os.Remove(socketPath)
+	defer removeSocket(socketPath)
 	if err := os.Chmod(socketPath, 0o600); err != nil {
 		lis.Close()
 		return fmt.Errorf("runner: %w", err)
