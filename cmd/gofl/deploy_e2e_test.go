@@ -165,6 +165,27 @@ func (e *e2e) checkCounts(dir string) {
 	}
 }
 
+// logTails is the last n lines of every log of the test's clusters (live
+// ones and those whose logs the local provider kept), for a failure's
+// message.
+func (e *e2e) logTails(n int) string {
+	var b strings.Builder
+	state := filepath.Join(e.home, ".local", "state", "gofl")
+	for _, pattern := range []string{"clusters/*/*/gofl.log", "logs/*/*.log"} {
+		files, _ := filepath.Glob(filepath.Join(state, pattern))
+		for _, f := range files {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				continue
+			}
+			lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+			fmt.Fprintf(&b, "--- %s (last %d lines)\n%s\n", strings.TrimPrefix(f, state+"/"), min(n, len(lines)),
+				strings.Join(lines[max(len(lines)-n, 0):], "\n"))
+		}
+	}
+	return b.String()
+}
+
 func (e *e2e) clustersDir() string {
 	return filepath.Join(e.home, ".local", "state", "gofl", "clusters")
 }

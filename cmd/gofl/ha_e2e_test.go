@@ -61,7 +61,7 @@ func TestDeploySessionStandbyJobManagersE2E(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("run after the failover: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+			t.Fatalf("run after the failover: exit %d\n%s%s\n%s", r.code, r.stdout, r.stderr, e.logTails(30))
 		}
 		_ = os.RemoveAll(out2)
 		time.Sleep(500 * time.Millisecond)

@@ -123,6 +123,10 @@ type record struct {
 	// Restarted is the latest restart's time.
 	Attempts  int       `json:"attempts,omitempty"`
 	Restarted time.Time `json:"restarted,omitzero"`
+	// AddressesFrom is where in its log a JobManager restarted on new
+	// ports (its old ones were taken) logs its addresses, while the
+	// record has none.
+	AddressesFrom int64 `json:"addresses_from,omitempty"`
 	// Supervisor is the process that restarts the JobManager (Supervise),
 	// when provider.local.jobmanager.attempts allows restarts.
 	Supervisor procID `json:"supervisor,omitzero"`

@@ -461,3 +461,40 @@ func TestSupervisorRestartsTheJobManagerUpToTheAttempts(t *testing.T) {
 		t.Fatalf("directory after Kill: %v", err)
 	}
 }
+
+// A JobManager whose ports another process took after it died (its ports
+// were the kernel's pick from the ephemeral range) is restarted on new
+// ones, and the record names them once it logged them, instead of the
+// restart failing to bind and spending the last attempt.
+func TestSupervisorRestartsOnNewPortsWhenTheOldAreTaken(t *testing.T) {
+	base := t.TempDir()
+	d := newDeployer(t, base)
+	const id = "ports-taken"
+	cfg := fastCluster()
+	cfg["provider.local.jobmanager.attempts"] = "2"
+	info, err := d.Deploy(ctxT(t, time.Minute), providers.ClusterSpec{ClusterID: id, Mode: providers.ModeSession, Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Kill(context.Background(), id) })
+	pid, _ := strconv.Atoi(info.Details["pid"])
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var squatter net.Listener
+	eventually(t, time.Minute, "the dead JobManager's REST port taken", func() bool {
+		squatter, err = net.Listen("tcp", info.RESTAddress)
+		return err == nil
+	})
+	defer squatter.Close()
+	var again providers.ClusterInfo
+	eventually(t, time.Minute, "the JobManager restarted on a new REST port", func() bool {
+		again, err = d.Retrieve(context.Background(), id)
+		var o restapi.ClusterOverview
+		return err == nil && again.Status == providers.StatusRunning && again.Details["pid"] != info.Details["pid"] &&
+			again.RESTAddress != "" && again.RESTAddress != info.RESTAddress && getJSON(t, "http://"+again.RESTAddress+"/overview", &o)
+	})
+	if again.Details["attempt"] != "2" {
+		t.Errorf("after the restart: %+v", again)
+	}
+}

@@ -81,6 +81,11 @@ func Supervise(ctx context.Context, base, clusterID string, log zerolog.Logger) 
 			log.Info().Msg("the cluster's record is gone; supervisor ends")
 			return nil
 		}
+		if err == nil && refreshAddresses(dir, &rec) {
+			if err := d.writeRecord(dir, rec); err != nil {
+				log.Error().Err(err).Msg("recording the restarted JobManager's addresses")
+			}
+		}
 		if err != nil || rec.Status != providers.StatusRunning && rec.Status != providers.StatusStarting || rec.JobManager.alive() {
 			continue
 		}
@@ -113,27 +118,91 @@ func Supervise(ctx context.Context, base, clusterID string, log zerolog.Logger) 
 	}
 }
 
+// portsFreeWait bounds how long a restart waits for the dead JobManager's
+// ports to be free before it takes new ones.
+const portsFreeWait = 5 * time.Second
+
 // restart starts the JobManager again on its previous ports and records
-// the attempt.
+// the attempt. The ports were the kernel's pick from the ephemeral range:
+// once their JobManager died, another process's connection may hold one
+// as its local port. The restart waits a little for them, and then takes
+// new ports rather than start a JobManager that cannot bind (and spend an
+// attempt on it): clients and TaskManagers of a highly available cluster
+// find the new leader through the HA services, and the record gets the
+// new addresses when the JobManager logs them (refreshAddresses).
 func (d *Deployer) restart(dir string, rec *record, l launch, log zerolog.Logger) error {
 	cfg := make(map[string]string, len(l.Config)+2)
 	for k, v := range l.Config {
 		cfg[k] = v
 	}
-	if _, port, err := net.SplitHostPort(rec.RESTAddress); err == nil {
-		cfg[conf.RestPort.Key()] = port
+	jmDir := filepath.Join(dir, jobManagerDir)
+	samePorts := waitBindable(portsFreeWait, rec.RESTAddress, rec.RPCAddress)
+	if samePorts {
+		if _, port, err := net.SplitHostPort(rec.RESTAddress); err == nil {
+			cfg[conf.RestPort.Key()] = port
+		}
+		if _, port, err := net.SplitHostPort(rec.RPCAddress); err == nil {
+			cfg[conf.JobManagerRPCPort.Key()] = port
+		}
+	} else {
+		log.Warn().Str("rpc", rec.RPCAddress).Str("rest", rec.RESTAddress).Dur("waited", portsFreeWait).
+			Msg("the dead JobManager's ports are taken; restarting it on new ones")
 	}
-	if _, port, err := net.SplitHostPort(rec.RPCAddress); err == nil {
-		cfg[conf.JobManagerRPCPort.Key()] = port
-	}
-	p, err := startProcess(l.Binary, "jobmanager", filepath.Join(dir, jobManagerDir), rec.ClusterID, cfg)
+	logOffset := int64(len(readFile(filepath.Join(jmDir, logFile))))
+	p, err := startProcess(l.Binary, "jobmanager", jmDir, rec.ClusterID, cfg)
 	if err != nil {
 		return err
 	}
 	rec.JobManager = p.id
 	rec.Attempts++
 	rec.Restarted = time.Now().UTC().Truncate(time.Millisecond)
-	log.Warn().Int("pid", p.id.PID).Int("attempt", rec.Attempts).Int("attempts", l.Attempts).
-		Msg("the JobManager ended abnormally; restarted it on its ports")
+	if !samePorts {
+		rec.RPCAddress, rec.RESTAddress, rec.AddressesFrom = "", "", logOffset
+	}
+	log.Warn().Int("pid", p.id.PID).Int("attempt", rec.Attempts).Int("attempts", l.Attempts).Bool("same_ports", samePorts).
+		Msg("the JobManager ended abnormally; restarted it")
 	return d.writeRecord(dir, *rec)
+}
+
+// refreshAddresses fills in the addresses of a JobManager restarted on new
+// ports once it logged them (after rec.AddressesFrom in its log); it
+// reports whether the record changed.
+func refreshAddresses(dir string, rec *record) bool {
+	if rec.RESTAddress != "" {
+		return false
+	}
+	b := readFile(filepath.Join(dir, jobManagerDir, logFile))
+	if rec.AddressesFrom > int64(len(b)) {
+		return false
+	}
+	m := addrLine.FindSubmatch(b[rec.AddressesFrom:])
+	if m == nil {
+		return false
+	}
+	rec.RPCAddress, rec.RESTAddress, rec.AddressesFrom = string(m[1]), string(m[2]), 0
+	return true
+}
+
+// waitBindable waits up to limit until every address can be listened on
+// (an empty one counts as free), and reports whether they could.
+func waitBindable(limit time.Duration, addrs ...string) bool {
+	deadline := time.Now().Add(limit)
+	for {
+		free := true
+		for _, a := range addrs {
+			if a == "" {
+				continue
+			}
+			lis, err := net.Listen("tcp", a)
+			if err != nil {
+				free = false
+				break
+			}
+			lis.Close()
+		}
+		if free || time.Now().After(deadline) {
+			return free
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
