@@ -38,10 +38,11 @@ type fileEnumState struct {
 }
 
 // DefaultFileSplitSize is the split size of TextFileSource (and TextFile)
-// on file systems without blocks: large enough that a split's request, a
-// round trip to the JobMaster, costs nothing next to reading it, small
-// enough that fast readers take more and the progress moves.
-const DefaultFileSplitSize = 4 << 20
+// on file systems without blocks: Flink's local block size (32 MiB), which
+// its file source splits along. Each split costs its reader a round trip
+// to the JobMaster and the JobMaster a few events; the readers still end
+// together, as the last splits are cut into shrinking pieces (tailPiece).
+const DefaultFileSplitSize = 32 << 20
 
 // TextFileSource reads the lines of a file or directory (as TextFile)
 // through the Source API: the JobMaster's enumerator cuts the files into
@@ -217,15 +218,16 @@ func (e *fileEnumerator) HandleSplitRequest(sub int, host string) {
 	e.ctx.AssignSplits(map[int][]FileSplit{sub: {sp}})
 }
 
-// minTailPiece bounds the pieces tailPiece cuts from below: a request
-// per piece is a round trip to the JobMaster, hidden behind the reading
-// of a piece this large (readers ask for the next split as they start one).
-const minTailPiece = 64 << 10
+// minTailPiece bounds the pieces tailPiece cuts from below (with a 32nd
+// of the split): a request per piece is a round trip to the JobMaster,
+// hidden behind the reading of a piece this large (readers ask for the
+// next split as they start one).
+const minTailPiece = 512 << 10
 
 // tailPiece returns how many bytes of sp, just taken from the pool, to
 // hand out: all of it, until the pool holds less than 2p splits of its
-// size for the p readers; from there a 2p-th of what is left, at least an
-// eighth of sp (and minTailPiece), so the pieces shrink towards the end
+// size for the p readers; from there a 2p-th of what is left, at least a
+// 32nd of sp (and minTailPiece), so the pieces shrink towards the end
 // and the readers finish within a small piece of each other, whenever
 // they started (guided self-scheduling), instead of one reading a whole
 // last split while the others idle.
@@ -238,7 +240,7 @@ func (e *fileEnumerator) tailPiece(sp FileSplit) int64 {
 			return size // far from the end (and at most 2p splits summed)
 		}
 	}
-	piece := max(left/n, size/8, minTailPiece)
+	piece := max(left/n, size/32, minTailPiece)
 	if size-piece < minTailPiece {
 		return size
 	}

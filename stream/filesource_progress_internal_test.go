@@ -115,7 +115,7 @@ func TestFileReadersReportEverySplit(t *testing.T) {
 func TestFileEnumeratorCutsTheTail(t *testing.T) {
 	dir := t.TempDir()
 	writeLines(t, dir, "a.txt", 0, 400_000) // ~5 MB
-	const splitSize = 1 << 20
+	const splitSize = 4 << 20
 	src := &TextFileSource{Path: dir, SplitSize: splitSize}
 	ctx := &syncEnumContext{assigned: map[int][]FileSplit{}, noMore: map[int]bool{}}
 	en, err := src.CreateEnumerator(ctx)
