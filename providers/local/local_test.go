@@ -423,13 +423,7 @@ func TestSupervisorRestartsTheJobManagerUpToTheAttempts(t *testing.T) {
 	base := t.TempDir()
 	d := newDeployer(t, base)
 	const id = "restarts"
-	cfg := fastCluster()
-	cfg["provider.local.jobmanager.attempts"] = "2"
-	info, err := d.Deploy(ctxT(t, time.Minute), providers.ClusterSpec{ClusterID: id, Mode: providers.ModeSession, Config: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Kill(context.Background(), id) })
+	info := deploySupervised(t, d, id)
 	kill := func(pid string) {
 		t.Helper()
 		n, _ := strconv.Atoi(pid)
@@ -438,6 +432,7 @@ func TestSupervisorRestartsTheJobManagerUpToTheAttempts(t *testing.T) {
 		}
 	}
 	kill(info.Details["pid"])
+	var err error
 	var again providers.ClusterInfo
 	eventually(t, time.Minute, "the JobManager restarted on its REST port", func() bool {
 		again, err = d.Retrieve(context.Background(), id)
@@ -467,21 +462,15 @@ func TestSupervisorRestartsTheJobManagerUpToTheAttempts(t *testing.T) {
 // ones, and the record names them once it logged them, instead of the
 // restart failing to bind and spending the last attempt.
 func TestSupervisorRestartsOnNewPortsWhenTheOldAreTaken(t *testing.T) {
-	base := t.TempDir()
-	d := newDeployer(t, base)
+	d := newDeployer(t, t.TempDir())
 	const id = "ports-taken"
-	cfg := fastCluster()
-	cfg["provider.local.jobmanager.attempts"] = "2"
-	info, err := d.Deploy(ctxT(t, time.Minute), providers.ClusterSpec{ClusterID: id, Mode: providers.ModeSession, Config: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Kill(context.Background(), id) })
+	info := deploySupervised(t, d, id)
 	pid, _ := strconv.Atoi(info.Details["pid"])
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	var squatter net.Listener
+	var err error
 	eventually(t, time.Minute, "the dead JobManager's REST port taken", func() bool {
 		squatter, err = net.Listen("tcp", info.RESTAddress)
 		return err == nil
@@ -497,4 +486,19 @@ func TestSupervisorRestartsOnNewPortsWhenTheOldAreTaken(t *testing.T) {
 	if again.Details["attempt"] != "2" {
 		t.Errorf("after the restart: %+v", again)
 	}
+}
+
+// deploySupervised deploys session cluster id with
+// provider.local.jobmanager.attempts 2 (a supervisor restarts its
+// JobManager once); the test's cleanup kills it.
+func deploySupervised(t *testing.T, d *local.Deployer, id string) providers.ClusterInfo {
+	t.Helper()
+	cfg := fastCluster()
+	cfg["provider.local.jobmanager.attempts"] = "2"
+	info, err := d.Deploy(ctxT(t, time.Minute), providers.ClusterSpec{ClusterID: id, Mode: providers.ModeSession, Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Kill(context.Background(), id) })
+	return info
 }

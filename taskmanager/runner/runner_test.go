@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/gofl/gofl/internal/clustertest"
 	"github.com/gofl/gofl/rpc/pb"
 )
 
@@ -273,7 +272,7 @@ func TestRunnerWithoutCheckpointsAnswersUnimplemented(t *testing.T) {
 
 // A runner's exit is logged with what it cost: CPU time and peak RSS.
 func TestRunnerExitIsLoggedWithItsResourceUsage(t *testing.T) {
-	var buf syncBuffer
+	var buf clustertest.SyncBuffer
 	p, err := Start(context.Background(), Spec{JobID: "job1", Binary: testRunner, Fingerprint: "fp1",
 		Dir: shortDir(t), StartTimeout: startTimeout}, zerolog.New(&buf))
 	if err != nil {
@@ -298,47 +297,3 @@ func TestRunnerExitIsLoggedWithItsResourceUsage(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the logger's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// A runner removes its socket, and the socket's temporary directory when
-// it has one of its own (a TaskManager killed by SIGKILL leaves it).
-func TestRemoveSocketRemovesItsOwnDirectoryOnly(t *testing.T) {
-	own, err := os.MkdirTemp("", socketDirPrefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	shared := t.TempDir()
-	for _, dir := range []string{own, shared} {
-		sock := filepath.Join(dir, "runner.sock")
-		if err := os.WriteFile(sock, nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		removeSocket(sock)
-		if _, err := os.Stat(sock); !os.IsNotExist(err) {
-			t.Errorf("%s is still there (%v)", sock, err)
-		}
-	}
-	if _, err := os.Stat(own); !os.IsNotExist(err) {
-		os.RemoveAll(own)
-		t.Errorf("the socket's own directory %s is still there (%v)", own, err)
-	}
-	if _, err := os.Stat(shared); err != nil {
-		t.Errorf("the work directory holding the socket was removed: %v", err)
-	}
-}
