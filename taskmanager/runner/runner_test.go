@@ -296,4 +296,3 @@ func TestRunnerExitIsLoggedWithItsResourceUsage(t *testing.T) {
 		}
 	}
 }
-
