@@ -155,14 +155,14 @@ func (c *collector[T]) Collect(v T) { c.emit.emit(c.out, v, c.ts, c.hasTs) }
 // instance.
 type emitter[T any] struct {
 	box    boxer[T]
-	direct *runtime.DirectCombiner // the last one seen, typed resolved for it
-	typed  typedCombiner[T]
-	into   Collector[T] // typed's collector for direct: values go in as d's running operator
+	direct *runtime.DirectCombiner // the last one seen, into resolved for it
+	// into is direct's combiner as a Collector of T (values go in as its
+	// running operator); nil when it does not take T values.
+	into Collector[T]
 }
 
 // typedCombiner is a combiner that takes values of T directly.
 type typedCombiner[T any] interface {
-	addValue(v T, out runtime.Output)
 	// collector returns a Collector that hands each value to the
 	// combiner as d's running operator (d is the combiner's).
 	collector(d *runtime.DirectCombiner) Collector[T]
@@ -175,14 +175,12 @@ func (e *emitter[T]) directTo(out runtime.Output) *runtime.DirectCombiner {
 		return nil
 	}
 	if d != e.direct {
-		e.direct = d
-		e.typed, _ = d.Combiner.(typedCombiner[T])
-		e.into = nil
-		if e.typed != nil {
-			e.into = e.typed.collector(d)
+		e.direct, e.into = d, nil
+		if tc, ok := d.Combiner.(typedCombiner[T]); ok {
+			e.into = tc.collector(d)
 		}
 	}
-	if e.typed == nil {
+	if e.into == nil {
 		return nil
 	}
 	return d

@@ -495,7 +495,7 @@ func (c *reduceCombiner[T, K]) Add(r runtime.Record, out runtime.Output) {
 	c.addValue(as[T](r.Value), out)
 }
 
-// addValue implements typedCombiner.
+// addValue folds v into its key's partial result (Add's path).
 func (c *reduceCombiner[T, K]) addValue(v T, out runtime.Output) {
 	k := c.key(v)
 	if p, ok := c.idx[k]; ok {

@@ -148,7 +148,10 @@ func (d *Deployer) restart(dir string, rec *record, l launch, log zerolog.Logger
 		log.Warn().Str("rpc", rec.RPCAddress).Str("rest", rec.RESTAddress).Dur("waited", portsFreeWait).
 			Msg("the dead JobManager's ports are taken; restarting it on new ones")
 	}
-	logOffset := int64(len(readFile(filepath.Join(jmDir, logFile))))
+	var logOffset int64 // where the new JobManager's lines begin
+	if st, err := os.Stat(filepath.Join(jmDir, logFile)); err == nil {
+		logOffset = st.Size()
+	}
 	p, err := startProcess(l.Binary, "jobmanager", jmDir, rec.ClusterID, cfg)
 	if err != nil {
 		return err
@@ -166,9 +169,10 @@ func (d *Deployer) restart(dir string, rec *record, l launch, log zerolog.Logger
 
 // refreshAddresses fills in the addresses of a JobManager restarted on new
 // ports once it logged them (after rec.AddressesFrom in its log); it
-// reports whether the record changed.
+// reports whether the record changed. Only a restart leaves the record
+// without addresses: a first start's are Deploy's to write.
 func refreshAddresses(dir string, rec *record) bool {
-	if rec.RESTAddress != "" {
+	if rec.RESTAddress != "" || rec.Attempts < 2 {
 		return false
 	}
 	b := readFile(filepath.Join(dir, jobManagerDir, logFile))
